@@ -1,0 +1,75 @@
+"""What a draft shows besides the checklist (DESIGN §3): headline, tool lines, answer text.
+
+Agent text, so it is cleaned like card text and bounded: a headline of at most 280
+characters, the most recent tool lines, and the tail of the streamed answer.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict, field_validator
+
+from .card import MAX_NOTE_CHARS, CardError, clean_text, cut
+
+MAX_TOOL_LINES = 5
+MAX_TOOL_LINE_CHARS = 280
+MAX_ANSWER_CHARS = 16_384
+
+
+class Activity(BaseModel):
+    model_config = ConfigDict(frozen=True, extra="forbid", strict=True)
+
+    headline: str | None = None
+    tools: tuple[str, ...] = ()
+    answer: str | None = None
+
+    @field_validator("headline")
+    @classmethod
+    def _headline(cls, value: str | None) -> str | None:
+        if value is None:
+            return None
+        return cut(" ".join(clean_text(value).split()), MAX_NOTE_CHARS) or None
+
+    @field_validator("tools", mode="before")
+    @classmethod
+    def _tools(cls, value: Any) -> tuple[str, ...]:
+        if not isinstance(value, (list, tuple)) or not all(isinstance(v, str) for v in value):
+            raise ValueError("must be an array of strings")
+        lines = [cut(" ".join(clean_text(v).split()), MAX_TOOL_LINE_CHARS) for v in value]
+        return tuple(line for line in lines if line)[-MAX_TOOL_LINES:]
+
+    @field_validator("answer")
+    @classmethod
+    def _answer(cls, value: str | None) -> str | None:
+        if value is None:
+            return None
+        value = clean_text(value)
+        if len(value) > MAX_ANSWER_CHARS:
+            value = "…" + value[-(MAX_ANSWER_CHARS - 1) :]
+        return value if value.strip() else None
+
+    @property
+    def empty(self) -> bool:
+        return not (self.headline or self.tools or self.answer)
+
+    def to_json(self) -> dict[str, Any]:
+        return {"headline": self.headline, "tools": list(self.tools), "answer": self.answer}
+
+    @classmethod
+    def parse(cls, data: Any) -> Activity:
+        if not isinstance(data, dict):
+            raise CardError("activity", "must be a JSON object")
+        from pydantic import ValidationError
+
+        try:
+            return cls.model_validate(data)
+        except ValidationError as exc:
+            err = exc.errors(include_url=False)[0]
+            field = ".".join(str(p) for p in err["loc"]) or "activity"
+            rule = str(err.get("msg", "is invalid")).removeprefix("Value error, ")
+            if err["type"] == "string_type":
+                rule = "must be a string"
+            if err["type"] == "extra_forbidden":
+                rule = "is not a known field"
+            raise CardError(field, rule) from None

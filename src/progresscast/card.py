@@ -1,0 +1,226 @@
+"""The progress card and its rules (DESIGN §1): cleaning, limits, receipts.
+
+`CardInput` is what a write carries; `Card` is what the store keeps. Both are
+pure data: nothing here touches Redis.
+"""
+
+from __future__ import annotations
+
+import re
+from enum import StrEnum
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
+
+MAX_STEPS = 50
+MAX_STEP_BYTES = 512
+MAX_NOTE_CHARS = 280
+MAX_MARKDOWN_BYTES = 8192
+
+# Invisible and bidirectional control characters, removed before anything is stored.
+_INVISIBLE = re.compile(
+    "[\u200b-\u200f\u202a-\u202e\u2060-\u2064\u206a-\u206f\ufeff\U000e0000-\U000e007f]"
+)
+
+
+class Status(StrEnum):
+    pending = "pending"
+    in_progress = "in_progress"
+    completed = "completed"
+    blocked = "blocked"
+    skipped = "skipped"
+
+
+DONE_STATUSES = frozenset({Status.completed, Status.skipped})
+STATUS_NAMES = ", ".join(s.value for s in Status)
+
+
+class CardError(ValueError):
+    """A write that breaks a rule. `field` names where, `rule` says what."""
+
+    def __init__(self, field: str, rule: str) -> None:
+        super().__init__(f"{field}: {rule}" if field else rule)
+        self.field = field
+        self.rule = rule
+
+
+def clean_text(text: str) -> str:
+    return _INVISIBLE.sub("", text)
+
+
+def cut(text: str, limit: int) -> str:
+    """Cut to at most `limit` characters, ending with `…` when cut."""
+    return text if len(text) <= limit else text[: limit - 1] + "…"
+
+
+class Step(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True, strict=True)
+
+    step: str
+    status: Status
+    note: str | None = None
+
+    @field_validator("status", mode="before")
+    @classmethod
+    def _status(cls, value: Any) -> Status:
+        if not isinstance(value, str) or value not in Status.__members__:
+            raise ValueError(f"must be one of {STATUS_NAMES}")
+        return Status(value)
+
+    @field_validator("step")
+    @classmethod
+    def _step(cls, value: str) -> str:
+        value = clean_text(value).strip()
+        if not value:
+            raise ValueError("must not be empty")
+        if len(value.encode()) > MAX_STEP_BYTES:
+            raise ValueError(f"must be at most {MAX_STEP_BYTES} UTF-8 bytes")
+        return value
+
+    @field_validator("note")
+    @classmethod
+    def _note(cls, value: str | None) -> str | None:
+        if value is None:
+            return None
+        value = clean_text(value).strip()
+        return cut(value, MAX_NOTE_CHARS) or None
+
+    @property
+    def done(self) -> bool:
+        return self.status in DONE_STATUSES
+
+    def to_json(self) -> dict[str, Any]:
+        out: dict[str, Any] = {"step": self.step, "status": self.status.value}
+        if self.note:
+            out["note"] = self.note
+        return out
+
+
+class CardInput(BaseModel):
+    """One write: the whole card. Every write replaces what was there."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True, strict=True)
+
+    plan: list[Step] | None = None
+    markdown: str | None = None
+
+    @field_validator("plan")
+    @classmethod
+    def _plan(cls, plan: list[Step] | None) -> list[Step] | None:
+        if plan is None:
+            return None
+        if len(plan) > MAX_STEPS:
+            raise ValueError(f"must have at most {MAX_STEPS} steps")
+        if sum(s.status is Status.in_progress for s in plan) > 1:
+            raise ValueError("at most one step may be in_progress")
+        return plan or None
+
+    @field_validator("markdown")
+    @classmethod
+    def _markdown(cls, value: str | None) -> str | None:
+        if value is None:
+            return None
+        value = clean_text(value)
+        if len(value.encode()) > MAX_MARKDOWN_BYTES:
+            raise ValueError(f"must be at most {MAX_MARKDOWN_BYTES} UTF-8 bytes")
+        return value if value.strip() else None
+
+    @property
+    def clears(self) -> bool:
+        return not self.plan and self.markdown is None
+
+    @classmethod
+    def parse(cls, data: Any) -> CardInput:
+        """Validate raw JSON-shaped input; raise CardError naming the first bad field."""
+        if not isinstance(data, dict):
+            raise CardError("card", "must be a JSON object with optional 'plan' and 'markdown'")
+        try:
+            return cls.model_validate(data)
+        except ValidationError as exc:
+            raise _card_error(exc) from None
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "plan": [s.to_json() for s in self.plan] if self.plan else None,
+            "markdown": self.markdown,
+        }
+
+
+def _card_error(exc: ValidationError) -> CardError:
+    err = exc.errors(include_url=False)[0]
+    loc = err["loc"]
+    field = ""
+    for part in loc:
+        field += f"[{part}]" if isinstance(part, int) else (f".{part}" if field else str(part))
+    kind = err["type"]
+    if kind == "extra_forbidden":
+        return CardError(field, "is not a known field")
+    if kind in ("string_type", "list_type", "model_type", "dict_type"):
+        expected = {"string_type": "a string", "list_type": "an array"}.get(kind, "an object")
+        return CardError(field, f"must be {expected}")
+    if kind == "missing":
+        return CardError(field, "is required")
+    message = str(err.get("msg", "is invalid"))
+    return CardError(field, message.removeprefix("Value error, "))
+
+
+class StepCounts(BaseModel):
+    completed: int
+    total: int
+
+
+class Card(BaseModel):
+    """A stored card: the last accepted write of one owner."""
+
+    model_config = ConfigDict(frozen=True)
+
+    sessionKey: str
+    agentId: str
+    displayKey: str
+    revision: int
+    plan: list[Step] | None = None
+    markdown: str | None = None
+    updatedAt: str
+
+    @property
+    def counts(self) -> StepCounts | None:
+        if not self.plan:
+            return None
+        return StepCounts(completed=sum(s.done for s in self.plan), total=len(self.plan))
+
+    @property
+    def active_step(self) -> Step | None:
+        return next((s for s in self.plan or () if s.status is Status.in_progress), None)
+
+    def to_json(self) -> dict[str, Any]:
+        data = self.model_dump(mode="json")
+        data["plan"] = [s.to_json() for s in self.plan] if self.plan else None
+        return data
+
+
+class WriteResult(BaseModel):
+    """What an accepted write answers: the receipt text and the structured result."""
+
+    revision: int
+    steps: StepCounts | None = None
+    cleared: bool = False
+
+    @property
+    def receipt(self) -> str:
+        if self.cleared:
+            return "Progress card cleared"
+        if self.steps is None:
+            return f"Progress card updated (rev {self.revision})"
+        return (
+            f"Progress card updated (rev {self.revision}, "
+            f"{self.steps.completed}/{self.steps.total} done)"
+        )
+
+    def to_json(self) -> dict[str, Any]:
+        out: dict[str, Any] = {
+            "revision": self.revision,
+            "steps": self.steps.model_dump() if self.steps else None,
+        }
+        if self.cleared:
+            out["cleared"] = True
+        return out

@@ -1,0 +1,172 @@
+"""The command line (DESIGN §5). Bad input: exit status 2, one line on stderr."""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import sys
+from collections.abc import Awaitable, Callable
+from pathlib import Path
+from typing import Any, NoReturn
+
+from .card import CardError, CardInput
+from .config import ConfigError, Mode, RenderSettings, Settings, load_settings
+from .connections import connect, redis_url
+from .owners import Owner, resolve_owner
+from .store import CardStore
+
+
+class UsageError(Exception):
+    """Bad input from the user: reported on one line, exit status 2."""
+
+
+def _fail(message: str) -> NoReturn:
+    print(f"progresscast: {message}", file=sys.stderr)
+    raise SystemExit(2)
+
+
+def _parser() -> argparse.ArgumentParser:
+    common = argparse.ArgumentParser(add_help=False)
+    common.add_argument("--redis", metavar="URL", help="Redis URL (default: embedded)")
+    common.add_argument("--config", metavar="FILE", help="TOML config (DESIGN §6)")
+
+    parser = argparse.ArgumentParser(prog="progresscast", parents=[common])
+    commands = parser.add_subparsers(dest="command", required=True)
+
+    card = commands.add_parser("card", help="read and write progress cards", parents=[common])
+    card_commands = card.add_subparsers(dest="card_command", required=True)
+    for name, text in [
+        ("put", "write a card from JSON on stdin; prints the receipt"),
+        ("get", "print the card as JSON, or null"),
+        ("clear", "clear the card"),
+        ("reset", "clear the card at a boundary"),
+    ]:
+        sub = card_commands.add_parser(name, help=text, parents=[common])
+        sub.add_argument("--session", required=True, metavar="KEY")
+        sub.add_argument("--agent", metavar="ID")
+        if name == "put":
+            sub.add_argument("--expected-revision", type=int, metavar="N")
+
+    render = commands.add_parser("render", help="preview what a channel shows", parents=[common])
+    render.add_argument("card_file", metavar="CARD.json", help="a card (as `card get` prints) or a write's input; - for stdin")
+    render.add_argument("--channel", choices=["telegram", "text", "web"], required=True)
+    render.add_argument("--rich", action="store_true", help="Telegram rich message")
+    render.add_argument("--mode", choices=[m.value for m in Mode], default=None)
+    render.add_argument("--max-lines", type=int, metavar="N")
+    render.add_argument("--max-line-chars", type=int, metavar="N")
+    render.add_argument("--paused", action="store_true", help="show unfinished steps as paused")
+
+    serve = commands.add_parser("serve", help="gateway, web page, Telegram adapter, workers", parents=[common])
+    serve.set_defaults(serve=True)
+
+    demo = commands.add_parser("demo", help="play the bundled example on the embedded store", parents=[common])
+    demo.add_argument("--serve", action="store_true", help="keep serving after the example")
+    demo.add_argument("--delay", type=float, default=None, help="seconds between steps")
+    return parser
+
+
+def _settings(args: argparse.Namespace) -> Settings:
+    try:
+        return load_settings(args.config)
+    except ConfigError as exc:
+        _fail(str(exc))
+
+
+def _owner(args: argparse.Namespace, settings: Settings) -> Owner:
+    return resolve_owner(
+        args.session,
+        args.agent,
+        known_agents=settings.agents.known_set,
+        default_agent=settings.agents.default,
+    )
+
+
+def _read_json(text: str, what: str) -> Any:
+    try:
+        return json.loads(text)
+    except json.JSONDecodeError as exc:
+        raise UsageError(f"{what}: not valid JSON: {exc.msg} at line {exc.lineno} column {exc.colno}") from None
+
+
+async def _with_store(args: argparse.Namespace, settings: Settings, work: Callable[[CardStore], Awaitable[Any]]) -> Any:
+    redis = connect(redis_url(args.redis, settings))
+    try:
+        return await work(CardStore(redis))
+    finally:
+        await redis.aclose()
+
+
+def _card_command(args: argparse.Namespace, settings: Settings) -> None:
+    owner = _owner(args, settings)
+    if args.card_command == "put":
+        card = CardInput.parse(_read_json(sys.stdin.read(), "stdin"))
+        result = asyncio.run(
+            _with_store(args, settings, lambda s: s.put(owner, card, expected_revision=args.expected_revision))
+        )
+        print(result.receipt)
+    elif args.card_command == "get":
+        found = asyncio.run(_with_store(args, settings, lambda s: s.get(owner)))
+        print(json.dumps(found.to_json() if found else None, ensure_ascii=False, indent=2))
+    elif args.card_command == "clear":
+        print(asyncio.run(_with_store(args, settings, lambda s: s.clear(owner))).receipt)
+    else:
+        asyncio.run(_with_store(args, settings, lambda s: s.reset(owner)))
+        print("Progress card reset")
+
+
+def _render_command(args: argparse.Namespace, settings: Settings) -> None:
+    from .render import payload_for
+
+    if args.card_file == "-":
+        text = sys.stdin.read()
+    else:
+        try:
+            text = Path(args.card_file).read_text()
+        except OSError as exc:
+            raise UsageError(f"{args.card_file}: {exc.strerror}") from None
+    data = _read_json(text, args.card_file)
+    telegram = settings.channels.telegram
+    streaming = telegram.streaming if telegram else None
+    try:
+        render_settings = RenderSettings(
+            mode=args.mode or (streaming.mode if streaming else Mode.progress),
+            maxLines=args.max_lines or (streaming.progress.maxLines if streaming else 8),
+            maxLineChars=args.max_line_chars or (streaming.progress.maxLineChars if streaming else 120),
+            rich=args.rich,
+        )
+    except ValueError as exc:
+        first = exc.errors(include_url=False)[0] if hasattr(exc, "errors") else None
+        raise UsageError(
+            f"--{str(first['loc'][0]).replace('maxLineChars', 'max-line-chars').replace('maxLines', 'max-lines')}: {first['msg']}"
+            if first
+            else str(exc)
+        ) from None
+    payload = payload_for(data, args.channel, render_settings, paused=args.paused, templates_dir=settings.templates.dir)
+    print(json.dumps(payload, ensure_ascii=False, indent=2))
+
+
+def main(argv: list[str] | None = None) -> None:
+    args = _parser().parse_args(argv)
+    settings = _settings(args)
+    try:
+        if args.command == "card":
+            _card_command(args, settings)
+        elif args.command == "render":
+            _render_command(args, settings)
+        elif args.command == "serve":
+            from .serve import serve
+
+            asyncio.run(serve(settings, redis_url(args.redis, settings)))
+        elif args.command == "demo":
+            from .demo import run_demo
+
+            asyncio.run(run_demo(args, settings))
+    except (CardError, UsageError) as exc:
+        _fail(str(exc))
+    except KeyboardInterrupt:
+        raise SystemExit(130) from None
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,149 @@
+"""Typed settings (DESIGN §6), loaded from TOML and the environment.
+
+Secrets may be written as "env:NAME" and are read from the environment at load.
+"""
+
+from __future__ import annotations
+
+import os
+import tomllib
+from enum import StrEnum
+from pathlib import Path
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+
+
+class ConfigError(ValueError):
+    pass
+
+
+class Mode(StrEnum):
+    off = "off"
+    partial = "partial"
+    block = "block"
+    progress = "progress"
+
+
+def _from_env(value: str | None) -> str | None:
+    if value and value.startswith("env:"):
+        return os.environ.get(value[4:]) or None
+    return value
+
+
+class _Model(BaseModel):
+    model_config = ConfigDict(extra="forbid", populate_by_name=True)
+
+
+class StoreSettings(_Model):
+    url: str | None = None
+
+
+class AgentSettings(_Model):
+    default: str = "main"
+    known: list[str] = Field(default_factory=lambda: ["main"])
+
+    @property
+    def known_set(self) -> frozenset[str]:
+        return frozenset(self.known) | {self.default}
+
+
+class GatewayToken(_Model):
+    token: str
+    scopes: list[str] = Field(default_factory=lambda: ["operator.read"])
+    sessions: list[str] = Field(default_factory=lambda: ["*"])
+
+    @field_validator("token")
+    @classmethod
+    def _token(cls, value: str) -> str:
+        return _from_env(value) or ""
+
+
+class GatewaySettings(_Model):
+    listen: str = "127.0.0.1:8787"
+    tokens: list[GatewayToken] = Field(default_factory=list)
+
+    @property
+    def host_port(self) -> tuple[str, int]:
+        host, _, port = self.listen.rpartition(":")
+        return host or "127.0.0.1", int(port)
+
+
+class ProgressSettings(_Model):
+    maxLines: int = Field(8, ge=3, le=50)
+    maxLineChars: int = Field(120, ge=20, le=4096)
+
+
+class StreamingSettings(_Model):
+    mode: Mode = Mode.progress
+    progress: ProgressSettings = Field(default_factory=ProgressSettings)
+    blockChars: int = Field(3000, ge=200, le=4000)
+    """In `block` mode, a preview past this many characters rotates to a new message."""
+
+
+class RenderSettings(_Model):
+    """What a renderer needs from the channel settings, for one chat."""
+
+    mode: Mode = Mode.progress
+    maxLines: int = Field(8, ge=3, le=50)
+    maxLineChars: int = Field(120, ge=20, le=4096)
+    rich: bool = False
+    label: str | None = None
+
+
+class ChatSettings(_Model):
+    id: int
+    richMessages: bool | None = None
+    mode: Mode | None = None
+    follow: list[str] = Field(default_factory=list)
+
+
+class TelegramSettings(_Model):
+    token: str | None = None
+    apiBaseUrl: str = "https://api.telegram.org/bot"
+    richMessages: bool = False
+    keepOnComplete: bool = False
+    allowedChats: list[int] = Field(default_factory=list)
+    streaming: StreamingSettings = Field(default_factory=StreamingSettings)
+    chats: list[ChatSettings] = Field(default_factory=list)
+    webhookUrl: str | None = None
+
+    @field_validator("token")
+    @classmethod
+    def _token(cls, value: str | None) -> str | None:
+        return _from_env(value)
+
+
+class ChannelSettings(_Model):
+    telegram: TelegramSettings | None = None
+
+
+class TemplateSettings(_Model):
+    dir: str | None = None
+
+
+class Settings(_Model):
+    store: StoreSettings = Field(default_factory=StoreSettings)
+    agents: AgentSettings = Field(default_factory=AgentSettings)
+    gateway: GatewaySettings = Field(default_factory=GatewaySettings)
+    channels: ChannelSettings = Field(default_factory=ChannelSettings)
+    templates: TemplateSettings = Field(default_factory=TemplateSettings)
+
+
+def load_settings(path: str | Path | None = None) -> Settings:
+    """Read a TOML config; with no path, the defaults (or PROGRESSCAST_CONFIG if set)."""
+    path = path or os.environ.get("PROGRESSCAST_CONFIG")
+    if not path:
+        return Settings()
+    try:
+        data: dict[str, Any] = tomllib.loads(Path(path).read_text())
+    except FileNotFoundError:
+        raise ConfigError(f"config {path}: no such file") from None
+    except tomllib.TOMLDecodeError as exc:
+        raise ConfigError(f"config {path}: not valid TOML: {exc}") from None
+    try:
+        return Settings.model_validate(data)
+    except ValidationError as exc:
+        err = exc.errors(include_url=False)[0]
+        field = ".".join(str(p) for p in err["loc"])
+        raise ConfigError(f"config {path}: {field}: {err['msg']}") from None

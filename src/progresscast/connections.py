@@ -1,0 +1,25 @@
+"""Which Redis to talk to, and the asyncio client for it.
+
+Order (DESIGN §5): `--redis URL`, else PROGRESSCAST_REDIS_URL, else the config's
+`store.url`, else the embedded Redis under PROGRESSCAST_HOME.
+"""
+
+from __future__ import annotations
+
+import os
+
+from redis.asyncio import Redis
+
+from .config import Settings
+from .embedded import ensure_embedded
+
+
+def redis_url(cli_url: str | None = None, settings: Settings | None = None) -> str:
+    url = cli_url or os.environ.get("PROGRESSCAST_REDIS_URL")
+    if not url and settings is not None:
+        url = settings.store.url
+    return url or ensure_embedded()
+
+
+def connect(url: str) -> Redis:
+    return Redis.from_url(url, decode_responses=True, health_check_interval=30)

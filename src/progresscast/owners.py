@@ -1,0 +1,61 @@
+"""Card owners (DESIGN §2): an agent id and a session key, resolved and checked."""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+
+from .card import CardError
+
+AGENT_ID = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]{0,63}")
+MAX_SESSION_KEY_CHARS = 200
+
+
+@dataclass(frozen=True, order=True)
+class Owner:
+    agent_id: str
+    session_key: str
+
+    @property
+    def display_key(self) -> str:
+        return f"agent:{self.agent_id}:{self.session_key}"
+
+    @property
+    def tag(self) -> str:
+        """The Redis Cluster hash tag every key of this owner carries."""
+        return f"{{{self.agent_id}:{self.session_key}}}"
+
+
+def resolve_owner(
+    session_key: object,
+    agent_id: object = None,
+    *,
+    known_agents: frozenset[str] | set[str],
+    default_agent: str,
+) -> Owner:
+    """Resolve (sessionKey, agentId?) to an owner, or raise CardError naming the field."""
+    if not isinstance(session_key, str):
+        raise CardError("sessionKey", "must be a string")
+    if agent_id is not None and not isinstance(agent_id, str):
+        raise CardError("agentId", "must be a string")
+    key = session_key.strip()
+    if not key:
+        raise CardError("sessionKey", "must not be empty")
+    if len(key) > MAX_SESSION_KEY_CHARS:
+        raise CardError("sessionKey", f"must be at most {MAX_SESSION_KEY_CHARS} characters")
+    if any(ch.isspace() or not ch.isprintable() or ch in "{}" for ch in key):
+        raise CardError("sessionKey", "must not contain spaces, control characters or braces")
+    named = None
+    if key.startswith("agent:"):
+        parts = key.split(":", 2)
+        if len(parts) != 3 or not parts[1] or not parts[2]:
+            raise CardError("sessionKey", "an agent-qualified key must read agent:<agentId>:<rest>")
+        named, key = parts[1], parts[2]
+    if agent_id is not None and named is not None and agent_id != named:
+        raise CardError(
+            "agentId", f"'{agent_id}' conflicts with agent '{named}' named in the session key"
+        )
+    agent = agent_id or named or default_agent
+    if agent not in known_agents:
+        raise CardError("agentId", f"'{agent}' is not a configured agent")
+    return Owner(agent_id=agent, session_key=key)

@@ -1,0 +1,31 @@
+"""`progresscast serve`: the gateway and web page, plus the Telegram adapter when a
+token is configured, in one process on one event loop."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+
+from .config import Settings
+from .connections import connect
+
+log = logging.getLogger("progresscast")
+
+
+async def serve(settings: Settings, url: str) -> None:
+    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s %(levelname)s %(message)s")
+    from .gateway import run_gateway
+
+    redis = connect(url)
+    jobs = [run_gateway(settings, redis)]
+    telegram = settings.channels.telegram
+    if telegram and telegram.token:
+        from .telegram.bot import run_adapter
+
+        jobs.append(run_adapter(settings, redis))
+    else:
+        log.info("no channels.telegram.token: the Telegram adapter is off")
+    try:
+        await asyncio.gather(*jobs)
+    finally:
+        await redis.aclose()

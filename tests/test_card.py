@@ -1,0 +1,123 @@
+"""Every rule of DESIGN §1 on the card model (pure, no Redis)."""
+
+from __future__ import annotations
+
+import pytest
+
+from progresscast.card import CardError, CardInput, StepCounts, WriteResult
+
+
+def step(text: str = "Do it", status: str = "pending", **extra: object) -> dict:
+    return {"step": text, "status": status, **extra}
+
+
+def rejected(data: object) -> CardError:
+    with pytest.raises(CardError) as info:
+        CardInput.parse(data)
+    return info.value
+
+
+def test_fifty_steps_accepted_fifty_one_rejected() -> None:
+    assert len(CardInput.parse({"plan": [step(f"s{i}") for i in range(50)]}).plan) == 50
+    err = rejected({"plan": [step(f"s{i}") for i in range(51)]})
+    assert err.field == "plan" and "at most 50 steps" in err.rule
+
+
+def test_step_limit_counts_utf8_bytes() -> None:
+    assert CardInput.parse({"plan": [step("é" * 256)]}).plan[0].step == "é" * 256  # 512 bytes
+    err = rejected({"plan": [step("ok"), step("é" * 256 + "x")]})
+    assert err.field == "plan[1].step" and "512 UTF-8 bytes" in err.rule
+
+
+def test_step_empty_after_cleaning_rejected() -> None:
+    err = rejected({"plan": [step("\u200b\u2060 \ufeff")]})
+    assert err.field == "plan[0].step" and "empty" in err.rule
+
+
+@pytest.mark.parametrize("status", ["pending", "in_progress", "completed", "blocked", "skipped"])
+def test_five_statuses(status: str) -> None:
+    assert CardInput.parse({"plan": [step(status=status)]}).plan[0].status == status
+
+
+@pytest.mark.parametrize("status", ["done", "PENDING", "", 3, None])
+def test_unknown_status_rejected(status: object) -> None:
+    err = rejected({"plan": [step(status=status)]})  # type: ignore[arg-type]
+    assert err.field == "plan[0].status"
+    assert "pending, in_progress, completed, blocked, skipped" in err.rule
+
+
+def test_two_in_progress_rejected() -> None:
+    err = rejected({"plan": [step("a", "in_progress"), step("b", "in_progress")]})
+    assert err.field == "plan" and "at most one step may be in_progress" in err.rule
+
+
+def test_note_cut_at_280_with_ellipsis() -> None:
+    assert CardInput.parse({"plan": [step(note="n" * 280)]}).plan[0].note == "n" * 280
+    note = CardInput.parse({"plan": [step(note="n" * 281)]}).plan[0].note
+    assert note == "n" * 279 + "…" and len(note) == 280
+
+
+def test_markdown_limit_in_bytes() -> None:
+    assert CardInput.parse({"markdown": "€" * 2730}).markdown  # 8,190 bytes
+    err = rejected({"markdown": "€" * 2731 + "ab"})
+    assert err.field == "markdown" and "8192 UTF-8 bytes" in err.rule
+
+
+@pytest.mark.parametrize(
+    "data, field",
+    [
+        ({"plan": [{"step": 5, "status": "pending"}]}, "plan[0].step"),
+        ({"plan": [{"step": "x", "status": "pending", "note": 1}]}, "plan[0].note"),
+        ({"plan": "do things"}, "plan"),
+        ({"markdown": ["x"]}, "markdown"),
+        ({"plan": [{"status": "pending"}]}, "plan[0].step"),
+        ({"plan": [{"step": "x", "status": "pending", "owner": "me"}]}, "plan[0].owner"),
+        ({"plan": ["x"]}, "plan[0]"),
+        ({"title": "x"}, "title"),
+    ],
+)
+def test_wrong_shapes_name_the_field(data: object, field: str) -> None:
+    assert rejected(data).field == field
+
+
+def test_not_an_object_rejected() -> None:
+    assert rejected(["plan"]).field == "card"
+
+
+def test_cleaning_removes_invisible_and_bidi_characters() -> None:
+    hidden = "\u200b\u200c\u200d\u200e\u200f\u202a\u202b\u202c\u202d\u202e\u2060\u2064\u206a\u206f\ufeff\U000e0001\U000e007f"
+    card = CardInput.parse(
+        {"plan": [step(f"Buil{hidden}d", note=f"n{hidden}ote")], "markdown": f"**bo{hidden}ld**"}
+    )
+    assert card.plan[0].step == "Build"
+    assert card.plan[0].note == "note"
+    assert card.markdown == "**bold**"
+    # Visible text around the ranges survives.
+    assert CardInput.parse({"markdown": "a\u2065b\u2069c"}).markdown == "a\u2065b\u2069c"
+
+
+@pytest.mark.parametrize(
+    "data",
+    [{}, {"plan": []}, {"plan": None, "markdown": None}, {"plan": [], "markdown": "  \n\t "}, {"markdown": ""}],
+)
+def test_empty_input_clears(data: dict) -> None:
+    assert CardInput.parse(data).clears
+
+
+def test_plan_or_note_alone_does_not_clear() -> None:
+    assert not CardInput.parse({"markdown": "hi"}).clears
+    assert not CardInput.parse({"plan": [step()]}).clears
+    only_plan = CardInput.parse({"plan": [step()], "markdown": "   "})
+    assert only_plan.markdown is None and not only_plan.clears
+
+
+def test_receipts_word_for_word() -> None:
+    steps = StepCounts(completed=1, total=3)
+    assert WriteResult(revision=4, steps=steps).receipt == "Progress card updated (rev 4, 1/3 done)"
+    assert WriteResult(revision=4).receipt == "Progress card updated (rev 4)"
+    assert WriteResult(revision=5, cleared=True).receipt == "Progress card cleared"
+    assert WriteResult(revision=4, steps=steps).to_json() == {
+        "revision": 4,
+        "steps": {"completed": 1, "total": 3},
+    }
+    assert WriteResult(revision=4).to_json() == {"revision": 4, "steps": None}

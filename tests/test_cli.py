@@ -1,0 +1,113 @@
+"""`progresscast card …` as a user runs it: separate processes, real Redis."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from progresscast.embedded import stop_embedded
+
+from conftest import BACKENDS, server_url
+
+PLAN = {
+    "plan": [
+        {"step": "Read", "status": "completed"},
+        {"step": "Write", "status": "in_progress"},
+        {"step": "Ship", "status": "pending"},
+    ],
+    "markdown": "A **note**",
+}
+
+
+class CLI:
+    def __init__(self, backend: str, home: Path) -> None:
+        self.env = {k: v for k, v in os.environ.items() if not k.startswith("PROGRESSCAST_")}
+        self.env["PROGRESSCAST_HOME"] = str(home)
+        self.extra = ["--redis", server_url()] if backend == "server" else []
+
+    def __call__(self, *args: str, stdin: str = "") -> subprocess.CompletedProcess[str]:
+        return subprocess.run(
+            [sys.executable, "-m", "progresscast.cli", *args, *self.extra],
+            input=stdin,
+            capture_output=True,
+            text=True,
+            env=self.env,
+            timeout=60,
+        )
+
+
+@pytest.fixture(params=BACKENDS)
+def cli(request: pytest.FixtureRequest, tmp_path: Path):
+    home = tmp_path / "home"
+    if request.param == "server":
+        import redis
+
+        redis.Redis.from_url(server_url()).flushdb()
+    yield CLI(request.param, home)
+    stop_embedded(home)
+
+
+def test_put_get_clear_across_processes(cli: CLI) -> None:
+    put = cli("card", "put", "--session", "t-1", stdin=json.dumps(PLAN))
+    assert put.returncode == 0, put.stderr
+    assert put.stdout == "Progress card updated (rev 1, 1/3 done)\n"
+    got = cli("card", "get", "--session", "t-1")
+    card = json.loads(got.stdout)
+    assert card["revision"] == 1 and card["plan"] == PLAN["plan"] and card["markdown"] == "A **note**"
+    assert {"sessionKey", "agentId", "revision", "plan", "markdown", "updatedAt"} <= card.keys()
+    note_only = cli("card", "put", "--session", "agent:main:t-1", stdin='{"markdown": "hi"}')
+    assert note_only.stdout == "Progress card updated (rev 2)\n"
+    cleared = cli("card", "clear", "--session", "t-1", "--agent", "main")
+    assert cleared.stdout == "Progress card cleared\n"
+    assert cli("card", "get", "--session", "t-1").stdout.strip() == "null"
+    assert cli("card", "put", "--session", "t-1", stdin=json.dumps(PLAN)).stdout.startswith(
+        "Progress card updated (rev 4,"
+    )
+    assert cli("card", "reset", "--session", "t-1").returncode == 0
+    assert cli("card", "get", "--session", "t-1").stdout.strip() == "null"
+
+
+@pytest.mark.parametrize(
+    "args, stdin, words",
+    [
+        (["card", "put", "--session", "t-1"], "{not json", "not valid JSON"),
+        (["card", "put", "--session", "t-1"], '{"plan": [{"step": "x", "status": "done"}]}', "plan[0].status"),
+        (["card", "put", "--session", "t-1"], '{"plan": [{"step": 1, "status": "pending"}]}', "plan[0].step: must be a string"),
+        (["card", "put", "--session", "t-1", "--agent", "ghost"], "{}", "agentId: 'ghost' is not a configured agent"),
+        (["card", "get", "--session", "agent:main:t-1", "--agent", "research"], "", "conflicts"),
+        (["card", "put", "--session", "t-1", "--expected-revision", "9"], '{"markdown": "x"}', "expectedRevision"),
+    ],
+)
+def test_bad_input_exits_2_with_one_line_and_changes_nothing(cli: CLI, args: list[str], stdin: str, words: str) -> None:
+    assert cli("card", "put", "--session", "t-1", stdin=json.dumps(PLAN)).returncode == 0
+    before = cli("card", "get", "--session", "t-1").stdout
+    bad = cli(*args, stdin=stdin)
+    assert bad.returncode == 2
+    assert bad.stdout == ""
+    assert len(bad.stderr.strip().splitlines()) == 1 and words in bad.stderr
+    assert cli("card", "get", "--session", "t-1").stdout == before
+
+
+def test_embedded_store_survives_a_crash_of_every_process(tmp_path: Path) -> None:
+    cli = CLI("embedded", tmp_path / "home")
+    assert cli("card", "put", "--session", "t-1", stdin=json.dumps(PLAN)).returncode == 0
+    time.sleep(1.5)  # appendfsync everysec: at most the last second can be lost
+    pid = int((tmp_path / "home" / "redis.pid").read_text())
+    os.kill(pid, signal.SIGKILL)
+    deadline = time.monotonic() + 5
+    while time.monotonic() < deadline:
+        try:
+            os.kill(pid, 0)
+            time.sleep(0.05)
+        except ProcessLookupError:
+            break
+    got = cli("card", "get", "--session", "t-1")
+    assert json.loads(got.stdout)["revision"] == 1
+    stop_embedded(tmp_path / "home")

@@ -1,0 +1,31 @@
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from progresscast.config import ConfigError, Mode, load_settings
+
+ROOT = Path(__file__).parents[1]
+
+
+def test_example_config_loads_and_reads_env(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("PROGRESSCAST_TOKEN", "s3cret")
+    monkeypatch.setenv("TELEGRAM_BOT_TOKEN", "123:abc")
+    settings = load_settings(ROOT / "config" / "progresscast.toml")
+    assert settings.agents.known_set == {"main", "research"}
+    assert settings.gateway.tokens[0].token == "s3cret"
+    assert settings.gateway.host_port == ("127.0.0.1", 8787)
+    telegram = settings.channels.telegram
+    assert telegram.token == "123:abc" and telegram.streaming.mode is Mode.progress
+    assert telegram.streaming.progress.maxLines == 8
+
+
+def test_bad_config_names_the_field(tmp_path: Path) -> None:
+    path = tmp_path / "bad.toml"
+    path.write_text("[channels.telegram.streaming]\nmode = 'loud'\n")
+    with pytest.raises(ConfigError, match="channels.telegram.streaming.mode"):
+        load_settings(path)
+    path.write_text("[agents]\ndefault = \n")
+    with pytest.raises(ConfigError, match="not valid TOML"):
+        load_settings(path)

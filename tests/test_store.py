@@ -1,0 +1,251 @@
+"""The card store against a real Redis (embedded, and REDIS_URL's when set)."""
+
+from __future__ import annotations
+
+import asyncio
+
+import pytest
+from redis.asyncio import Redis
+
+from progresscast import keys
+from progresscast.card import CardError, CardInput
+from progresscast.events import EventGroup
+from progresscast.owners import Owner, resolve_owner
+from progresscast.store import CardStore, StoreError
+from progresscast.view import RunState
+
+OWNER = Owner(agent_id="main", session_key="ticket-1")
+
+
+def plan(*statuses: str) -> CardInput:
+    return CardInput.parse(
+        {"plan": [{"step": f"Step {i}", "status": s} for i, s in enumerate(statuses)]}
+    )
+
+
+async def test_put_then_get_round_trips(store: CardStore) -> None:
+    card = CardInput.parse(
+        {
+            "plan": [
+                {"step": "Read the ticket", "status": "completed"},
+                {"step": "Fix <the> bug & test", "status": "in_progress", "note": "flaky"},
+                {"step": "Ship", "status": "pending"},
+            ],
+            "markdown": "**Note** with `code`",
+        }
+    )
+    result = await store.put(OWNER, card)
+    assert result.receipt == "Progress card updated (rev 1, 1/3 done)"
+    got = await store.get(OWNER)
+    assert got is not None
+    assert got.revision == 1 and got.plan == card.plan and got.markdown == card.markdown
+    assert (got.sessionKey, got.agentId, got.displayKey) == ("ticket-1", "main", "agent:main:ticket-1")
+    assert got.updatedAt.endswith("Z") and got.updatedAt.startswith("20")
+
+
+async def test_every_write_replaces_the_whole_card(store: CardStore) -> None:
+    await store.put(OWNER, CardInput.parse({"plan": [{"step": "a", "status": "pending"}], "markdown": "old"}))
+    await store.put(OWNER, CardInput.parse({"plan": [{"step": "b", "status": "pending"}]}))
+    got = await store.get(OWNER)
+    assert got.markdown is None and [s.step for s in got.plan] == ["b"]
+    result = await store.put(OWNER, CardInput.parse({"markdown": "only a note"}))
+    assert result.receipt == "Progress card updated (rev 3)"
+    got = await store.get(OWNER)
+    assert got.plan is None and got.markdown == "only a note"
+
+
+async def test_skipped_counts_as_done(store: CardStore) -> None:
+    result = await store.put(OWNER, plan("completed", "skipped", "blocked", "pending"))
+    assert result.receipt == "Progress card updated (rev 1, 2/4 done)"
+    assert result.to_json() == {"revision": 1, "steps": {"completed": 2, "total": 4}}
+
+
+async def test_clear_bumps_revision_and_revision_never_goes_back(store: CardStore) -> None:
+    await store.put(OWNER, plan("pending"))
+    await store.put(OWNER, plan("completed"))
+    cleared = await store.put(OWNER, CardInput.parse({"plan": [], "markdown": "  "}))
+    assert cleared.receipt == "Progress card cleared" and cleared.revision == 3
+    assert await store.get(OWNER) is None
+    again = await store.clear(OWNER)
+    assert again.revision == 4
+    after = await store.put(OWNER, plan("pending"))
+    assert after.revision == 5
+    assert (await store.get(OWNER)).revision == 5
+
+
+async def test_revisions_are_per_owner(store: CardStore) -> None:
+    other = Owner(agent_id="main", session_key="ticket-2")
+    await store.put(OWNER, plan("pending"))
+    await store.put(OWNER, plan("pending"))
+    assert (await store.put(other, plan("pending"))).revision == 1
+
+
+async def test_expected_revision_compare_and_set(store: CardStore) -> None:
+    await store.put(OWNER, plan("pending"), expected_revision=0)
+    await store.put(OWNER, plan("completed"), expected_revision=1)
+    with pytest.raises(StoreError) as info:
+        await store.put(OWNER, plan("skipped"), expected_revision=1)
+    assert info.value.field == "expectedRevision" and "revision 2" in info.value.rule
+    got = await store.get(OWNER)
+    assert got.revision == 2 and got.plan[0].status == "completed"
+    assert await store.revision(OWNER) == 2
+
+
+async def test_write_admitted_before_reset_cannot_restore_the_card(store: CardStore) -> None:
+    await store.put(OWNER, plan("in_progress"))
+    admitted = await store.admit(OWNER)  # e.g. an HTTP request arrives ...
+    await store.reset(OWNER)  # ... the session is reset while it is in flight ...
+    with pytest.raises(StoreError) as info:  # ... and it lands afterwards.
+        await store.put(OWNER, plan("completed"), admitted_epoch=admitted)
+    assert "reset" in info.value.rule
+    assert await store.get(OWNER) is None
+    # A write admitted after the reset is fine.
+    fresh = await store.admit(OWNER)
+    result = await store.put(OWNER, plan("pending"), admitted_epoch=fresh)
+    assert result.revision == 3  # put, reset, put
+
+
+async def test_concurrent_writes_racing_a_reset(store: CardStore) -> None:
+    """Whatever interleaving: a card that survives the reset was admitted after it."""
+    admitted = [await store.admit(OWNER) for _ in range(10)]
+
+    async def write(i: int) -> int | None:
+        try:
+            return (await store.put(OWNER, plan("pending"), admitted_epoch=admitted[i])).revision
+        except StoreError:
+            return None
+
+    results = await asyncio.gather(*(write(i) for i in range(5)), store.reset(OWNER), *(write(i) for i in range(5, 10)))
+    reset_rev = results[5].revision
+    accepted = [r for r in results[:5] + results[6:] if r is not None]
+    assert all(r < reset_rev for r in accepted)
+    assert await store.get(OWNER) is None
+
+
+async def test_fifty_concurrent_writers_get_distinct_revisions(redis_url: str) -> None:
+    """Fifty writers, each on its own connection, to one owner."""
+    clients = [Redis.from_url(redis_url, decode_responses=True) for _ in range(50)]
+    try:
+        stores = [CardStore(c) for c in clients]
+        cards = [
+            CardInput.parse({"plan": [{"step": f"writer {i}", "status": "pending"}]}) for i in range(50)
+        ]
+        results = await asyncio.gather(*(s.put(OWNER, c) for s, c in zip(stores, cards)))
+        revisions = sorted(r.revision for r in results)
+        assert revisions == list(range(1, 51))
+        top = max(range(50), key=lambda i: results[i].revision)
+        got = await stores[0].get(OWNER)
+        assert got.revision == 50 and got.plan[0].step == f"writer {top}"
+    finally:
+        await asyncio.gather(*(c.aclose() for c in clients))
+
+
+async def test_each_write_appends_one_change_event(store: CardStore, redis: Redis) -> None:
+    group = EventGroup(redis, "test", "c1")
+    await group.ensure()
+    await store.put(OWNER, plan("pending"))
+    await store.clear(OWNER)
+    events = await group.read(block_ms=100)
+    assert [(e.type, e.revision) for e in events] == [
+        ("progressCard.changed", 1),
+        ("progressCard.changed", None),
+    ]
+    assert events[0].to_json() == {
+        "sessionKey": "ticket-1",
+        "agentId": "main",
+        "displayKey": "agent:main:ticket-1",
+        "revision": 1,
+    }
+    await group.ack(events)
+    assert await group.read(block_ms=50) == []
+
+
+async def test_rejected_write_touches_nothing(store: CardStore, redis: Redis) -> None:
+    await store.put(OWNER, plan("pending"))
+    before = {k: await redis.dump(k) for k in await redis.keys("*")}
+    with pytest.raises(StoreError):
+        await store.put(OWNER, plan("completed"), expected_revision=7)
+    after = {k: await redis.dump(k) for k in await redis.keys("*")}
+    assert before == after
+
+
+async def test_consumer_group_shares_events_and_redelivers_unacked(store: CardStore, redis: Redis) -> None:
+    first = EventGroup(redis, "workers", "a", claim_idle_ms=0)
+    second = EventGroup(redis, "workers", "b", claim_idle_ms=0)
+    await first.ensure()
+    await store.put(OWNER, plan("pending"))
+    got = await first.read(block_ms=100)
+    assert len(got) == 1
+    # "a" dies without acknowledging: "b" claims the entry.
+    claimed = await second.read(block_ms=100)
+    assert [e.id for e in claimed] == [got[0].id]
+    await second.ack(claimed)
+    assert await second.read(block_ms=50) == []
+
+
+def test_every_key_of_an_owner_shares_one_hash_tag() -> None:
+    owner = resolve_owner("agent:research:t-9", known_agents={"main", "research"}, default_agent="main")
+    tags = {k[k.index("{") : k.index("}") + 1] for k in keys.owner_keys(owner)}
+    assert tags == {"{research:t-9}"}
+
+
+@pytest.mark.parametrize(
+    "session, agent, expected",
+    [
+        ("t-1", None, Owner("main", "t-1")),
+        ("t-1", "research", Owner("research", "t-1")),
+        ("agent:research:t-1", None, Owner("research", "t-1")),
+        ("agent:research:t-1", "research", Owner("research", "t-1")),
+        ("agent:main:a:b", None, Owner("main", "a:b")),
+    ],
+)
+def test_owner_resolution(session: str, agent: str | None, expected: Owner) -> None:
+    owner = resolve_owner(session, agent, known_agents={"main", "research"}, default_agent="main")
+    assert owner == expected
+    assert owner.display_key == f"agent:{expected.agent_id}:{expected.session_key}"
+
+
+@pytest.mark.parametrize(
+    "session, agent, field, words",
+    [
+        ("t-1", "ghost", "agentId", "not a configured agent"),
+        ("agent:ghost:t-1", None, "agentId", "not a configured agent"),
+        ("agent:research:t-1", "main", "agentId", "conflicts"),
+        ("", None, "sessionKey", "empty"),
+        ("a b", None, "sessionKey", "spaces"),
+        ("agent:x", None, "sessionKey", "agent:<agentId>:<rest>"),
+        (7, None, "sessionKey", "string"),
+    ],
+)
+def test_owner_rejections(session: object, agent: str | None, field: str, words: str) -> None:
+    with pytest.raises(CardError) as info:
+        resolve_owner(session, agent, known_agents={"main", "research"}, default_agent="main")
+    assert info.value.field == field and words in info.value.rule
+
+
+async def test_paused_when_no_active_run_or_card_older_than_run(store: CardStore) -> None:
+    await store.put(OWNER, plan("in_progress"))
+    view = await store.view(OWNER)
+    assert view.run is RunState.none and not view.paused  # no run tracking: live
+    await store.start_run(OWNER, "r1")
+    assert (await store.view(OWNER)).paused  # the card predates this run
+    await store.put(OWNER, plan("in_progress"))
+    assert not (await store.view(OWNER)).paused
+    assert await store.end_run(OWNER, "r1", RunState.failed)
+    view = await store.view(OWNER)
+    assert view.run is RunState.failed and view.paused
+    assert not await store.end_run(OWNER, "other", RunState.completed)
+
+
+async def test_activity_merges_and_keeps_recent_tool_lines(store: CardStore) -> None:
+    await store.update_activity(OWNER, headline="Reading   files\u200b")
+    for i in range(7):
+        await store.update_activity(OWNER, tool=f"read file{i}.py")
+    activity = await store.update_activity(OWNER, answer="The answer so far")
+    assert activity.headline == "Reading files"
+    assert activity.tools == tuple(f"read file{i}.py" for i in range(2, 7))
+    assert activity.answer == "The answer so far"
+    activity = await store.update_activity(OWNER, headline="")
+    assert activity.headline is None and activity.answer == "The answer so far"
+    await store.start_run(OWNER, "r2")  # a new turn starts with no activity
+    assert (await store.activity(OWNER)).empty

@@ -1,0 +1,96 @@
+"""Property tests: accepted writes round-trip; rejected ones change no byte in Redis."""
+
+from __future__ import annotations
+
+import asyncio
+from typing import Any
+
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+from redis.asyncio import Redis
+
+from progresscast.card import CardError, CardInput
+from progresscast.owners import Owner
+from progresscast.store import CardStore
+
+OWNER = Owner(agent_id="main", session_key="prop")
+
+text = st.text(
+    alphabet=st.characters(codec="utf-8", exclude_categories=("Cs",)) | st.sampled_from("\u200b\u202e\ufeff<&>"),
+    max_size=40,
+)
+statuses = st.sampled_from(["pending", "in_progress", "completed", "blocked", "skipped"])
+step = st.fixed_dictionaries(
+    {"step": text.filter(lambda s: s.strip()), "status": statuses},
+    optional={"note": text},
+)
+valid_plan = st.lists(step, max_size=50).filter(
+    lambda plan: sum(s["status"] == "in_progress" for s in plan) <= 1
+)
+valid_card = st.fixed_dictionaries({}, optional={"plan": valid_plan, "markdown": text})
+
+junk = st.one_of(st.integers(), st.none(), st.booleans(), st.lists(st.integers(), max_size=2), text)
+invalid_card = st.one_of(
+    # wrong types anywhere
+    st.fixed_dictionaries({"plan": st.lists(st.fixed_dictionaries({"step": junk.filter(lambda v: not isinstance(v, str)), "status": statuses}), min_size=1)}),
+    st.fixed_dictionaries({"plan": st.lists(st.fixed_dictionaries({"step": text.filter(str.strip), "status": text.filter(lambda s: s not in {"pending", "in_progress", "completed", "blocked", "skipped"})}), min_size=1)}),
+    st.fixed_dictionaries({"markdown": junk.filter(lambda v: v is not None and not isinstance(v, str))}),
+    # rule breaks
+    st.just({"plan": [{"step": "a", "status": "in_progress"}, {"step": "b", "status": "in_progress"}]}),
+    st.integers(51, 60).map(lambda n: {"plan": [{"step": "s", "status": "pending"}] * n}),
+    st.integers(513, 600).map(lambda n: {"plan": [{"step": "x" * n, "status": "pending"}]}),
+    st.integers(8193, 9000).map(lambda n: {"markdown": "y" * n}),
+    st.fixed_dictionaries({"unknown": text}),
+)
+
+
+def run(redis_url: str, work: Any) -> Any:
+    async def go() -> Any:
+        client = Redis.from_url(redis_url, decode_responses=True)
+        raw = Redis.from_url(redis_url, decode_responses=False)  # DUMP is binary
+        try:
+            return await work(CardStore(client), raw)
+        finally:
+            await client.aclose()
+            await raw.aclose()
+
+    return asyncio.run(go())
+
+
+async def snapshot(client: Redis) -> dict[bytes, bytes]:
+    return {k: await client.dump(k) for k in sorted(await client.keys("*"))}
+
+
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(card=valid_card)
+def test_any_accepted_input_round_trips(redis_url: str, card: dict) -> None:
+    parsed = CardInput.parse(card)
+
+    async def work(store: CardStore, _: Redis) -> None:
+        result = await store.put(OWNER, parsed)
+        got = await store.get(OWNER)
+        if parsed.clears:
+            assert got is None and result.cleared
+        else:
+            assert got is not None and got.revision == result.revision
+            assert got.plan == parsed.plan and got.markdown == parsed.markdown
+            assert CardInput.parse({"plan": [s.to_json() for s in got.plan or []], "markdown": got.markdown}) == parsed
+
+    run(redis_url, work)
+
+
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(seed=valid_card.filter(lambda c: not CardInput.parse(c).clears), bad=invalid_card)
+def test_any_rejected_input_leaves_the_store_unchanged(redis_url: str, seed: dict, bad: Any) -> None:
+    async def work(store: CardStore, client: Redis) -> None:
+        await store.put(OWNER, CardInput.parse(seed))
+        before = await snapshot(client)
+        try:
+            await store.put(OWNER, CardInput.parse(bad))
+        except CardError as exc:
+            assert exc.field and exc.rule
+        else:
+            raise AssertionError(f"accepted {bad!r}")
+        assert await snapshot(client) == before
+
+    run(redis_url, work)
