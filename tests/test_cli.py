@@ -111,3 +111,24 @@ def test_embedded_store_survives_a_crash_of_every_process(tmp_path: Path) -> Non
     got = cli("card", "get", "--session", "t-1")
     assert json.loads(got.stdout)["revision"] == 1
     stop_embedded(tmp_path / "home")
+
+
+def test_concurrent_first_starts_share_one_embedded_redis(tmp_path: Path) -> None:
+    """Five processes start at once on a fresh home: one server, five distinct revisions."""
+    cli = CLI("embedded", tmp_path / "home")
+    procs = [
+        subprocess.Popen(
+            [sys.executable, "-m", "progresscast.cli", "card", "put", "--session", "t-1"],
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+            env=cli.env,
+        )
+        for _ in range(5)
+    ]
+    outs = [p.communicate(json.dumps(PLAN), timeout=60) for p in procs]
+    assert all(p.returncode == 0 for p in procs), outs
+    revisions = sorted(int(out.split("rev ")[1].split(",")[0]) for out, _ in outs)
+    assert revisions == [1, 2, 3, 4, 5]
+    stop_embedded(tmp_path / "home")

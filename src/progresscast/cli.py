@@ -10,6 +10,9 @@ from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import Any, NoReturn
 
+from pydantic import ValidationError
+from redis.exceptions import RedisError
+
 from .card import CardError, CardInput
 from .config import ConfigError, Mode, RenderSettings, Settings, load_settings
 from .connections import connect, redis_url
@@ -135,13 +138,10 @@ def _render_command(args: argparse.Namespace, settings: Settings) -> None:
             maxLineChars=args.max_line_chars or (streaming.progress.maxLineChars if streaming else 120),
             rich=args.rich,
         )
-    except ValueError as exc:
-        first = exc.errors(include_url=False)[0] if hasattr(exc, "errors") else None
-        raise UsageError(
-            f"--{str(first['loc'][0]).replace('maxLineChars', 'max-line-chars').replace('maxLines', 'max-lines')}: {first['msg']}"
-            if first
-            else str(exc)
-        ) from None
+    except ValidationError as exc:
+        err = exc.errors(include_url=False)[0]
+        flag = {"maxLines": "--max-lines", "maxLineChars": "--max-line-chars"}.get(str(err["loc"][0]), str(err["loc"][0]))
+        raise UsageError(f"{flag}: {err['msg']}") from None
     payload = payload_for(data, args.channel, render_settings, paused=args.paused, templates_dir=settings.templates.dir)
     print(json.dumps(payload, ensure_ascii=False, indent=2))
 
@@ -164,6 +164,9 @@ def main(argv: list[str] | None = None) -> None:
             asyncio.run(run_demo(args, settings))
     except (CardError, UsageError) as exc:
         _fail(str(exc))
+    except RedisError as exc:
+        print(f"progresscast: Redis: {exc}", file=sys.stderr)
+        raise SystemExit(1) from None
     except KeyboardInterrupt:
         raise SystemExit(130) from None
 
