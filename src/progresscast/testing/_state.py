@@ -1,0 +1,163 @@
+"""What the emulated Telegram remembers: chats, the messages they show, the calls made."""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass, field
+from typing import Any
+
+from .telegram_html import Entity
+
+
+class ApiError(Exception):
+    """A Bot API failure, answered as ``{"ok": false, "error_code", "description"}``."""
+
+    def __init__(self, status: int, description: str, parameters: dict[str, Any] | None = None) -> None:
+        super().__init__(description)
+        self.status = status
+        self.description = description
+        self.parameters = parameters
+
+    def envelope(self) -> dict[str, Any]:
+        body: dict[str, Any] = {"ok": False, "error_code": self.status, "description": self.description}
+        if self.parameters:
+            body["parameters"] = self.parameters
+        return body
+
+
+def not_found() -> ApiError:
+    """What Telegram answers for a method it does not know."""
+    return ApiError(404, "Not Found")
+
+
+@dataclass
+class Call:
+    """One request the bot made, as the emulator answered it."""
+
+    method: str
+    """Canonical spelling (``sendMessage``) for known methods, as sent otherwise."""
+    chat_id: int | None
+    params: dict[str, Any]
+    at: float
+    """``time.monotonic()`` when the request arrived."""
+    status: int = 200
+    description: str | None = None
+    """The error description; None when the call succeeded."""
+    result: Any = None
+    injected: bool = False
+    """Answered by ``fail_next`` / ``timeout_next`` rather than by the emulated server."""
+    timed_out: bool = False
+    """The answer was held past the client's timeout (``timeout_next``)."""
+    applied: bool = False
+    """The call changed what a chat shows."""
+
+    @property
+    def ok(self) -> bool:
+        return self.status == 200
+
+
+@dataclass
+class ShownMessage:
+    """A message as the chat shows it now."""
+
+    message_id: int
+    chat_id: int
+    date: int
+    from_bot: bool
+    text: str
+    """Visible text. For a rich message, a plain rendering of its blocks (checkboxes as ☑/☐)."""
+    entities: list[Entity] = field(default_factory=list)
+    parse_mode: str | None = None
+    source: str | None = None
+    """The ``text`` parameter exactly as sent (HTML before parsing)."""
+    rich: dict[str, Any] | None = None
+    """The InputRichMessage as sent, for a rich message."""
+    blocks: list[dict[str, Any]] | None = None
+    """The rich blocks the message shows."""
+    message_thread_id: int | None = None
+    reply_markup: Any = None
+    edit_date: int | None = None
+    edits: int = 0
+    user_id: int | None = None
+    """The sender, for a message a user sent."""
+
+    @property
+    def is_rich(self) -> bool:
+        return self.rich is not None
+
+    def content_key(self) -> tuple[Any, ...]:
+        """What must change for an edit not to be "message is not modified"."""
+        return (self.text if self.rich is None else None, self.entities, self.rich, self.reply_markup)
+
+
+@dataclass
+class ChatState:
+    id: int
+    type: str
+    messages: dict[int, ShownMessage] = field(default_factory=dict)
+    """Every message still in the chat, by id."""
+    deleted: dict[int, ShownMessage] = field(default_factory=dict)
+    """Messages deleted by the bot or by a user, with what they showed last."""
+    is_forum: bool = False
+    next_message_id: int = 1
+
+    def visible(self, *, include_user: bool = False) -> list[ShownMessage]:
+        """The bot's messages still present, oldest first (users' messages too on request)."""
+        return [m for _, m in sorted(self.messages.items()) if include_user or m.from_bot]
+
+    def texts(self) -> list[str]:
+        """Visible text of each bot message still present, oldest first."""
+        return [m.text for m in self.visible()]
+
+    def new_message_id(self) -> int:
+        message_id = self.next_message_id
+        self.next_message_id += 1
+        return message_id
+
+    def to_api(self) -> dict[str, Any]:
+        out: dict[str, Any] = {"id": self.id, "type": self.type}
+        if self.type == "private":
+            out["first_name"] = "Tester"
+        else:
+            out["title"] = f"Test {self.type} {self.id}"
+            if self.is_forum:
+                out["is_forum"] = True
+        return out
+
+
+def default_chat_type(chat_id: int) -> str:
+    """Telegram's id ranges: users are positive, supergroups below -10^12, basic groups between."""
+    if chat_id > 0:
+        return "private"
+    return "supergroup" if chat_id <= -1_000_000_000_000 else "group"
+
+
+def now() -> int:
+    return int(time.time())
+
+
+def message_to_api(msg: ShownMessage, chat: ChatState, sender: dict[str, Any]) -> dict[str, Any]:
+    """The Bot API ``Message`` object python-telegram-bot parses."""
+    out: dict[str, Any] = {
+        "message_id": msg.message_id,
+        "from": sender,
+        "chat": chat.to_api(),
+        "date": msg.date,
+    }
+    if msg.message_thread_id is not None:
+        out["message_thread_id"] = msg.message_thread_id
+        if chat.is_forum:
+            out["is_topic_message"] = True
+    if msg.edit_date is not None:
+        out["edit_date"] = msg.edit_date
+    if msg.rich is not None:
+        out["rich_message"] = {"blocks": msg.blocks or []}
+        if msg.rich.get("is_rtl"):
+            out["rich_message"]["is_rtl"] = True
+    else:
+        out["text"] = msg.text
+        if msg.entities:
+            out["entities"] = [e.to_api() for e in msg.entities]
+    if isinstance(msg.reply_markup, dict) and msg.reply_markup.get("inline_keyboard"):
+        out["reply_markup"] = msg.reply_markup
+    return out

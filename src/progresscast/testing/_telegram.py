@@ -1,0 +1,332 @@
+"""The emulated Bot API server's methods, without HTTP: parameters in, result or ApiError out.
+
+Validation follows the order of telegram-bot-api and TDLib, so that a request
+with several faults fails with the error Telegram would give first: raw text
+checks and entity parsing, then the message lookup, then trimming and length,
+then "message is not modified".
+"""
+
+from __future__ import annotations
+
+import asyncio
+import re
+from dataclasses import replace
+from typing import Any, Callable
+
+from ._params import int_param, require_chat_id, text_param
+from ._rich import RichContent, check_rich
+from ._state import ApiError, ChatState, ShownMessage, default_chat_type, message_to_api, now
+from ._updates import UpdateQueue
+from .telegram_html import (
+    MAX_RAW_TEXT,
+    MAX_TEXT,
+    Entity,
+    ParsedText,
+    TelegramHTMLError,
+    fix_text,
+    parse,
+    utf16_len,
+)
+
+NOT_MODIFIED = (
+    "Bad Request: message is not modified: specified new message content and reply markup are exactly "
+    "the same as a current content and reply markup of the message"
+)
+
+# Methods that act on a chat and therefore count against its flood limits.
+PACED = frozenset({"sendMessage", "editMessageText", "deleteMessage", "deleteMessages", "sendRichMessage"})
+RICH_ONLY = frozenset({"sendRichMessage"})
+
+# A bot command as Telegram detects it: "/" at a word start, 1-64 word characters, optional @bot.
+_COMMAND = re.compile(r"(?<![\w/])/[A-Za-z0-9_]{1,64}(?:@[A-Za-z0-9_]{3,32})?(?![\w/@])")
+
+Handler = Callable[[dict[str, Any]], Any]
+
+
+class FakeTelegram:
+    """State and methods of one bot's Bot API server."""
+
+    def __init__(self, token: str, *, bot_username: str = "progresscast_test_bot", count: str = "utf16") -> None:
+        head = token.split(":", 1)[0]
+        self.token = token
+        self.bot_user: dict[str, Any] = {
+            "id": int(head) if head.isdigit() else 1,
+            "is_bot": True,
+            "first_name": "progresscast test bot",
+            "username": bot_username,
+        }
+        self.count = count
+        """How ``message is too long`` counts: "utf16" (strict, default) or "codepoints" (TDLib's own count)."""
+        self.rich_supported = True
+        self.chats: dict[int, ChatState] = {}
+        self.updates = UpdateQueue()
+        self.commands: list[Any] = []
+        self.closing = asyncio.Event()
+        self.methods: dict[str, tuple[str, Handler]] = {
+            name.lower(): (name, getattr(self, name))
+            for name in (
+                "getMe",
+                "getUpdates",
+                "setWebhook",
+                "deleteWebhook",
+                "getWebhookInfo",
+                "setMyCommands",
+                "getMyCommands",
+                "sendChatAction",
+                "sendMessage",
+                "editMessageText",
+                "deleteMessage",
+                "deleteMessages",
+                "sendRichMessage",
+            )
+        }
+
+    def lookup(self, method: str) -> tuple[str, Handler] | None:
+        """(canonical name, handler) of a method, matched case-insensitively like Telegram does."""
+        found = self.methods.get(method.lower())
+        if found is None or (found[0] in RICH_ONLY and not self.rich_supported):
+            return None
+        return found
+
+    def chat(self, chat_id: int, chat_type: str | None = None) -> ChatState:
+        chat = self.chats.get(chat_id)
+        if chat is None:
+            chat = self.chats[chat_id] = ChatState(chat_id, chat_type or default_chat_type(chat_id))
+        elif chat_type:
+            chat.type = chat_type
+        return chat
+
+    # --- bot and updates -------------------------------------------------------------------
+
+    def getMe(self, p: dict[str, Any]) -> dict[str, Any]:
+        return {
+            **self.bot_user,
+            "can_join_groups": True,
+            "can_read_all_group_messages": False,
+            "supports_inline_queries": False,
+            "can_connect_to_business": False,
+            "has_main_web_app": False,
+        }
+
+    async def getUpdates(self, p: dict[str, Any]) -> list[dict[str, Any]]:
+        return await self.updates.get(
+            int_param(p, "offset"), int_param(p, "limit", 100), int_param(p, "timeout"), self.closing
+        )
+
+    def setWebhook(self, p: dict[str, Any]) -> bool:
+        self.updates.webhook_url = text_param(p, "url")
+        if p.get("drop_pending_updates"):
+            self.updates.drop_pending()
+        return True
+
+    def deleteWebhook(self, p: dict[str, Any]) -> bool:
+        self.updates.webhook_url = ""
+        if p.get("drop_pending_updates"):
+            self.updates.drop_pending()
+        return True
+
+    def getWebhookInfo(self, p: dict[str, Any]) -> dict[str, Any]:
+        return {
+            "url": self.updates.webhook_url,
+            "has_custom_certificate": False,
+            "pending_update_count": len(self.updates),
+        }
+
+    def setMyCommands(self, p: dict[str, Any]) -> bool:
+        commands = p.get("commands")
+        if not isinstance(commands, list):
+            raise ApiError(400, "Bad Request: can't parse commands JSON object")
+        self.commands = commands
+        return True
+
+    def getMyCommands(self, p: dict[str, Any]) -> list[Any]:
+        return self.commands
+
+    def sendChatAction(self, p: dict[str, Any]) -> bool:
+        self.chat(require_chat_id(p))
+        return True
+
+    # --- messages --------------------------------------------------------------------------
+
+    def sendMessage(self, p: dict[str, Any]) -> dict[str, Any]:
+        parsed = self._parse_text(p)
+        chat = self.chat(require_chat_id(p))
+        shown = self._fit(parsed)
+        msg = ShownMessage(
+            message_id=chat.new_message_id(),
+            chat_id=chat.id,
+            date=now(),
+            from_bot=True,
+            text=shown.text,
+            entities=shown.entities,
+            parse_mode=text_param(p, "parse_mode") or None,
+            source=text_param(p, "text"),
+            message_thread_id=_thread(p),
+            reply_markup=_markup(p),
+        )
+        chat.messages[msg.message_id] = msg
+        return message_to_api(msg, chat, self.bot_user)
+
+    def sendRichMessage(self, p: dict[str, Any]) -> dict[str, Any]:
+        chat = self.chat(require_chat_id(p))
+        content = check_rich(p.get("rich_message"))
+        msg = ShownMessage(
+            message_id=chat.new_message_id(),
+            chat_id=chat.id,
+            date=now(),
+            from_bot=True,
+            text=content.text,
+            rich=content.rich,
+            blocks=content.blocks,
+            message_thread_id=_thread(p),
+            reply_markup=_markup(p),
+        )
+        chat.messages[msg.message_id] = msg
+        return message_to_api(msg, chat, self.bot_user)
+
+    def editMessageText(self, p: dict[str, Any]) -> dict[str, Any]:
+        # A server without rich messages (before 10.1) does not know the parameter and ignores
+        # it, as the Bot API ignores every unknown parameter: the edit then has no text.
+        rich_value = p.get("rich_message") if self.rich_supported else None
+        rich: RichContent | None = None
+        parsed: ParsedText | None = None
+        if rich_value is not None:
+            if text_param(p, "text"):
+                raise ApiError(400, "Bad Request: text and rich_message can't be specified together")  # invented
+            rich = check_rich(rich_value)
+        else:
+            parsed = self._parse_text(p)
+        if p.get("inline_message_id"):
+            raise ApiError(400, "Bad Request: the emulator does not support inline messages")
+        chat_id = require_chat_id(p)
+        chat = self.chats.get(chat_id)
+        old = chat.messages.get(int_param(p, "message_id")) if chat else None
+        if chat is None or old is None:
+            raise ApiError(400, "Bad Request: message to edit not found")
+        if not old.from_bot:
+            raise ApiError(400, "Bad Request: message can't be edited")
+        if rich is not None:
+            new = replace(
+                old, text=rich.text, entities=[], parse_mode=None, source=None,
+                rich=rich.rich, blocks=rich.blocks, reply_markup=_markup(p),
+            )
+        else:
+            assert parsed is not None
+            shown = self._fit(parsed)
+            new = replace(
+                old, text=shown.text, entities=shown.entities, parse_mode=text_param(p, "parse_mode") or None,
+                source=text_param(p, "text"), rich=None, blocks=None, reply_markup=_markup(p),
+            )
+        if new.content_key() == old.content_key():
+            raise ApiError(400, NOT_MODIFIED)
+        new.edit_date = now()
+        new.edits = old.edits + 1
+        chat.messages[new.message_id] = new
+        return message_to_api(new, chat, self.bot_user)
+
+    def deleteMessage(self, p: dict[str, Any]) -> bool:
+        chat = self.chats.get(require_chat_id(p))
+        message_id = int_param(p, "message_id")
+        if chat is None or message_id not in chat.messages:
+            raise ApiError(400, "Bad Request: message to delete not found")
+        chat.deleted[message_id] = chat.messages.pop(message_id)
+        return True
+
+    def deleteMessages(self, p: dict[str, Any]) -> bool:
+        chat = self.chat(require_chat_id(p))
+        ids = p.get("message_ids")
+        if not isinstance(ids, list) or not 1 <= len(ids) <= 100:
+            raise ApiError(400, "Bad Request: message_ids must be a non-empty list of at most 100 identifiers")
+        for message_id in ids:  # missing messages are skipped, as documented
+            if isinstance(message_id, int) and message_id in chat.messages:
+                chat.deleted[message_id] = chat.messages.pop(message_id)
+        return True
+
+    # --- text rules ------------------------------------------------------------------------
+
+    def _parse_text(self, p: dict[str, Any]) -> ParsedText:
+        """Checks the Bot API makes before the message is looked at: raw size, parse mode."""
+        text = text_param(p, "text")
+        if not text:
+            raise ApiError(400, "Bad Request: message text is empty")
+        if len(text.encode("utf-8", "surrogatepass")) > MAX_RAW_TEXT:
+            raise ApiError(400, "Bad Request: text is too long")
+        mode = text_param(p, "parse_mode").lower()
+        if mode == "html":
+            try:
+                return parse(text)
+            except TelegramHTMLError as e:
+                raise ApiError(400, e.description) from None
+        if mode in ("markdown", "markdownv2"):
+            raise ApiError(400, "Bad Request: the emulator parses only parse_mode HTML")  # not Telegram's
+        if mode not in ("", "none"):
+            raise ApiError(400, "Bad Request: unsupported parse_mode")
+        entities = p.get("entities")
+        if entities is None:
+            return ParsedText(text, [])
+        try:
+            return ParsedText(text, [Entity.from_api(e) for e in entities])
+        except (TypeError, KeyError, ValueError):
+            raise ApiError(400, "Bad Request: can't parse entities JSON object") from None
+
+    def _fit(self, parsed: ParsedText) -> ParsedText:
+        """What the chat will show, after Telegram's trimming and length limit."""
+        shown = fix_text(parsed)
+        if not shown.text:
+            raise ApiError(400, "Bad Request: text must be non-empty")
+        length = utf16_len(shown.text) if self.count == "utf16" else len(shown.text)
+        if length > MAX_TEXT:
+            raise ApiError(400, "Bad Request: message is too long")
+        return shown
+
+    # --- what users do ---------------------------------------------------------------------
+
+    def user_message(
+        self,
+        chat_id: int,
+        text: str,
+        *,
+        chat_type: str | None,
+        message_thread_id: int | None,
+        user_id: int | None,
+        first_name: str,
+        username: str | None,
+    ) -> dict[str, Any]:
+        chat = self.chat(chat_id, chat_type)
+        if message_thread_id is not None and chat.type == "supergroup":
+            chat.is_forum = True
+        sender_id = user_id if user_id is not None else (chat_id if chat.type == "private" else 424242)
+        sender: dict[str, Any] = {"id": sender_id, "is_bot": False, "first_name": first_name}
+        if username:
+            sender["username"] = username
+        entities = [Entity("bot_command", *_utf16_span(text, m.start(), m.end())) for m in _COMMAND.finditer(text)]
+        msg = ShownMessage(
+            message_id=chat.new_message_id(),
+            chat_id=chat_id,
+            date=now(),
+            from_bot=False,
+            text=text,
+            entities=entities,
+            message_thread_id=message_thread_id,
+            user_id=sender_id,
+        )
+        chat.messages[msg.message_id] = msg
+        return self.updates.push({"message": message_to_api(msg, chat, sender)})
+
+
+def _thread(p: dict[str, Any]) -> int | None:
+    value = p.get("message_thread_id")
+    return value if isinstance(value, int) and value > 0 else None
+
+
+def _markup(p: dict[str, Any]) -> Any:
+    """The inline keyboard a message keeps; an edit without one removes it, as on Telegram."""
+    markup = p.get("reply_markup")
+    if isinstance(markup, dict) and markup.get("inline_keyboard"):
+        return markup
+    return None
+
+
+def _utf16_span(text: str, start: int, end: int) -> tuple[int, int]:
+    offset = utf16_len(text[:start])
+    return offset, utf16_len(text[start:end])

@@ -1,0 +1,381 @@
+"""A loopback Telegram Bot API server for tests, shipped like Starlette's TestClient.
+
+    async with BotAPIEmulator() as api:
+        bot = telegram.Bot(api.token, base_url=api.base_url)
+        await bot.initialize()                      # getMe
+        api.send_user_message(42, "/follow ticket-1")
+        ...
+        await api.wait_for(lambda: api.chat(42).visible())
+        assert api.chat(42).texts() == ["..."]
+
+It serves ``/bot<token>/<method>`` over real HTTP (uvicorn on 127.0.0.1, a free
+port) so the code under test runs its real HTTP client, and it behaves like
+Telegram where tests care: HTML parsed with Telegram's rules, the 4,096-character
+limit, "message is not modified", flood limits answered with 429 and
+``retry_after``. Tests can inject failures (:meth:`fail_next`,
+:meth:`timeout_next`), act as users (:meth:`send_user_message`,
+:meth:`delete_by_user`) and read what every chat shows (:meth:`chat`) and which
+calls were made (:attr:`calls`).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import inspect
+import logging
+import socket
+import time
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+from typing import Any
+
+import uvicorn
+from starlette.applications import Starlette
+from starlette.requests import Request
+from starlette.responses import JSONResponse
+from starlette.routing import Route
+
+from ._pacing import BOT_PACE, GROUP_PACE, PRIVATE_PACE, Pace, Pacer
+from ._params import chat_id_of, read_params
+from ._state import ApiError, Call, ChatState, not_found
+from ._telegram import PACED, FakeTelegram, Handler
+
+log = logging.getLogger(__name__)
+
+DEFAULT_TOKEN = "123456:TEST-token_for-progresscast"
+
+_DEFAULT_DESCRIPTIONS = {
+    400: "Bad Request: injected failure",
+    401: "Unauthorized",
+    403: "Forbidden: bot was blocked by the user",
+    404: "Not Found",
+    409: "Conflict: terminated by other getUpdates request; make sure that only one bot instance is running",
+    500: "Internal Server Error",
+    502: "Bad Gateway",
+    503: "Service Unavailable",
+}
+
+
+@dataclass
+class _Fault:
+    method: str
+    chat_id: int | None
+    remaining: int
+    status: int = 500
+    description: str = ""
+    parameters: dict[str, Any] | None = None
+    delay: float | None = None
+    """Set for a timeout: hold the answer this long."""
+    apply: bool = True
+    """For a timeout: whether the call still takes effect."""
+
+    def matches(self, method: str, chat_id: int | None) -> bool:
+        return self.method == method.lower() and (self.chat_id is None or self.chat_id == chat_id)
+
+
+class _QuietServer(uvicorn.Server):
+    @contextlib.contextmanager
+    def capture_signals(self) -> Iterator[None]:
+        # The emulator lives inside the test's event loop: Ctrl-C belongs to pytest.
+        yield
+
+
+class BotAPIEmulator:
+    """An emulated Bot API for one bot; use as ``async with BotAPIEmulator(token=...) as api``.
+
+    Pacing: a private chat gets ``private_pace`` (default: a burst of 3, then 1 call per
+    second), a group ``group_pace`` (a burst of 20, then 20 per minute), the bot as a
+    whole ``bot_pace`` (30 per second); pass None to switch a limit off. ``count``
+    chooses how "message is too long" counts: "utf16" (strict, default) or
+    "codepoints" (what TDLib itself counts).
+    """
+
+    def __init__(
+        self,
+        token: str = DEFAULT_TOKEN,
+        *,
+        private_pace: Pace | None = PRIVATE_PACE,
+        group_pace: Pace | None = GROUP_PACE,
+        bot_pace: Pace | None = BOT_PACE,
+        timeout_delay: float = 6.0,
+        count: str = "utf16",
+        bot_username: str = "progresscast_test_bot",
+    ) -> None:
+        self.telegram = FakeTelegram(token, bot_username=bot_username, count=count)
+        self.pacer = Pacer(private_pace, group_pace, bot_pace)
+        self.timeout_delay = timeout_delay
+        """Default hold of :meth:`timeout_next`: past python-telegram-bot's 5 s read timeout."""
+        self.calls: list[Call] = []
+        self._faults: list[_Fault] = []
+        self._changed = asyncio.Event()
+        self._server: _QuietServer | None = None
+        self._task: asyncio.Task[None] | None = None
+        self._port = 0
+        self.app = Starlette(routes=[Route("/bot{token}/{method}", self._endpoint, methods=["GET", "POST"])])
+
+    # --- lifecycle -------------------------------------------------------------------------
+
+    async def start(self) -> BotAPIEmulator:
+        """Serve on a free port — or, after :meth:`stop`, on the same one again.
+
+        Stopping and starting again emulates Telegram being unreachable for a while:
+        chats, calls and faults are kept.
+        """
+        self.telegram.closing.clear()
+        sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        sock.bind(("127.0.0.1", self._port))
+        self._port = sock.getsockname()[1]
+        config = uvicorn.Config(
+            self.app, lifespan="off", log_config=None, log_level="warning", access_log=False,
+            timeout_graceful_shutdown=1,
+        )
+        self._server = _QuietServer(config)
+        self._task = asyncio.create_task(self._server.serve(sockets=[sock]))
+        while not self._server.started:
+            if self._task.done():
+                self._task.result()  # raises what stopped the server
+                raise RuntimeError("the Bot API emulator stopped while starting")
+            await asyncio.sleep(0.01)
+        return self
+
+    async def stop(self) -> None:
+        # Wake long polls and held answers first, so that shutdown does not wait for them.
+        self.telegram.closing.set()
+        self.telegram.updates.wake()
+        if self._server is not None and self._task is not None:
+            self._server.should_exit = True
+            await self._task
+        self._server = self._task = None
+
+    async def __aenter__(self) -> BotAPIEmulator:
+        return await self.start()
+
+    async def __aexit__(self, *exc: object) -> None:
+        await self.stop()
+
+    @property
+    def token(self) -> str:
+        return self.telegram.token
+
+    @property
+    def port(self) -> int:
+        return self._port
+
+    @property
+    def url(self) -> str:
+        return f"http://127.0.0.1:{self._port}"
+
+    @property
+    def base_url(self) -> str:
+        """What python-telegram-bot takes as ``base_url`` (the token is appended to it)."""
+        return f"{self.url}/bot"
+
+    @property
+    def bot_user(self) -> dict[str, Any]:
+        return self.telegram.bot_user
+
+    @property
+    def rich_supported(self) -> bool:
+        """False emulates a server before Bot API 10.1: sendRichMessage is 404 ``Not Found``, and
+        ``rich_message`` is an unknown parameter, ignored like every unknown parameter — so an
+        editMessageText that carries only it answers "Bad Request: message text is empty"."""
+        return self.telegram.rich_supported
+
+    @rich_supported.setter
+    def rich_supported(self, value: bool) -> None:
+        self.telegram.rich_supported = value
+
+    # --- what tests look at ----------------------------------------------------------------
+
+    def chat(self, chat_id: int) -> ChatState:
+        """What a chat shows: ``.messages`` (id → ShownMessage), ``.visible()``, ``.texts()``."""
+        return self.telegram.chat(chat_id)
+
+    def calls_for(self, chat_id: int, method: str | None = None) -> list[Call]:
+        """Calls made to one chat (optionally of one method), in order."""
+        return [c for c in self.calls if c.chat_id == chat_id and (method is None or c.method == method)]
+
+    async def wait_for(self, predicate: Callable[[], Any], timeout: float = 5.0) -> Any:
+        """Wait until ``predicate()`` is truthy and return its value; TimeoutError after ``timeout``."""
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + timeout
+        while True:
+            value = predicate()
+            if inspect.isawaitable(value):
+                value = await value
+            if value:
+                return value
+            remaining = deadline - loop.time()
+            if remaining <= 0:
+                raise TimeoutError(f"condition still false after {timeout} s")
+            # Woken by every call; the short cap also lets time-based predicates progress.
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(self._changed.wait(), timeout=min(remaining, 0.05))
+
+    # --- what users do ---------------------------------------------------------------------
+
+    def send_user_message(
+        self,
+        chat_id: int,
+        text: str,
+        *,
+        chat_type: str | None = None,
+        message_thread_id: int | None = None,
+        user_id: int | None = None,
+        first_name: str = "Tester",
+        username: str | None = None,
+    ) -> dict[str, Any]:
+        """A user writes ``text`` in a chat; returns the Update that getUpdates will deliver.
+
+        ``chat_type`` defaults from the id (positive: private; below -10^12: supergroup; else
+        group); ``user_id`` defaults to the chat id in a private chat. ``/commands`` get
+        ``bot_command`` entities; a thread id in a supergroup makes it a forum topic message.
+        """
+        update = self.telegram.user_message(
+            chat_id, text, chat_type=chat_type, message_thread_id=message_thread_id, user_id=user_id,
+            first_name=first_name, username=username,
+        )
+        self._notify()
+        return update
+
+    def delete_by_user(self, chat_id: int, message_id: int) -> None:
+        """A user deletes a message: later edits answer "message to edit not found"."""
+        chat = self.telegram.chat(chat_id)
+        if message_id not in chat.messages:
+            raise KeyError(f"chat {chat_id} shows no message {message_id}")
+        chat.deleted[message_id] = chat.messages.pop(message_id)
+        self._notify()
+
+    # --- fault injection -------------------------------------------------------------------
+
+    def fail_next(
+        self,
+        method: str,
+        *,
+        status: int = 500,
+        description: str | None = None,
+        retry_after: int | None = None,
+        times: int = 1,
+        chat_id: int | None = None,
+    ) -> None:
+        """Answer the next ``times`` calls of ``method`` (to ``chat_id`` if given) with an error.
+
+        Nothing is applied. A 429 defaults to ``Too Many Requests: retry after N`` with
+        ``parameters.retry_after`` N (``retry_after`` or 5).
+        """
+        self._check_method(method)
+        parameters = None
+        if status == 429 or retry_after is not None:
+            retry_after = retry_after if retry_after is not None else 5
+            parameters = {"retry_after": retry_after}
+        if description is None:
+            if status == 429:
+                description = f"Too Many Requests: retry after {retry_after}"
+            else:
+                description = _DEFAULT_DESCRIPTIONS.get(status, f"Error {status}")
+        self._faults.append(_Fault(method.lower(), chat_id, times, status, description, parameters))
+
+    def timeout_next(
+        self,
+        method: str,
+        times: int = 1,
+        *,
+        apply: bool = True,
+        delay: float | None = None,
+        chat_id: int | None = None,
+    ) -> None:
+        """Hold the answer to the next ``times`` calls of ``method`` for ``delay`` seconds.
+
+        With ``apply=True`` the call takes effect at once (without pacing) — it reached
+        Telegram, the client just never heard back; with ``apply=False`` it is dropped.
+        ``delay`` defaults to :attr:`timeout_delay`; make it longer than the client's read
+        timeout.
+        """
+        self._check_method(method)
+        hold = self.timeout_delay if delay is None else delay
+        self._faults.append(_Fault(method.lower(), chat_id, times, delay=hold, apply=apply))
+
+    def clear_faults(self) -> None:
+        self._faults.clear()
+
+    def _check_method(self, method: str) -> None:
+        # A misspelt method would never match and the test would pass for the wrong reason.
+        if method.lower() not in self.telegram.methods:
+            raise ValueError(f"the emulator has no method {method!r}")
+
+    # --- serving ---------------------------------------------------------------------------
+
+    async def _endpoint(self, request: Request) -> JSONResponse:
+        call = Call(request.path_params["method"], None, {}, time.monotonic())
+        self.calls.append(call)
+        hold = 0.0
+        try:
+            call.params = await read_params(request)
+            call.chat_id = chat_id_of(call.params)
+            handler = self._route(call, request.path_params["token"])
+            fault = self._take_fault(call.method, call.chat_id)
+            if fault is not None:
+                call.injected = True
+                if fault.delay is None:
+                    raise ApiError(fault.status, fault.description, fault.parameters)
+                call.timed_out, hold = True, fault.delay
+                if not fault.apply:
+                    raise ApiError(504, "Gateway Timeout: dropped by timeout_next")
+            call.result = await self._run(handler, call, paced=fault is None)
+            call.applied = call.method in PACED
+            body: dict[str, Any] = {"ok": True, "result": call.result}
+        except ApiError as e:
+            call.status, call.description = e.status, e.description
+            body = e.envelope()
+        except Exception:  # a bug of the emulator: answer like Telegram's 500, keep the traceback
+            log.exception("Bot API emulator failed on %s", call.method)
+            error = ApiError(500, "Internal Server Error")
+            call.status, call.description, body = error.status, error.description, error.envelope()
+        self._notify()
+        if hold:
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(self.telegram.closing.wait(), timeout=hold)
+        return JSONResponse(body, status_code=call.status)
+
+    def _route(self, call: Call, token: str) -> Handler:
+        if token != self.telegram.token:
+            raise ApiError(401, "Unauthorized")
+        found = self.telegram.lookup(call.method)
+        if found is None:
+            raise not_found()
+        call.method, handler = found
+        return handler
+
+    def _take_fault(self, method: str, chat_id: int | None) -> _Fault | None:
+        for fault in self._faults:
+            if fault.matches(method, chat_id):
+                fault.remaining -= 1
+                if fault.remaining <= 0:
+                    self._faults.remove(fault)
+                return fault
+        return None
+
+    async def _run(self, handler: Handler, call: Call, *, paced: bool) -> Any:
+        chat_id = call.chat_id
+        paced = paced and call.method in PACED and chat_id is not None
+        if paced:
+            assert chat_id is not None
+            retry = self.pacer.take(chat_id, self.telegram.chat(chat_id).type, call.at)
+            if retry is not None:
+                raise ApiError(429, f"Too Many Requests: retry after {retry}", {"retry_after": retry})
+        try:
+            result = handler(call.params)
+            if inspect.isawaitable(result):
+                result = await result
+        except ApiError:
+            if paced:
+                assert chat_id is not None
+                self.pacer.give_back(chat_id)
+            raise
+        return result
+
+    def _notify(self) -> None:
+        self._changed.set()
+        self._changed = asyncio.Event()
