@@ -114,8 +114,7 @@ def _card_command(args: argparse.Namespace, settings: Settings) -> None:
     elif args.card_command == "clear":
         print(asyncio.run(_with_store(args, settings, lambda s: s.clear(owner))).receipt)
     else:
-        asyncio.run(_with_store(args, settings, lambda s: s.reset(owner)))
-        print("Progress card reset")
+        print(asyncio.run(_with_store(args, settings, lambda s: s.reset(owner))).receipt)
 
 
 def _render_command(args: argparse.Namespace, settings: Settings) -> None:

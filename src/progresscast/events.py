@@ -6,6 +6,7 @@ the event body. So events of one owner can be coalesced freely.
 
 from __future__ import annotations
 
+from collections.abc import AsyncIterator
 from dataclasses import dataclass
 from typing import Any
 
@@ -48,6 +49,11 @@ class Event:
         return out
 
 
+def _is_event(fields: dict[str, str] | None) -> bool:
+    # An entry without an owner (written by something else) is skipped, not fatal.
+    return bool(fields) and "agentId" in fields and "sessionKey" in fields
+
+
 class EventGroup:
     """One consumer in a consumer group on the change stream.
 
@@ -86,35 +92,55 @@ class EventGroup:
             self.stream, self.group, self.consumer, self.claim_idle_ms, "0-0", count=count
         )
         if claimed:
-            return [Event.from_entry(i, f) for i, f in claimed if f]
+            return [Event.from_entry(i, f) for i, f in claimed if _is_event(f)]
         return await self._read(">", count, block_ms)
 
     async def _read(self, start: str, count: int, block_ms: int | None) -> list[Event]:
         reply = await self.redis.xreadgroup(
             self.group, self.consumer, {self.stream: start}, count=count, block=block_ms
         )
-        return [Event.from_entry(i, f) for _, entries in reply or [] for i, f in entries if f]
+        return [Event.from_entry(i, f) for _, entries in reply or [] for i, f in entries if _is_event(f)]
 
     async def ack(self, events: list[Event]) -> None:
         if events:
             await self.redis.xack(self.stream, self.group, *[e.id for e in events])
 
 
-async def tail(redis: Redis, *, start: str = "$", block_ms: int = 15_000, stream: str = keys.EVENTS):
-    """Every event after `start`, for live viewers (SSE): no group, nothing acknowledged."""
-    last = start
-    if last == "$":
-        info = await redis.xinfo_stream(stream) if await redis.exists(stream) else None
-        last = info["last-generated-id"] if info else "0-0"
+async def last_id(redis: Redis, stream: str = keys.EVENTS) -> str:
+    """The id of the newest entry ever added to the stream ("0-0" when there is none).
+
+    A live viewer resolves this *before* it tells its client it is listening, so a
+    write made right after cannot fall between "subscribed" and the first XREAD.
+    """
+    try:
+        info = await redis.xinfo_stream(stream)
+    except ResponseError:  # no such key: nothing was ever written
+        return "0-0"
+    last = info["last-generated-id"]
+    return last.decode() if isinstance(last, bytes) else str(last)
+
+
+async def tail(
+    redis: Redis, *, start: str = "$", block_ms: int = 15_000, stream: str = keys.EVENTS
+) -> AsyncIterator[Event | None]:
+    """Every event after `start`, for live viewers (SSE): no group, nothing acknowledged.
+
+    `start="$"` means "after the newest entry now" — resolved on the first iteration,
+    so pass `await last_id(redis)` instead when the caller must know it is listening.
+    Yields None after `block_ms` without events: a heartbeat that lets the caller
+    notice a closed client.
+    """
+    last = await last_id(redis, stream) if start == "$" else start
     while True:
         reply = await redis.xread({stream: last}, block=block_ms, count=100)
         if not reply:
-            yield None  # a heartbeat: lets the caller notice a closed client
+            yield None
             continue
         for _, entries in reply:
             for entry_id, fields in entries:
                 last = entry_id
-                yield Event.from_entry(entry_id, fields)
+                if _is_event(fields):
+                    yield Event.from_entry(entry_id, fields)
 
 
 def coalesce(events: list[Event]) -> list[Owner]:
