@@ -1,0 +1,34 @@
+"""Per-channel renderers (DESIGN §4): pure functions of a View and the channel settings.
+
+    render_telegram(view, settings)           -> {"method", "params"} | None
+    render_text(view, settings)               -> str | None
+    render_web(view, settings)                -> str (HTML fragment)
+    render_final_answer_messages(markdown)    -> [sendMessage payloads]
+    payload_for(data, channel, settings, paused) -> what `progresscast render` prints
+
+Every function takes a keyword `templates_dir` (the config's `templates.dir`).
+No I/O besides reading templates once; no Redis.
+
+Layout: `draft.py` (what a draft shows), `fit.py` (which steps and lines fit),
+`markdown.py` (Markdown → lines / sanitised HTML, cached by content), `ir.py` (the
+line model and UTF-16 cuts), `telegram.py`, `rich.py`, `text.py`, `web.py`,
+`templates.py` (template lookup, Jinja environments, themes), `preview.py` (CLI).
+"""
+
+from __future__ import annotations
+
+from .preview import payload_for, view_from_data
+from .rich import render_rich
+from .telegram import render_final_answer_messages, render_telegram
+from .text import render_text
+from .web import render_web
+
+__all__ = [
+    "payload_for",
+    "render_final_answer_messages",
+    "render_rich",
+    "render_telegram",
+    "render_text",
+    "render_web",
+    "view_from_data",
+]

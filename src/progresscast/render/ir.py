@@ -1,0 +1,263 @@
+"""The small document model every renderer fits and then serialises.
+
+A draft is a list of `Line`s; a line is a tuple of `Span`s (text plus marks) and may
+belong to a block (`pre` or `quote`) that spans several consecutive lines. Fitting
+(cutting lines, dropping lines) works on this model, where every visible character
+is known, so the limits hold before any HTML, rich-message JSON or text is produced.
+
+Lengths are counted in UTF-16 code units everywhere (`u16`): that is how Telegram
+measures entity offsets, it is never smaller than the code-point count Telegram uses
+for its 4,096 limit, and for text without astral characters (emoji) it is simply the
+number of characters.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field, replace
+from functools import lru_cache
+
+ELLIPSIS = "…"
+
+# Marks a span may carry, outermost first when serialised.
+MARK_ORDER = ("b", "i", "u", "s", "code")
+
+# Characters that would break lines or that Telegram may refuse, replaced by a space in
+# running text: C0/C1 controls (tab and newline included), line/paragraph separators.
+_BREAKERS = re.compile("[\x00-\x1f\x7f-\x9f\u2028\u2029]")
+_SURROGATES = re.compile("[\ud800-\udfff]")
+# Code points that must not be left dangling at a cut: joiners, variation selectors,
+# combining marks of the common blocks, emoji modifiers.
+_DANGLING = "\u200d\ufe0e\ufe0f\u0300-\u036f\u20d0-\u20ff\U0001f3fb-\U0001f3ff"
+_DANGLING_TAIL = re.compile(f"[{_DANGLING}\\s]+$")
+_DANGLING_HEAD = re.compile(f"^[{_DANGLING}\\s]+")
+
+
+def u16(text: str) -> int:
+    """Length in UTF-16 code units (astral characters count twice)."""
+    if text.isascii():
+        return len(text)
+    return len(text.encode("utf-16-le", "surrogatepass")) >> 1
+
+
+@lru_cache(maxsize=4096)
+def plain(text: str) -> str:
+    """Agent text made safe for one line: whitespace collapsed, controls and lone
+    surrogates replaced. Cached: the same step texts come back on every render."""
+    if _SURROGATES.search(text):
+        text = _SURROGATES.sub("\ufffd", text)
+    return " ".join(_BREAKERS.sub(" ", text).split())
+
+
+def clean_code(text: str) -> str:
+    """Text of a code line: controls other than tab removed, surrogates replaced."""
+    text = _SURROGATES.sub("\ufffd", text)
+    return re.sub("[\x00-\x08\x0a-\x1f\x7f-\x9f\u2028\u2029]", " ", text)
+
+
+def _prefix_units(text: str, units: int) -> str:
+    """The longest prefix of `text` at most `units` UTF-16 units long."""
+    if units <= 0:
+        return ""
+    if text.isascii() or u16(text) == len(text):
+        return text[:units]
+    used = 0
+    for i, ch in enumerate(text):
+        used += 2 if ord(ch) > 0xFFFF else 1
+        if used > units:
+            return text[:i]
+    return text
+
+
+def _suffix_units(text: str, units: int) -> str:
+    """The longest suffix of `text` at most `units` UTF-16 units long."""
+    if units <= 0:
+        return ""
+    if text.isascii() or u16(text) == len(text):
+        return text[-units:] if units < len(text) else text
+    used = 0
+    for i in range(len(text) - 1, -1, -1):
+        used += 2 if ord(text[i]) > 0xFFFF else 1
+        if used > units:
+            return text[i + 1 :]
+    return text
+
+
+def middle_cut(text: str, limit: int) -> str:
+    """Cut to at most `limit` units with `…` in the middle, keeping both ends."""
+    if u16(text) <= limit:
+        return text
+    if limit <= 1:
+        return ELLIPSIS[:limit]
+    budget = limit - 1
+    head = _DANGLING_TAIL.sub("", _prefix_units(text, budget - budget // 2))
+    tail = _DANGLING_HEAD.sub("", _suffix_units(text, budget // 2))
+    return head + ELLIPSIS + tail
+
+
+def end_cut(text: str, limit: int) -> str:
+    """Cut to at most `limit` units, ending with `…` when cut."""
+    if u16(text) <= limit:
+        return text
+    if limit <= 1:
+        return ELLIPSIS[:limit]
+    return _DANGLING_TAIL.sub("", _prefix_units(text, limit - 1)) + ELLIPSIS
+
+
+@dataclass(frozen=True, slots=True)
+class Span:
+    text: str
+    marks: tuple[str, ...] = ()
+    """Subset of MARK_ORDER, in that order."""
+    href: str | None = None
+    """An http(s) URL the text links to."""
+
+
+@dataclass(frozen=True, slots=True)
+class Line:
+    spans: tuple[Span, ...] = ()
+    kind: str = "text"
+    """label, headline, attention, tool, step, summary, note, answer, blank."""
+    state: str | None = None
+    """For steps: completed, in_progress, pending, blocked, skipped or paused."""
+    block: str | None = None
+    """None, "pre" or "quote": consecutive lines of the same block and group form one."""
+    group: int = 0
+    lang: str | None = None
+    prefix: int = 0
+    """How many leading spans are decoration (an icon) that cuts must keep."""
+    index: int = -1
+    """For steps: the position in the plan (0-based)."""
+    length: int = field(init=False, compare=False)
+    """Visible length in UTF-16 units, computed once."""
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "length", sum(u16(s.text) for s in self.spans))
+
+    @property
+    def text(self) -> str:
+        return "".join(s.text for s in self.spans)
+
+    @property
+    def blank(self) -> bool:
+        return not any(s.text.strip() for s in self.spans)
+
+    def with_spans(self, spans: tuple[Span, ...]) -> Line:
+        return replace(self, spans=spans)
+
+
+def _take_head(spans: tuple[Span, ...], units: int) -> list[Span]:
+    out: list[Span] = []
+    for span in spans:
+        if units <= 0:
+            break
+        n = u16(span.text)
+        if n <= units:
+            out.append(span)
+            units -= n
+        else:
+            part = _prefix_units(span.text, units)
+            if part:
+                out.append(Span(part, span.marks, span.href))
+            break
+    if out:
+        last = out[-1]
+        trimmed = _DANGLING_TAIL.sub("", last.text)
+        out[-1] = Span(trimmed, last.marks, last.href)
+        if not trimmed:
+            out.pop()
+    return out
+
+
+def _take_tail(spans: tuple[Span, ...], units: int) -> list[Span]:
+    out: list[Span] = []
+    for span in reversed(spans):
+        if units <= 0:
+            break
+        n = u16(span.text)
+        if n <= units:
+            out.append(span)
+            units -= n
+        else:
+            part = _suffix_units(span.text, units)
+            if part:
+                out.append(Span(part, span.marks, span.href))
+            break
+    out.reverse()
+    if out:
+        first = out[0]
+        trimmed = _DANGLING_HEAD.sub("", first.text)
+        out[0] = Span(trimmed, first.marks, first.href)
+        if not trimmed:
+            out.pop(0)
+    return out
+
+
+def cut_spans(spans: tuple[Span, ...], limit: int, how: str = "middle") -> tuple[Span, ...]:
+    """Cut a run of spans to at most `limit` units: `middle` keeps both ends, `end` the
+    start, `front` the end; the `…` is plain text."""
+    total = sum(u16(s.text) for s in spans)
+    if total <= limit:
+        return spans
+    if limit <= 0:
+        return ()
+    dots = Span(ELLIPSIS)
+    budget = limit - 1
+    if how == "end":
+        return (*_take_head(spans, budget), dots)
+    if how == "front":
+        return (dots, *_take_tail(spans, budget))
+    head = _take_head(spans, budget - budget // 2)
+    tail = _take_tail(spans, budget // 2)
+    if head and tail and (head[-1].marks, head[-1].href) == (tail[0].marks, tail[0].href):
+        dots = Span(ELLIPSIS, head[-1].marks, head[-1].href)  # one entity, not two
+    return (*head, dots, *tail)
+
+
+def cut_line(line: Line, limit: int, how: str = "middle") -> Line:
+    """Cut a line to at most `limit` units, keeping its decoration prefix whole."""
+    if line.length <= limit:
+        return line
+    keep = line.spans[: line.prefix]
+    used = sum(u16(s.text) for s in keep)
+    body = cut_spans(line.spans[line.prefix :], max(limit - used, 0), how)
+    if used > limit:  # a limit smaller than the icon: cut everything
+        return line.with_spans(cut_spans(line.spans, limit, how))
+    return line.with_spans((*keep, *body))
+
+
+def plain_text(lines: list[Line] | tuple[Line, ...]) -> str:
+    return "\n".join(line.text for line in lines)
+
+
+def visible_units(lines: list[Line] | tuple[Line, ...]) -> int:
+    """Visible length of lines joined by newlines."""
+    if not lines:
+        return 0
+    return sum(line.length for line in lines) + len(lines) - 1
+
+
+def split_line(line: Line, units: int) -> tuple[Line, Line]:
+    """Split a line after at most `units` units (no ellipsis): the head and the rest."""
+    head: list[Span] = []
+    rest: list[Span] = []
+    left = units
+    for span in line.spans:
+        if rest or left <= 0:
+            rest.append(span)
+            continue
+        n = u16(span.text)
+        if n <= left:
+            head.append(span)
+            left -= n
+            continue
+        part = _prefix_units(span.text, left)
+        if part:
+            head.append(Span(part, span.marks, span.href))
+        rest.append(Span(span.text[len(part) :], span.marks, span.href))
+        left = 0
+    if not head and rest:  # a single character wider than `units`: take it anyway
+        first = rest[0]
+        head = [Span(first.text[0], first.marks, first.href)]
+        rest[0] = Span(first.text[1:], first.marks, first.href)
+    return replace(line, spans=tuple(head), prefix=0), replace(line, spans=tuple(rest), prefix=0)

@@ -1,0 +1,325 @@
+"""Markdown notes and answers, converted once per content (functools.lru_cache).
+
+* `markdown_lines(source, kind)` — markdown-it-py tokens → `ir.Line`s, the form the
+  Telegram (classic and rich) and text renderers fit and serialise: headings become
+  bold lines, list items `•` / `1.` lines (nested ones indented), code blocks `pre`
+  lines (with their language), block quotes `quote` lines, tables `a | b` rows,
+  emphasis/strong/strikethrough marks, links `href` spans for http(s) URLs only.
+  Raw HTML (blocks and inline tags) is dropped; images show their alt text; soft
+  line breaks stay line breaks, as a chat shows them.
+* `markdown_web_html(source)` — markdown-it-py HTML with raw HTML dropped, images
+  reduced to their alt text, headings shifted down two levels (the card is not the
+  page), links `rel="nofollow noopener noreferrer"`; then sanitised with bleach to
+  ordinary formatting tags, http/https/mailto links and no other attributes.
+
+Both are pure functions of the text, so the caches are safe to share.
+"""
+
+from __future__ import annotations
+
+import re
+from functools import lru_cache
+from html import escape
+from typing import Any
+
+import bleach
+from markdown_it import MarkdownIt
+from markdown_it.token import Token
+
+from .ir import Line, Span, clean_code
+
+MAX_HREF = 2048
+"""Longer link targets are shown as plain text."""
+
+_HTTP = re.compile(r"(?i)https?://[^\s/?#]+")
+_LANG = re.compile(r"[A-Za-z0-9_+#.-]{1,32}")
+_INLINE_BAD = re.compile("[\x00-\x1f\x7f-\x9f\u2028\u2029]")
+
+
+def _parser() -> MarkdownIt:
+    return MarkdownIt("commonmark", {"html": True}).enable(["table", "strikethrough"])
+
+
+_MD = _parser()
+
+
+def _inline_text(text: str) -> str:
+    return _INLINE_BAD.sub(" ", text)
+
+
+def _link(href: str | None) -> str | None:
+    if not href or len(href) > MAX_HREF or not _HTTP.match(href):
+        return None
+    return href
+
+
+def _sorted_marks(marks: list[str], code: bool = False) -> tuple[str, ...]:
+    found = set(marks)
+    if code:
+        found.add("code")
+    return tuple(m for m in ("b", "i", "u", "s", "code") if m in found)
+
+
+def _trim(spans: list[Span]) -> tuple[Span, ...]:
+    """Whitespace left at the edges of a line (around dropped raw HTML) removed."""
+    while spans and not spans[0].text.strip():
+        spans.pop(0)
+    while spans and not spans[-1].text.strip():
+        spans.pop()
+    if spans:
+        first = spans[0]
+        spans[0] = Span(first.text.lstrip(), first.marks, first.href)
+        last = spans[-1]
+        spans[-1] = Span(last.text.rstrip(), last.marks, last.href)
+    return tuple(spans)
+
+
+class _Converter:
+    def __init__(self, kind: str) -> None:
+        self.kind = kind
+        self.out: list[Line] = []
+        self.quote = 0
+        self.group = 0
+        self.quote_group = 0
+        self.lists: list[list[Any]] = []  # [ordered, next number]
+        self.marker: str | None = None
+        self.heading = False
+        self.row: list[tuple[Span, ...]] | None = None
+        self.in_head = False
+
+    # -- output helpers ------------------------------------------------------------
+    def _emit(self, spans: tuple[Span, ...], block: str | None = None, lang: str | None = None) -> None:
+        group = 0
+        if self.quote:
+            block, group, lang = "quote", self.quote_group, None
+        elif block == "pre":
+            group = self.group
+        self.out.append(Line(spans, kind=self.kind, block=block, group=group, lang=lang))
+
+    def _separate(self) -> None:
+        """A blank line before a new block, except inside lists."""
+        if self.lists or not self.out or self.out[-1].blank:
+            return
+        self._emit(())
+
+    def _indent(self, first: bool) -> Span | None:
+        if not self.lists:
+            return None
+        depth = len(self.lists) - 1
+        if first and self.marker is not None:
+            text = "  " * depth + self.marker
+            self.marker = None
+            return Span(text)
+        return Span("  " * (depth + 1))
+
+    # -- inline --------------------------------------------------------------------
+    def _inline(self, token: Token) -> list[tuple[Span, ...]]:
+        lines: list[list[Span]] = [[]]
+        marks: list[str] = ["b"] if self.heading else []
+        href: str | None = None
+
+        def add(text: str, code: bool = False) -> None:
+            if not text:
+                return
+            text = _inline_text(text)
+            use_code = code and not marks and href is None
+            span = Span(text, _sorted_marks(marks, use_code), href)
+            cur = lines[-1]
+            if cur and cur[-1].marks == span.marks and cur[-1].href == span.href:
+                cur[-1] = Span(cur[-1].text + text, span.marks, span.href)
+            else:
+                cur.append(span)
+
+        for child in token.children or ():
+            kind = child.type
+            if kind == "text":
+                add(child.content)
+            elif kind in ("softbreak", "hardbreak"):
+                lines.append([])
+            elif kind == "code_inline":
+                add(child.content, code=True)
+            elif kind in ("strong_open", "em_open", "s_open"):
+                marks.append({"strong_open": "b", "em_open": "i", "s_open": "s"}[kind])
+            elif kind in ("strong_close", "em_close", "s_close"):
+                mark = {"strong_close": "b", "em_close": "i", "s_close": "s"}[kind]
+                for k in range(len(marks) - 1, -1, -1):
+                    if marks[k] == mark:
+                        del marks[k]
+                        break
+            elif kind == "link_open":
+                href = _link(str(child.attrGet("href") or ""))
+            elif kind == "link_close":
+                href = None
+            elif kind == "image":
+                add("".join(c.content for c in child.children or () if c.type in ("text", "code_inline")))
+            elif kind == "html_inline":
+                continue
+            elif child.content:
+                add(child.content)
+        return [_trim(line) for line in lines]
+
+    def _paragraph(self, token: Token) -> None:
+        for k, spans in enumerate(self._inline(token)):
+            lead = self._indent(k == 0)
+            if lead is not None:
+                spans = (lead, *spans)
+            if spans:
+                self._emit(spans)
+
+    # -- blocks --------------------------------------------------------------------
+    def run(self, tokens: list[Token]) -> list[Line]:
+        for token in tokens:
+            kind = token.type
+            if kind == "paragraph_open" or kind == "heading_open":
+                if not token.hidden:
+                    self._separate()
+                self.heading = kind == "heading_open"
+            elif kind == "heading_close":
+                self.heading = False
+            elif kind == "inline":
+                if self.row is not None:
+                    self.row.append(tuple(s for line in self._inline(token) for s in line))
+                else:
+                    self._paragraph(token)
+            elif kind in ("bullet_list_open", "ordered_list_open"):
+                self._separate()
+                if self.marker is not None:  # a list opening a list item
+                    self._emit((self._indent(True) or Span(""),))
+                start = token.attrGet("start")
+                self.lists.append([kind == "ordered_list_open", int(start) if start else 1])
+            elif kind in ("bullet_list_close", "ordered_list_close"):
+                self.lists.pop()
+            elif kind == "list_item_open":
+                ordered, number = self.lists[-1]
+                if ordered:
+                    self.marker = f"{number}. "
+                    self.lists[-1][1] = number + 1
+                else:
+                    self.marker = "• " if len(self.lists) == 1 else "◦ "
+            elif kind == "list_item_close":
+                self.marker = None
+            elif kind == "blockquote_open":
+                if not self.quote:
+                    self._separate()
+                    self.quote_group += 1
+                self.quote += 1
+            elif kind == "blockquote_close":
+                self.quote -= 1
+            elif kind in ("fence", "code_block"):
+                self._separate()
+                if self.marker is not None:
+                    self._emit((self._indent(True) or Span(""),))
+                info = token.info.split()[0] if token.info.split() else ""
+                lang = info if _LANG.fullmatch(info) else None
+                self.group += 1
+                for text in token.content.rstrip("\n").split("\n"):
+                    self._emit((Span(clean_code(text)),) if text else (), block="pre", lang=lang)
+            elif kind == "hr":
+                self._separate()
+                self._emit((Span("———"),))
+            elif kind == "table_open":
+                self._separate()
+            elif kind == "thead_open":
+                self.in_head = True
+            elif kind == "thead_close":
+                self.in_head = False
+            elif kind == "tr_open":
+                self.row = []
+            elif kind == "tr_close":
+                cells = self.row or []
+                self.row = None
+                spans: list[Span] = []
+                for k, cell in enumerate(cells):
+                    if k:
+                        spans.append(Span(" | "))
+                    if self.in_head:
+                        cell = tuple(Span(s.text, _sorted_marks([*s.marks, "b"]), s.href) for s in cell)
+                    spans.extend(cell)
+                lead = self._indent(True)
+                self._emit(tuple([lead, *spans] if lead else spans))
+            # html_block, *_close of paragraphs and tables: nothing to show
+        while self.out and self.out[-1].blank:
+            self.out.pop()
+        return self.out
+
+
+@lru_cache(maxsize=256)
+def markdown_lines(source: str, kind: str = "note") -> tuple[Line, ...]:
+    """The Markdown `source` as lines (blank lines between blocks), cached by content."""
+    if not source or not source.strip():
+        return ()
+    return tuple(_Converter(kind).run(_MD.parse(source)))
+
+
+@lru_cache(maxsize=256)
+def compact_lines(source: str, kind: str = "note") -> tuple[Line, ...]:
+    """`markdown_lines` without blank lines (progress drafts), cached by content."""
+    return tuple(line for line in markdown_lines(source, kind) if not line.blank)
+
+
+# --- web ------------------------------------------------------------------------------
+
+WEB_TAGS = frozenset(
+    "p br hr strong em b i s del code pre blockquote ul ol li h3 h4 h5 h6 a "
+    "table thead tbody tr th td".split()
+)
+_CODE_CLASS = re.compile(r"language-[A-Za-z0-9_+#.-]{1,32}")
+
+
+def _attr_ok(tag: str, name: str, value: str) -> bool:
+    if tag == "a":
+        return name in ("href", "title", "rel")
+    if tag == "ol":
+        return name == "start" and value.isdigit()
+    if tag == "code":
+        return name == "class" and bool(_CODE_CLASS.fullmatch(value))
+    return False
+
+
+def _web_parser() -> MarkdownIt:
+    md = _parser()
+
+    def drop(self: Any, tokens: list[Token], idx: int, options: Any, env: Any) -> str:
+        return ""
+
+    def image(self: Any, tokens: list[Token], idx: int, options: Any, env: Any) -> str:
+        token = tokens[idx]
+        return escape("".join(c.content for c in token.children or () if c.type in ("text", "code_inline")))
+
+    def heading_open(self: Any, tokens: list[Token], idx: int, options: Any, env: Any) -> str:
+        level = min(int(tokens[idx].tag[1]) + 2, 6)
+        return f"<h{level}>"
+
+    def heading_close(self: Any, tokens: list[Token], idx: int, options: Any, env: Any) -> str:
+        level = min(int(tokens[idx].tag[1]) + 2, 6)
+        return f"</h{level}>\n"
+
+    def link_open(self: Any, tokens: list[Token], idx: int, options: Any, env: Any) -> str:
+        tokens[idx].attrSet("rel", "nofollow noopener noreferrer")
+        return self.renderToken(tokens, idx, options, env)
+
+    md.add_render_rule("html_block", drop)
+    md.add_render_rule("html_inline", drop)
+    md.add_render_rule("image", image)
+    md.add_render_rule("heading_open", heading_open)
+    md.add_render_rule("heading_close", heading_close)
+    md.add_render_rule("link_open", link_open)
+    return md
+
+
+_WEB_MD = _web_parser()
+_CLEANER = bleach.sanitizer.Cleaner(
+    tags=WEB_TAGS,
+    attributes=_attr_ok,
+    protocols=frozenset({"http", "https", "mailto"}),
+    strip=True,
+    strip_comments=True,
+)
+
+
+@lru_cache(maxsize=128)
+def markdown_web_html(source: str) -> str:
+    """The Markdown `source` as a sanitised HTML fragment, cached by content."""
+    if not source or not source.strip():
+        return ""
+    return _CLEANER.clean(_WEB_MD.render(source)).strip()

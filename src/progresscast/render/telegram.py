@@ -1,0 +1,209 @@
+"""Telegram classic: `sendMessage` payloads in parse_mode=HTML (DESIGN §4).
+
+Only tags Telegram accepts are produced (`b i u s code pre blockquote a`), line
+breaks are "\n", and every piece of agent text goes through `html.escape`. Entities
+follow Telegram's nesting rules: `code`/`pre` never contain or sit inside another
+entity, links and code are not put inside a blockquote, and a message carries at
+most 100 entities (formatting past that is dropped, never the text). Visible text
+is at most 4,096 UTF-16 units (stricter than Telegram's code-point count), the raw
+text at most 32,768 UTF-8 bytes: when long link targets would break that, links
+turn into plain text.
+"""
+
+from __future__ import annotations
+
+import html
+import re
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from markupsafe import Markup
+
+from ..config import RenderSettings
+from ..view import View
+from .draft import compose
+from .ir import Line, Span, split_line, u16, visible_units
+from .markdown import markdown_lines
+from .templates import template, theme
+
+MAX_TEXT = 4096
+MAX_RAW_BYTES = 32_768
+MAX_ENTITIES = 100
+
+_LINK_PREVIEW = {"is_disabled": True}
+
+
+@dataclass(frozen=True, slots=True)
+class Block:
+    """A run of lines the frame template wraps: "lines", "pre" or "quote"."""
+
+    kind: str
+    lang: str | None
+    body: Markup
+
+
+def _spans_html(spans: tuple[Span, ...], code: bool, links: bool, budget: list[int]) -> str:
+    """Spans as HTML with properly nested tags; `budget[0]` counts entities left."""
+    out: list[str] = []
+    stack: list[tuple[str, str | None]] = []
+    for span in spans:
+        if not span.text:
+            continue
+        want: list[tuple[str, str | None]] = []
+        if span.href and links:
+            want.append(("a", span.href))
+        marks = span.marks
+        if "code" in marks:
+            if code and len(marks) == 1 and not want:
+                want.append(("code", None))
+            marks = tuple(m for m in marks if m != "code")
+        want += [(m, None) for m in marks]
+        k = 0
+        while k < len(stack) and k < len(want) and stack[k] == want[k]:
+            k += 1
+        if len(want) - k > budget[0]:
+            want, k = [], 0
+        for tag, _ in reversed(stack[k:]):
+            out.append(f"</{tag}>")
+        del stack[k:]
+        for tag, href in want[k:]:
+            out.append(f'<a href="{html.escape(href, quote=True)}">' if tag == "a" else f"<{tag}>")
+            stack.append((tag, href))
+            budget[0] -= 1
+        out.append(html.escape(span.text, quote=False))
+    for tag, _ in reversed(stack):
+        out.append(f"</{tag}>")
+    return "".join(out)
+
+
+def to_blocks(lines: list[Line], links: bool = True) -> list[Block]:
+    """Group fitted lines into the blocks the frame template wraps."""
+    budget = [MAX_ENTITIES]
+    blocks: list[Block] = []
+    plain_run: list[str] = []
+
+    def flush() -> None:
+        if plain_run:
+            blocks.append(Block("lines", None, Markup("\n".join(plain_run))))
+            plain_run.clear()
+
+    i = 0
+    while i < len(lines):
+        line = lines[i]
+        if line.block is None:
+            plain_run.append(_spans_html(line.spans, True, links, budget))
+            i += 1
+            continue
+        j = i
+        while j < len(lines) and lines[j].block == line.block and lines[j].group == line.group:
+            j += 1
+        group = lines[i:j]
+        i = j
+        if all(g.blank for g in group) or budget[0] < 1:
+            plain_run.extend(_spans_html(g.spans, False, False, budget) for g in group)
+            continue
+        flush()
+        budget[0] -= 1
+        if line.block == "pre":
+            body = "\n".join(html.escape(g.text, quote=False) for g in group)
+            blocks.append(Block("pre", line.lang, Markup(body)))
+        else:
+            body = "\n".join(_spans_html(g.spans, False, False, budget) for g in group)
+            blocks.append(Block("quote", None, Markup(body)))
+    flush()
+    return blocks
+
+
+_TAG = re.compile(r"<[^>]*>")
+
+
+def _visible(text: str) -> int:
+    return u16(html.unescape(_TAG.sub("", text)))
+
+
+def to_html(lines: list[Line], templates_dir: str | Path | None = None) -> str:
+    """The fitted lines as Telegram HTML, inside the raw-size limit."""
+    frame = template("telegram/draft.j2", templates_dir)
+    text = frame.render(blocks=to_blocks(lines))
+    if len(text) * 4 > MAX_RAW_BYTES and len(text.encode()) > MAX_RAW_BYTES:
+        text = frame.render(blocks=to_blocks(lines, links=False))
+    if templates_dir is not None and (
+        _visible(text) > MAX_TEXT or len(text.encode()) > MAX_RAW_BYTES or not text.strip()
+    ):
+        # An override template added visible text the fit did not count: the packaged one.
+        return to_html(lines, None)
+    return text
+
+
+def _message(text: str) -> dict[str, Any]:
+    return {
+        "method": "sendMessage",
+        "params": {"text": text, "parse_mode": "HTML", "link_preview_options": dict(_LINK_PREVIEW)},
+    }
+
+
+def render_telegram(
+    view: View, settings: RenderSettings, *, templates_dir: str | Path | None = None
+) -> dict[str, Any] | None:
+    """The Bot API call that shows this view's draft in a chat, or None when the draft
+    should not exist (mode `off`, or nothing to show: the adapter deletes the draft).
+
+    Classic (`settings.rich` False): `sendMessage` with HTML text. Rich: see
+    `rich.render_rich`. No chat_id/message_id: the adapter adds them (and switches to
+    `editMessageText` for an existing draft)."""
+    if settings.rich:
+        from .rich import render_rich
+
+        return render_rich(view, settings, templates_dir=templates_dir)
+    lines = compose(view, settings, theme("telegram", templates_dir), budget=MAX_TEXT)
+    if not lines:
+        return None
+    return _message(to_html(lines, templates_dir))
+
+
+def _chunks(lines: list[Line], limit: int) -> list[list[Line]]:
+    """Split lines into messages of at most `limit` visible units, preferring to break
+    at a blank line in the second half of a message; over-long lines are split."""
+    pieces: list[Line] = []
+    for line in lines:
+        while line.length > limit:
+            head, line = split_line(line, limit)
+            pieces.append(head)
+        pieces.append(line)
+    chunks: list[list[Line]] = []
+    current: list[Line] = []
+    for line in pieces:
+        while current and visible_units([*current, line]) > limit:
+            cut = next((k for k in range(len(current) - 1, len(current) // 2, -1) if current[k].blank), None)
+            if cut is None:
+                chunks.append(current)
+                current = []
+            else:
+                chunks.append(current[:cut])
+                current = current[cut + 1 :]
+        current.append(line)
+    chunks.append(current)
+    out = []
+    for chunk in chunks:
+        while chunk and chunk[0].blank:
+            chunk = chunk[1:]
+        while chunk and chunk[-1].blank:
+            chunk = chunk[:-1]
+        if chunk:
+            out.append(chunk)
+    return out
+
+
+def render_final_answer_messages(
+    answer_markdown: str, *, templates_dir: str | Path | None = None
+) -> list[dict[str, Any]]:
+    """The final answer of a run (progress mode) as normal messages: `sendMessage`
+    payloads in Telegram HTML, each at most 4,096 visible characters — as many as the
+    text needs, split at paragraph breaks where possible; [] for an empty answer."""
+    lines = list(markdown_lines(answer_markdown, "answer")) if answer_markdown else []
+    return [_message(to_html(chunk, templates_dir)) for chunk in _chunks(lines, MAX_TEXT)]
+
+
+__all__ = ["MAX_TEXT", "render_final_answer_messages", "render_telegram", "to_blocks", "to_html"]
+

@@ -1,0 +1,296 @@
+"""Telegram drafts, classic and rich: layout, states, escaping, limits, final answers."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from progresscast.activity import Activity
+from progresscast.card import Card, CardInput
+from progresscast.config import Mode, RenderSettings
+from progresscast.owners import Owner
+from progresscast.render import render_final_answer_messages, render_telegram, render_text
+from progresscast.render.markdown import markdown_lines
+from progresscast.testing._rich import check_rich, rich_text
+from progresscast.testing.telegram_html import parse, visible_length
+from progresscast.view import RunState, View
+
+OWNER = Owner("main", "ticket-4821")
+
+
+def card(plan: list[dict[str, Any]] | None = None, markdown: str | None = None) -> Card:
+    parsed = CardInput.parse({k: v for k, v in (("plan", plan), ("markdown", markdown)) if v is not None})
+    return Card(
+        sessionKey=OWNER.session_key, agentId=OWNER.agent_id, displayKey=OWNER.display_key, revision=2,
+        plan=parsed.plan, markdown=parsed.markdown, updatedAt="2026-06-01T00:00:00Z",
+    )
+
+
+def steps(*pairs: tuple[str, str]) -> list[dict[str, Any]]:
+    return [{"step": s, "status": st} for s, st in pairs]
+
+
+def classic(view: View, **settings: Any) -> str:
+    payload = render_telegram(view, RenderSettings(**settings))
+    assert payload is not None
+    return payload["params"]["text"]
+
+
+def shown(view: View, **settings: Any) -> list[str]:
+    return parse(classic(view, **settings)).text.split("\n")
+
+
+ALL = steps(
+    ("done step", "completed"), ("active step", "in_progress"), ("waiting step", "pending"),
+    ("stuck step", "blocked"), ("dropped step", "skipped"),
+)
+
+
+def test_payload_shape_for_classic() -> None:
+    payload = render_telegram(View(OWNER, card(ALL)), RenderSettings())
+    assert payload == {
+        "method": "sendMessage",
+        "params": {
+            "text": payload["params"]["text"],  # type: ignore[index]
+            "parse_mode": "HTML",
+            "link_preview_options": {"is_disabled": True},
+        },
+    }
+
+
+def test_every_state_is_distinct_and_paused_too() -> None:
+    lines = shown(View(OWNER, card(ALL)), maxLines=20)
+    icons = {line.split(" ", 1)[1]: line.split(" ", 1)[0] for line in lines if " step" in line and not line.startswith("⚠")}
+    assert len(set(icons.values())) == 5, icons
+    paused = shown(View(OWNER, card(ALL), paused=True), maxLines=20)
+    paused_icons = {line.split(" ", 1)[1]: line.split(" ", 1)[0] for line in paused if " step" in line and not line.startswith("⚠")}
+    # completed and skipped keep theirs; the unfinished ones all read paused, unlike any other state
+    assert paused_icons["done step"] == icons["done step"]
+    assert paused_icons["dropped step"] == icons["dropped step"]
+    pause = {paused_icons[k] for k in ("active step", "waiting step", "stuck step")}
+    assert len(pause) == 1 and pause.isdisjoint(icons.values())
+    assert "paused" in paused[1]  # the headline says so too
+
+
+def test_active_step_is_bold_in_classic() -> None:
+    html = classic(View(OWNER, card(ALL)), maxLines=20)
+    assert "<b>active step</b>" in html
+
+
+def test_progress_layout_label_headline_attention_checklist() -> None:
+    view = View(OWNER, card(ALL), Activity(headline="Running tests", tools=("pytest -q",)), RunState.failed)
+    lines = shown(view, maxLines=20)
+    assert lines[0] == "main · ticket-4821"
+    assert lines[1] == "📋 2/5 complete · Running tests"  # skipped counts as done
+    assert lines[2] == "❌ Run failed"
+    assert lines[3] == "⚠️ Blocked: stuck step"
+    assert lines[4] == "🔧 pytest -q"
+    assert lines[5:] == ["✅ done step", "▶️ active step", "⬜ waiting step", "⛔ stuck step", "⏭️ dropped step"]
+
+
+def test_label_setting_and_note_headline_without_plan() -> None:
+    view = View(OWNER, card(None, "## Looking at **the logs**\n\nSecond paragraph."))
+    lines = shown(view, label="Ops bot")
+    assert lines == ["Ops bot", "📋 Looking at the logs", "Second paragraph."]
+
+
+def test_long_plan_keeps_active_and_summary_within_max_lines() -> None:
+    plan = steps(*[(f"step {i}", "completed") for i in range(30)], ("now", "in_progress"), *[(f"later {i}", "pending") for i in range(19)])
+    lines = shown(View(OWNER, card(plan)), maxLines=5)
+    assert lines == [
+        "main · ticket-4821",
+        "📋 30/50 complete",
+        "▶️ now",
+        "⬜ later 0",
+        "… 48 more: 30 done, 18 pending",
+    ]
+
+
+def test_three_lines_merge_label_and_headline() -> None:
+    plan = steps(*[(f"step {i}", "pending") for i in range(9)], ("now", "in_progress"))
+    lines = shown(View(OWNER, card(plan)), maxLines=3)
+    assert lines == ["main · ticket-4821 · 0/10 complete", "▶️ now", "… 9 more: 9 pending"]
+
+
+def test_long_lines_cut_in_the_middle() -> None:
+    view = View(OWNER, card(steps(("a" * 100 + "Z" * 100, "in_progress"))))
+    lines = shown(view, maxLineChars=30)
+    step = next(line for line in lines if line.startswith("▶️"))
+    assert len(step) <= 30 and "…" in step and step.endswith("Z")
+
+
+def test_escaping_of_every_piece_of_agent_text() -> None:
+    nasty = "<b>x</b> & <script>alert(1)</script>"
+    view = View(
+        OWNER,
+        card([{"step": nasty, "status": "in_progress", "note": "a<b"}], "<i>raw</i> &amp; <script>x</script>"),
+        Activity(headline="<u>h</u>", tools=("<pre>t</pre>",)),
+    )
+    for mode in (Mode.progress, Mode.partial):
+        html = classic(view, mode=mode, maxLines=20, label="<s>L</s>")
+        text = parse(html).text
+        assert nasty in text
+        assert "<script" not in html and "<i>raw" not in html
+        if mode is Mode.progress:
+            assert "<u>h</u>" in text and "<pre>t</pre>" in text and "<s>L</s>" in text
+
+
+def test_note_markdown_becomes_telegram_html() -> None:
+    note = (
+        "# Title\n\n- one\n- **two**\n\n1. first\n\n```py\nx = 1 < 2\n```\n\n"
+        "[ok](https://example.com) [bad](javascript:alert(1)) [ftp](ftp://x.y) <span>raw</span>\n\n> quoted"
+    )
+    html = classic(View(OWNER, card(None, "intro\n\n" + note)), maxLines=30)
+    assert "<b>Title</b>" in html
+    assert "• one" in html and "• <b>two</b>" in html and "1. first" in html
+    assert '<pre><code class="language-py">x = 1 &lt; 2</code></pre>' in html
+    assert '<a href="https://example.com">ok</a>' in html
+    assert "ftp://" not in html.split("ftp")[0] and '<a href="ftp' not in html and "javascript" not in html.replace("[bad](javascript:alert(1))", "")
+    assert "<span>" not in html and "raw" in html
+    assert "<blockquote>quoted</blockquote>" in html
+    parse(html)
+
+
+def test_mode_off_and_empty_view_render_nothing() -> None:
+    assert render_telegram(View(OWNER, card(ALL)), RenderSettings(mode=Mode.off)) is None
+    assert render_telegram(View(OWNER), RenderSettings()) is None
+    assert render_text(View(OWNER), RenderSettings()) is None
+    # progress drafts do not show the answer: a view with only an answer is empty there
+    answer_only = View(OWNER, None, Activity(answer="hi"))
+    assert render_telegram(answer_only, RenderSettings()) is None
+    assert render_telegram(answer_only, RenderSettings(mode=Mode.partial)) is not None
+
+
+def test_a_note_of_raw_html_only_shows_nothing() -> None:
+    view = View(OWNER, card(None, "<div>\nhidden\n</div>"))
+    assert render_telegram(view, RenderSettings()) is None
+    assert render_telegram(view, RenderSettings(mode=Mode.partial, rich=True)) is None
+
+
+def test_clear_keeps_other_activity() -> None:
+    view = View(OWNER, None, Activity(headline="Thinking", tools=("grep -r x",)))
+    lines = shown(view)
+    assert lines == ["main · ticket-4821", "📋 Thinking", "🔧 grep -r x"]
+
+
+def test_partial_attaches_checklist_below_the_answer_trimmed_from_the_front() -> None:
+    answer = "".join(f"Line {i} of the answer.\n\n" for i in range(1000))
+    plan = steps(*[(f"step {i} " + "x" * 80, "completed") for i in range(40)], ("now", "in_progress"))
+    view = View(OWNER, card(plan, "note"), Activity(answer=answer))
+    html = classic(view, mode=Mode.partial)
+    text = parse(html).text
+    assert visible_length(html) <= 4096
+    assert text.startswith("…")
+    assert "Line 999 of the answer." in text and "Line 0 of" not in text
+    assert text.index("Line 999") < text.index("📋 40/41 complete") < text.index("▶️ now")
+    assert sum(line.startswith("✅") for line in text.split("\n")) == 40  # the whole checklist
+
+
+def test_block_mode_renders_like_partial() -> None:
+    view = View(OWNER, card(ALL), Activity(answer="Answer **so far**"))
+    assert render_telegram(view, RenderSettings(mode=Mode.block)) == render_telegram(view, RenderSettings(mode=Mode.partial))
+
+
+def test_long_links_do_not_break_the_byte_limit() -> None:
+    link = "https://example.com/" + "a" * 2000
+    note = " ".join(f"[{i}]({link}{i})" for i in range(3))
+    answer = "\n\n".join(f"[l{i}]({link}{i})" for i in range(200))
+    view = View(OWNER, card(steps(("s", "in_progress")), note), Activity(answer=answer))
+    html = classic(view, mode=Mode.partial)
+    assert len(html.encode()) <= 32_768 and visible_length(html) <= 4096
+    parse(html)
+
+
+def test_at_most_100_entities() -> None:
+    note = " ".join(f"**b{i}**" for i in range(300))
+    html = classic(View(OWNER, card(None, "x\n\n" + note)), mode=Mode.partial)
+    assert len(parse(html).entities) <= 100
+    assert "b299" in parse(html).text  # formatting dropped, never the text
+
+
+# --- rich --------------------------------------------------------------------------------
+
+
+def rich(view: View, **settings: Any) -> dict[str, Any]:
+    payload = render_telegram(view, RenderSettings(rich=True, **settings))
+    assert payload is not None and payload["method"] == "sendRichMessage"
+    check_rich(payload["params"]["rich_message"])
+    return payload["params"]["rich_message"]
+
+
+def test_rich_checklist_is_one_list_of_checkboxes() -> None:
+    message = rich(View(OWNER, card(ALL, "**Note** with [a link](https://e.com)")), maxLines=20)
+    assert set(message) == {"blocks"}
+    blocks = message["blocks"]
+    assert [b["type"] for b in blocks].count("list") == 1
+    assert {b["type"] for b in blocks} == {"paragraph", "list"}
+    items = next(b for b in blocks if b["type"] == "list")["items"]
+    assert [i["has_checkbox"] for i in items] == [True] * 5
+    # only completed is checked; skipped is struck through instead
+    assert [i["is_checked"] for i in items] == [True, False, False, False, False]
+    assert [i["label"] for i in items] == ["1.", "2.", "3.", "4.", "5."]
+    texts = [rich_text(i["blocks"][0]["text"]) for i in items]
+    assert texts == ["done step", "▶️ active step", "waiting step", "⛔ stuck step", "⏭️ dropped step"]
+    assert {"type": "strikethrough", "text": "dropped step"} in items[4]["blocks"][0]["text"]
+    note = blocks[-1]["text"]
+    assert {"type": "bold", "text": "Note"} in note
+    assert {"type": "url", "text": "a link", "url": "https://e.com"} in note
+
+
+def test_rich_selection_numbers_show_the_gaps() -> None:
+    plan = steps(*[(f"step {i}", "completed") for i in range(20)], ("now", "in_progress"), *[(f"later {i}", "pending") for i in range(29)])
+    message = rich(View(OWNER, card(plan)))
+    items = next(b for b in message["blocks"] if b["type"] == "list")["items"]
+    assert 21 in [i["value"] for i in items]
+    assert rich_text(message["blocks"][-1]["text"]).startswith("… ")
+
+
+def test_rich_paused_and_empty() -> None:
+    message = rich(View(OWNER, card(ALL), paused=True), maxLines=20)
+    items = next(b for b in message["blocks"] if b["type"] == "list")["items"]
+    texts = [rich_text(i["blocks"][0]["text"]) for i in items]
+    assert texts[1:4] == ["⏸️ active step", "⏸️ waiting step", "⏸️ stuck step"]
+    assert render_telegram(View(OWNER), RenderSettings(rich=True)) is None
+
+
+def test_rich_limits_with_a_huge_partial() -> None:
+    answer = "\n\n".join(f"para {i} " + "w" * 300 for i in range(400))
+    plan = steps(*[("😀" * 128, "pending") for _ in range(49)], ("now", "in_progress"))
+    message = rich(View(OWNER, card(plan, "note " * 1500), Activity(answer=answer)), mode=Mode.partial)
+    blocks = message["blocks"]
+    count = sum(1 + (2 * len(b["items"]) if b["type"] == "list" else 0) for b in blocks)
+    assert count <= 500
+
+
+# --- final answer ----------------------------------------------------------------------
+
+
+def test_final_answer_split_into_messages_without_loss() -> None:
+    answer = "# Result\n\n" + "\n\n".join(f"Paragraph {i}: " + "word " * 150 for i in range(20)) + "\n\n```\n" + "code\n" * 2000 + "```"
+    messages = render_final_answer_messages(answer)
+    assert len(messages) > 1
+    texts = []
+    for message in messages:
+        assert message["method"] == "sendMessage" and message["params"]["parse_mode"] == "HTML"
+        html = message["params"]["text"]
+        assert visible_length(html) <= 4096 and len(html.encode()) <= 32_768
+        texts.append(parse(html).text.replace("\n", ""))
+    assert "".join(texts) == "".join(line.text for line in markdown_lines(answer, "answer"))
+    # a split inside the code block reopens it in the next message
+    assert sum("<pre>" in m["params"]["text"] for m in messages) >= 2
+
+
+def test_final_answer_short_and_empty() -> None:
+    assert render_final_answer_messages("") == []
+    assert render_final_answer_messages("  \n ") == []
+    (one,) = render_final_answer_messages("Done: **all green**.")
+    assert one["params"]["text"] == "Done: <b>all green</b>."
+
+
+@pytest.mark.parametrize("text", ["x" * 10_000, "😀" * 5000])
+def test_final_answer_splits_a_single_long_line(text: str) -> None:
+    messages = render_final_answer_messages(text)
+    assert len(messages) >= 2
+    assert "".join(parse(m["params"]["text"]).text for m in messages) == text
+    assert all(visible_length(m["params"]["text"]) <= 4096 for m in messages)
