@@ -1,0 +1,88 @@
+"""Who is asking, and what they may touch (DESIGN §6 `[[gateway.tokens]]`).
+
+A request carries a token either as `Authorization: Bearer <token>` (API clients)
+or in the `progresscast_token` cookie (the web page, and the EventSource and
+fetches it makes). The RPC endpoint takes the header only: it is the one place that
+writes, and a cookie there would invite cross-site request forgery.
+
+Session patterns are shell globs (`fnmatch`, case-sensitive). A pattern that starts
+with `agent:` is matched against the owner's display key `agent:<agentId>:<key>`, so
+it can pin the agent; any other pattern is matched against the plain session key,
+for every agent. So `team-*` covers `team-a` of any agent, and
+`agent:research:*` covers every session of the `research` agent only.
+"""
+
+from __future__ import annotations
+
+import hmac
+from dataclasses import dataclass
+from fnmatch import fnmatchcase
+
+from starlette.requests import HTTPConnection
+
+from ..config import GatewayToken, Settings
+from ..owners import Owner
+
+READ = "operator.read"
+WRITE = "operator.write"
+COOKIE = "progresscast_token"
+
+
+@dataclass(frozen=True)
+class Grant:
+    """What one valid token allows."""
+
+    scopes: frozenset[str]
+    sessions: tuple[str, ...]
+
+    def can(self, scope: str) -> bool:
+        return scope in self.scopes
+
+    def may_touch(self, owner: Owner) -> bool:
+        return any(_matches(pattern, owner) for pattern in self.sessions)
+
+
+def _matches(pattern: str, owner: Owner) -> bool:
+    if pattern.startswith("agent:"):
+        return fnmatchcase(owner.display_key, pattern)
+    return fnmatchcase(owner.session_key, pattern)
+
+
+class Tokens:
+    """The configured tokens, compared in constant time."""
+
+    def __init__(self, tokens: list[GatewayToken]) -> None:
+        # A token whose `env:NAME` was unset loads as "": it must never match anything.
+        self._tokens = [
+            (t.token.encode(), Grant(frozenset(t.scopes), tuple(t.sessions))) for t in tokens if t.token
+        ]
+
+    @classmethod
+    def from_settings(cls, settings: Settings) -> Tokens:
+        return cls(settings.gateway.tokens)
+
+    def __bool__(self) -> bool:
+        return bool(self._tokens)
+
+    def grant(self, token: str | None) -> Grant | None:
+        if not token:
+            return None
+        given = token.encode()
+        found = None
+        # Compare against every token (no early exit) so timing does not tell which matched.
+        for secret, grant in self._tokens:
+            if hmac.compare_digest(secret, given) and found is None:
+                found = grant
+        return found
+
+
+def bearer(conn: HTTPConnection) -> str | None:
+    header = conn.headers.get("authorization", "")
+    scheme, _, value = header.partition(" ")
+    if scheme.lower() != "bearer":
+        return None
+    return value.strip() or None
+
+
+def cookie(conn: HTTPConnection) -> str | None:
+    return conn.cookies.get(COOKIE) or None

@@ -1,0 +1,263 @@
+"""The web page: the list of sessions, one live card, login and logout.
+
+The page holds the token in a cookie (`HttpOnly`, `SameSite=Strict`, and `Secure`
+over https), set by the login form or by opening any page with `?token=…` (which
+then redirects to the same address without it, so the token does not stay in the
+address bar or the history). Its script is a static file: with the
+Content-Security-Policy the app sends, no inline script runs at all, and the only
+HTML it inserts is the fragment the server rendered and sanitized.
+"""
+
+from __future__ import annotations
+
+import importlib.resources
+from dataclasses import dataclass
+from functools import lru_cache
+from pathlib import Path
+from typing import Any
+from urllib.parse import parse_qsl, quote, urlencode
+
+from jinja2 import Environment, FileSystemLoader, StrictUndefined
+from markupsafe import Markup
+from redis.exceptions import RedisError
+from starlette.requests import Request
+from starlette.responses import HTMLResponse, JSONResponse, RedirectResponse, Response
+
+from ..card import CardError
+from ..config import RenderSettings
+from ..owners import Owner
+from ..view import View
+from . import errors
+from .auth import COOKIE, READ, Grant, bearer, cookie
+from .errors import ApiError
+from .rpc import read_body
+from .state import Gateway, gateway_of
+
+MAX_LISTED = 200
+
+# -- templates ----------------------------------------------------------------
+
+
+def _template_roots(override: str | None) -> list[str]:
+    """Same lookup as the renderers: an override dir, the repository's `templates/`,
+    then the copy installed inside the package."""
+    roots = [str(Path(override).expanduser())] if override else []
+    repo = Path(__file__).resolve().parents[3] / "templates"
+    roots.append(str(repo) if repo.is_dir() else str(importlib.resources.files("progresscast") / "templates"))
+    return roots
+
+
+@lru_cache(maxsize=4)
+def _environment(override: str | None) -> Environment:
+    env = Environment(
+        loader=FileSystemLoader(_template_roots(override)),
+        autoescape=True,
+        undefined=StrictUndefined,
+        auto_reload=False,
+    )
+    env.filters["session_url"] = session_url
+    return env
+
+
+def page(gw: Gateway, name: str, status: int = 200, **context: Any) -> HTMLResponse:
+    html = _environment(gw.settings.templates.dir).get_template(f"pages/{name}.j2").render(**context)
+    return HTMLResponse(html, status_code=status)
+
+
+def session_url(owner: Owner) -> str:
+    # The display key names agent and session in one path; `/` inside a key is escaped.
+    return "/sessions/" + quote(owner.display_key, safe=":@")
+
+
+# -- the card fragment --------------------------------------------------------
+
+
+def render_card(gw: Gateway, view: View) -> str:
+    """The web renderer's fragment: escaped and sanitized there, inserted as is here."""
+    from ..render import render_web  # imported late: the renderers load templates on first use
+
+    # The web card has no line limits, so the chat defaults of RenderSettings do not bite.
+    return render_web(view, RenderSettings(), templates_dir=gw.settings.templates.dir)
+
+
+@dataclass(frozen=True)
+class CardShown:
+    owner: Owner
+    html: Markup
+    revision: int | None
+    updated_at: str | None
+    paused: bool
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "sessionKey": self.owner.session_key,
+            "agentId": self.owner.agent_id,
+            "displayKey": self.owner.display_key,
+            "revision": self.revision,
+            "updatedAt": self.updated_at,
+            "paused": self.paused,
+            "html": str(self.html),
+        }
+
+
+async def show(gw: Gateway, owner: Owner) -> CardShown:
+    view = await gw.store.view(owner)
+    card = view.card
+    return CardShown(
+        owner=owner,
+        # Markup: the fragment comes from the web renderer, which escapes and sanitizes.
+        html=Markup(render_card(gw, view)),
+        revision=card.revision if card else None,
+        updated_at=card.updatedAt if card else None,
+        paused=view.paused,
+    )
+
+
+# -- who is looking -----------------------------------------------------------
+
+
+def _secure(request: Request) -> bool:
+    return request.url.scheme == "https"
+
+
+def _with_cookie(response: Response, request: Request, token: str) -> Response:
+    response.set_cookie(
+        COOKIE, token, httponly=True, samesite="strict", secure=_secure(request), path="/"
+    )
+    return response
+
+
+def _without_token(request: Request) -> str:
+    query = [(k, v) for k, v in request.query_params.multi_items() if k != "token"]
+    return request.url.path + (f"?{urlencode(query)}" if query else "")
+
+
+def _safe_next(value: str | None) -> str:
+    """Only a path on this site (no `//host`, no scheme) may be a redirect target."""
+    if not value or not value.startswith("/") or value.startswith(("//", "/\\")):
+        return "/"
+    return value
+
+
+class PageRefusal(Exception):
+    def __init__(self, response: Response) -> None:
+        self.response = response
+
+
+def viewer(request: Request) -> Grant:
+    """The grant of the person at the page, or a PageRefusal carrying the answer."""
+    gw = gateway_of(request)
+    given = request.query_params.get("token")
+    if given is not None:
+        if gw.tokens.grant(given) is None:
+            raise PageRefusal(login_page(gw, request, "That token is not valid.", status=401))
+        # Keep the token in the cookie, and drop it from the address.
+        raise PageRefusal(_with_cookie(RedirectResponse(_without_token(request), 303), request, given))
+    token = cookie(request)
+    grant = gw.tokens.grant(token)
+    if grant is None:
+        message = "Your token is no longer valid; sign in again." if token else None
+        response = login_page(gw, request, message, status=401)
+        if token:
+            response.delete_cookie(COOKIE, path="/")
+        raise PageRefusal(response)
+    if not grant.can(READ):
+        raise PageRefusal(
+            page(gw, "error", 403, title="Not allowed", message=f"This token lacks the scope {READ}.", signed_in=True)
+        )
+    return grant
+
+
+def login_page(gw: Gateway, request: Request, message: str | None = None, *, status: int = 200, next_url: str | None = None) -> HTMLResponse:
+    target = next_url or (_without_token(request) if request.url.path != "/login" else "/")
+    return page(gw, "login", status, message=message, next_url=_safe_next(target), signed_in=False)
+
+
+# -- routes -------------------------------------------------------------------
+
+
+async def index(request: Request) -> Response:
+    gw = gateway_of(request)
+    try:
+        grant = viewer(request)
+    except PageRefusal as refusal:
+        return refusal.response
+    known = gw.settings.agents.known_set
+    shown: list[CardShown] = []
+    try:
+        for display_key, _ms in await gw.store.owners(limit=MAX_LISTED):
+            _, agent_id, session_key = (display_key.split(":", 2) + ["", ""])[:3]
+            owner = Owner(agent_id=agent_id, session_key=session_key)
+            # Agents no longer configured cannot be opened; sessions not granted are not listed.
+            if agent_id in known and session_key and grant.may_touch(owner):
+                shown.append(await show(gw, owner))
+    except RedisError:
+        return page(gw, "error", 503, title="Store unavailable", message="The card store is not answering; reload to try again.", signed_in=True)
+    return page(gw, "index", sessions=shown, signed_in=True)
+
+
+async def session(request: Request) -> Response:
+    gw = gateway_of(request)
+    try:
+        grant = viewer(request)
+        owner = gw.owner(request.path_params["key"], request.query_params.get("agentId") or None)
+    except PageRefusal as refusal:
+        return refusal.response
+    except CardError as exc:
+        return page(gw, "error", 400, title="No such session", message=str(exc), signed_in=True)
+    if not grant.may_touch(owner):
+        return page(gw, "error", 403, title="Not allowed", message=f"This token may not see {owner.display_key}.", signed_in=True)
+    try:
+        shown = await show(gw, owner)
+    except RedisError:
+        return page(gw, "error", 503, title="Store unavailable", message="The card store is not answering; reload to try again.", signed_in=True)
+    return page(gw, "session", card=shown, signed_in=True)
+
+
+async def card_fragment(request: Request) -> Response:
+    """`GET /v1/card?sessionKey=…[&agentId=…]`: the rendered card as JSON, for the page."""
+    gw = gateway_of(request)
+    try:
+        grant = gw.tokens.grant(bearer(request) or cookie(request))
+        if grant is None:
+            raise errors.unauthorized()
+        if not grant.can(READ):
+            raise errors.missing_scope(READ)
+        if "sessionKey" not in request.query_params:
+            raise ApiError(400, "invalid_params", "sessionKey: is required", field="sessionKey", rule="is required")
+        owner = gw.owner(request.query_params["sessionKey"], request.query_params.get("agentId") or None)
+        if not grant.may_touch(owner):
+            raise errors.session_forbidden(owner.display_key)
+        shown = await show(gw, owner)
+    except ApiError as exc:
+        return exc.response()
+    except CardError as exc:
+        return errors.from_card_error(exc).response()
+    except RedisError:
+        return ApiError(503, "unavailable", "the card store is not answering; try again").response()
+    return JSONResponse({"ok": True, "result": shown.to_json()}, headers={"Cache-Control": "no-store"})
+
+
+async def login_form(request: Request) -> Response:
+    gw = gateway_of(request)
+    return login_page(gw, request, next_url=request.query_params.get("next"))
+
+
+async def login(request: Request) -> Response:
+    gw = gateway_of(request)
+    try:
+        body = await read_body(request, limit=8 * 1024)
+    except ApiError as exc:
+        return login_page(gw, request, exc.message, status=400)
+    form = dict(parse_qsl(body.decode("utf-8", "replace")))
+    token = form.get("token", "").strip()
+    target = _safe_next(form.get("next"))
+    if gw.tokens.grant(token) is None:
+        return login_page(gw, request, "That token is not valid.", status=401, next_url=target)
+    return _with_cookie(RedirectResponse(target, 303), request, token)
+
+
+async def logout(request: Request) -> Response:
+    response = RedirectResponse("/login", 303)
+    response.delete_cookie(COOKIE, path="/", httponly=True, samesite="strict", secure=_secure(request))
+    return response

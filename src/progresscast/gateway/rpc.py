@@ -1,0 +1,273 @@
+"""`POST /v1/rpc`: `{"method", "params"}` → `{"ok": true, "result"}` or an error.
+
+HTTP status follows the error: 400 for a request that breaks a rule (bad JSON,
+wrong type, a body over 64 KiB, an unknown or conflicting agent, an unknown
+method), 401 without a valid token, 403 for a missing scope or a session the token
+may not touch (checked before anything is read or written), 409 when the store
+refuses a well-formed write (stale `expectedRevision`, a reset in between, a run
+that is not the current one), 503 when Redis does not answer.
+"""
+
+from __future__ import annotations
+
+import json
+from importlib.metadata import PackageNotFoundError, version
+import logging
+from collections.abc import Awaitable, Callable
+from typing import Any
+
+from redis.exceptions import RedisError
+from starlette.requests import Request
+from starlette.responses import JSONResponse, Response
+
+from ..activity import MAX_TOOL_LINES
+from ..card import MAX_MARKDOWN_BYTES, MAX_NOTE_CHARS, MAX_STEP_BYTES, MAX_STEPS, CardError, CardInput
+from ..owners import Owner
+from ..view import RunState
+from . import errors
+from .auth import READ, WRITE, Grant, bearer
+from .errors import ApiError
+from .state import Gateway, gateway_of
+
+log = logging.getLogger("progresscast.gateway")
+
+
+def _version() -> str:
+    try:
+        return version("progresscast")
+    except PackageNotFoundError:  # running from a source tree that was never installed
+        return "0"
+
+
+MAX_BODY = 64 * 1024
+
+CAPABILITIES = [
+    "progress-card-v1",
+    "progress-card-agent-scope-v1",  # agentId / agent:<id>:<key> name the owner
+    "progress-card-expected-revision-v1",
+    "progress-card-reset-v1",
+    "run-lifecycle-v1",
+    "activity-v1",
+    "events-sse-v1",
+]
+
+Params = dict[str, Any]
+Handler = Callable[[Gateway, Grant, Params], Awaitable[Any]]
+
+
+# -- reading the request ------------------------------------------------------
+
+
+async def read_body(request: Request, limit: int = MAX_BODY) -> bytes:
+    """The body, refused as soon as it is known to be over `limit` (without reading it all)."""
+    too_large = ApiError(400, "body_too_large", f"the request body is over {limit // 1024} KiB ({limit} bytes)")
+    declared = request.headers.get("content-length")
+    if declared is not None:
+        if not declared.isdigit():
+            raise ApiError(400, "invalid_request", "the Content-Length header is not a number")
+        if int(declared) > limit:
+            raise too_large
+    body = bytearray()
+    async for chunk in request.stream():
+        body += chunk
+        if len(body) > limit:
+            raise too_large
+    return bytes(body)
+
+
+def _no_constants(name: str) -> Any:
+    raise ValueError(f"{name} is not JSON")
+
+
+def parse_json(body: bytes) -> Any:
+    if not body.strip():
+        raise ApiError(400, "invalid_json", "the request body is empty; send a JSON object")
+    try:
+        return json.loads(body.decode("utf-8"), parse_constant=_no_constants)
+    except UnicodeDecodeError:
+        raise ApiError(400, "invalid_json", "the request body is not valid UTF-8") from None
+    except json.JSONDecodeError as exc:
+        raise ApiError(
+            400, "invalid_json", f"the request body is not valid JSON: {exc.msg} at line {exc.lineno} column {exc.colno}"
+        ) from None
+    except ValueError as exc:
+        raise ApiError(400, "invalid_json", f"the request body is not valid JSON: {exc}") from None
+
+
+def _envelope(data: Any) -> tuple[str, Params]:
+    if not isinstance(data, dict):
+        raise ApiError(400, "invalid_request", 'the body must be a JSON object {"method": ..., "params": {...}}')
+    unknown = sorted(set(data) - {"method", "params", "id"})
+    if unknown:
+        raise ApiError(400, "invalid_request", f"{unknown[0]}: is not a known field", field=unknown[0], rule="is not a known field")
+    method = data.get("method")
+    if not isinstance(method, str):
+        raise ApiError(400, "invalid_request", "method: must be a string", field="method", rule="must be a string")
+    params = data.get("params", {})
+    if params is None:
+        params = {}
+    if not isinstance(params, dict):
+        raise ApiError(400, "invalid_request", "params: must be a JSON object", field="params", rule="must be a JSON object")
+    return method, params
+
+
+def _bad(field: str, rule: str) -> ApiError:
+    return ApiError(400, "invalid_params", f"{field}: {rule}", field=field, rule=rule)
+
+
+def _only(params: Params, allowed: set[str]) -> None:
+    for name in params:
+        if name not in allowed:
+            raise _bad(name, "is not a known field")
+
+
+def _optional_str(params: Params, name: str) -> str | None:
+    value = params.get(name)
+    if value is not None and not isinstance(value, str):
+        raise _bad(name, "must be a string")
+    return value
+
+
+def _owner(gw: Gateway, grant: Grant, params: Params) -> Owner:
+    """Resolve the owner and check the token may touch it — before anything is read."""
+    if "sessionKey" not in params:
+        raise _bad("sessionKey", "is required")
+    owner = gw.owner(params["sessionKey"], params.get("agentId"))
+    if not grant.may_touch(owner):
+        raise errors.session_forbidden(owner.display_key)
+    return owner
+
+
+# -- methods ------------------------------------------------------------------
+
+OWNER_FIELDS = {"sessionKey", "agentId"}
+
+
+async def hello(gw: Gateway, grant: Grant, params: Params) -> Any:
+    return {
+        "server": {"name": "progresscast", "version": _version()},
+        "features": {
+            "methods": sorted(METHODS),
+            "capabilities": CAPABILITIES,
+            "events": ["progressCard.changed", "activity.changed", "run.started", "run.ended"],
+        },
+        "agents": {"default": gw.settings.agents.default, "known": sorted(gw.settings.agents.known_set)},
+        "limits": {
+            "bodyBytes": MAX_BODY,
+            "steps": MAX_STEPS,
+            "stepBytes": MAX_STEP_BYTES,
+            "noteChars": MAX_NOTE_CHARS,
+            "markdownBytes": MAX_MARKDOWN_BYTES,
+            "toolLines": MAX_TOOL_LINES,
+        },
+        "token": {"scopes": sorted(grant.scopes), "sessions": list(grant.sessions)},
+    }
+
+
+async def card_get(gw: Gateway, grant: Grant, params: Params) -> Any:
+    _only(params, OWNER_FIELDS)
+    card = await gw.store.get(_owner(gw, grant, params))
+    return card.to_json() if card else None
+
+
+async def card_put(gw: Gateway, grant: Grant, params: Params) -> Any:
+    owner = _owner(gw, grant, params)
+    # Admitted now, at arrival: a reset that lands before this write does wins.
+    epoch = await gw.store.admit(owner)
+    expected = params.get("expectedRevision")
+    if expected is not None and (type(expected) is not int or expected < 0):
+        raise _bad("expectedRevision", "must be a non-negative integer")
+    card = CardInput.parse({k: v for k, v in params.items() if k not in OWNER_FIELDS | {"expectedRevision"}})
+    result = await gw.store.put(owner, card, expected_revision=expected, admitted_epoch=epoch)
+    return {"receipt": result.receipt, **result.to_json()}
+
+
+async def card_reset(gw: Gateway, grant: Grant, params: Params) -> Any:
+    _only(params, OWNER_FIELDS)
+    result = await gw.store.reset(_owner(gw, grant, params))
+    return {"receipt": result.receipt, **result.to_json()}
+
+
+async def run_start(gw: Gateway, grant: Grant, params: Params) -> Any:
+    _only(params, OWNER_FIELDS | {"runId"})
+    owner = _owner(gw, grant, params)
+    run_id = params.get("runId")
+    await gw.store.start_run(owner, run_id)  # the store checks runId and names it
+    return {"runId": run_id, "state": RunState.active.value}
+
+
+ENDED = (RunState.completed, RunState.failed, RunState.canceled)
+
+
+async def run_end(gw: Gateway, grant: Grant, params: Params) -> Any:
+    _only(params, OWNER_FIELDS | {"runId", "state"})
+    owner = _owner(gw, grant, params)
+    state = params.get("state")
+    if state not in [s.value for s in ENDED]:
+        raise _bad("state", "must be one of completed, failed, canceled")
+    run_id = params.get("runId")
+    if not await gw.store.end_run(owner, run_id, RunState(state)):
+        rule = f"'{run_id}' is not the current run of this session"
+        raise ApiError(409, "conflict", f"runId: {rule}", field="runId", rule=rule)
+    return {"runId": run_id, "state": state}
+
+
+async def activity_put(gw: Gateway, grant: Grant, params: Params) -> Any:
+    _only(params, OWNER_FIELDS | {"headline", "tool", "answer", "replace"})
+    owner = _owner(gw, grant, params)
+    headline, tool, answer = (_optional_str(params, n) for n in ("headline", "tool", "answer"))
+    replace = params.get("replace", False)
+    if not isinstance(replace, bool):
+        raise _bad("replace", "must be true or false")
+    activity = await gw.store.update_activity(owner, headline=headline, tool=tool, answer=answer, replace=replace)
+    return activity.to_json()
+
+
+METHODS: dict[str, tuple[str | None, Handler]] = {
+    "hello": (None, hello),
+    "progressCard.get": (READ, card_get),
+    "progressCard.put": (WRITE, card_put),
+    "progressCard.reset": (WRITE, card_reset),
+    "run.start": (WRITE, run_start),
+    "run.end": (WRITE, run_end),
+    "activity.put": (WRITE, activity_put),
+}
+
+
+# -- the endpoint -------------------------------------------------------------
+
+
+async def rpc(request: Request) -> Response:
+    gw = gateway_of(request)
+    request_id: Any = None
+    try:
+        # Who first: an unauthenticated caller learns nothing, not even about its JSON.
+        grant = gw.tokens.grant(bearer(request))
+        if grant is None:
+            raise errors.unauthorized()
+        data = parse_json(await read_body(request))
+        if isinstance(data, dict):
+            request_id = data.get("id")
+        method, params = _envelope(data)
+        if method not in METHODS:
+            raise ApiError(
+                400, "unknown_method", f"method: '{method}' is not one of {', '.join(sorted(METHODS))}",
+                field="method", rule="is not a known method",
+            )
+        scope, handler = METHODS[method]
+        if scope is not None and not grant.can(scope):
+            raise errors.missing_scope(scope)
+        result = await handler(gw, grant, params)
+    except ApiError as exc:
+        return exc.response(_echo(request_id))
+    except CardError as exc:
+        return errors.from_card_error(exc).response(_echo(request_id))
+    except RedisError as exc:
+        log.warning("rpc: store unavailable: %s", exc)
+        return ApiError(503, "unavailable", "the card store is not answering; try again").response(_echo(request_id))
+    return JSONResponse({"ok": True, "result": result, **_echo(request_id)})
+
+
+def _echo(request_id: Any) -> dict[str, Any]:
+    """A JSON-RPC-style `id` is echoed back, so a client can match answers to calls."""
+    return {"id": request_id} if isinstance(request_id, (str, int)) and not isinstance(request_id, bool) else {}

@@ -1,0 +1,87 @@
+"""Running the app under uvicorn until cancelled."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import errno
+import logging
+import socket
+
+import uvicorn
+from redis.asyncio import Redis
+from starlette.applications import Starlette
+
+from ..config import Settings
+from .app import create_app
+
+log = logging.getLogger("progresscast.gateway")
+
+
+def bind(listen: str, *, fallback: bool = False) -> socket.socket:
+    """A listening socket for `host:port`; with `fallback`, a free port when it is taken."""
+    host, _, port = listen.rpartition(":")
+    host = host.strip("[]") or "127.0.0.1"
+    family = socket.AF_INET6 if ":" in host else socket.AF_INET
+    sock = socket.socket(family, socket.SOCK_STREAM)
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    try:
+        sock.bind((host, int(port)))
+    except OSError as exc:
+        if not (fallback and exc.errno == errno.EADDRINUSE):
+            sock.close()
+            raise
+        sock.bind((host, 0))
+    sock.listen(128)
+    sock.setblocking(False)
+    return sock
+
+
+def address(sock: socket.socket) -> str:
+    host, port = sock.getsockname()[:2]
+    return f"http://[{host}]:{port}" if ":" in host else f"http://{host}:{port}"
+
+
+async def run_gateway(
+    settings: Settings,
+    redis: Redis,
+    *,
+    sock: socket.socket | None = None,
+    started: asyncio.Event | None = None,
+) -> None:
+    """Serve the gateway on `settings.gateway.listen` (or `sock`) until cancelled."""
+    sock = sock or bind(settings.gateway.listen)
+    log.info("gateway and web page on %s", address(sock))
+    await serve_app(create_app(settings, redis), sock, started=started)
+
+
+async def serve_app(app: Starlette, sock: socket.socket, *, started: asyncio.Event | None = None) -> None:
+    """Run `app` under uvicorn on a bound socket until cancelled; `started` is set once
+    it accepts connections. (Tests and the demo use this to serve on a free port.)"""
+    config = uvicorn.Config(
+        app,
+        log_level="warning",
+        # The access log would record `?token=…` of page links; it stays off.
+        access_log=False,
+        lifespan="on",
+        # Live event streams never end by themselves: give them a moment, then close.
+        timeout_graceful_shutdown=2,
+        proxy_headers=True,
+    )
+    server = uvicorn.Server(config)
+    task = asyncio.ensure_future(server.serve(sockets=[sock]))
+    try:
+        if started is not None:
+            while not server.started and not task.done():
+                await asyncio.sleep(0.01)
+            started.set()
+        await asyncio.shield(task)
+    except asyncio.CancelledError:
+        # Cancelled from outside: end open event streams, then shut uvicorn down cleanly.
+        await app.state.gateway.hub.close()
+        server.should_exit = True
+        with contextlib.suppress(asyncio.CancelledError):
+            await task
+        raise
+    finally:
+        sock.close()

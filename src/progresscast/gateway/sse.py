@@ -1,0 +1,105 @@
+"""`GET /v1/events?sessionKey=…[&agentId=…]`: Server-Sent Events for one owner.
+
+Each event is a refresh hint, named by its type (`progressCard.changed`, and also
+`activity.changed`, `run.started`, `run.ended`), with JSON data
+`{sessionKey, agentId, displayKey, revision}` and the stream entry id as the SSE id.
+A comment goes out every `heartbeat` seconds of silence: writing to a closed client
+is how a server notices it behind proxies that never report the close.
+
+A reconnecting client sending `Last-Event-ID` first gets the owner's events it
+missed (up to 1,000), then the live ones.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import re
+from collections.abc import AsyncIterator
+
+from redis.exceptions import RedisError
+from starlette.requests import Request
+from starlette.responses import Response, StreamingResponse
+
+from .. import keys
+from ..card import CardError
+from ..events import Event
+from ..owners import Owner
+from . import errors
+from .auth import READ, bearer, cookie
+from .errors import ApiError
+from .state import Gateway, gateway_of
+
+_ENTRY_ID = re.compile(r"\d{1,20}-\d{1,20}")
+REPLAY_LIMIT = 1000
+
+
+def frame(event: Event) -> str:
+    data = json.dumps(event.to_json(), ensure_ascii=False, separators=(",", ":"))
+    return f"id: {event.id}\nevent: {event.type}\ndata: {data}\n\n"
+
+
+async def events(request: Request) -> Response:
+    gw = gateway_of(request)
+    try:
+        grant = gw.tokens.grant(bearer(request) or cookie(request))
+        if grant is None:
+            raise errors.unauthorized()
+        if not grant.can(READ):
+            raise errors.missing_scope(READ)
+        query = request.query_params
+        if "sessionKey" not in query:
+            raise ApiError(400, "invalid_params", "sessionKey: is required", field="sessionKey", rule="is required")
+        owner = gw.owner(query["sessionKey"], query.get("agentId") or None)
+        if not grant.may_touch(owner):
+            raise errors.session_forbidden(owner.display_key)
+    except ApiError as exc:
+        return exc.response()
+    except CardError as exc:
+        return errors.from_card_error(exc).response()
+    resume = request.headers.get("last-event-id") or query.get("lastEventId")
+    if resume and not _ENTRY_ID.fullmatch(resume):
+        resume = None  # an id we never sent: start from now rather than fail the reconnect
+    return StreamingResponse(
+        _stream(gw, owner, resume),
+        media_type="text/event-stream",
+        headers={"Cache-Control": "no-cache, no-transform", "X-Accel-Buffering": "no"},
+    )
+
+
+async def _stream(gw: Gateway, owner: Owner, resume: str | None) -> AsyncIterator[str]:
+    try:
+        sub = await gw.hub.subscribe(owner)
+    except (RedisError, RuntimeError):
+        # Headers are out already; end the stream and let EventSource reconnect.
+        yield "retry: 5000\n: the card store is not answering\n\n"
+        return
+    try:
+        # The first bytes say "listening": anything written from now on is delivered.
+        yield "retry: 2000\n: connected\n\n"
+        if resume:
+            for event in await _missed(gw, owner, resume):
+                yield frame(event)
+        while True:
+            try:
+                event = await asyncio.wait_for(sub.queue.get(), gw.heartbeat)
+            except TimeoutError:
+                yield ": heartbeat\n\n"
+                continue
+            if event is None:  # the server is shutting down
+                return
+            yield frame(event)
+    finally:
+        gw.hub.unsubscribe(sub)
+
+
+async def _missed(gw: Gateway, owner: Owner, after: str) -> list[Event]:
+    try:
+        entries = await gw.redis.xrange(keys.EVENTS, min=f"({after}", max="+", count=REPLAY_LIMIT)
+    except RedisError:
+        return []
+    found = []
+    for entry_id, fields in entries:
+        if fields.get("agentId") == owner.agent_id and fields.get("sessionKey") == owner.session_key:
+            found.append(Event.from_entry(entry_id, fields))
+    return found

@@ -1,0 +1,220 @@
+"""The web page over HTTP: sign-in and its cookie, the session list, one card page,
+the card fragment the page re-fetches, and the security headers."""
+
+from __future__ import annotations
+
+import re
+from collections.abc import AsyncIterator
+from urllib.parse import quote
+
+import httpx
+import pytest
+from redis.asyncio import Redis
+
+from progresscast.card import CardInput
+from progresscast.gateway import create_app
+from progresscast.owners import Owner
+from progresscast.store import CardStore
+from progresscast.view import RunState
+from test_gateway_rpc import gateway_settings
+
+PLAN = {"plan": [{"step": "Reproduce", "status": "completed"}, {"step": "Fix <it>", "status": "in_progress"}], "markdown": "**Hi**"}
+
+
+@pytest.fixture
+async def client(redis: Redis) -> AsyncIterator[httpx.AsyncClient]:
+    app = create_app(gateway_settings(), redis)
+    async with httpx.AsyncClient(transport=httpx.ASGITransport(app=app), base_url="http://gw") as c:
+        yield c
+
+
+async def put(store: CardStore, session: str, data: dict = PLAN, agent: str = "main") -> None:
+    await store.put(Owner(agent, session), CardInput.parse(data))
+
+
+def signed_in(client: httpx.AsyncClient, token: str = "writer") -> httpx.AsyncClient:
+    client.cookies.set("progresscast_token", token)
+    return client
+
+
+# -- signing in ---------------------------------------------------------------
+
+
+@pytest.mark.parametrize("path", ["/", "/sessions/ticket-1"])
+async def test_pages_without_a_token_show_the_login_form(client: httpx.AsyncClient, path: str) -> None:
+    response = await client.get(path)
+    assert response.status_code == 401
+    assert 'action="/login"' in response.text and 'name="token"' in response.text
+    assert f'name="next" value="{path}"' in response.text
+
+
+async def test_token_in_the_address_moves_into_an_httponly_strict_cookie(client: httpx.AsyncClient) -> None:
+    response = await client.get("/sessions/ticket-1?token=reader&agentId=main")
+    assert response.status_code == 303
+    assert response.headers["location"] == "/sessions/ticket-1?agentId=main"  # the token is gone
+    cookie = response.headers["set-cookie"]
+    assert cookie.startswith("progresscast_token=reader;")
+    assert "HttpOnly" in cookie and "SameSite=strict" in cookie and "Path=/" in cookie
+    assert "Secure" not in cookie
+    follow = await client.get(response.headers["location"])
+    assert follow.status_code == 200 and 'id="pc-live"' in follow.text
+
+
+async def test_the_cookie_is_secure_over_https(redis: Redis) -> None:
+    app = create_app(gateway_settings(), redis)
+    async with httpx.AsyncClient(transport=httpx.ASGITransport(app=app), base_url="https://gw") as c:
+        response = await c.get("/?token=reader")
+    assert "Secure" in response.headers["set-cookie"]
+
+
+async def test_a_wrong_token_in_the_address_is_401_and_sets_nothing(client: httpx.AsyncClient) -> None:
+    response = await client.get("/?token=nope")
+    assert response.status_code == 401 and "not valid" in response.text
+    assert "set-cookie" not in response.headers
+
+
+async def test_login_form_sets_the_cookie_and_goes_back(client: httpx.AsyncClient) -> None:
+    response = await client.post("/login", data={"token": "reader", "next": "/sessions/ticket-1"})
+    assert response.status_code == 303 and response.headers["location"] == "/sessions/ticket-1"
+    assert "HttpOnly" in response.headers["set-cookie"]
+    bad = await client.post("/login", data={"token": "nope", "next": "/"})
+    assert bad.status_code == 401 and "not valid" in bad.text and "set-cookie" not in bad.headers
+
+
+@pytest.mark.parametrize("target", ["//evil.example/", "https://evil.example/", "/\\evil.example", "javascript:alert(1)"])
+async def test_login_never_redirects_off_site(client: httpx.AsyncClient, target: str) -> None:
+    response = await client.post("/login", data={"token": "reader", "next": target})
+    assert response.headers["location"] == "/"
+
+
+async def test_logout_drops_the_cookie(client: httpx.AsyncClient) -> None:
+    response = await signed_in(client).post("/logout")
+    assert response.status_code == 303
+    assert re.search(r'progresscast_token="?"?;.*Max-Age=0', response.headers["set-cookie"])
+
+
+async def test_a_stale_cookie_shows_the_login_form_and_is_dropped(client: httpx.AsyncClient) -> None:
+    response = await signed_in(client, "revoked").get("/")
+    assert response.status_code == 401 and "no longer valid" in response.text
+    assert "Max-Age=0" in response.headers["set-cookie"]
+
+
+async def test_a_token_without_read_scope_gets_403(client: httpx.AsyncClient) -> None:
+    response = await signed_in(client, "noscope").get("/")
+    assert response.status_code == 403 and "operator.read" in response.text
+
+
+# -- the pages ----------------------------------------------------------------
+
+
+async def test_index_lists_only_the_sessions_the_viewer_may_see(client: httpx.AsyncClient, store: CardStore) -> None:
+    await put(store, "team-a")
+    await put(store, "other", {"markdown": "private"})
+    await put(store, "team-b", {"markdown": "research note"}, agent="research")
+    page = (await signed_in(client, "team").get("/")).text
+    assert 'href="/sessions/agent:main:team-a"' in page and 'href="/sessions/agent:research:team-b"' in page
+    assert "other" not in page and "private" not in page
+    assert 'aria-label="Steps · 1/2"' in page  # each listed session shows its card
+    everyone = (await signed_in(client, "reader").get("/")).text
+    assert 'href="/sessions/agent:main:other"' in everyone
+
+
+async def test_session_page_shows_the_rendered_card_and_its_update_time(client: httpx.AsyncClient, store: CardStore) -> None:
+    await put(store, "ticket-1")
+    card = await store.get(Owner("main", "ticket-1"))
+    assert card is not None
+    response = await signed_in(client).get("/sessions/ticket-1")
+    assert response.status_code == 200 and response.headers["content-type"].startswith("text/html")
+    page = response.text
+    fragment = page[page.index('id="pc-card"') :]
+    assert fragment.index("<progress") < fragment.index('class="pc-steps"')  # progress bar first
+    assert 'aria-label="Steps · 1/2"' in page
+    assert "Fix &lt;it&gt;" in page and "<it>" not in page  # agent text escaped
+    assert f'datetime="{card.updatedAt}"' in page
+    assert 'data-session-key="ticket-1"' in page and 'data-agent-id="main"' in page
+    assert '<script src="/static/live.js" defer></script>' in page
+
+
+@pytest.mark.parametrize(
+    ("path", "agent", "session"),
+    [
+        ("/sessions/agent:research:r-1", "research", "r-1"),
+        ("/sessions/r-1?agentId=research", "research", "r-1"),
+        ("/sessions/" + quote("agent:main:dir/with/slash", safe=":"), "main", "dir/with/slash"),
+    ],
+)
+async def test_agent_qualified_and_odd_keys_open_their_own_card(
+    client: httpx.AsyncClient, store: CardStore, path: str, agent: str, session: str
+) -> None:
+    await put(store, session, {"markdown": f"card of {agent}"}, agent=agent)
+    response = await signed_in(client).get(path)
+    assert response.status_code == 200
+    assert f"card of {agent}" in response.text and f'data-agent-id="{agent}"' in response.text
+
+
+async def test_session_page_refuses_other_sessions_and_unknown_agents(client: httpx.AsyncClient, store: CardStore) -> None:
+    await put(store, "other", {"markdown": "private"})
+    refused = await signed_in(client, "team").get("/sessions/other")
+    assert refused.status_code == 403 and "private" not in refused.text
+    unknown = await signed_in(client).get("/sessions/agent:ghost:x")
+    assert unknown.status_code == 400 and "ghost" in unknown.text
+
+
+async def test_card_fragment_is_json_with_html_and_update_time(client: httpx.AsyncClient, store: CardStore) -> None:
+    await put(store, "ticket-1")
+    response = await signed_in(client).get("/v1/card", params={"sessionKey": "ticket-1"})
+    assert response.headers["cache-control"] == "no-store"
+    result = response.json()["result"]
+    assert result["revision"] == 1 and result["displayKey"] == "agent:main:ticket-1"
+    assert result["html"].startswith('<progress aria-label="Steps · 1/2"') and result["updatedAt"].endswith("Z")
+    empty = (await client.get("/v1/card", params={"sessionKey": "nothing"})).json()["result"]
+    assert empty["revision"] is None and empty["updatedAt"] is None and "No progress card" in empty["html"]
+
+
+async def test_card_fragment_takes_bearer_tokens_and_enforces_the_rules(client: httpx.AsyncClient, store: CardStore) -> None:
+    await put(store, "other", {"markdown": "private"})
+    assert (await client.get("/v1/card", params={"sessionKey": "other"})).status_code == 401
+    headers = {"Authorization": "Bearer team"}
+    refused = await client.get("/v1/card", params={"sessionKey": "other"}, headers=headers)
+    assert refused.status_code == 403 and "private" not in refused.text
+    assert (await client.get("/v1/card", params={"sessionKey": "x", "agentId": "ghost"}, headers=headers)).json()["error"]["code"] == "unknown_agent"
+    assert (await client.get("/v1/card", headers=headers)).status_code == 400
+    noscope = await client.get("/v1/card", params={"sessionKey": "other"}, headers={"Authorization": "Bearer noscope"})
+    assert noscope.status_code == 403
+
+
+# -- headers and static files ---------------------------------------------------
+
+
+async def test_pages_carry_a_strict_csp_and_no_inline_script(client: httpx.AsyncClient, store: CardStore) -> None:
+    await put(store, "ticket-1", {"markdown": "note <script>alert(1)</script> <img src=x onerror=alert(2)>"})
+    for path in ["/", "/sessions/ticket-1"]:
+        response = await signed_in(client).get(path)
+        csp = response.headers["content-security-policy"]
+        assert "default-src 'none'" in csp and "script-src 'self'" in csp and "unsafe-inline" not in csp
+        assert "frame-ancestors 'none'" in csp
+        assert response.headers["x-content-type-options"] == "nosniff"
+        assert response.headers["referrer-policy"] == "no-referrer"
+        scripts = re.findall(r"<script\b[^>]*>(.*?)</script>", response.text, re.S)
+        assert scripts == [""], scripts  # only the external live.js, never a script body
+        assert "<img" not in response.text
+
+
+async def test_static_script_and_style_are_served(client: httpx.AsyncClient) -> None:
+    js = await client.get("/static/live.js")
+    assert js.status_code == 200 and "javascript" in js.headers["content-type"]
+    assert "EventSource" in js.text and "innerHTML" in js.text
+    css = await client.get("/static/page.css")
+    assert css.status_code == 200 and css.headers["content-type"].startswith("text/css")
+
+
+async def test_session_page_marks_unfinished_steps_paused_when_the_run_ended(client: httpx.AsyncClient, store: CardStore) -> None:
+    owner = Owner("main", "ticket-1")
+    await store.start_run(owner, "r1")
+    await put(store, "ticket-1")
+    live = (await signed_in(client).get("/sessions/ticket-1")).text
+    assert "pc-step--in_progress" in live and "pc-step--paused" not in live
+    await store.end_run(owner, "r1", RunState.canceled)
+    page = (await client.get("/sessions/ticket-1")).text
+    assert 'aria-label="Fix &lt;it&gt;, paused"' in page
+    assert (await client.get("/v1/card", params={"sessionKey": "ticket-1"})).json()["result"]["paused"] is True

@@ -1,0 +1,214 @@
+"""GET /v1/events: Server-Sent Events over a real uvicorn on loopback."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import time
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from dataclasses import dataclass, field
+from typing import Any
+
+import httpx
+import pytest
+from redis.asyncio import Redis
+from starlette.applications import Starlette
+
+from progresscast.card import CardInput
+from progresscast.gateway import create_app
+from progresscast.gateway.server import address, bind, serve_app
+from progresscast.owners import Owner
+from progresscast.store import CardStore
+from test_gateway_rpc import gateway_settings
+
+
+@dataclass
+class Live:
+    base: str
+    app: Starlette
+
+    @property
+    def hub(self) -> Any:
+        return self.app.state.gateway.hub
+
+
+@asynccontextmanager
+async def serving(redis: Redis, heartbeat: float = 15.0) -> AsyncIterator[Live]:
+    app = create_app(gateway_settings(), redis, heartbeat=heartbeat)
+    sock = bind("127.0.0.1:0")
+    base = address(sock)
+    started = asyncio.Event()
+    task = asyncio.create_task(serve_app(app, sock, started=started))
+    await asyncio.wait_for(started.wait(), 10)
+    try:
+        yield Live(base, app)
+    finally:
+        task.cancel()
+        await asyncio.gather(task, return_exceptions=True)
+
+
+@pytest.fixture
+async def live(redis: Redis) -> AsyncIterator[Live]:
+    async with serving(redis) as server:
+        yield server
+
+
+@dataclass
+class Frame:
+    event: str | None = None
+    data: str = ""
+    id: str | None = None
+    comments: list[str] = field(default_factory=list)
+
+    @property
+    def json(self) -> Any:
+        return json.loads(self.data)
+
+
+class Stream:
+    """Reads SSE frames from a streaming httpx response."""
+
+    def __init__(self, response: httpx.Response) -> None:
+        self.response = response
+        self.lines = response.aiter_lines()
+
+    async def frame(self, timeout: float = 5.0) -> Frame:
+        frame = Frame()
+        async with asyncio.timeout(timeout):
+            async for line in self.lines:
+                if line == "":
+                    if frame.event or frame.data or frame.comments:
+                        return frame
+                    continue
+                name, _, value = line.partition(":")
+                value = value.removeprefix(" ")
+                if name == "":
+                    frame.comments.append(value)
+                elif name == "event":
+                    frame.event = value
+                elif name == "data":
+                    frame.data += value
+                elif name == "id":
+                    frame.id = value
+        raise AssertionError("the stream ended")
+
+    async def event(self, timeout: float = 5.0) -> Frame:
+        """The next frame that is an event (skipping comments)."""
+        deadline = time.monotonic() + timeout
+        while True:
+            frame = await self.frame(max(0.01, deadline - time.monotonic()))
+            if frame.event:
+                return frame
+
+
+@asynccontextmanager
+async def subscribe(base: str, token: str = "writer", **params: str) -> AsyncIterator[Stream]:
+    headers = {"Authorization": f"Bearer {token}"}
+    if "last_event_id" in params:
+        headers["Last-Event-ID"] = params.pop("last_event_id")
+    async with httpx.AsyncClient(base_url=base, timeout=10) as client:
+        async with client.stream("GET", "/v1/events", params=params, headers=headers) as response:
+            assert response.status_code == 200
+            assert response.headers["content-type"].startswith("text/event-stream")
+            stream = Stream(response)
+            first = await stream.frame()
+            assert "connected" in first.comments  # from here on, every write is delivered
+            yield stream
+
+
+async def rpc(base: str, method: str, **params: Any) -> Any:
+    async with httpx.AsyncClient(base_url=base) as client:
+        response = await client.post("/v1/rpc", json={"method": method, "params": params}, headers={"Authorization": "Bearer writer"})
+    body = response.json()
+    assert body["ok"], body
+    return body["result"]
+
+
+async def test_a_put_reaches_a_subscribed_client_within_one_second(live: Live) -> None:
+    async with subscribe(live.base, sessionKey="ticket-1") as stream:
+        began = time.monotonic()
+        await rpc(live.base, "progressCard.put", sessionKey="ticket-1", markdown="hello")
+        frame = await stream.event(timeout=1.0)
+        assert time.monotonic() - began < 1.0
+        assert frame.event == "progressCard.changed"
+        assert frame.json == {"sessionKey": "ticket-1", "agentId": "main", "displayKey": "agent:main:ticket-1", "revision": 1}
+        assert frame.id and "-" in frame.id
+        await rpc(live.base, "progressCard.put", sessionKey="ticket-1")  # a clear
+        cleared = await stream.event(timeout=1.0)
+        assert cleared.json["revision"] is None
+
+
+async def test_only_the_owners_events_are_sent(live: Live, store: CardStore) -> None:
+    async with subscribe(live.base, sessionKey="ticket-1", agentId="research") as stream:
+        await store.put(Owner("main", "ticket-1"), CardInput.parse({"markdown": "same key, other agent"}))
+        await store.put(Owner("research", "other"), CardInput.parse({"markdown": "other key"}))
+        await store.put(Owner("research", "ticket-1"), CardInput.parse({"markdown": "mine"}))
+        frame = await stream.event()
+        assert frame.json["agentId"] == "research" and frame.json["sessionKey"] == "ticket-1"
+
+
+async def test_activity_and_runs_are_refresh_hints_too(live: Live) -> None:
+    async with subscribe(live.base, sessionKey="agent:main:ticket-1") as stream:
+        await rpc(live.base, "run.start", sessionKey="ticket-1", runId="r1")
+        await rpc(live.base, "activity.put", sessionKey="ticket-1", headline="Working")
+        await rpc(live.base, "run.end", sessionKey="ticket-1", runId="r1", state="canceled")
+        kinds = [(await stream.event()).event for _ in range(3)]
+        assert kinds == ["run.started", "activity.changed", "run.ended"]
+
+
+async def test_heartbeats_flow_while_nothing_happens(redis: Redis) -> None:
+    async with serving(redis, heartbeat=0.2) as server, subscribe(server.base, sessionKey="ticket-1") as stream:
+        frame = await stream.frame(timeout=2)
+        assert frame.comments == ["heartbeat"]
+
+
+async def test_a_closed_client_is_noticed_and_unsubscribed(redis: Redis) -> None:
+    async with serving(redis, heartbeat=0.2) as server:
+        async with subscribe(server.base, sessionKey="ticket-1"):
+            assert server.hub.subscribers == 1
+        async with asyncio.timeout(5):
+            while server.hub.subscribers:
+                await asyncio.sleep(0.05)
+
+
+async def test_a_reconnect_with_last_event_id_gets_what_it_missed(live: Live) -> None:
+    async with subscribe(live.base, sessionKey="ticket-1") as stream:
+        await rpc(live.base, "progressCard.put", sessionKey="ticket-1", markdown="one")
+        seen = (await stream.event()).id
+    assert seen
+    await rpc(live.base, "progressCard.put", sessionKey="other", markdown="not mine")
+    await rpc(live.base, "progressCard.put", sessionKey="ticket-1", markdown="two")
+    async with subscribe(live.base, sessionKey="ticket-1", last_event_id=seen) as stream:
+        missed = await stream.event(timeout=1)
+        assert missed.json["revision"] == 2 and missed.json["sessionKey"] == "ticket-1"
+
+
+async def test_the_page_cookie_works_for_event_source(live: Live) -> None:
+    async with httpx.AsyncClient(base_url=live.base, cookies={"progresscast_token": "reader"}) as client:
+        async with client.stream("GET", "/v1/events", params={"sessionKey": "ticket-1"}) as response:
+            assert response.status_code == 200
+            assert "connected" in (await Stream(response).frame()).comments
+
+
+@pytest.mark.parametrize(
+    ("token", "params", "status", "code"),
+    [
+        (None, {"sessionKey": "ticket-1"}, 401, "unauthorized"),
+        ("wrong", {"sessionKey": "ticket-1"}, 401, "unauthorized"),
+        ("noscope", {"sessionKey": "ticket-1"}, 403, "forbidden"),
+        ("team", {"sessionKey": "other"}, 403, "forbidden"),
+        ("research", {"sessionKey": "ticket-1"}, 403, "forbidden"),
+        ("writer", {}, 400, "invalid_params"),
+        ("writer", {"sessionKey": "ticket-1", "agentId": "ghost"}, 400, "unknown_agent"),
+        ("writer", {"sessionKey": "agent:research:x", "agentId": "main"}, 400, "agent_conflict"),
+    ],
+)
+async def test_event_stream_refusals(redis: Redis, token: str | None, params: dict[str, str], status: int, code: str) -> None:
+    app = create_app(gateway_settings(), redis)
+    headers = {"Authorization": f"Bearer {token}"} if token else {}
+    async with httpx.AsyncClient(transport=httpx.ASGITransport(app=app), base_url="http://gw") as client:
+        response = await client.get("/v1/events", params=params, headers=headers)
+    assert response.status_code == status
+    assert response.json()["error"]["code"] == code
+    assert app.state.gateway.hub.subscribers == 0
