@@ -46,3 +46,50 @@ def tools(owner: Owner) -> str:
 
 def owner_keys(owner: Owner) -> list[str]:
     return [card(owner), revision(owner), epoch(owner), run(owner), activity(owner), tools(owner)]
+
+
+# --- Telegram ------------------------------------------------------------------------
+# State of the Telegram adapter (telegram/follows.py). Per-owner keys carry the owner's
+# hash tag; per-chat and per-bot keys are global (`pc:tg:…`). A follow is remembered
+# from both sides: the owner's followers (which chats an event concerns) and the
+# chat's follows (/unfollow, /card, /help), plus the set of chats (start-up).
+
+TG_CHATS = f"{PREFIX}:tg:chats"
+"""Set: ids of the chats that follow at least one owner."""
+
+
+def tg_followers(owner: Owner) -> str:
+    """Set of "<chatId> <threadId>" following this owner (threadId 0: no forum topic)."""
+    return f"{PREFIX}:{owner.tag}:tg:followers"
+
+
+def tg_draft(owner: Owner, chat_id: int, thread_id: int) -> str:
+    """JSON of the draft this owner has in one chat/topic (drafts.DraftState)."""
+    return f"{PREFIX}:{owner.tag}:tg:draft:{chat_id}:{thread_id}"
+
+
+def tg_chat_follows(chat_id: int) -> str:
+    """Set of "<threadId> <displayKey>" this chat follows."""
+    return f"{PREFIX}:tg:chat:{chat_id}:follows"
+
+
+def tg_chat_prefs(chat_id: int) -> str:
+    """Hash of the chat's overrides set by /mode and /rich: `mode`, `rich` ("1"/"0")."""
+    return f"{PREFIX}:tg:chat:{chat_id}:prefs"
+
+
+def tg_chat_last_message(chat_id: int) -> str:
+    """The highest message id known in the chat (from updates and our own sends): the
+    mark from which an unsure send is looked for."""
+    return f"{PREFIX}:tg:chat:{chat_id}:lastmsg"
+
+
+def tg_chat_sent(chat_id: int) -> str:
+    """Sorted set of the ids of recent messages the bot sent in the chat (score = id):
+    probing for an unsure send skips them."""
+    return f"{PREFIX}:tg:chat:{chat_id}:sent"
+
+
+def tg_bot_no_rich(bot_id: int) -> str:
+    """Set (with a TTL) when the Bot API server rejected rich messages: why, as text."""
+    return f"{PREFIX}:tg:bot:{bot_id}:norich"

@@ -1,0 +1,37 @@
+"""What can be tuned in the Telegram adapter besides the config file.
+
+The defaults are the production values (Telegram's limits, python-telegram-bot's
+timeouts); tests shorten only the timeouts they provoke.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from .pacing import Pace
+
+
+@dataclass(frozen=True)
+class AdapterOptions:
+    pace: Pace = field(default_factory=Pace)
+    read_timeout: float = 5.0
+    """Seconds to wait for a Bot API answer (python-telegram-bot's default)."""
+    write_timeout: float = 5.0
+    connect_timeout: float = 5.0
+    pool_timeout: float = 3.0
+    connection_pool_size: int = 16
+    """Concurrent Bot API requests besides long polling (one per busy chat)."""
+    poll_timeout: int = 10
+    """Long-polling timeout of getUpdates, in seconds."""
+    settle: float = 3.0
+    """After a first send whose outcome is unknown, wait this long before probing for
+    it: a request still in flight at the server may land meanwhile."""
+    max_probes: int = 5
+    """Message ids probed for an unsure send before it is taken as not landed."""
+    max_backoff: float = 30.0
+    """Longest pause between retries after network errors and 5xx."""
+    group: str = "telegram"
+    """Consumer group on the change stream."""
+    consumer: str | None = None
+    """Consumer name; default the host name, so a restarted adapter re-reads what it
+    had received but not acknowledged."""

@@ -1,0 +1,421 @@
+"""drafts.py: the pure decisions — next call, run ends, block rotation, unsure sends.
+
+A tiny simulated chat applies each step the way Telegram would, so a test can drive
+`plan` until the chat shows what it should and look at every call it took.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field, replace
+
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from progresscast.activity import Activity
+from progresscast.card import Card
+from progresscast.config import Mode
+from progresscast.drafts import (
+    Delete,
+    DraftState,
+    Edit,
+    Intent,
+    Payload,
+    Probe,
+    Send,
+    Situation,
+    Wait,
+    absent,
+    block_cut,
+    completed_blocks,
+    edited,
+    foreign,
+    found,
+    gone,
+    next_call,
+    on_follow,
+    plan,
+    sent,
+)
+from progresscast.owners import Owner
+from progresscast.view import RunState, View
+
+OWNER = Owner("main", "t1")
+
+
+def card(revision: int, *steps: tuple[str, str]) -> Card:
+    return Card(
+        sessionKey=OWNER.session_key,
+        agentId=OWNER.agent_id,
+        displayKey=OWNER.display_key,
+        revision=revision,
+        plan=[{"step": s, "status": st} for s, st in steps] or None,
+        markdown=None if steps else "note",
+        updatedAt="2026-01-01T00:00:00.000Z",
+    )
+
+
+def view(c: Card | None = None, run: RunState = RunState.none, **activity: object) -> View:
+    return View(owner=OWNER, card=c, activity=Activity(**activity), run=run)
+
+
+class Fake:
+    """Renderers that show what a view holds, in a way tests can read back."""
+
+    def __init__(self, *, rich: bool = False, mode: Mode = Mode.progress) -> None:
+        self.rich = rich
+        self.mode = mode
+
+    def draft(self, v: View) -> Payload | None:
+        if self.mode is Mode.off:
+            return None
+        parts = []
+        if v.card is not None:
+            parts.append(f"card r{v.card.revision}")
+        if v.activity.headline and self.mode is Mode.progress:
+            parts.append(f"headline {v.activity.headline}")
+        if v.activity.answer and self.mode is not Mode.progress:
+            parts.append(f"answer {v.activity.answer}")
+        if not parts:
+            return None
+        text = " / ".join(parts)
+        if self.rich:
+            return Payload("sendRichMessage", {"rich_message": {"blocks": [{"type": "paragraph", "text": text}]}})
+        return Payload("sendMessage", {"text": text, "parse_mode": "HTML"})
+
+    def answer(self, markdown: str) -> list[Payload]:
+        return [Payload("sendMessage", {"text": f"answer: {p}"}) for p in markdown.split("|") if p]
+
+
+def shown_text(payload: Payload) -> str:
+    if payload.kind == "rich":
+        return payload.params["rich_message"]["blocks"][0]["text"]
+    return payload.params["text"]
+
+
+@dataclass
+class Chat:
+    """What a chat shows: message id → text; ids only grow."""
+
+    messages: dict[int, str] = field(default_factory=dict)
+    next_id: int = 10
+    calls: list[object] = field(default_factory=list)
+
+    def new_id(self) -> int:
+        self.next_id += 1
+        return self.next_id
+
+
+def drive(
+    state: DraftState, v: View, sit: Situation, renderers: Fake, chat: Chat, limit: int = 20
+) -> DraftState:
+    """Plan and apply until nothing is left to do (as the worker does, minus Telegram)."""
+    for _ in range(limit):
+        state, step = plan(state, v, sit, renderers)
+        if step is None:
+            return state
+        chat.calls.append(step)
+        if isinstance(step, Send):
+            mid = chat.new_id()
+            chat.messages[mid] = shown_text(step.payload)
+            state = sent(state, step, mid)
+        elif isinstance(step, Edit):
+            if step.message_id in chat.messages:
+                chat.messages[step.message_id] = shown_text(step.payload)
+                state = edited(state, step)
+            else:
+                state = gone(state)
+        elif isinstance(step, Delete):
+            chat.messages.pop(step.message_id, None)
+            state = gone(state)
+        else:
+            raise AssertionError(f"unexpected {step}")
+    raise AssertionError("plan did not settle")
+
+
+def sit(**kw: object) -> Situation:
+    base = dict(following=True, mode=Mode.progress, run_id=None, now=100.0, settle=3.0, max_probes=5)
+    base.update(kw)
+    return Situation(**base)  # type: ignore[arg-type]
+
+
+# --- next_call ------------------------------------------------------------------------
+
+P1 = Payload("sendMessage", {"text": "one"})
+P2 = Payload("sendMessage", {"text": "two"})
+RICH = Payload("sendRichMessage", {"rich_message": {"blocks": []}})
+
+
+def test_next_call_covers_every_case() -> None:
+    assert next_call(DraftState(), None) is None
+    assert next_call(DraftState(), P1) == Send(P1)
+    shown = DraftState(message_id=5, digest=P1.digest, kind="classic")
+    assert next_call(shown, P1) is None  # never send what the chat already shows
+    assert next_call(shown, P2) == Edit(5, P2)
+    assert next_call(shown, None) == Delete(5)
+    assert next_call(shown, RICH) == Delete(5)  # classic → rich: replaced, not edited
+    assert next_call(replace(shown, fresh=True), P1) == Delete(5)  # /card: moved down
+
+
+def test_digest_ignores_the_fallback_and_key_order() -> None:
+    a = Payload("sendMessage", {"text": "x", "parse_mode": "HTML"}, lambda: "x")
+    b = Payload("sendMessage", {"parse_mode": "HTML", "text": "x"})
+    assert a.digest == b.digest and a == b
+    assert a.digest != Payload("sendMessage", {"text": "y", "parse_mode": "HTML"}).digest
+
+
+def test_state_round_trips_through_json() -> None:
+    intent = Intent("draft", 0, "sendMessage", {"text": "é"}, "abc", 7, 12.5, 8)
+    state = DraftState(message_id=3, digest="d", kind="rich", done_run="r1", keep=True, offset=40, intent=intent)
+    assert DraftState.from_json(state.to_json()) == state
+    assert DraftState.from_json(None) == DraftState()
+
+
+# --- progress mode ----------------------------------------------------------------------
+
+
+def test_progress_edits_one_draft_and_deletes_it_on_clear() -> None:
+    chat, r = Chat(), Fake()
+    state = drive(DraftState(), view(card(1, ("a", "in_progress"))), sit(), r, chat)
+    assert list(chat.messages.values()) == ["card r1"]
+    state = drive(state, view(card(2, ("a", "completed"))), sit(), r, chat)
+    assert list(chat.messages.values()) == ["card r2"]
+    assert [type(c).__name__ for c in chat.calls] == ["Send", "Edit"]
+    state = drive(state, view(None), sit(), r, chat)
+    assert chat.messages == {} and state.message_id is None
+
+
+def test_clear_keeps_other_activity() -> None:
+    chat, r = Chat(), Fake()
+    state = drive(DraftState(), view(card(1, ("a", "in_progress")), headline="reading"), sit(), r, chat)
+    mid = state.message_id
+    state = drive(state, view(None, headline="reading"), sit(), r, chat)
+    assert chat.messages == {mid: "headline reading"}
+
+
+def test_run_end_deletes_the_draft_then_sends_the_answer_once() -> None:
+    chat, r = Chat(), Fake()
+    live = sit(run_id="r1")
+    state = drive(DraftState(), view(card(1, ("a", "in_progress")), RunState.active), live, r, chat)
+    ended = view(card(2, ("a", "completed")), RunState.completed, answer="part one|part two")
+    state = drive(state, ended, live, r, chat)
+    assert list(chat.messages.values()) == ["answer: part one", "answer: part two"]
+    assert [type(c).__name__ for c in chat.calls] == ["Send", "Delete", "Send", "Send"]
+    assert state.done_run == "r1" and not state.keep
+    calls = len(chat.calls)
+    # More events about the finished run (or a restart reading the same state): nothing.
+    state = drive(state, replace(ended, activity=Activity(headline="idle", answer="part one|part two")), live, r, chat)
+    assert len(chat.calls) == calls
+
+
+def test_card_after_the_end_shows_the_finished_card_again() -> None:
+    chat, r = Chat(), Fake()
+    done = DraftState(done_run="r1", answer_run="r1", answer_sent=1)
+    ended = view(card(2, ("a", "completed")), RunState.completed, answer="x")
+    assert plan(done, ended, sit(run_id="r1"), r)[1] is None
+    state = drive(replace(done, fresh=True), ended, sit(run_id="r1"), r, chat)
+    assert list(chat.messages.values()) == ["card r2"] and state.keep
+
+
+def test_answer_parts_resume_where_they_stopped() -> None:
+    chat, r = Chat(), Fake()
+    state = DraftState(answer_run="r1", answer_sent=1)
+    ended = view(None, RunState.completed, answer="one|two|three")
+    state = drive(state, ended, sit(run_id="r1"), r, chat)
+    assert list(chat.messages.values()) == ["answer: two", "answer: three"]
+
+
+def test_keep_on_complete_keeps_the_checklist_and_a_new_run_gets_a_new_draft() -> None:
+    chat, r = Chat(), Fake()
+    s1 = sit(run_id="r1", keep_on_complete=True)
+    state = drive(DraftState(), view(card(1, ("a", "in_progress")), RunState.active), s1, r, chat)
+    kept = state.message_id
+    state = drive(state, view(card(2, ("a", "completed")), RunState.completed, answer="done"), s1, r, chat)
+    assert chat.messages == {kept: "card r2", kept + 1: "answer: done"}
+    assert state.settled
+    s2 = replace(s1, run_id="r2")
+    state = drive(state, view(card(3, ("b", "in_progress")), RunState.active), s2, r, chat)
+    assert chat.messages[kept] == "card r2"  # the record of r1 is left alone
+    assert state.message_id not in (None, kept) and chat.messages[state.message_id] == "card r3"
+
+
+def test_a_new_run_during_the_ending_does_not_take_over_the_kept_message() -> None:
+    # The kept message was edited for r1's end (answer_run noted), then r2 started
+    # before the ending was finished.
+    r = Fake()
+    state = DraftState(message_id=4, digest="x", kind="classic", answer_run="r1")
+    new, step = plan(state, view(card(3, ("b", "in_progress")), RunState.active), sit(run_id="r2"), r)
+    assert isinstance(step, Send) and new.message_id is None
+
+
+def test_following_a_finished_session_shows_its_card_without_its_answer() -> None:
+    chat, r = Chat(), Fake()
+    finished = view(card(2, ("a", "completed")), RunState.completed, answer="old answer")
+    state = on_follow(DraftState(), finished, "r1")
+    state = drive(state, finished, sit(run_id="r1"), r, chat)
+    assert list(chat.messages.values()) == ["card r2"]
+
+
+def test_off_mode_shows_no_draft_but_sends_the_answer() -> None:
+    chat, r = Chat(), Fake(mode=Mode.off)
+    off = sit(mode=Mode.off, run_id="r1")
+    state = drive(DraftState(), view(card(1, ("a", "in_progress")), RunState.active), off, r, chat)
+    assert chat.messages == {}
+    drive(state, view(card(1, ("a", "completed")), RunState.completed, answer="done"), off, r, chat)
+    assert list(chat.messages.values()) == ["answer: done"]
+
+
+def test_switching_to_rich_replaces_the_message() -> None:
+    chat = Chat()
+    v = view(card(1, ("a", "in_progress")))
+    state = drive(DraftState(), v, sit(), Fake(), chat)
+    old = state.message_id
+    state = drive(state, v, sit(), Fake(rich=True), chat)
+    assert old not in chat.messages and state.kind == "rich" and len(chat.messages) == 1
+
+
+def test_unfollow_deletes_a_live_draft_but_not_a_record() -> None:
+    r = Fake()
+    live = DraftState(message_id=4, digest="x", kind="classic")
+    assert plan(live, view(card(1)), sit(following=False), r)[1] == Delete(4)
+    record = replace(live, done_run="r1", keep=True)
+    assert plan(record, view(card(1)), sit(following=False, run_id="r1"), r)[1] is None
+
+
+def test_fresh_moves_the_draft_down_once() -> None:
+    chat, r = Chat(), Fake()
+    v = view(card(1, ("a", "in_progress")))
+    state = drive(DraftState(), v, sit(), r, chat)
+    old = state.message_id
+    state = drive(replace(state, fresh=True), v, sit(), r, chat)
+    assert state.message_id > old and list(chat.messages) == [state.message_id] and not state.fresh
+    calls = len(chat.calls)
+    drive(state, v, sit(), r, chat)
+    assert len(chat.calls) == calls
+    # Nothing to show: the flag is dropped, nothing is sent.
+    state, step = plan(DraftState(fresh=True), view(None), sit(), r)
+    assert step is None and not state.fresh
+
+
+# --- partial and block ----------------------------------------------------------------
+
+
+def test_partial_preview_stays_as_the_answer_when_the_run_ends() -> None:
+    chat, r = Chat(), Fake(mode=Mode.partial)
+    p = sit(mode=Mode.partial, run_id="r1")
+    state = drive(DraftState(), view(card(1, ("a", "in_progress")), RunState.active, answer="so far"), p, r, chat)
+    state = drive(state, view(card(1, ("a", "completed")), RunState.completed, answer="all of it"), p, r, chat)
+    assert list(chat.messages.values()) == ["card r1 / answer all of it"] and state.settled
+    state = drive(state, view(None, RunState.active, answer="next"), replace(p, run_id="r2"), r, chat)
+    assert list(chat.messages.values()) == ["card r1 / answer all of it", "answer next"]
+
+
+def test_block_cut_prefers_paragraphs_then_lines_then_spaces() -> None:
+    assert block_cut("a" * 100, 0, 200) is None
+    text = "a" * 150 + "\n\n" + "b" * 100
+    assert block_cut(text, 0, 200) == 152
+    text = "a" * 150 + "\n" + "b" * 100
+    assert block_cut(text, 0, 200) == 151
+    text = "a" * 120 + " " + "b" * 180
+    assert block_cut(text, 0, 200) == 121
+    assert block_cut("x" * 500, 0, 200) == 200  # no break in the second half: hard cut
+    assert block_cut("a" * 10 + "\n\n" + "b" * 300, 0, 200) == 200  # a break too early is ignored
+    assert block_cut("c" * 300 + "a" * 150 + "\n\n" + "b" * 100, 300, 200) == 452
+
+
+def test_completed_blocks_only_while_writing() -> None:
+    assert completed_blocks("one\n\ntwo") == "one"
+    assert completed_blocks("one") == ""
+
+
+def test_block_mode_rotates_to_new_messages() -> None:
+    chat, r = Chat(), Fake(mode=Mode.block)
+    b = sit(mode=Mode.block, run_id="r1", block_chars=200)
+    first, second, third = "a" * 150, "b" * 150, "c" * 50
+    state = drive(DraftState(), view(None, RunState.active, answer=f"{first}\n\n{second}\n\n{third}"), b, r, chat)
+    texts = list(chat.messages.values())
+    assert texts == [f"answer {first}", f"answer {second}"]  # the third paragraph is not complete yet
+    assert state.offset == 2 * (150 + 2) and state.message_id is None  # both frozen
+    state = drive(state, view(None, RunState.completed, answer=f"{first}\n\n{second}\n\n{third}!"), b, r, chat)
+    assert list(chat.messages.values()) == [f"answer {first}", f"answer {second}", f"answer {third}!"]
+    assert state.settled
+
+
+def test_block_offset_resets_when_the_answer_starts_over() -> None:
+    state, step = plan(
+        DraftState(offset=500), view(None, RunState.active, answer="fresh\n\nstart"), sit(mode=Mode.block), Fake(mode=Mode.block)
+    )
+    assert state.offset == 0 and isinstance(step, Send)
+
+
+# --- unsure first sends ----------------------------------------------------------------
+
+
+def unsure(mark: int = 7, at: float = 100.0, purpose: str = "draft", index: int = 0) -> DraftState:
+    intent = Intent(purpose, index, "sendMessage", {"text": "card r1"}, P1.digest, mark, at, mark + 1)  # type: ignore[arg-type]
+    return DraftState(intent=intent)
+
+
+def test_an_unsure_send_waits_then_probes_the_ids_after_the_mark() -> None:
+    r, v = Fake(), view(card(1, ("a", "in_progress")))
+    state = unsure()
+    _, step = plan(state, v, sit(now=101.0), r)
+    assert step == Wait(2.0)
+    _, step = plan(state, v, sit(now=104.0), r)
+    assert isinstance(step, Probe) and step.message_id == 8
+
+
+def test_a_probe_that_finds_the_message_adopts_it() -> None:
+    state = unsure()
+    adopted = found(state, state.intent, 8)
+    assert (adopted.message_id, adopted.digest, adopted.kind, adopted.intent) == (8, P1.digest, "classic", None)
+    answer = unsure(purpose="answer", index=2)
+    assert found(answer, answer.intent, 9).answer_sent == 3
+
+
+def test_probes_skip_foreign_messages_and_give_up_after_max_probes() -> None:
+    r, v = Fake(), view(card(1, ("a", "in_progress")))
+    state = unsure(mark=7)
+    for expected in range(8, 13):
+        _, step = plan(state, v, sit(now=200.0), r)
+        assert isinstance(step, Probe) and step.message_id == expected
+        state = foreign(state, state.intent, step.message_id)
+    new, step = plan(state, v, sit(now=200.0), r)
+    assert new.intent is None and isinstance(step, Send)
+
+
+def test_probes_skip_ids_we_know_we_sent() -> None:
+    r, v = Fake(), view(card(1, ("a", "in_progress")))
+    _, step = plan(unsure(mark=7), v, sit(now=200.0, known=frozenset({8, 9, 11})), r)
+    assert isinstance(step, Probe) and step.message_id == 10
+
+
+def test_an_absent_probe_or_an_unknown_mark_sends_again() -> None:
+    r, v = Fake(), view(card(1, ("a", "in_progress")))
+    state, step = plan(absent(unsure()), v, sit(now=200.0), r)
+    assert isinstance(step, Send)
+    state, step = plan(unsure(mark=0), v, sit(now=200.0), r)
+    assert state.intent is None and isinstance(step, Send)
+
+
+# --- a property: whatever the sequence, one message showing the last thing --------------
+
+steps_strategy = st.lists(st.tuples(st.booleans(), st.booleans(), st.booleans()), min_size=1, max_size=12)
+
+
+@settings(max_examples=200, deadline=None)
+@given(steps_strategy)
+def test_any_sequence_ends_with_one_draft_showing_the_latest(seq: list[tuple[bool, bool, bool]]) -> None:
+    # Each step is a new write (a card, or a clear), in either kind, sometimes after the
+    # user deleted the draft (noticed at the next write: Telegram tells no one).
+    chat, state = Chat(), DraftState()
+    for revision, (has_card, rich, user_deletes) in enumerate(seq, start=1):
+        v = view(card(revision, ("a", "in_progress")) if has_card else None)
+        if user_deletes and state.message_id in chat.messages:
+            del chat.messages[state.message_id]
+        state = drive(state, v, sit(), Fake(rich=rich), chat)
+        want = Fake(rich=rich).draft(v)
+        if want is None:
+            assert chat.messages == {}
+        else:
+            assert list(chat.messages.values()) == [shown_text(want)]
+            assert state.message_id in chat.messages and state.digest == want.digest

@@ -1,0 +1,562 @@
+"""The Telegram adapter end to end: real python-telegram-bot over HTTP against the Bot
+API emulator, a real Redis, `run_adapter` as `progresscast serve` runs it.
+
+Pacing is Telegram's (1 call/s in a private chat, 20/min in a group); only the
+timeouts a test provokes are shortened.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from typing import Any
+
+import pytest
+from redis.asyncio import Redis
+
+from progresscast import keys
+from progresscast.card import CardInput
+from progresscast.config import Settings
+from progresscast.owners import Owner
+from progresscast.store import CardStore
+from progresscast.telegram.bot import run_adapter
+from progresscast.telegram.options import AdapterOptions
+from progresscast.testing import BotAPIEmulator, ShownMessage
+from progresscast.view import RunState
+
+pytestmark = pytest.mark.filterwarnings("ignore::telegram.warnings.PTBDeprecationWarning")  # PTB's own RetryAfter
+
+PRIVATE = 4242
+OTHER = 777
+GROUP = -1001234567890
+OWNER = Owner("main", "t1")
+
+
+@pytest.fixture
+async def api():
+    async with BotAPIEmulator() as emulator:
+        yield emulator
+
+
+class Harness:
+    """One adapter (restartable) on one emulator and one Redis."""
+
+    def __init__(self, api: BotAPIEmulator, redis: Redis, **telegram: Any) -> None:
+        self.api = api
+        self.redis = redis
+        self.store = CardStore(redis)
+        self.settings = Settings.model_validate(
+            {
+                "agents": {"default": "main", "known": ["main", "research"]},
+                "channels": {"telegram": {"token": api.token, "apiBaseUrl": api.base_url, **telegram}},
+            }
+        )
+        self.options = AdapterOptions(consumer="test", read_timeout=1.0, settle=1.0)
+        self.task: asyncio.Task[None] | None = None
+        self.replies: set[tuple[int, int]] = set()
+
+    async def start(self) -> None:
+        def polls() -> int:
+            return sum(c.method == "getUpdates" for c in self.api.calls)
+
+        before = polls()
+        task = self.task = asyncio.create_task(run_adapter(self.settings, self.redis, options=self.options))
+        await self.api.wait_for(lambda: task.done() or polls() > before, 5)
+        if task.done():
+            task.result()
+
+    async def stop(self) -> None:
+        assert self.task is not None
+        self.task.cancel()
+        try:
+            await asyncio.wait_for(asyncio.shield(self.task), 15)  # a stop that hangs fails
+        except asyncio.CancelledError:
+            pass
+
+    async def command(self, chat: int, text: str, **kw: Any) -> ShownMessage:
+        """A user sends `text`; returns the bot's reply (the first bot message after it)."""
+        update = self.api.send_user_message(chat, text, **kw)
+        sent_id = update["message"]["message_id"]
+
+        def reply() -> ShownMessage | None:
+            return next((m for m in self.api.chat(chat).visible() if m.message_id > sent_id), None)
+
+        message = await self.api.wait_for(reply, 5)
+        self.replies.add((chat, message.message_id))
+        return message
+
+    def drafts(self, chat: int) -> list[ShownMessage]:
+        """The bot's messages in the chat that are not command replies."""
+        return [m for m in self.api.chat(chat).visible() if (chat, m.message_id) not in self.replies]
+
+    async def shows(self, chat: int, *needles: str, count: int = 1, timeout: float = 6.0) -> list[ShownMessage]:
+        """Wait until the chat shows exactly `count` drafts and the last contains every needle."""
+
+        def ok() -> tuple[list[ShownMessage]] | None:
+            drafts = self.drafts(chat)
+            if len(drafts) == count and (count == 0 or all(n in drafts[-1].text for n in needles)):
+                return (drafts,)  # truthy even when empty
+            return None
+
+        try:
+            return (await self.api.wait_for(ok, timeout))[0]
+        except TimeoutError:
+            raise AssertionError(f"chat {chat} shows {[m.text for m in self.drafts(chat)]}") from None
+
+    async def put(self, *steps: tuple[str, str], markdown: str | None = None, owner: Owner = OWNER) -> None:
+        plan = [{"step": s, "status": st} for s, st in steps] or None
+        await self.store.put(owner, CardInput.parse({"plan": plan, "markdown": markdown}))
+
+    def draft_sends(self, chat: int) -> list[Any]:
+        """Successful sends to the chat that were not command replies."""
+        return [
+            c
+            for c in self.api.calls_for(chat)
+            if c.method in ("sendMessage", "sendRichMessage")
+            and c.ok
+            and (chat, c.result["message_id"]) not in self.replies
+        ]
+
+
+@pytest.fixture
+async def harness(api: BotAPIEmulator, redis: Redis):
+    made: list[Harness] = []
+
+    async def make(**telegram: Any) -> Harness:
+        h = Harness(api, redis, **telegram)
+        made.append(h)
+        await h.start()
+        return h
+
+    yield make
+    for h in made:
+        if h.task and not h.task.done():
+            await h.stop()
+
+
+def errors(api: BotAPIEmulator, chat: int) -> list[tuple[str, int, str | None]]:
+    return [(c.method, c.status, c.description) for c in api.calls_for(chat) if not c.ok and not c.injected]
+
+
+# --- the headline behaviour ---------------------------------------------------------
+
+
+async def test_follow_then_30_writes_in_a_second(api: BotAPIEmulator, harness) -> None:
+    h = await harness()
+    reply = await h.command(PRIVATE, "/follow t1")
+    assert "Following agent:main:t1" in reply.text
+    start = time.monotonic()
+    for i in range(30):
+        await h.put(("Reproduce", "completed"), (f"Fix part {i}", "in_progress"))
+        await asyncio.sleep(max(0.0, start + (i + 1) / 31 - time.monotonic()))
+    assert time.monotonic() - start < 1.0
+    last_write = time.monotonic()
+    drafts = await h.shows(PRIVATE, "Fix part 29", timeout=2.5)
+    assert time.monotonic() - last_write <= 2.0 + 0.3  # one pacing interval + 1 s (+ test slack)
+    assert "1/2 complete" in drafts[0].text
+    calls = api.calls_for(PRIVATE)
+    assert len(calls) <= 4, [(c.method, c.at - start) for c in calls]
+    assert errors(api, PRIVATE) == []
+    await asyncio.sleep(1.2)  # nothing more is sent once the chat shows the last card
+    assert len(api.calls_for(PRIVATE)) == len(calls)
+
+
+async def test_group_topic_is_paced_at_20_per_minute(api: BotAPIEmulator, harness) -> None:
+    h = await harness()
+    reply = await h.command(GROUP, "/follow t1", message_thread_id=7)
+    assert reply.message_thread_id == 7
+    for i in range(8):
+        await h.put((f"Step {i}", "in_progress"))
+        await asyncio.sleep(0.5)
+    last_write = time.monotonic()
+    drafts = await h.shows(GROUP, "Step 7", timeout=5)
+    assert time.monotonic() - last_write <= 3.0 + 1.0 + 0.3
+    assert drafts[0].message_thread_id == 7
+    calls = api.calls_for(GROUP)
+    gaps = [b.at - a.at for a, b in zip(calls, calls[1:])]
+    assert all(gap >= 2.9 for gap in gaps), gaps
+    assert errors(api, GROUP) == []
+
+
+# --- clear, run end, modes --------------------------------------------------------------
+
+
+async def test_clear_in_progress_mode_deletes_the_draft(api: BotAPIEmulator, harness) -> None:
+    h = await harness()
+    await h.command(PRIVATE, "/follow t1")
+    await h.put(("Reproduce", "in_progress"))
+    [draft] = await h.shows(PRIVATE, "Reproduce")
+    await h.store.clear(OWNER)
+    await h.shows(PRIVATE, count=0)
+    assert draft.message_id in api.chat(PRIVATE).deleted
+
+
+async def test_clear_in_progress_mode_keeps_other_activity(api: BotAPIEmulator, harness) -> None:
+    h = await harness()
+    await h.command(PRIVATE, "/follow t1")
+    await h.store.start_run(OWNER, "r1")
+    await h.store.update_activity(OWNER, headline="Reading the logs")
+    await h.put(("Reproduce", "in_progress"))
+    [draft] = await h.shows(PRIVATE, "Reproduce", "Reading the logs")
+    await h.store.clear(OWNER)
+
+    def reduced() -> bool:
+        [now] = h.drafts(PRIVATE)
+        return "Reproduce" not in now.text and "Reading the logs" in now.text
+
+    await api.wait_for(reduced, 5)
+    assert h.drafts(PRIVATE)[0].message_id == draft.message_id
+    await h.store.update_activity(OWNER, headline="")
+    await h.shows(PRIVATE, count=0)
+
+
+@pytest.mark.parametrize("mode", ["partial", "block"])
+async def test_clear_in_preview_modes_keeps_the_answer(api: BotAPIEmulator, harness, mode: str) -> None:
+    h = await harness(chats=[{"id": PRIVATE, "mode": mode}])
+    await h.command(PRIVATE, "/follow t1")
+    await h.store.start_run(OWNER, "r1")
+    await h.store.update_activity(OWNER, answer="The answer so far.\n\nStill writing")
+    await h.put(("Reproduce", "completed"), ("Fix", "in_progress"))
+    [draft] = await h.shows(PRIVATE, "The answer so far.", "Fix")
+    await h.store.clear(OWNER)
+
+    def reduced() -> bool:
+        [now] = h.drafts(PRIVATE)
+        return "Fix" not in now.text and "complete" not in now.text and "The answer so far." in now.text
+
+    await api.wait_for(reduced, 5)
+    assert h.drafts(PRIVATE)[0].message_id == draft.message_id
+    await h.store.update_activity(OWNER, answer="")
+    await h.shows(PRIVATE, count=0)
+
+
+async def test_run_end_in_progress_mode_sends_the_answer_once(api: BotAPIEmulator, harness) -> None:
+    h = await harness()
+    await h.command(PRIVATE, "/follow t1")
+    await h.store.start_run(OWNER, "r1")
+    await h.put(("Reproduce", "completed"), ("Fix", "in_progress"))
+    await h.store.update_activity(OWNER, answer="The bug was an **off-by-one** in the pager.")
+    [draft] = await h.shows(PRIVATE, "Fix")
+    await h.put(("Reproduce", "completed"), ("Fix", "completed"))
+    await h.store.end_run(OWNER, "r1", RunState.completed)
+    [answer] = await h.shows(PRIVATE, "off-by-one in the pager")
+    assert draft.message_id in api.chat(PRIVATE).deleted
+    assert answer.entities  # the answer is formatted (bold), a normal message
+    sends = len(h.draft_sends(PRIVATE))
+    # A restart, and another change of the finished session: nothing is sent again.
+    await h.stop()
+    await h.store.update_activity(OWNER, headline="idle")
+    await h.start()
+    await asyncio.sleep(2.0)
+    assert len(h.draft_sends(PRIVATE)) == sends
+    assert [m.message_id for m in h.drafts(PRIVATE)] == [answer.message_id]
+
+
+async def test_keep_on_complete_keeps_the_finished_checklist(api: BotAPIEmulator, harness) -> None:
+    h = await harness(keepOnComplete=True)
+    await h.command(PRIVATE, "/follow t1")
+    await h.store.start_run(OWNER, "r1")
+    await h.put(("Reproduce", "completed"), ("Fix", "in_progress"))
+    await h.store.update_activity(OWNER, answer="Fixed.")
+    [draft] = await h.shows(PRIVATE, "Fix")
+    await h.put(("Reproduce", "completed"), ("Fix", "completed"))
+    await h.store.end_run(OWNER, "r1", RunState.completed)
+    kept, answer = await h.shows(PRIVATE, "Fixed.", count=2)
+    assert kept.message_id == draft.message_id and "2/2 complete" in kept.text
+    # The next run gets a new draft; the finished one stays as the record of its run.
+    await h.store.start_run(OWNER, "r2")
+    await h.put(("Ship", "in_progress"))
+    drafts = await h.shows(PRIVATE, "Ship", count=3)
+    assert drafts[0].message_id == draft.message_id and "2/2 complete" in drafts[0].text
+
+
+async def test_block_mode_rotates_past_block_chars(api: BotAPIEmulator, harness) -> None:
+    h = await harness(chats=[{"id": PRIVATE, "mode": "block"}], streaming={"blockChars": 200})
+    await h.command(PRIVATE, "/follow t1")
+    await h.store.start_run(OWNER, "r1")
+    first = "First paragraph " + "a" * 130 + "."
+    second = "Second paragraph " + "b" * 130 + "."
+    await h.store.update_activity(OWNER, answer=f"{first}\n\n{second}\n\nThird")
+    drafts = await h.shows(PRIVATE, "Second paragraph", count=2)
+    assert "First paragraph" in drafts[0].text and "Second" not in drafts[0].text
+    assert "First" not in drafts[1].text
+    await h.store.update_activity(OWNER, answer=f"{first}\n\n{second}\n\nThird and last.")
+    await h.store.end_run(OWNER, "r1", RunState.completed)
+    drafts = await h.shows(PRIVATE, "Third and last.", count=2)
+    assert errors(api, PRIVATE) == []
+
+
+# --- restarts -------------------------------------------------------------------------
+
+
+async def test_restart_edits_the_same_message(api: BotAPIEmulator, harness) -> None:
+    h = await harness()
+    await h.command(PRIVATE, "/follow t1")
+    await h.put(("Reproduce", "in_progress"))
+    [draft] = await h.shows(PRIVATE, "Reproduce")
+    await h.stop()
+    await h.put(("Reproduce", "completed"), ("Fix", "in_progress"))
+    await h.start()
+    [now] = await h.shows(PRIVATE, "Fix")
+    await h.put(("Reproduce", "completed"), ("Fix", "completed"))
+    [now] = await h.shows(PRIVATE, "2/2 complete")
+    assert now.message_id == draft.message_id
+    assert len(h.draft_sends(PRIVATE)) == 1
+    assert errors(api, PRIVATE) == []
+
+
+async def test_killed_during_a_send_leaves_no_duplicate(api: BotAPIEmulator, harness) -> None:
+    h = await harness()
+    await h.command(PRIVATE, "/follow t1")
+    # The send reaches Telegram but its answer never comes back: the adapter dies waiting.
+    api.timeout_next("sendMessage", delay=30, apply=True, chat_id=PRIVATE)
+    await h.put(("Reproduce", "in_progress"))
+    await api.wait_for(lambda: h.drafts(PRIVATE), 5)
+    await h.stop()
+    await h.put(("Reproduce", "completed"), ("Fix", "in_progress"))
+    await h.start()
+    [now] = await h.shows(PRIVATE, "Fix", timeout=8)
+    assert len(api.chat(PRIVATE).messages) == 3  # the command, the reply, one draft
+    assert len(api.calls_for(PRIVATE, "sendMessage")) == 2  # the reply, the draft (once)
+
+
+async def test_timed_out_first_send_is_adopted_not_repeated(api: BotAPIEmulator, harness) -> None:
+    h = await harness()
+    await h.command(PRIVATE, "/follow t1")
+    # The send takes effect, but its answer comes after python-telegram-bot gave up (1 s).
+    api.timeout_next("sendMessage", delay=3, apply=True, chat_id=PRIVATE)
+    await h.put(("Reproduce", "in_progress"))
+    [draft] = await h.shows(PRIVATE, "Reproduce")
+    await h.put(("Reproduce", "completed"), ("Fix", "in_progress"))
+    [now] = await h.shows(PRIVATE, "Fix", timeout=8)
+    assert now.message_id == draft.message_id
+    sends = api.calls_for(PRIVATE, "sendMessage")
+    assert len(sends) == 2 and sends[1].timed_out  # the reply and the draft, never a second draft
+    probe = api.calls_for(PRIVATE, "editMessageText")[0]
+    assert probe.description and "not modified" in probe.description  # how it was found
+
+
+async def test_a_lost_change_stream_is_recreated(api: BotAPIEmulator, harness, redis: Redis) -> None:
+    h = await harness()
+    await h.command(PRIVATE, "/follow t1")
+    await h.put(("Reproduce", "in_progress"))
+    [draft] = await h.shows(PRIVATE, "Reproduce")
+    await redis.delete(keys.EVENTS)  # as after a flushed Redis: the stream and the group are gone
+    await h.put(("Reproduce", "completed"))
+    [now] = await h.shows(PRIVATE, "1/1 complete")
+    assert now.message_id == draft.message_id
+
+
+# --- errors ---------------------------------------------------------------------------
+
+
+async def test_429_storm_ends_with_the_latest_card(api: BotAPIEmulator, harness) -> None:
+    h = await harness()
+    await h.command(PRIVATE, "/follow t1")
+    await h.put(("Step 0", "in_progress"))
+    await h.shows(PRIVATE, "Step 0")
+    api.fail_next("editMessageText", status=429, retry_after=2, times=3, chat_id=PRIVATE)
+    for i in range(1, 6):
+        await h.put((f"Step {i}", "in_progress"))
+        await asyncio.sleep(0.2)
+    await h.shows(PRIVATE, "Step 5", timeout=12)
+    edits = api.calls_for(PRIVATE, "editMessageText")
+    refused = [c for c in edits if c.status == 429]
+    assert len(refused) == 3
+    for before, after in zip(edits, edits[1:]):
+        if before.status == 429:
+            assert after.at - before.at >= 2.0 - 0.05  # retry_after honoured
+    assert errors(api, PRIVATE) == []
+
+
+async def test_5xx_on_edits_and_first_send(api: BotAPIEmulator, harness) -> None:
+    h = await harness()
+    await h.command(PRIVATE, "/follow t1")
+    api.fail_next("sendMessage", status=500, chat_id=PRIVATE)  # not applied: looked for, then sent
+    await h.put(("Step 0", "in_progress"))
+    [draft] = await h.shows(PRIVATE, "Step 0", timeout=8)
+    api.fail_next("editMessageText", status=502, times=2, chat_id=PRIVATE)
+    await h.put(("Step 1", "in_progress"))
+    [now] = await h.shows(PRIVATE, "Step 1", timeout=8)
+    assert now.message_id == draft.message_id
+    assert len(h.draft_sends(PRIVATE)) == 1
+    assert errors(api, PRIVATE) == [("editMessageText", 400, "Bad Request: message to edit not found")]
+
+
+async def test_probing_for_a_lost_send_never_touches_another_draft(api: BotAPIEmulator, harness) -> None:
+    h = await harness()
+    await h.command(PRIVATE, "/follow t1")
+    await h.command(PRIVATE, "/follow t2")
+    api.fail_next("sendMessage", status=500, chat_id=PRIVATE)  # t1's first send: unsure
+    await h.put(("Alpha", "in_progress"))
+    await asyncio.sleep(0.1)
+    await h.put(("Beta", "in_progress"), owner=Owner("main", "t2"))
+    drafts = await h.shows(PRIVATE, count=2, timeout=8)
+    texts = sorted(m.text for m in drafts)
+    assert "Alpha" in texts[0] and "Beta" in texts[1]
+    assert all(c.params.get("message_id") != drafts[0].message_id for c in api.calls_for(PRIVATE, "editMessageText"))
+
+
+async def test_message_deleted_by_user_is_replaced(api: BotAPIEmulator, harness) -> None:
+    h = await harness()
+    await h.command(PRIVATE, "/follow t1")
+    await h.put(("Step 0", "in_progress"))
+    [draft] = await h.shows(PRIVATE, "Step 0")
+    api.delete_by_user(PRIVATE, draft.message_id)
+    await h.put(("Step 1", "in_progress"))
+    [second] = await h.shows(PRIVATE, "Step 1")
+    assert second.message_id != draft.message_id
+    await h.put(("Step 2", "in_progress"))
+    [third] = await h.shows(PRIVATE, "Step 2")
+    assert third.message_id == second.message_id  # the new id was remembered
+    assert len(h.draft_sends(PRIVATE)) == 2
+
+
+async def test_unparsable_html_is_resent_as_plain_text(api: BotAPIEmulator, harness) -> None:
+    h = await harness()
+    await h.command(PRIVATE, "/follow t1")
+    api.fail_next(
+        "sendMessage",
+        status=400,
+        description='Bad Request: can\'t parse entities: Unsupported start tag "br" at byte offset 3',
+        chat_id=PRIVATE,
+    )
+    await h.put(("Reproduce", "in_progress"))
+    [draft] = await h.shows(PRIVATE, "Reproduce")
+    assert draft.parse_mode is None and "[>]" in draft.text  # the text renderer's markers
+
+
+async def test_rich_messages(api: BotAPIEmulator, harness) -> None:
+    h = await harness(richMessages=True)
+    await h.command(PRIVATE, "/follow t1")
+    await h.put(("Reproduce", "completed"), ("Fix", "in_progress"))
+    [draft] = await h.shows(PRIVATE, "Fix")
+    assert draft.is_rich and "☑" in draft.text
+    await h.put(("Reproduce", "completed"), ("Fix", "completed"))
+    [now] = await h.shows(PRIVATE, "2/2 complete")
+    assert now.message_id == draft.message_id and now.is_rich
+    edit = api.calls_for(PRIVATE, "editMessageText")[-1]
+    assert "rich_message" in edit.params and "text" not in edit.params
+
+
+async def test_rich_unsupported_falls_back_to_classic_and_remembers(
+    api: BotAPIEmulator, harness, redis: Redis, caplog: pytest.LogCaptureFixture
+) -> None:
+    api.rich_supported = False
+    h = await harness(richMessages=True)
+    await h.command(PRIVATE, "/follow t1")
+    await h.put(("Reproduce", "in_progress"))
+    [draft] = await h.shows(PRIVATE, "Reproduce")
+    assert not draft.is_rich and draft.parse_mode == "HTML"
+    assert await redis.get(keys.tg_bot_no_rich(api.bot_user["id"]))
+    assert sum("rejected rich messages" in r.getMessage() for r in caplog.records) == 1
+    await h.stop()
+    rich_calls = len(api.calls_for(PRIVATE, "sendRichMessage"))
+    await h.start()
+    await h.command(OTHER, "/follow t1")
+    await h.put(("Reproduce", "completed"))
+    await h.shows(OTHER, "1/1 complete")
+    await h.shows(PRIVATE, "1/1 complete")
+    assert len(api.calls_for(PRIVATE, "sendRichMessage")) + len(api.calls_for(OTHER, "sendRichMessage")) == rich_calls
+
+
+# --- commands -------------------------------------------------------------------------
+
+
+async def test_chat_not_allowed_cannot_follow(api: BotAPIEmulator, harness, redis: Redis) -> None:
+    h = await harness(allowedChats=[PRIVATE])
+    reply = await h.command(OTHER, "/follow t1")
+    assert "not enabled for this chat" in reply.text
+    await h.put(("Reproduce", "in_progress"))
+    await asyncio.sleep(1.0)
+    assert h.drafts(OTHER) == []
+    assert [k for k in await redis.keys("pc:*tg*")] == []
+    reply = await h.command(PRIVATE, "/follow t1")
+    assert "Following" in reply.text
+    await h.shows(PRIVATE, "Reproduce")
+
+
+async def test_follow_errors_are_polite(api: BotAPIEmulator, harness, redis: Redis) -> None:
+    h = await harness()
+    reply = await h.command(PRIVATE, "/follow t1 nobody")
+    assert reply.text == "Sorry, I can't follow t1: agentId 'nobody' is not a configured agent."
+    reply = await h.command(PRIVATE, "/follow")
+    assert reply.text == "Usage: /follow SESSION [AGENT]"
+    reply = await h.command(PRIVATE, "/follow agent:research:x main")
+    assert "conflicts" in reply.text
+    assert await redis.smembers(keys.tg_chat_follows(PRIVATE)) == set()
+
+
+async def test_follow_shows_the_current_card_and_unfollow_removes_it(api: BotAPIEmulator, harness, redis: Redis) -> None:
+    h = await harness()
+    await h.put(("Reproduce", "in_progress"), owner=Owner("research", "t2"))
+    reply = await h.command(PRIVATE, "/follow t2 research")
+    assert reply.text == "Following agent:research:t2."
+    [draft] = await h.shows(PRIVATE, "Reproduce")
+    reply = await h.command(PRIVATE, "/help")
+    assert "following agent:research:t2; mode progress; rich messages off" in reply.text
+    reply = await h.command(PRIVATE, "/unfollow")
+    assert reply.text == "Stopped following agent:research:t2."
+    await h.shows(PRIVATE, count=0)
+    assert draft.message_id in api.chat(PRIVATE).deleted
+    assert await redis.smembers(keys.tg_followers(Owner("research", "t2"))) == set()
+
+    async def forgotten() -> bool:
+        return await redis.get(keys.tg_draft(Owner("research", "t2"), PRIVATE, 0)) is None
+
+    await api.wait_for(forgotten, 2)
+
+
+async def test_mode_override_wins_over_config_and_persists(api: BotAPIEmulator, harness, redis: Redis) -> None:
+    h = await harness(chats=[{"id": PRIVATE, "mode": "partial"}])
+    await h.command(PRIVATE, "/follow t1")
+    await h.put(("Reproduce", "in_progress"))
+    [draft] = await h.shows(PRIVATE, "Reproduce")
+    assert "main · t1" not in draft.text  # partial: no label line
+    reply = await h.command(PRIVATE, "/mode progress")
+    assert reply.text == "Mode for this chat: progress."
+    await api.wait_for(lambda: "main · t1" in h.drafts(PRIVATE)[0].text, 5)
+    assert await redis.hget(keys.tg_chat_prefs(PRIVATE), "mode") == "progress"
+    await h.stop()
+    await h.put(("Reproduce", "completed"))
+    await h.start()
+    [now] = await h.shows(PRIVATE, "1/1 complete")
+    assert "main · t1" in now.text and now.message_id == draft.message_id
+    reply = await h.command(PRIVATE, "/mode sideways")
+    assert reply.text == "Usage: /mode progress|partial|block|off (now: progress)."
+
+
+async def test_rich_command_switches_the_draft_kind(api: BotAPIEmulator, harness) -> None:
+    h = await harness()
+    await h.command(PRIVATE, "/follow t1")
+    await h.put(("Reproduce", "in_progress"))
+    [draft] = await h.shows(PRIVATE, "Reproduce")
+    assert not draft.is_rich
+    reply = await h.command(PRIVATE, "/rich on")
+    assert reply.text == "Rich messages on for this chat."
+    await api.wait_for(lambda: [m.is_rich for m in h.drafts(PRIVATE)] == [True], 5)
+    assert draft.message_id in api.chat(PRIVATE).deleted
+
+
+async def test_card_command_moves_the_draft_down(api: BotAPIEmulator, harness) -> None:
+    h = await harness()
+    await h.command(PRIVATE, "/follow t1")
+    await h.put(("Reproduce", "in_progress"))
+    [draft] = await h.shows(PRIVATE, "Reproduce")
+    api.send_user_message(PRIVATE, "some chatter")
+    api.send_user_message(PRIVATE, "/card")
+    await api.wait_for(lambda: draft.message_id in api.chat(PRIVATE).deleted, 5)
+    [now] = await h.shows(PRIVATE, "Reproduce")
+    assert now.message_id > draft.message_id + 2
+    await h.put(("Reproduce", "completed"))
+    [last] = await h.shows(PRIVATE, "1/1 complete")
+    assert last.message_id == now.message_id
+
+
+async def test_config_follow_subscribes_at_start_up(api: BotAPIEmulator, harness, redis: Redis) -> None:
+    await CardStore(redis).put(OWNER, CardInput.parse({"plan": [{"step": "Reproduce", "status": "in_progress"}]}))
+    h = await harness(chats=[{"id": PRIVATE, "follow": ["t1"]}])
+    [draft] = await h.shows(PRIVATE, "Reproduce")
+    await h.put(("Reproduce", "completed"))
+    [now] = await h.shows(PRIVATE, "1/1 complete")
+    assert now.message_id == draft.message_id

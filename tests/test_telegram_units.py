@@ -1,0 +1,181 @@
+"""The Telegram adapter's small parts: pacing, error classification, settings precedence,
+and the Redis state of follows."""
+
+from __future__ import annotations
+
+import warnings
+
+import httpx
+import pytest
+from redis.asyncio import Redis
+from telegram.error import BadRequest, ChatMigrated, EndPointNotFound, Forbidden, NetworkError, RetryAfter, TimedOut
+
+from progresscast import keys
+from progresscast.config import Mode, TelegramSettings
+from progresscast.drafts import DraftState
+from progresscast.owners import Owner
+from progresscast.telegram.follows import ChatPrefs, DraftKey, TelegramState, allowed, render_settings
+from progresscast.telegram.pacing import Pace, Pacer
+from progresscast.telegram.sender import Outcome, classify
+
+
+pytestmark = pytest.mark.filterwarnings("ignore::telegram.warnings.PTBDeprecationWarning")  # PTB's own RetryAfter
+
+
+class Clock:
+    def __init__(self) -> None:
+        self.now = 1000.0
+
+    def __call__(self) -> float:
+        return self.now
+
+
+# --- pacing ---------------------------------------------------------------------------
+
+
+def test_defaults_are_telegrams_limits() -> None:
+    pace = Pace()
+    assert (pace.private_interval, pace.group_interval, pace.bot_rate, pace.retry_after_cap) == (1.0, 3.0, 30.0, 60.0)
+
+
+def test_private_chats_get_one_call_per_second_and_groups_one_per_three() -> None:
+    clock = Clock()
+    pacer = Pacer(clock=clock)
+    assert pacer.reserve(42) == 0
+    assert pacer.ready_in(42) == pytest.approx(1.0)
+    clock.now += 0.4
+    assert pacer.ready_in(42) == pytest.approx(0.6)
+    clock.now += 0.6
+    assert pacer.reserve(42) == 0
+    assert pacer.reserve(-100) == pytest.approx(1 / 30)  # another chat, same instant: the bot slot
+    assert pacer.ready_in(-100) == pytest.approx(3.0 + 1 / 30)
+
+
+def test_the_bot_is_paced_at_30_calls_per_second() -> None:
+    clock = Clock()
+    pacer = Pacer(clock=clock)
+    waits = [pacer.reserve(chat) for chat in range(1, 61)]
+    assert waits[-1] == pytest.approx(59 / 30)
+    assert all(b - a == pytest.approx(1 / 30) for a, b in zip(waits, waits[1:]))
+
+
+def test_retry_after_holds_the_chat_up_to_60_seconds() -> None:
+    clock = Clock()
+    pacer = Pacer(clock=clock)
+    assert pacer.hold(42, 5) == 5
+    assert pacer.ready_in(42) == pytest.approx(5)
+    assert pacer.hold(42, 600) == 60
+    assert pacer.ready_in(42) == pytest.approx(60)
+    assert pacer.ready_in(43) == 0
+
+
+# --- what errors mean -----------------------------------------------------------------
+
+
+def retry_after(seconds: int) -> RetryAfter:
+    with warnings.catch_warnings():  # PTB 22 warns in its own constructor
+        warnings.simplefilter("ignore")
+        return RetryAfter(seconds)
+
+
+def caused(exc: Exception, cause: BaseException) -> Exception:
+    exc.__cause__ = cause
+    return exc
+
+
+@pytest.mark.parametrize(
+    ("exc", "rich", "outcome"),
+    [
+        (retry_after(7), False, Outcome.flood),
+        (BadRequest("Message is not modified: specified new message content ..."), False, Outcome.not_modified),
+        (BadRequest("Message to edit not found"), False, Outcome.missing),
+        (BadRequest("Message to delete not found"), False, Outcome.missing),
+        (BadRequest("Message_id_invalid"), False, Outcome.missing),
+        (BadRequest("Message can't be edited"), False, Outcome.not_editable),
+        (BadRequest("Message can't be deleted for everyone"), False, Outcome.not_editable),
+        (BadRequest('Can\'t parse entities: unsupported start tag "br" at byte offset 3'), False, Outcome.bad_entities),
+        (BadRequest("Message text is empty"), True, Outcome.rich_rejected),
+        (BadRequest("Message text is empty"), False, Outcome.rejected),
+        (BadRequest("Message is too long"), False, Outcome.rejected),
+        (EndPointNotFound("Endpoint 'sendRichMessage' not found in Bot API"), True, Outcome.rich_rejected),
+        (Forbidden("Forbidden: bot was blocked by the user"), False, Outcome.forbidden),
+        (ChatMigrated(-1001), False, Outcome.rejected),
+        (caused(TimedOut(), httpx.ReadTimeout("read")), False, Outcome.unsure),
+        (caused(TimedOut(), httpx.ConnectTimeout("connect")), False, Outcome.retry),
+        (TimedOut("Pool timeout: All connections in the connection pool are occupied."), False, Outcome.retry),
+        (caused(NetworkError("httpx.ConnectError: refused"), httpx.ConnectError("refused")), False, Outcome.retry),
+        (caused(NetworkError("httpx.ReadError"), httpx.ReadError("reset")), False, Outcome.unsure),
+        (NetworkError("Internal Server Error (500)"), False, Outcome.unsure),
+        (NetworkError("Bad Gateway"), False, Outcome.unsure),
+        (RuntimeError("boom"), False, Outcome.unsure),
+    ],
+)
+def test_classify(exc: Exception, rich: bool, outcome: Outcome) -> None:
+    assert classify(exc, rich=rich).outcome is outcome
+
+
+def test_retry_after_seconds() -> None:
+    assert classify(retry_after(7)).retry_after == 7
+
+
+# --- settings precedence ----------------------------------------------------------------
+
+
+def test_chat_override_then_chat_config_then_bot_wide() -> None:
+    telegram = TelegramSettings.model_validate(
+        {"richMessages": False, "streaming": {"mode": "progress"}, "chats": [{"id": 5, "mode": "partial", "richMessages": True}]}
+    )
+    assert render_settings(telegram, 9, ChatPrefs()).mode is Mode.progress
+    assert render_settings(telegram, 5, ChatPrefs()).mode is Mode.partial
+    assert render_settings(telegram, 5, ChatPrefs(mode=Mode.block)).mode is Mode.block
+    assert render_settings(telegram, 5, ChatPrefs()).rich is True
+    assert render_settings(telegram, 5, ChatPrefs(rich=False)).rich is False
+    assert render_settings(telegram, 9, ChatPrefs(rich=True)).rich is True
+    assert render_settings(telegram, 9, ChatPrefs(rich=True), rich_available=False).rich is False
+
+
+def test_allowed_chats() -> None:
+    assert allowed(TelegramSettings(), 1)
+    assert allowed(TelegramSettings(allowedChats=[1]), 1)
+    assert not allowed(TelegramSettings(allowedChats=[1]), 2)
+
+
+# --- state in Redis ---------------------------------------------------------------------
+
+
+async def test_follows_are_stored_from_both_sides(redis: Redis) -> None:
+    state = TelegramState(redis)
+    a = DraftKey(42, 0, Owner("main", "t1"))
+    b = DraftKey(42, 7, Owner("research", "agent:x"))
+    assert await state.follow(a) is True
+    assert await state.follow(a) is False
+    await state.follow(b)
+    assert await state.follows(42) == [a, b]
+    assert await state.follows(42, 7) == [b]
+    assert await state.followers(Owner("main", "t1")) == [a]
+    assert await state.all_follows() == [a, b]
+    assert await state.is_following(a)
+    assert await state.unfollow(a) is True
+    assert not await state.is_following(a)
+    await state.unfollow(b)
+    assert await state.chats() == []
+    assert await redis.keys(f"{keys.PREFIX}:tg:*") == []
+
+
+async def test_prefs_drafts_and_marks(redis: Redis) -> None:
+    state = TelegramState(redis)
+    await state.set_mode(42, Mode.block)
+    await state.set_rich(42, False)
+    assert await state.prefs(42) == ChatPrefs(mode=Mode.block, rich=False)
+    assert await state.prefs(43) == ChatPrefs()
+    key = DraftKey(42, 0, Owner("main", "t1"))
+    await state.save_draft(key, DraftState(message_id=3, digest="d", kind="classic"))
+    assert (await state.draft(key)).message_id == 3
+    await state.save_draft(key, DraftState())
+    assert await redis.exists(keys.tg_draft(key.owner, 42, 0)) == 0
+    await state.saw_message(42, 10)
+    await state.saw_message(42, 4)
+    assert await state.last_message(42) == 10
+    await state.refuse_rich(1, "Not Found")
+    assert await state.rich_refused(1) == "Not Found"
+    assert 0 < await redis.ttl(keys.tg_bot_no_rich(1)) <= 24 * 3600
