@@ -277,7 +277,9 @@ class CardStore:
             and card.revision <= int(run.get("startRevision", 0))
         )
         activity = Activity(headline=fields.get("headline"), tools=tuple(tools), answer=fields.get("answer"))
-        return View(owner=owner, card=card, activity=activity, run=state, paused=paused)
+        return View(
+            owner=owner, card=card, activity=activity, run=state, run_id=run.get("runId"), paused=paused
+        )
 
     async def owners(self, limit: int = 200) -> list[tuple[str, int]]:
         """Display keys with their last change (ms), newest first."""

@@ -24,6 +24,7 @@ class View:
     card: Card | None = None
     activity: Activity = field(default_factory=Activity)
     run: RunState = RunState.none
+    run_id: str | None = None
     paused: bool = False
     """Unfinished steps show as paused (DESIGN §3)."""
 

@@ -28,7 +28,6 @@ from typing import Any
 from redis.asyncio import Redis
 from telegram import Bot
 
-from .. import keys
 from ..card import CardError
 from ..config import RenderSettings, Settings, TelegramSettings
 from ..drafts import (
@@ -374,7 +373,7 @@ class DraftWorker:
         state = await self.state.draft(key)
         following = await self.state.is_following(key)
         view = await self.store.view(key.owner)
-        run_id = await self.redis.hget(keys.run(key.owner), "runId")
+        run_id = view.run_id
         render = await self.render_settings(chat)
         loaded = state
         if key in self._followed:
