@@ -26,6 +26,9 @@ async def serve(settings: Settings, url: str) -> None:
     else:
         log.info("no channels.telegram.token: the Telegram adapter is off")
     try:
-        await asyncio.gather(*jobs)
+        # A TaskGroup waits for every job to finish cancelling before Redis is closed.
+        async with asyncio.TaskGroup() as group:
+            for job in jobs:
+                group.create_task(job)
     finally:
         await redis.aclose()
