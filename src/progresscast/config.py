@@ -106,7 +106,6 @@ class TelegramSettings(_Model):
     allowedChats: list[int] = Field(default_factory=list)
     streaming: StreamingSettings = Field(default_factory=StreamingSettings)
     chats: list[ChatSettings] = Field(default_factory=list)
-    webhookUrl: str | None = None
 
     @field_validator("token")
     @classmethod

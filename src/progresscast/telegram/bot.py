@@ -304,8 +304,6 @@ async def run_adapter(settings: Settings, redis: Redis, *, options: AdapterOptio
     httpx_log = logging.getLogger("httpx")
     if httpx_log.level == logging.NOTSET:
         httpx_log.setLevel(logging.WARNING)
-    if telegram.webhookUrl:
-        log.warning("channels.telegram.webhookUrl is not supported yet: using long polling")
     app = build_application(telegram, options)
     await _initialize(app, options.max_backoff)
     worker = DraftWorker(settings, redis, app.bot, options=options)
