@@ -28,10 +28,10 @@ from ..config import RenderSettings
 from ..owners import Owner
 from ..view import View
 from . import errors
-from .auth import COOKIE, READ, Grant, bearer, cookie
+from .auth import COOKIE, READ, Grant, cookie
 from .errors import ApiError
 from .rpc import read_body
-from .state import Gateway, gateway_of
+from .state import Gateway, gateway_of, readable_owner
 
 MAX_LISTED = 200
 
@@ -218,16 +218,7 @@ async def card_fragment(request: Request) -> Response:
     """`GET /v1/card?sessionKey=…[&agentId=…]`: the rendered card as JSON, for the page."""
     gw = gateway_of(request)
     try:
-        grant = gw.tokens.grant(bearer(request) or cookie(request))
-        if grant is None:
-            raise errors.unauthorized()
-        if not grant.can(READ):
-            raise errors.missing_scope(READ)
-        if "sessionKey" not in request.query_params:
-            raise ApiError(400, "invalid_params", "sessionKey: is required", field="sessionKey", rule="is required")
-        owner = gw.owner(request.query_params["sessionKey"], request.query_params.get("agentId") or None)
-        if not grant.may_touch(owner):
-            raise errors.session_forbidden(owner.display_key)
+        owner = readable_owner(request)
         shown = await show(gw, owner)
     except ApiError as exc:
         return exc.response()

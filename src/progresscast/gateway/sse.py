@@ -26,9 +26,8 @@ from ..card import CardError
 from ..events import Event
 from ..owners import Owner
 from . import errors
-from .auth import READ, bearer, cookie
 from .errors import ApiError
-from .state import Gateway, gateway_of
+from .state import Gateway, gateway_of, readable_owner
 
 _ENTRY_ID = re.compile(r"\d{1,20}-\d{1,20}")
 REPLAY_LIMIT = 1000
@@ -42,22 +41,12 @@ def frame(event: Event) -> str:
 async def events(request: Request) -> Response:
     gw = gateway_of(request)
     try:
-        grant = gw.tokens.grant(bearer(request) or cookie(request))
-        if grant is None:
-            raise errors.unauthorized()
-        if not grant.can(READ):
-            raise errors.missing_scope(READ)
-        query = request.query_params
-        if "sessionKey" not in query:
-            raise ApiError(400, "invalid_params", "sessionKey: is required", field="sessionKey", rule="is required")
-        owner = gw.owner(query["sessionKey"], query.get("agentId") or None)
-        if not grant.may_touch(owner):
-            raise errors.session_forbidden(owner.display_key)
+        owner = readable_owner(request)
     except ApiError as exc:
         return exc.response()
     except CardError as exc:
         return errors.from_card_error(exc).response()
-    resume = request.headers.get("last-event-id") or query.get("lastEventId")
+    resume = request.headers.get("last-event-id") or request.query_params.get("lastEventId")
     if resume and not _ENTRY_ID.fullmatch(resume):
         resume = None  # an id we never sent: start from now rather than fail the reconnect
     return StreamingResponse(

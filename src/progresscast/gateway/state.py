@@ -10,7 +10,9 @@ from starlette.requests import HTTPConnection
 from ..config import Settings
 from ..owners import Owner, resolve_owner
 from ..store import CardStore
-from .auth import Tokens
+from . import errors
+from .auth import READ, Tokens, bearer, cookie
+from .errors import ApiError
 from .hub import EventHub
 
 
@@ -32,6 +34,24 @@ class Gateway:
             known_agents=self.settings.agents.known_set,
             default_agent=self.settings.agents.default,
         )
+
+
+def readable_owner(conn: HTTPConnection) -> Owner:
+    """The owner named by `?sessionKey=…[&agentId=…]`, checked against the caller's token
+    (header or cookie) for `operator.read`. Raises ApiError (401/403/400) or CardError."""
+    gw = gateway_of(conn)
+    grant = gw.tokens.grant(bearer(conn) or cookie(conn))
+    if grant is None:
+        raise errors.unauthorized()
+    if not grant.can(READ):
+        raise errors.missing_scope(READ)
+    query = conn.query_params
+    if "sessionKey" not in query:
+        raise ApiError(400, "invalid_params", "sessionKey: is required", field="sessionKey", rule="is required")
+    owner = gw.owner(query["sessionKey"], query.get("agentId") or None)
+    if not grant.may_touch(owner):
+        raise errors.session_forbidden(owner.display_key)
+    return owner
 
 
 def gateway_of(conn: HTTPConnection) -> Gateway:

@@ -143,7 +143,7 @@ def take_head(lines: Sequence[Line], budget: int) -> tuple[list[Line], bool]:
     lines and whether anything was left out."""
     out: list[Line] = []
     used = -1
-    for k, line in enumerate(lines):
+    for line in lines:
         need = line.length + 1
         if used + need <= budget:
             out.append(line)

@@ -26,7 +26,7 @@ from ..drafts import Payload
 from ..owners import Owner, resolve_owner
 from ..render import render_telegram
 from ..store import CardStore
-from .follows import DraftKey, TelegramState, allowed, chat_config, effective_mode, wants_rich
+from .follows import DraftKey, TelegramState, allowed, effective_mode, wants_rich
 from .options import AdapterOptions
 from .worker import DraftWorker
 
