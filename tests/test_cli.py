@@ -132,3 +132,38 @@ def test_concurrent_first_starts_share_one_embedded_redis(tmp_path: Path) -> Non
     revisions = sorted(int(out.split("rev ")[1].split(",")[0]) for out, _ in outs)
     assert revisions == [1, 2, 3, 4, 5]
     stop_embedded(tmp_path / "home")
+
+
+def test_render_prints_each_channel_payload(tmp_path: Path) -> None:
+    cli = CLI("embedded", tmp_path / "home")
+    card = tmp_path / "card.json"
+    card.write_text(json.dumps({**PLAN, "plan": PLAN["plan"] + [{"step": "<b>x</b> & <script>", "status": "blocked"}]}))
+    telegram = json.loads(cli("render", str(card), "--channel", "telegram").stdout)
+    assert telegram["method"] == "sendMessage" and telegram["params"]["parse_mode"] == "HTML"
+    assert "&lt;b&gt;x&lt;/b&gt; &amp; &lt;script&gt;" in telegram["params"]["text"]
+    rich = json.loads(cli("render", str(card), "--channel", "telegram", "--rich").stdout)
+    assert rich["method"] == "sendRichMessage" and rich["params"]["rich_message"]["blocks"]
+    text = json.loads(cli("render", str(card), "--channel", "text", "--max-lines", "4", "--max-line-chars", "30").stdout)["text"]
+    lines = text.splitlines()
+    assert len(lines) <= 4 and all(len(line) <= 30 for line in lines) and "Write" in text
+    paused = json.loads(cli("render", str(card), "--channel", "text", "--paused").stdout)["text"]
+    assert paused != json.loads(cli("render", str(card), "--channel", "text").stdout)["text"]
+    web = json.loads(cli("render", str(card), "--channel", "web").stdout)["html"]
+    assert web.startswith('<progress aria-label="Steps · 1/4"') and "<script>" not in web
+
+
+@pytest.mark.parametrize(
+    "args, content, words",
+    [
+        (["--channel", "text"], "{oops", "not valid JSON"),
+        (["--channel", "text"], '{"plan": [{"step": "a", "status": "nope"}]}', "plan[0].status"),
+        (["--channel", "text", "--max-lines", "1"], "{}", "--max-lines"),
+        (["--channel", "fax"], "{}", "--channel"),
+    ],
+)
+def test_render_bad_input_exits_2(tmp_path: Path, args: list[str], content: str, words: str) -> None:
+    card = tmp_path / "card.json"
+    card.write_text(content)
+    result = CLI("embedded", tmp_path / "home")("render", str(card), *args)
+    assert result.returncode == 2 and words in result.stderr and result.stdout == ""
+    assert len(result.stderr.strip().splitlines()) == 1

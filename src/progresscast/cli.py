@@ -29,16 +29,23 @@ def _fail(message: str) -> NoReturn:
     raise SystemExit(2)
 
 
+class _Parser(argparse.ArgumentParser):
+    """argparse, but a usage mistake is one line on stderr like every other bad input."""
+
+    def error(self, message: str) -> NoReturn:
+        _fail(f"{message} (see '{self.prog} --help')")
+
+
 def _parser() -> argparse.ArgumentParser:
     common = argparse.ArgumentParser(add_help=False)
     common.add_argument("--redis", metavar="URL", help="Redis URL (default: embedded)")
     common.add_argument("--config", metavar="FILE", help="TOML config (DESIGN §6)")
 
-    parser = argparse.ArgumentParser(prog="progresscast", parents=[common])
-    commands = parser.add_subparsers(dest="command", required=True)
+    parser = _Parser(prog="progresscast", parents=[common])
+    commands = parser.add_subparsers(dest="command", required=True, parser_class=_Parser)
 
     card = commands.add_parser("card", help="read and write progress cards", parents=[common])
-    card_commands = card.add_subparsers(dest="card_command", required=True)
+    card_commands = card.add_subparsers(dest="card_command", required=True, parser_class=_Parser)
     for name, text in [
         ("put", "write a card from JSON on stdin; prints the receipt"),
         ("get", "print the card as JSON, or null"),
