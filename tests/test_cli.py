@@ -158,6 +158,8 @@ def test_render_prints_each_channel_payload(tmp_path: Path) -> None:
         (["--channel", "text"], "{oops", "not valid JSON"),
         (["--channel", "text"], '{"plan": [{"step": "a", "status": "nope"}]}', "plan[0].status"),
         (["--channel", "text", "--max-lines", "1"], "{}", "--max-lines"),
+        (["--channel", "text", "--max-lines", "0"], "{}", "--max-lines"),
+        (["--channel", "text", "--max-line-chars", "0"], "{}", "--max-line-chars"),
         (["--channel", "fax"], "{}", "--channel"),
     ],
 )
@@ -167,3 +169,33 @@ def test_render_bad_input_exits_2(tmp_path: Path, args: list[str], content: str,
     result = CLI("embedded", tmp_path / "home")("render", str(card), *args)
     assert result.returncode == 2 and words in result.stderr and result.stdout == ""
     assert len(result.stderr.strip().splitlines()) == 1
+
+
+def test_global_flags_before_the_subcommand_are_honoured(tmp_path: Path) -> None:
+    cli = CLI("embedded", tmp_path / "home")
+    missing = subprocess.run(
+        [sys.executable, "-m", "progresscast.cli", "--config", str(tmp_path / "none.toml"), "card", "get", "--session", "s"],
+        capture_output=True, text=True, env=cli.env, timeout=60,
+    )
+    assert missing.returncode == 2 and "none.toml: no such file" in missing.stderr
+    unreachable = subprocess.run(
+        [sys.executable, "-m", "progresscast.cli", "--redis", "redis://127.0.0.1:1/0", "card", "get", "--session", "s"],
+        capture_output=True, text=True, env=cli.env, timeout=60,
+    )
+    assert unreachable.returncode == 1 and "Redis" in unreachable.stderr
+    assert not (tmp_path / "home").exists()  # the embedded store was never started
+
+
+@pytest.mark.parametrize(
+    "stdin, words",
+    [(b"\xff\xfe{}", "not UTF-8"), (b"[" * 60000, "nested too deeply")],
+)
+def test_undecodable_input_exits_2(tmp_path: Path, stdin: bytes, words: str) -> None:
+    cli = CLI("embedded", tmp_path / "home")
+    result = subprocess.run(
+        [sys.executable, "-m", "progresscast.cli", "card", "put", "--session", "s"],
+        input=stdin, capture_output=True, env=cli.env, timeout=60,
+    )
+    assert result.returncode == 2 and words in result.stderr.decode()
+    assert len(result.stderr.decode().strip().splitlines()) == 1
+    stop_embedded(tmp_path / "home")

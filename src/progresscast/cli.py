@@ -16,6 +16,7 @@ from redis.exceptions import RedisError
 from .card import CardError, CardInput
 from .config import ConfigError, Mode, RenderSettings, Settings, load_settings
 from .connections import connect, redis_url
+from .embedded import EmbeddedRedisError
 from .owners import Owner, resolve_owner
 from .store import CardStore
 
@@ -37,9 +38,11 @@ class _Parser(argparse.ArgumentParser):
 
 
 def _parser() -> argparse.ArgumentParser:
+    # SUPPRESS: a subcommand that does not repeat --redis/--config must not reset the
+    # value given before it (`progresscast --redis URL card get …`).
     common = argparse.ArgumentParser(add_help=False)
-    common.add_argument("--redis", metavar="URL", help="Redis URL (default: embedded)")
-    common.add_argument("--config", metavar="FILE", help="TOML config (DESIGN §6)")
+    common.add_argument("--redis", metavar="URL", default=argparse.SUPPRESS, help="Redis URL (default: embedded)")
+    common.add_argument("--config", metavar="FILE", default=argparse.SUPPRESS, help="TOML config (DESIGN §6)")
 
     parser = _Parser(prog="progresscast", parents=[common])
     commands = parser.add_subparsers(dest="command", required=True, parser_class=_Parser)
@@ -92,11 +95,20 @@ def _owner(args: argparse.Namespace, settings: Settings) -> Owner:
     )
 
 
+def _stdin() -> str:
+    try:
+        return sys.stdin.buffer.read().decode("utf-8")
+    except UnicodeDecodeError:
+        raise UsageError("stdin: not UTF-8 text") from None
+
+
 def _read_json(text: str, what: str) -> Any:
     try:
         return json.loads(text)
     except json.JSONDecodeError as exc:
         raise UsageError(f"{what}: not valid JSON: {exc.msg} at line {exc.lineno} column {exc.colno}") from None
+    except RecursionError:
+        raise UsageError(f"{what}: JSON nested too deeply") from None
 
 
 async def _with_store(args: argparse.Namespace, settings: Settings, work: Callable[[CardStore], Awaitable[Any]]) -> Any:
@@ -110,7 +122,7 @@ async def _with_store(args: argparse.Namespace, settings: Settings, work: Callab
 def _card_command(args: argparse.Namespace, settings: Settings) -> None:
     owner = _owner(args, settings)
     if args.card_command == "put":
-        card = CardInput.parse(_read_json(sys.stdin.read(), "stdin"))
+        card = CardInput.parse(_read_json(_stdin(), "stdin"))
         result = asyncio.run(
             _with_store(args, settings, lambda s: s.put(owner, card, expected_revision=args.expected_revision))
         )
@@ -124,24 +136,30 @@ def _card_command(args: argparse.Namespace, settings: Settings) -> None:
         print(asyncio.run(_with_store(args, settings, lambda s: s.reset(owner))).receipt)
 
 
+def _given(value: int | None, default: int) -> int:
+    return default if value is None else value
+
+
 def _render_command(args: argparse.Namespace, settings: Settings) -> None:
     from .render import payload_for
 
     if args.card_file == "-":
-        text = sys.stdin.read()
+        text = _stdin()
     else:
         try:
-            text = Path(args.card_file).read_text()
+            text = Path(args.card_file).read_text(encoding="utf-8")
         except OSError as exc:
             raise UsageError(f"{args.card_file}: {exc.strerror}") from None
+        except UnicodeDecodeError:
+            raise UsageError(f"{args.card_file}: not UTF-8 text") from None
     data = _read_json(text, args.card_file)
     telegram = settings.channels.telegram
     streaming = telegram.streaming if telegram else None
     try:
         render_settings = RenderSettings(
             mode=args.mode or (streaming.mode if streaming else Mode.progress),
-            maxLines=args.max_lines or (streaming.progress.maxLines if streaming else 8),
-            maxLineChars=args.max_line_chars or (streaming.progress.maxLineChars if streaming else 120),
+            maxLines=_given(args.max_lines, streaming.progress.maxLines if streaming else 8),
+            maxLineChars=_given(args.max_line_chars, streaming.progress.maxLineChars if streaming else 120),
             rich=args.rich,
         )
     except ValidationError as exc:
@@ -154,6 +172,8 @@ def _render_command(args: argparse.Namespace, settings: Settings) -> None:
 
 def main(argv: list[str] | None = None) -> None:
     args = _parser().parse_args(argv)
+    args.redis = getattr(args, "redis", None)
+    args.config = getattr(args, "config", None)
     settings = _settings(args)
     try:
         if args.command == "card":
@@ -170,7 +190,7 @@ def main(argv: list[str] | None = None) -> None:
             asyncio.run(run_demo(args, settings))
     except (CardError, UsageError) as exc:
         _fail(str(exc))
-    except RedisError as exc:
+    except (RedisError, EmbeddedRedisError) as exc:
         print(f"progresscast: Redis: {exc}", file=sys.stderr)
         raise SystemExit(1) from None
     except KeyboardInterrupt:
