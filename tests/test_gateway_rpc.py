@@ -332,6 +332,7 @@ async def post_raw(client: httpx.AsyncClient, content: bytes | Any, **headers: s
         (b'{"method": "hello",}', "not valid JSON"),
         (b"\xff\xfe{}", "UTF-8"),
         (b'{"method": "progressCard.put", "params": {"sessionKey": "a", "expectedRevision": NaN}}', "NaN"),
+        (b"[" * 60_000, "nested too deeply"),
     ],
 )
 async def test_malformed_json_is_400_naming_the_problem(client: httpx.AsyncClient, body: bytes, words: str) -> None:

@@ -92,6 +92,8 @@ def parse_json(body: bytes) -> Any:
         ) from None
     except ValueError as exc:
         raise ApiError(400, "invalid_json", f"the request body is not valid JSON: {exc}") from None
+    except RecursionError:
+        raise ApiError(400, "invalid_json", "the request body is nested too deeply") from None
 
 
 def _envelope(data: Any) -> tuple[str, Params]:
