@@ -183,10 +183,16 @@ async def test_consumer_group_shares_events_and_redelivers_unacked(store: CardSt
     assert await second.read(block_ms=50) == []
 
 
-def test_every_key_of_an_owner_shares_one_hash_tag() -> None:
+async def test_every_key_an_owner_writes_shares_one_hash_tag(store: CardStore, redis: Redis) -> None:
     owner = resolve_owner("agent:research:t-9", known_agents={"main", "research"}, default_agent="main")
-    tags = {k[k.index("{") : k.index("}") + 1] for k in keys.owner_keys(owner)}
-    assert tags == {"{research:t-9}"}
+    await store.start_run(owner, "r1")
+    await store.put(owner, plan("in_progress"))
+    await store.update_activity(owner, headline="h", tool="t", answer="a")
+    await store.reset(owner)
+    await store.put(owner, plan("pending"))
+    written = set(await redis.keys("*")) - {keys.EVENTS, keys.OWNERS}
+    assert written and all("{research:t-9}" in key for key in written)
+    assert written <= set(keys.owner_keys(owner))
 
 
 @pytest.mark.parametrize(
@@ -249,3 +255,14 @@ async def test_activity_merges_and_keeps_recent_tool_lines(store: CardStore) -> 
     assert activity.headline is None and activity.answer == "The answer so far"
     await store.start_run(OWNER, "r2")  # a new turn starts with no activity
     assert (await store.activity(OWNER)).empty
+
+
+async def test_entries_without_an_owner_are_skipped_and_acknowledged(store: CardStore, redis: Redis) -> None:
+    group = EventGroup(redis, "junk", "c1")
+    await group.ensure()
+    await redis.xadd(keys.EVENTS, {"note": "written by something else"})
+    await store.put(OWNER, plan("pending"))
+    events = await group.read(block_ms=100)
+    assert [e.revision for e in events] == [1]
+    await group.ack(events)
+    assert (await redis.xpending(keys.EVENTS, "junk"))["pending"] == 0

@@ -79,9 +79,32 @@ def test_any_accepted_input_round_trips(redis_url: str, card: dict) -> None:
     run(redis_url, work)
 
 
+@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(seed=valid_card, card=valid_card, expected=st.integers(-3, 50))
+def test_a_stale_expected_revision_changes_nothing(redis_url: str, seed: dict, card: dict, expected: int) -> None:
+    """The store's own refusals (compare-and-set) leave Redis byte-for-byte unchanged."""
+
+    async def work(store: CardStore, client: Redis) -> None:
+        await store.put(OWNER, CardInput.parse(seed))
+        current = await store.revision(OWNER)
+        before = await snapshot(client)
+        try:
+            result = await store.put(OWNER, CardInput.parse(card), expected_revision=expected)
+        except CardError as exc:
+            assert expected != current and exc.field == "expectedRevision"
+            assert await snapshot(client) == before
+        else:
+            assert expected == current and result.revision == current + 1
+
+    run(redis_url, work)
+
+
 @settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(seed=valid_card.filter(lambda c: not CardInput.parse(c).clears), bad=invalid_card)
 def test_any_rejected_input_leaves_the_store_unchanged(redis_url: str, seed: dict, bad: Any) -> None:
+    """Shape errors are caught before anything reaches Redis: the path a write takes
+    (parse, then put) leaves the store as it was."""
+
     async def work(store: CardStore, client: Redis) -> None:
         await store.put(OWNER, CardInput.parse(seed))
         before = await snapshot(client)

@@ -92,14 +92,22 @@ class EventGroup:
             self.stream, self.group, self.consumer, self.claim_idle_ms, "0-0", count=count
         )
         if claimed:
-            return [Event.from_entry(i, f) for i, f in claimed if _is_event(f)]
+            return await self._keep_events(claimed)
         return await self._read(">", count, block_ms)
 
     async def _read(self, start: str, count: int, block_ms: int | None) -> list[Event]:
         reply = await self.redis.xreadgroup(
             self.group, self.consumer, {self.stream: start}, count=count, block=block_ms
         )
-        return [Event.from_entry(i, f) for _, entries in reply or [] for i, f in entries if _is_event(f)]
+        return await self._keep_events([entry for _, entries in reply or [] for entry in entries])
+
+    async def _keep_events(self, entries: list[tuple[str, dict[str, str] | None]]) -> list[Event]:
+        """Events among `entries`; anything else is acknowledged at once, so it cannot
+        sit in the pending list for ever."""
+        junk = [i for i, f in entries if not _is_event(f)]
+        if junk:
+            await self.redis.xack(self.stream, self.group, *junk)
+        return [Event.from_entry(i, f) for i, f in entries if _is_event(f)]
 
     async def ack(self, events: list[Event]) -> None:
         if events:
