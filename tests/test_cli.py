@@ -199,3 +199,11 @@ def test_undecodable_input_exits_2(tmp_path: Path, stdin: bytes, words: str) -> 
     assert result.returncode == 2 and words in result.stderr.decode()
     assert len(result.stderr.decode().strip().splitlines()) == 1
     stop_embedded(tmp_path / "home")
+
+
+def test_embedded_home_may_contain_spaces_and_quotes(tmp_path: Path) -> None:
+    home = tmp_path / 'my "progress" home'
+    cli = CLI("embedded", home)
+    assert cli("card", "put", "--session", "t-1", stdin=json.dumps(PLAN)).returncode == 0
+    assert json.loads(cli("card", "get", "--session", "t-1").stdout)["revision"] == 1
+    stop_embedded(home)

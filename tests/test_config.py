@@ -29,3 +29,11 @@ def test_bad_config_names_the_field(tmp_path: Path) -> None:
     path.write_text("[agents]\ndefault = \n")
     with pytest.raises(ConfigError, match="not valid TOML"):
         load_settings(path)
+
+
+@pytest.mark.parametrize("agent", ["re:search", "a}b", "", "x y"])
+def test_agent_ids_that_would_break_keys_are_refused(tmp_path: Path, agent: str) -> None:
+    path = tmp_path / "agents.toml"
+    path.write_text(f'[agents]\nknown = ["main", "{agent}"]\n')
+    with pytest.raises(ConfigError, match="agents.known"):
+        load_settings(path)

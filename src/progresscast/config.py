@@ -13,6 +13,8 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
+from .owners import AGENT_ID
+
 
 class ConfigError(ValueError):
     pass
@@ -31,6 +33,15 @@ def _from_env(value: str | None) -> str | None:
     return value
 
 
+def _agent_id(value: str) -> str:
+    # Agent ids go into Redis hash tags and display keys (`agent:<id>:<key>`).
+    if not AGENT_ID.fullmatch(value):
+        raise ValueError(
+            f"agent id {value!r} must be 1-64 letters, digits, '_', '.' or '-', starting with a letter or digit"
+        )
+    return value
+
+
 class _Model(BaseModel):
     model_config = ConfigDict(extra="forbid", populate_by_name=True)
 
@@ -42,6 +53,16 @@ class StoreSettings(_Model):
 class AgentSettings(_Model):
     default: str = "main"
     known: list[str] = Field(default_factory=lambda: ["main"])
+
+    @field_validator("default")
+    @classmethod
+    def _default(cls, value: str) -> str:
+        return _agent_id(value)
+
+    @field_validator("known")
+    @classmethod
+    def _known(cls, value: list[str]) -> list[str]:
+        return [_agent_id(v) for v in value]
 
     @property
     def known_set(self) -> frozenset[str]:

