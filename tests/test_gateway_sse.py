@@ -184,6 +184,27 @@ async def test_a_reconnect_with_last_event_id_gets_what_it_missed(live: Live) ->
         assert missed.json["revision"] == 2 and missed.json["sessionKey"] == "ticket-1"
 
 
+async def test_a_reconnect_finds_its_owner_behind_many_other_events(
+    live: Live, store: CardStore, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from progresscast.gateway import sse
+
+    monkeypatch.setattr(sse, "REPLAY_PAGE", 10)
+    async with subscribe(live.base, sessionKey="ticket-1") as stream:
+        await rpc(live.base, "progressCard.put", sessionKey="ticket-1", markdown="one")
+        seen = (await stream.event()).id
+    for i in range(35):  # three and a half pages of other sessions' events
+        await store.put(Owner("main", f"busy-{i}"), CardInput.parse({"markdown": "x"}))
+    await rpc(live.base, "progressCard.put", sessionKey="ticket-1", markdown="two")
+    async with subscribe(live.base, sessionKey="ticket-1", last_event_id=seen) as stream:
+        missed = await stream.event(timeout=1)
+        assert missed.json["revision"] == 2
+    monkeypatch.setattr(sse, "REPLAY_PAGES", 2)  # too far behind to scan: a hint from the card
+    async with subscribe(live.base, sessionKey="ticket-1", last_event_id=seen) as stream:
+        missed = await stream.event(timeout=1)
+        assert missed.json["revision"] == 2 and missed.event == "progressCard.changed"
+
+
 async def test_the_page_cookie_works_for_event_source(live: Live) -> None:
     async with httpx.AsyncClient(base_url=live.base, cookies={"progresscast_token": "reader"}) as client:
         async with client.stream("GET", "/v1/events", params={"sessionKey": "ticket-1"}) as response:

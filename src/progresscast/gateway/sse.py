@@ -30,7 +30,9 @@ from .errors import ApiError
 from .state import Gateway, gateway_of, readable_owner
 
 _ENTRY_ID = re.compile(r"\d{1,20}-\d{1,20}")
-REPLAY_LIMIT = 1000
+REPLAY_PAGE = 1000
+REPLAY_PAGES = 20
+"""A reconnect scans at most this many pages of the stream for what it missed."""
 
 
 def frame(event: Event) -> str:
@@ -83,12 +85,22 @@ async def _stream(gw: Gateway, owner: Owner, resume: str | None) -> AsyncIterato
 
 
 async def _missed(gw: Gateway, owner: Owner, after: str) -> list[Event]:
+    """What a reconnecting client missed. Events are refresh hints, so the newest one of
+    this owner since `after` is all it needs; the stream is scanned page by page."""
+    newest: Event | None = None
+    start = f"({after}"
     try:
-        entries = await gw.redis.xrange(keys.EVENTS, min=f"({after}", max="+", count=REPLAY_LIMIT)
+        for _ in range(REPLAY_PAGES):
+            entries = await gw.redis.xrange(keys.EVENTS, min=start, max="+", count=REPLAY_PAGE)
+            for entry_id, fields in entries:
+                if fields.get("agentId") == owner.agent_id and fields.get("sessionKey") == owner.session_key:
+                    newest = Event.from_entry(entry_id, fields)
+            if len(entries) < REPLAY_PAGE:
+                return [newest] if newest else []
+            start = f"({entries[-1][0]}"
+        # Too far behind to scan: a hint built from the card as it is now.
+        card = await gw.store.get(owner)
+        revision = card.revision if card else None
+        return [Event(id=start[1:], type="progressCard.changed", owner=owner, revision=revision)]
     except RedisError:
         return []
-    found = []
-    for entry_id, fields in entries:
-        if fields.get("agentId") == owner.agent_id and fields.get("sessionKey") == owner.session_key:
-            found.append(Event.from_entry(entry_id, fields))
-    return found
