@@ -93,8 +93,7 @@ def select_steps(plan: Sequence[Step], rows: int) -> tuple[list[int], Omitted | 
             blocked_n += 1
         elif s.status in DONE_STATUSES:
             done_n += 1
-        else:  # the active step, only when there is no row at all
-            pending_n += 1
+        # The active step is always chosen, so it never counts as left out.
     if not done_n + pending_n + blocked_n:
         return kept, None
     return kept, Omitted(done=done_n, pending=pending_n, blocked=blocked_n)
