@@ -35,6 +35,7 @@ from progresscast.drafts import (
     on_follow,
     plan,
     sent,
+    unknown,
 )
 from progresscast.owners import Owner
 from progresscast.view import RunState, View
@@ -165,7 +166,9 @@ def test_digest_ignores_the_fallback_and_key_order() -> None:
 
 def test_state_round_trips_through_json() -> None:
     intent = Intent("draft", 0, "sendMessage", {"text": "é"}, "abc", 7, 12.5, 8)
-    state = DraftState(message_id=3, digest="d", kind="rich", done_run="r1", keep=True, offset=40, intent=intent)
+    state = DraftState(
+        message_id=3, digest="d", kind="rich", done_run="r1", keep=True, offset=40, answer="a", intent=intent
+    )
     assert DraftState.from_json(state.to_json()) == state
     assert DraftState.from_json(None) == DraftState()
 
@@ -245,6 +248,39 @@ def test_a_new_run_during_the_ending_does_not_take_over_the_kept_message() -> No
     state = DraftState(message_id=4, digest="x", kind="classic", answer_run="r1")
     new, step = plan(state, view(card(3, ("b", "in_progress")), RunState.active), sit(run_id="r2"), r)
     assert isinstance(step, Send) and new.message_id is None
+
+
+def test_a_new_run_before_the_ending_delete_still_deletes_the_old_draft_and_sends_its_answer() -> None:
+    # r1 ended: its draft is to be deleted and its answer sent; r2 starts (replacing the
+    # activity) before the paced Delete went out, or after it got a 429.
+    chat, r = Chat(), Fake()
+    r1 = sit(run_id="r1")
+    state = drive(DraftState(), view(card(1, ("a", "in_progress")), RunState.active), r1, r, chat)
+    old = state.message_id
+    state, step = plan(state, view(card(2, ("a", "completed")), RunState.completed, answer="the answer"), r1, r)
+    assert step == Delete(old) and state.answer_run == "r1"
+    r2 = view(card(3, ("b", "in_progress")), RunState.active)
+    state, step = plan(state, r2, sit(run_id="r2"), r)
+    assert step == Delete(old)  # not a second draft next to the old one
+    state = drive(state, r2, sit(run_id="r2"), r, chat)
+    assert list(chat.messages.values()) == ["answer: the answer", "card r3"]
+    assert state.answer is None and state.message_id == max(chat.messages)
+    calls = len(chat.calls)
+    drive(state, r2, sit(run_id="r2"), r, chat)
+    assert len(chat.calls) == calls
+
+
+def test_a_new_run_after_the_old_draft_was_deleted_still_sends_the_old_answer() -> None:
+    chat, r = Chat(), Fake()
+    r1 = sit(run_id="r1")
+    ended = view(card(2, ("a", "completed")), RunState.completed, answer="one|two")
+    state, step = plan(DraftState(message_id=4, digest="x", kind="classic"), ended, r1, r)
+    state = gone(state)  # the Delete went out
+    state, step = plan(state, ended, r1, r)
+    assert isinstance(step, Send) and step.purpose == "answer"
+    state = sent(state, step, 5)  # part one sent; then r2 starts
+    state = drive(state, view(card(3, ("b", "in_progress")), RunState.active), sit(run_id="r2"), r, chat)
+    assert list(chat.messages.values()) == ["answer: two", "card r3"]
 
 
 def test_following_a_finished_session_shows_its_card_without_its_answer() -> None:
@@ -362,6 +398,17 @@ def test_an_unsure_send_waits_then_probes_the_ids_after_the_mark() -> None:
     assert step == Wait(2.0)
     _, step = plan(state, v, sit(now=104.0), r)
     assert isinstance(step, Probe) and step.message_id == 8
+
+
+def test_settle_counts_from_when_the_outcome_became_unknown() -> None:
+    # Sent at 100, timed out at 105 (read timeout > settle): no probe before 108.
+    r, v = Fake(), view(card(1, ("a", "in_progress")))
+    state = unknown(unsure(at=100.0), 105.0)
+    _, step = plan(state, v, sit(now=105.0), r)
+    assert step == Wait(3.0)
+    _, step = plan(state, v, sit(now=108.0), r)
+    assert isinstance(step, Probe)
+    assert unknown(DraftState(), 1.0) == DraftState()
 
 
 def test_a_probe_that_finds_the_message_adopts_it() -> None:

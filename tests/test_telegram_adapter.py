@@ -560,3 +560,156 @@ async def test_config_follow_subscribes_at_start_up(api: BotAPIEmulator, harness
     await h.put(("Reproduce", "completed"))
     [now] = await h.shows(PRIVATE, "1/1 complete")
     assert now.message_id == draft.message_id
+
+
+# --- review fixes ----------------------------------------------------------------------
+
+
+async def test_a_rich_content_error_falls_back_for_that_payload_only(
+    api: BotAPIEmulator, harness, redis: Redis
+) -> None:
+    h = await harness(richMessages=True)
+    await h.command(PRIVATE, "/follow t1")
+    api.fail_next(
+        "sendRichMessage", status=400, description="Bad Request: too many blocks in the rich message", chat_id=PRIVATE
+    )
+    await h.put(("Reproduce", "in_progress"))
+    [draft] = await h.shows(PRIVATE, "Reproduce")
+    assert not draft.is_rich and draft.parse_mode == "HTML"  # this payload: classic
+    assert await redis.get(keys.tg_bot_no_rich(api.bot_user["id"])) is None  # the bot keeps rich
+    await h.put(("Reproduce", "completed"))
+    [now] = await h.shows(PRIVATE, "1/1 complete")
+    assert now.is_rich  # the next payload is rich again (a classic message is replaced)
+    # A content error on an edit: that payload is shown classic, rich stays on.
+    api.fail_next(
+        "editMessageText", status=400, description="Bad Request: rich message must be non-empty", chat_id=PRIVATE
+    )
+    await h.put(("Reproduce", "completed"), ("Fix", "in_progress"))
+    [now] = await h.shows(PRIVATE, "Fix")
+    assert not now.is_rich
+    assert await redis.get(keys.tg_bot_no_rich(api.bot_user["id"])) is None
+    await h.put(("Reproduce", "completed"), ("Fix", "completed"))
+    [now] = await h.shows(PRIVATE, "2/2 complete")
+    assert now.is_rich
+
+
+async def test_a_send_landing_after_the_timeout_is_adopted_after_settle(api: BotAPIEmulator, harness) -> None:
+    h = await harness()
+    h.options = AdapterOptions(consumer="test", read_timeout=1.0, settle=1.5)
+    await h.stop()
+    await h.start()
+    await h.command(PRIVATE, "/follow t1")
+    # The client gives up after 1 s; the message lands 0.8 s later, before settle (1.5 s
+    # after the timeout) ends — but after a settle counted from the send.
+    api.timeout_next("sendMessage", delay=4, land_after=1.8, chat_id=PRIVATE)
+    await h.put(("Reproduce", "in_progress"))
+    [draft] = await h.shows(PRIVATE, "Reproduce", timeout=8)
+    await h.put(("Reproduce", "completed"), ("Fix", "in_progress"))
+    [now] = await h.shows(PRIVATE, "Fix", timeout=8)
+    assert now.message_id == draft.message_id
+    assert len(api.chat(PRIVATE).visible()) == 2  # the reply and one draft: no duplicate
+    [probe, *_] = api.calls_for(PRIVATE, "editMessageText")
+    assert probe.description and "not modified" in probe.description
+
+
+async def test_a_probe_that_changes_a_message_does_not_adopt_it(
+    api: BotAPIEmulator, harness, redis: Redis, caplog: pytest.LogCaptureFixture
+) -> None:
+    h = await harness()
+    reply = await h.command(PRIVATE, "/follow t1")
+
+    async def recorded() -> bool:  # command replies are known as ours
+        return str(reply.message_id) in await redis.zrange(keys.tg_chat_sent(PRIVATE), 0, -1)
+
+    await api.wait_for(recorded, 2)
+    # A reply whose answer is lost lands unrecorded: a bot message nobody knows of.
+    api.timeout_next("sendMessage", delay=3, chat_id=PRIVATE)
+    lost = await h.command(PRIVATE, "/help")
+    api.fail_next("sendMessage", status=500, chat_id=PRIVATE)  # the draft's send: unsure, not applied
+    await h.put(("Reproduce", "in_progress"))
+    drafts = await h.shows(PRIVATE, "Reproduce", timeout=10)
+    probes = [c for c in api.calls_for(PRIVATE, "editMessageText") if c.params.get("message_id") == lost.message_id]
+    assert probes and probes[0].ok  # the probe went through: it was not our message
+    [draft] = drafts
+    assert draft.message_id > lost.message_id  # sent anew, the overwritten reply not adopted
+    assert any("was not it" in r.getMessage() for r in caplog.records)
+    await h.put(("Reproduce", "completed"))
+    [now] = await h.shows(PRIVATE, "1/1 complete")
+    assert now.message_id == draft.message_id
+
+
+async def test_a_new_run_before_the_ending_delete_leaves_one_draft(api: BotAPIEmulator, harness) -> None:
+    h = await harness()
+    await h.command(PRIVATE, "/follow t1")
+    await h.store.start_run(OWNER, "r1")
+    await h.put(("Fix", "in_progress"))
+    await h.store.update_activity(OWNER, answer="The old answer.")
+    [draft] = await h.shows(PRIVATE, "Fix")
+    api.fail_next("deleteMessage", status=429, retry_after=2, chat_id=PRIVATE)
+    await h.put(("Fix", "completed"))
+    await h.store.end_run(OWNER, "r1", RunState.completed)
+    await api.wait_for(lambda: api.calls_for(PRIVATE, "deleteMessage"), 5)
+    await h.store.start_run(OWNER, "r2")  # before the held Delete goes out
+    await h.put(("Ship", "in_progress"))
+    answer, _ = await h.shows(PRIVATE, "Ship", count=2, timeout=10)
+    assert draft.message_id in api.chat(PRIVATE).deleted
+    assert "The old answer." in answer.text
+    assert errors(api, PRIVATE) == []
+
+
+async def test_a_chat_removed_from_allowed_chats_gets_no_more_drafts(
+    api: BotAPIEmulator, harness, caplog: pytest.LogCaptureFixture
+) -> None:
+    h = await harness()
+    await h.command(PRIVATE, "/follow t1")
+    await h.command(OTHER, "/follow t1")
+    await h.put(("Reproduce", "in_progress"))
+    await h.shows(PRIVATE, "Reproduce")
+    await h.shows(OTHER, "Reproduce")
+    await h.stop()
+    h2 = await harness(allowedChats=[PRIVATE])
+    h2.replies = h.replies
+    calls = len(api.calls_for(OTHER))
+    await h2.put(("Reproduce", "completed"))
+    await h2.shows(PRIVATE, "1/1 complete")
+    await h2.put(("Reproduce", "completed"), ("Fix", "in_progress"))
+    await h2.shows(PRIVATE, "Fix")
+    await asyncio.sleep(0.5)
+    assert len(api.calls_for(OTHER)) == calls
+    assert sum("not in allowedChats" in r.getMessage() for r in caplog.records) == 1
+
+
+async def test_idle_lanes_end_and_come_back(
+    api: BotAPIEmulator, harness, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from progresscast.telegram import worker as worker_module
+
+    workers: list[Any] = []
+    original = worker_module.DraftWorker.__init__
+
+    def spy(self: Any, *args: Any, **kw: Any) -> None:
+        original(self, *args, **kw)
+        workers.append(self)
+
+    monkeypatch.setattr(worker_module.DraftWorker, "__init__", spy)
+    h = await harness()
+    h.options = AdapterOptions(consumer="test", read_timeout=1.0, settle=1.0, lane_idle=0.3)
+    await h.stop()
+    await h.start()
+    worker = workers[-1]
+    await h.command(PRIVATE, "/follow t1")
+    await h.put(("Reproduce", "in_progress"))
+    [draft] = await h.shows(PRIVATE, "Reproduce")
+    await api.wait_for(lambda: PRIVATE not in worker._lanes, 3)  # ended when idle
+    await h.put(("Reproduce", "completed"))
+    [now] = await h.shows(PRIVATE, "1/1 complete")  # a new lane on demand
+    assert now.message_id == draft.message_id
+
+
+def test_bounded_sets_forget_the_oldest() -> None:
+    from progresscast.telegram.worker import Bounded
+
+    seen = Bounded(3)
+    for i in range(5):
+        seen.add(i)
+    assert len(seen) == 3 and 0 not in seen and 1 not in seen and 4 in seen

@@ -95,6 +95,12 @@ def caused(exc: Exception, cause: BaseException) -> Exception:
         (BadRequest("Message can't be deleted for everyone"), False, Outcome.not_editable),
         (BadRequest('Can\'t parse entities: unsupported start tag "br" at byte offset 3'), False, Outcome.bad_entities),
         (BadRequest("Message text is empty"), True, Outcome.rich_rejected),
+        (BadRequest("Unknown parameter rich_message"), True, Outcome.rich_rejected),
+        # Content errors of a server that knows rich messages: that payload only.
+        (BadRequest("Too many blocks in the rich message"), True, Outcome.rich_refused),
+        (BadRequest("Rich message must be non-empty"), True, Outcome.rich_refused),
+        (BadRequest("Can't parse rich message blocks"), True, Outcome.rich_refused),
+        (BadRequest("Rich message must be non-empty"), False, Outcome.rejected),
         (BadRequest("Message text is empty"), False, Outcome.rejected),
         (BadRequest("Message is too long"), False, Outcome.rejected),
         (EndPointNotFound("Endpoint 'sendRichMessage' not found in Bot API"), True, Outcome.rich_rejected),

@@ -103,7 +103,9 @@ class Intent:
     mark: int
     """The highest message id known in the chat before the send; 0 when unknown."""
     at: float
-    """Wall-clock time of the send (seconds): probing waits `settle` after it."""
+    """Wall-clock time (seconds) from which probing waits `settle`: the send, then, once
+    its outcome turned out unknown (a timeout), that moment — a request still in flight
+    at the server may land until well after the client gave up."""
     probe: int = 0
     """The next message id to probe (mark + 1 at first)."""
     probes: int = 0
@@ -132,6 +134,10 @@ class DraftState:
     """How many messages of `answer_run`'s final answer were sent."""
     offset: int = 0
     """`block` mode: characters of the answer shown by earlier (rotated) messages."""
+    answer: str | None = None
+    """`progress`/`off` mode: the final answer of `answer_run`, captured while its ending
+    is under way (None otherwise). A new run replaces the owner's activity, so an ending
+    interrupted by a new run is finished from this copy."""
     intent: Intent | None = None
 
     @property
@@ -265,9 +271,18 @@ def plan(state: DraftState, view: View, sit: Situation, renderers: Renderers) ->
         return s, None
 
     # A new run after one whose end was handled (or began to be): the finished run's
-    # message stays as its record, the new run gets a new draft.
+    # message stays as its record, the new run gets a new draft. An ending still under
+    # way in progress/off mode is finished first (its draft deleted, its answer sent),
+    # so that a new run never orphans the old draft nor loses the old answer.
     handled = s.done_run or s.answer_run
     if handled is not None and sit.run_id != handled:
+        if s.answer is not None and s.answer_run is not None and s.done_run != s.answer_run:
+            keep = sit.mode is Mode.progress and sit.keep_on_complete
+            if not keep and s.message_id is not None:
+                return s, Delete(s.message_id)
+            parts = renderers.answer(s.answer)
+            if s.answer_sent < len(parts):
+                return s, Send(parts[s.answer_sent], "answer", s.answer_sent)
         s = DraftState(fresh=s.fresh)
 
     terminal = view.run in TERMINAL
@@ -283,14 +298,17 @@ def plan(state: DraftState, view: View, sit: Situation, renderers: Renderers) ->
     if mode in (Mode.progress, Mode.off):
         if ending:
             assert run_id is not None
+            answer = view.activity.answer or ""
+            if s.answer != answer:
+                s = replace(s, answer=answer)
             keep = mode is Mode.progress and sit.keep_on_complete
             call = next_call(s, renderers.draft(view) if keep else None)
             if call is not None:
                 return s, call
-            parts = renderers.answer(view.activity.answer or "")
+            parts = renderers.answer(answer)
             if s.answer_sent < len(parts):
                 return s, Send(parts[s.answer_sent], "answer", s.answer_sent)
-            return replace(s, done_run=run_id, keep=keep, fresh=False), None
+            return replace(s, done_run=run_id, keep=keep, fresh=False, answer=None), None
         if finished and s.fresh and mode is Mode.progress:
             s = replace(s, keep=True)  # /card after the end: show the finished card again
         show = not finished or (mode is Mode.progress and s.keep)
@@ -372,6 +390,15 @@ def sending(state: DraftState, step: Send, method: str, params: dict[str, Any], 
     return replace(state, intent=intent)
 
 
+def unknown(state: DraftState, now: float) -> DraftState:
+    """The send's outcome turned out unknown (a timeout, a 5xx) at `now`: `settle` is
+    counted from here, not from the send, so that probing never starts while the
+    request may still be landing."""
+    if state.intent is None:
+        return state
+    return replace(state, intent=replace(state.intent, at=now))
+
+
 def sent(state: DraftState, step: Send, message_id: int) -> DraftState:
     if step.purpose == "answer":
         return replace(state, intent=None, answer_sent=step.index + 1)
@@ -437,8 +464,8 @@ __all__ = [
     "completed_blocks",
     "digest",
     "edited",
-    "found",
     "foreign",
+    "found",
     "gone",
     "next_call",
     "not_sent",
@@ -447,4 +474,5 @@ __all__ = [
     "sending",
     "sent",
     "skipped",
+    "unknown",
 ]

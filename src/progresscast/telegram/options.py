@@ -30,6 +30,12 @@ class AdapterOptions:
     """Message ids probed for an unsure send before it is taken as not landed."""
     max_backoff: float = 30.0
     """Longest pause between retries after network errors and 5xx."""
+    lane_idle: float = 120.0
+    """Seconds a chat's lane (its task) waits with nothing to do before it ends; a new
+    one starts on demand."""
+    remember: int = 10_000
+    """At most this many remembered refusals (plain-text and classic fallbacks, log-once
+    keys): the oldest are forgotten."""
     group: str = "telegram"
     """Consumer group on the change stream."""
     consumer: str | None = None

@@ -9,7 +9,11 @@ its `Outcome`. The classification is the part that needs care:
   is too old; an edit target that is either is replaced by a new draft.
 - `bad_entities`: Telegram could not parse our HTML; resend as plain text.
 - `rich_rejected`: the server does not know rich messages (the method is 404, or
-  `rich_message` is ignored so the edit "has no text").
+  `rich_message` is ignored so the edit "has no text", or refused as an unknown
+  parameter): rich messages are switched off for the bot.
+- `rich_refused`: the server knows rich messages but refuses this one (too many
+  blocks, empty, malformed): this payload falls back to classic HTML, the bot keeps
+  rich messages.
 - `retry`: the request surely never reached Telegram (connection refused, no free
   connection in the pool): any call may be repeated.
 - `unsure`: the request may have reached Telegram (timeout after sending, 5xx, a
@@ -52,6 +56,7 @@ class Outcome(StrEnum):
     not_editable = "not_editable"
     bad_entities = "bad_entities"
     rich_rejected = "rich_rejected"
+    rich_refused = "rich_refused"
     flood = "flood"
     retry = "retry"
     unsure = "unsure"
@@ -75,6 +80,13 @@ class Reply:
 _NEVER_SENT = (httpx.ConnectError, httpx.ConnectTimeout, httpx.PoolTimeout, httpx.UnsupportedProtocol)
 
 
+def _rich_unknown(low: str) -> bool:
+    """A 400 that says the server does not know `rich_message`: an old server ignores
+    the unknown field, so an edit carrying only it "has no text"; or it names the
+    parameter as unknown."""
+    return "message text is empty" in low or "unknown parameter" in low or "unknown field" in low
+
+
 def classify(exc: BaseException, *, rich: bool = False) -> Reply:
     """What a python-telegram-bot exception means for a draft."""
     text = str(exc)
@@ -94,8 +106,10 @@ def classify(exc: BaseException, *, rich: bool = False) -> Reply:
             return Reply(Outcome.not_editable, detail=text)
         if "can't parse entities" in low or "unsupported start tag" in low:
             return Reply(Outcome.bad_entities, detail=text)
-        if rich and ("rich" in low or "text is empty" in low or "unknown parameter" in low):
+        if rich and _rich_unknown(low):
             return Reply(Outcome.rich_rejected, detail=text)
+        if rich:  # the server knows rich messages: this content is the problem
+            return Reply(Outcome.rich_refused, detail=text)
         return Reply(Outcome.rejected, detail=text)
     if isinstance(exc, (EndPointNotFound, InvalidToken)):
         # After getMe succeeded, a 404 means the method does not exist on this server.

@@ -20,8 +20,8 @@ import logging
 import re
 import socket
 import time
-from collections import deque
-from collections.abc import Callable
+from collections import OrderedDict, deque
+from collections.abc import Callable, Hashable
 from dataclasses import dataclass, replace
 from typing import Any
 
@@ -51,6 +51,7 @@ from ..drafts import (
     sending,
     sent,
     skipped,
+    unknown,
 )
 from ..events import EventGroup, coalesce
 from ..owners import resolve_owner
@@ -72,17 +73,54 @@ def html_to_text(text: str) -> str:
     return html.unescape(_TAG.sub("", text))
 
 
-class DraftRenderers:
-    """`drafts.Renderers` for one chat's settings: the renderers, wrapped as Payloads."""
+class Bounded:
+    """A set that forgets its oldest members past `limit` (remembered refusals, log-once
+    keys: a long-running adapter must not grow without bound)."""
 
-    def __init__(self, settings: RenderSettings, templates_dir: str | None = None) -> None:
+    def __init__(self, limit: int = 1000) -> None:
+        self.limit = limit
+        self._items: OrderedDict[Hashable, None] = OrderedDict()
+
+    def add(self, item: Hashable) -> None:
+        self._items[item] = None
+        self._items.move_to_end(item)
+        while len(self._items) > self.limit:
+            self._items.popitem(last=False)
+
+    def discard(self, item: Hashable) -> None:
+        self._items.pop(item, None)
+
+    def __contains__(self, item: object) -> bool:
+        return item in self._items
+
+    def __len__(self) -> int:
+        return len(self._items)
+
+
+class DraftRenderers:
+    """`drafts.Renderers` for one chat's settings: the renderers, wrapped as Payloads.
+
+    `avoid_rich(digest)` names rich payloads the server refused for their content: the
+    classic rendering of the same view is used instead (for that payload only)."""
+
+    def __init__(
+        self,
+        settings: RenderSettings,
+        templates_dir: str | None = None,
+        avoid_rich: Callable[[str], bool] | None = None,
+    ) -> None:
         self.settings = settings
         self.templates_dir = templates_dir
+        self.avoid_rich = avoid_rich
 
     def draft(self, view: View) -> Payload | None:
-        rendered = render_telegram(view, self.settings, templates_dir=self.templates_dir)
         classic = self.settings.model_copy(update={"rich": False})
-        return Payload.of(rendered, lambda: render_text(view, classic, templates_dir=self.templates_dir))
+        rendered = render_telegram(view, self.settings, templates_dir=self.templates_dir)
+        payload = Payload.of(rendered, lambda: render_text(view, classic, templates_dir=self.templates_dir))
+        if payload is not None and payload.kind == "rich" and self.avoid_rich and self.avoid_rich(payload.digest):
+            rendered = render_telegram(view, classic, templates_dir=self.templates_dir)
+            payload = Payload.of(rendered, lambda: render_text(view, classic, templates_dir=self.templates_dir))
+        return payload
 
     def answer(self, markdown: str) -> list[Payload]:
         if not markdown.strip():
@@ -144,7 +182,14 @@ class ChatLane:
         while not self.closed:
             if not self.pending and not self.outbox:
                 self.wake.clear()
-                await self.wake.wait()
+                with contextlib.suppress(TimeoutError):
+                    await asyncio.wait_for(self.wake.wait(), self.worker.options.lane_idle)
+                if self.idle and not self.wake.is_set():
+                    # Nothing for a while: end; `DraftWorker.lane` makes a new one on demand.
+                    # No await between the check and the removal, so nothing is lost.
+                    self.closed = True
+                    self.worker.lane_ended(self)
+                    return
                 continue
             if self.outbox:
                 try:
@@ -212,12 +257,15 @@ class DraftWorker:
         self._lanes: dict[int, ChatLane] = {}
         self._followed: set[DraftKey] = set()
         self._fresh: set[DraftKey] = set()
-        self._plain: set[tuple[DraftKey, str]] = set()
+        self._plain = Bounded(self.options.remember)
         """(draft, digest) Telegram could not parse as HTML: sent as plain text."""
+        self._rich_refused = Bounded(self.options.remember)
+        """(draft, digest) of rich payloads the server refused for their content: the
+        classic rendering is shown instead (rich messages stay on for the bot)."""
         self._refused: dict[DraftKey, str] = {}
         """The digest Telegram refused for good, per draft: not tried again until it changes."""
         self._failures: dict[int, int] = {}
-        self._logged: set[tuple[str, int]] = set()
+        self._logged = Bounded(self.options.remember)
         self._events: asyncio.Task[None] | None = None
         self._closing = False
 
@@ -309,13 +357,33 @@ class DraftWorker:
 
     def lane(self, chat_id: int) -> ChatLane:
         lane = self._lanes.get(chat_id)
-        if lane is None:
+        if lane is None or lane.closed:
             lane = self._lanes[chat_id] = ChatLane(self, chat_id)
         return lane
+
+    def lane_ended(self, lane: ChatLane) -> None:
+        """An idle lane ended: forget it and what only it needed."""
+        if self._lanes.get(lane.chat_id) is lane:
+            del self._lanes[lane.chat_id]
+            if self.pacer.ready_in(lane.chat_id) <= 0:
+                self.pacer.forget(lane.chat_id)
+            self._failures.pop(lane.chat_id, None)
+
+    def allowed(self, chat_id: int) -> bool:
+        """`allowedChats`, for drafts too: a chat removed from it after it followed gets
+        nothing more (said once in the log)."""
+        if allowed(self.telegram, chat_id):
+            return True
+        self._log_once(
+            "not-allowed", chat_id, "chat %s follows sessions but is not in allowedChats: skipped", chat_id
+        )
+        return False
 
     def touch(self, key: DraftKey, *, followed: bool = False, fresh: bool = False) -> None:
         """Look at this draft again soon. `followed`: the chat just subscribed (a run
         that already ended is not announced); `fresh`: show it again at the bottom."""
+        if not self.allowed(key.chat_id):
+            return
         if followed:
             self._followed.add(key)
         if fresh:
@@ -330,8 +398,9 @@ class DraftWorker:
         """Send a rendered payload as a one-off message (not a draft)."""
         self.lane(chat_id).say(_Say(thread_id, payload=payload))
 
-    def renderers(self, chat_id: int, render: RenderSettings) -> DraftRenderers:
-        return DraftRenderers(render, self.settings.templates.dir)
+    def renderers(self, chat_id: int, render: RenderSettings, key: DraftKey | None = None) -> DraftRenderers:
+        avoid = None if key is None else (lambda digest: (key, digest) in self._rich_refused)
+        return DraftRenderers(render, self.settings.templates.dir, avoid)
 
     async def render_settings(self, chat_id: int) -> RenderSettings:
         prefs = await self.state.prefs(chat_id)
@@ -344,6 +413,8 @@ class DraftWorker:
         what it should, else the delay before looking again (0: after the chat's
         other drafts)."""
         chat = key.chat_id
+        if not self.allowed(chat):
+            return None
         state, new, step, following = await self._plan(key)
         if isinstance(step, Send | Edit | Delete | Probe) and self.pacer.ready_in(chat) > 0:
             # Bookkeeping that needs no call is stored now; the call waits for the chat's
@@ -356,6 +427,8 @@ class DraftWorker:
             if not following:
                 await self.state.forget_draft(key)
                 self._refused.pop(key, None)
+                self._followed.discard(key)
+                self._fresh.discard(key)
             elif new != state:
                 await self.state.save_draft(key, new)
             return None
@@ -400,7 +473,7 @@ class DraftWorker:
             max_probes=self.options.max_probes,
             known=await self.state.sent_after(chat, state.intent.mark) if state.intent else frozenset(),
         )
-        new, step = plan(state, view, situation, self.renderers(chat, render))
+        new, step = plan(state, view, situation, self.renderers(chat, render, key))
         log.debug("draft %s in chat %s: %s → %s, %s", key.owner.display_key, chat, state, new, step)
         if isinstance(step, Send | Edit) and self._refused.get(key) == step.payload.digest:
             step = None  # refused for good: wait until the content changes
@@ -431,7 +504,21 @@ class DraftWorker:
         if isinstance(step, Probe):
             intent = step.intent
             reply = await self.sender.edit(chat, step.message_id, intent.method, intent.params)
-            if reply.delivered:
+            if reply.outcome is Outcome.ok:
+                # Only "not modified" proves the message already showed what we sent: an
+                # edit that went through changed some other message of this bot (one we
+                # did not know of). It cannot be restored; it is remembered as ours so
+                # that no probe touches it again, and the next id is tried.
+                log.warning(
+                    "chat %s: probing for the unsure send of %s overwrote message %s, which was not it",
+                    chat,
+                    key.owner.display_key,
+                    step.message_id,
+                )
+                await self.state.save_draft(key, foreign(state, intent, step.message_id))
+                await self._saw(chat, step.message_id)
+                return 0
+            if reply.outcome is Outcome.not_modified:
                 log.info("chat %s: the unsure send of %s landed as message %s", chat, key.owner.display_key, step.message_id)
                 await self.state.save_draft(key, found(state, intent, step.message_id))
                 await self._saw(chat, step.message_id)
@@ -467,6 +554,8 @@ class DraftWorker:
         if outcome is Outcome.unsure:
             # It may have landed: the intent stays, `plan` probes for it after `settle`.
             log.warning("chat %s: send of %s may or may not have landed (%s)", chat, key.owner.display_key, reply.detail)
+            # `settle` counts from now: the request may still be landing at the server.
+            await self.state.save_draft(key, unknown(state, self.clock()))
             self._failures[chat] = self._failures.get(chat, 0) + 1
             return 0
         state = not_sent(state)
@@ -479,6 +568,10 @@ class DraftWorker:
         if outcome is Outcome.rich_rejected:
             await self.state.save_draft(key, state)
             await self._refuse_rich(reply.detail)
+            return 0
+        if outcome is Outcome.rich_refused and step.purpose == "draft":
+            await self.state.save_draft(key, state)
+            self._rich_content_refused(key, step.payload, reply)
             return 0
         self._refusal(key, reply)
         await self.state.save_draft(key, skipped(state, step))
@@ -505,6 +598,9 @@ class DraftWorker:
         if outcome is Outcome.rich_rejected:
             await self._refuse_rich(reply.detail)
             return 0
+        if outcome is Outcome.rich_refused:
+            self._rich_content_refused(key, step.payload, reply)
+            return 0
         self._refusal(key, reply)
         self._refused[key] = step.payload.digest
         return 0
@@ -528,6 +624,17 @@ class DraftWorker:
             reply.detail,
         )
         return True
+
+    def _rich_content_refused(self, key: DraftKey, payload: Payload, reply: Reply) -> None:
+        """The server refused this rich payload for its content: show its classic
+        rendering instead; other payloads stay rich."""
+        self._rich_refused.add((key, payload.digest))
+        log.warning(
+            "chat %s: the Bot API server refused a rich message of %s (%s); showing it as classic HTML",
+            key.chat_id,
+            key.owner.display_key,
+            reply.detail,
+        )
 
     async def _refuse_rich(self, reason: str) -> None:
         if self.rich_refused is None:
@@ -589,5 +696,8 @@ class DraftWorker:
         if reply.outcome is Outcome.ok and reply.message_id is not None:
             self._ok(chat)
             await self._saw(chat, reply.message_id)
+        elif reply.outcome is Outcome.rich_rejected:
+            await self._refuse_rich(reply.detail)
+            log.warning("chat %s: a rich message was not delivered: %s", chat, reply.detail)
         else:
             log.warning("chat %s: a message was not delivered (%s): %s", chat, reply.outcome, reply.detail)

@@ -69,6 +69,8 @@ class _Fault:
     """Set for a timeout: hold the answer this long."""
     apply: bool = True
     """For a timeout: whether the call still takes effect."""
+    land_after: float = 0.0
+    """For a timeout that applies: seconds after the request arrived when it takes effect."""
 
     def matches(self, method: str, chat_id: int | None) -> bool:
         return self.method == method.lower() and (self.chat_id is None or self.chat_id == chat_id)
@@ -284,18 +286,23 @@ class BotAPIEmulator:
         *,
         apply: bool = True,
         delay: float | None = None,
+        land_after: float = 0.0,
         chat_id: int | None = None,
     ) -> None:
         """Hold the answer to the next ``times`` calls of ``method`` for ``delay`` seconds.
 
-        With ``apply=True`` the call takes effect at once (without pacing) — it reached
-        Telegram, the client just never heard back; with ``apply=False`` it is dropped.
-        ``delay`` defaults to :attr:`timeout_delay`; make it longer than the client's read
-        timeout.
+        With ``apply=True`` the call takes effect (without pacing) — it reached Telegram,
+        the client just never heard back; with ``apply=False`` it is dropped.
+        ``land_after`` makes an applied call take effect only that many seconds after it
+        arrived (a request still in flight at the server when the client gave up); the
+        answer is still held ``delay`` seconds in all. ``delay`` defaults to
+        :attr:`timeout_delay`; make it longer than the client's read timeout.
         """
         self._check_method(method)
         hold = self.timeout_delay if delay is None else delay
-        self._faults.append(_Fault(method.lower(), chat_id, times, delay=hold, apply=apply))
+        self._faults.append(
+            _Fault(method.lower(), chat_id, times, delay=hold, apply=apply, land_after=max(0.0, land_after))
+        )
 
     def clear_faults(self) -> None:
         self._faults.clear()
@@ -323,6 +330,10 @@ class BotAPIEmulator:
                 call.timed_out, hold = True, fault.delay
                 if not fault.apply:
                     raise ApiError(504, "Gateway Timeout: dropped by timeout_next")
+                if fault.land_after:
+                    with contextlib.suppress(TimeoutError):
+                        await asyncio.wait_for(self.telegram.closing.wait(), timeout=fault.land_after)
+                    hold = max(0.0, hold - fault.land_after)
             call.result = await self._run(handler, call, paced=fault is None)
             call.applied = call.method in PACED
             body: dict[str, Any] = {"ok": True, "result": call.result}
