@@ -266,3 +266,17 @@ async def test_entries_without_an_owner_are_skipped_and_acknowledged(store: Card
     assert [e.revision for e in events] == [1]
     await group.ack(events)
     assert (await redis.xpending(keys.EVENTS, "junk"))["pending"] == 0
+
+
+@pytest.mark.parametrize(
+    "key, owner",
+    [
+        ("agent:main:t-1", Owner("main", "t-1")),
+        ("agent:main:a:b", Owner("main", "a:b")),
+        ("agent:main:", None),
+        ("agent::t", None),
+        ("main:t-1", None),
+    ],
+)
+def test_display_keys_parse_back_to_owners(key: str, owner: Owner | None) -> None:
+    assert Owner.from_display_key(key) == owner

@@ -20,6 +20,14 @@ class Owner:
     def display_key(self) -> str:
         return f"agent:{self.agent_id}:{self.session_key}"
 
+    @classmethod
+    def from_display_key(cls, display_key: str) -> Owner | None:
+        """The owner a stored display key names (None when it is not one)."""
+        parts = display_key.split(":", 2)
+        if len(parts) != 3 or parts[0] != "agent" or not parts[1] or not parts[2]:
+            return None
+        return cls(agent_id=parts[1], session_key=parts[2])
+
     @property
     def tag(self) -> str:
         """The Redis Cluster hash tag every key of this owner carries."""

@@ -186,14 +186,17 @@ async def index(request: Request) -> Response:
     shown: list[CardShown] = []
     try:
         for display_key, _ms in await gw.store.owners(limit=MAX_LISTED):
-            _, agent_id, session_key = (display_key.split(":", 2) + ["", ""])[:3]
-            owner = Owner(agent_id=agent_id, session_key=session_key)
+            owner = Owner.from_display_key(display_key)
             # Agents no longer configured cannot be opened; sessions not granted are not listed.
-            if agent_id in known and session_key and grant.may_touch(owner):
+            if owner and owner.agent_id in known and grant.may_touch(owner):
                 shown.append(await show(gw, owner))
     except RedisError:
-        return page(gw, "error", 503, title="Store unavailable", message="The card store is not answering; reload to try again.", signed_in=True)
+        return _store_unavailable(gw)
     return page(gw, "index", sessions=shown, signed_in=True)
+
+
+def _store_unavailable(gw: Gateway) -> Response:
+    return page(gw, "error", 503, title="Store unavailable", message="The card store is not answering; reload to try again.", signed_in=True)
 
 
 async def session(request: Request) -> Response:
@@ -210,7 +213,7 @@ async def session(request: Request) -> Response:
     try:
         shown = await show(gw, owner)
     except RedisError:
-        return page(gw, "error", 503, title="Store unavailable", message="The card store is not answering; reload to try again.", signed_in=True)
+        return _store_unavailable(gw)
     return page(gw, "session", card=shown, signed_in=True)
 
 

@@ -87,13 +87,6 @@ def allowed(telegram: TelegramSettings, chat_id: int) -> bool:
     return not telegram.allowedChats or chat_id in telegram.allowedChats
 
 
-def _owner_of(display_key: str) -> Owner | None:
-    parts = display_key.split(":", 2)
-    if len(parts) != 3 or parts[0] != "agent":
-        return None
-    return Owner(agent_id=parts[1], session_key=parts[2])
-
-
 class TelegramState:
     def __init__(self, redis: Redis) -> None:
         self.redis = redis
@@ -127,7 +120,7 @@ class TelegramState:
         out = []
         for member in await self.redis.smembers(keys.tg_chat_follows(chat_id)):
             thread, _, display = member.partition(" ")
-            owner = _owner_of(display)
+            owner = Owner.from_display_key(display)
             if owner is None or not thread.lstrip("-").isdigit():
                 continue
             if thread_id is None or int(thread) == thread_id:
