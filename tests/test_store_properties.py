@@ -9,7 +9,9 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from redis.asyncio import Redis
 
+from conftest import raw_client
 from progresscast.card import CardError, CardInput
+from progresscast.connections import connect
 from progresscast.owners import Owner
 from progresscast.store import CardStore
 
@@ -46,8 +48,8 @@ invalid_card = st.one_of(
 
 def run(redis_url: str, work: Any) -> Any:
     async def go() -> Any:
-        client = Redis.from_url(redis_url, decode_responses=True)
-        raw = Redis.from_url(redis_url, decode_responses=False)  # DUMP is binary
+        client = connect(redis_url)
+        raw = raw_client(redis_url)  # DUMP is binary
         try:
             return await work(CardStore(client), raw)
         finally:

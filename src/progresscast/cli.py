@@ -112,7 +112,7 @@ def _read_json(text: str, what: str) -> Any:
 
 
 async def _with_store(args: argparse.Namespace, settings: Settings, work: Callable[[CardStore], Awaitable[Any]]) -> Any:
-    redis = connect(redis_url(args.redis, settings))
+    redis = connect(redis_url(args.redis, settings), settings)
     try:
         return await work(CardStore(redis))
     finally:

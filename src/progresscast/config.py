@@ -48,6 +48,11 @@ class _Model(BaseModel):
 
 class StoreSettings(_Model):
     url: str | None = None
+    """`redis://…`, `rediss://…`, `unix://…`, or `redis+cluster://host:port` (any node)."""
+    shards: int | None = Field(None, ge=1, le=1024)
+    """Shards of a new store (default 16); a store keeps the count it was created with."""
+    maxConnections: int = Field(64, ge=1, le=10_000)
+    """Redis connections a process uses for commands; more concurrent requests wait."""
 
 
 class AgentSettings(_Model):

@@ -1,17 +1,62 @@
-"""Which Redis to talk to, and the asyncio client for it.
+"""Which Redis to talk to, and the asyncio clients for it, one per connection role.
 
 Order (DESIGN §5): `--redis URL`, else PROGRESSCAST_REDIS_URL, else the config's
-`store.url`, else the embedded Redis under PROGRESSCAST_HOME.
+`store.url`, else the embedded Redis under PROGRESSCAST_HOME. A URL with the scheme
+`redis+cluster://host:port` (`rediss+cluster://` for TLS) names any node of a Redis
+Cluster; every other URL one server.
+
+Every timeout is chosen here, per role:
+
+- **commands** (card writes and reads, RPC, pages): one bounded *blocking* pool of
+  `store.maxConnections` per process — a burst waits for a free connection instead
+  of failing with "Too many connections" — with short connect and socket timeouts
+  and one quick retry, so an unreachable Redis answers an error within 2 s.
+- **readers** (the live hub's XREAD and consumer groups' XREADGROUP, which BLOCK for
+  `events.READ_BLOCK_MS`): their own small pool, whose socket timeout is well above
+  the block time, so a quiet spell is never mistaken for a dead server.
 """
 
 from __future__ import annotations
 
+import asyncio
 import os
+from enum import StrEnum
+from typing import Any
+from urllib.parse import urlsplit, urlunsplit
 
-from redis.asyncio import Redis
+from redis.asyncio import BlockingConnectionPool, Redis, RedisCluster
+from redis.asyncio.retry import Retry
+from redis.backoff import ExponentialBackoff
+from redis.exceptions import ConnectionError as RedisConnectionError
 
+from . import sharding
 from .config import Settings
 from .embedded import ensure_embedded
+from .events import READ_BLOCK_MS
+
+CONNECT_TIMEOUT = 1.5
+"""Seconds to open a connection. A refused connection is retried once at once; a
+connect that times out is not retried, so an unreachable Redis fails within 2 s."""
+COMMAND_TIMEOUT = READ_BLOCK_MS / 1000 + 3.0
+"""Seconds an ordinary command may take. Above the block time too, so a blocking read
+that does run on this role (a consumer group sharing the adapter's client) is safe."""
+READER_TIMEOUT = READ_BLOCK_MS / 1000 + 5.0
+"""Seconds a blocking read may take: the block time plus a wide margin."""
+POOL_WAIT = 5.0
+"""Seconds a command waits for a free pooled connection before it fails."""
+READER_CONNECTIONS = 48
+"""Blocking readers per process: one per shard for the live hub and for each group."""
+
+CLUSTER_SCHEMES = {"redis+cluster": "redis", "rediss+cluster": "rediss"}
+
+
+class Role(StrEnum):
+    commands = "commands"
+    readers = "readers"
+
+
+class UrlError(ValueError):
+    pass
 
 
 def redis_url(cli_url: str | None = None, settings: Settings | None = None) -> str:
@@ -21,5 +66,74 @@ def redis_url(cli_url: str | None = None, settings: Settings | None = None) -> s
     return url or ensure_embedded()
 
 
-def connect(url: str) -> Redis:
-    return Redis.from_url(url, decode_responses=True, health_check_interval=30)
+def is_cluster(url: str) -> bool:
+    return urlsplit(url).scheme in CLUSTER_SCHEMES
+
+
+def _retry() -> Retry:
+    # Once, quickly, and only on a lost connection: a timed-out write is not repeated
+    # blindly (it may have run), and an unreachable Redis fails fast.
+    return Retry(ExponentialBackoff(cap=0.2, base=0.05), retries=1, supported_errors=(RedisConnectionError,))
+
+
+class _BoundedCluster(RedisCluster):
+    """A RedisCluster whose commands and pipelines together use at most `limit`
+    connections, waiting for a turn past that (its own node pools would raise)."""
+
+    def __init__(self, *args: Any, limit: int, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self._turns = asyncio.Semaphore(limit)
+
+    async def execute_command(self, *args: Any, **kwargs: Any) -> Any:
+        async with self._turns:
+            return await super().execute_command(*args, **kwargs)
+
+    def pipeline(self, transaction: Any | None = None, shard_hint: Any | None = None) -> Any:
+        pipe = super().pipeline(transaction, shard_hint)
+        execute = pipe.execute
+        turns = self._turns
+
+        async def bounded(*args: Any, **kwargs: Any) -> Any:
+            async with turns:
+                return await execute(*args, **kwargs)
+
+        pipe.execute = bounded  # type: ignore[method-assign]
+        return pipe
+
+
+def connect(url: str, settings: Settings | None = None, *, role: Role = Role.commands) -> Any:
+    """A client for `url` in `role`, on a Redis server or a Redis Cluster."""
+    store = (settings or Settings()).store
+    readers = role is Role.readers
+    socket_timeout = READER_TIMEOUT if readers else COMMAND_TIMEOUT
+    limit = READER_CONNECTIONS if readers else store.maxConnections
+    parts = urlsplit(url)
+    if parts.scheme in CLUSTER_SCHEMES:
+        if not parts.hostname:
+            raise UrlError(f"{url}: a cluster URL names one node, as redis+cluster://host:port")
+        node_url = urlunsplit(parts._replace(scheme=CLUSTER_SCHEMES[parts.scheme]))
+        client: Any = _BoundedCluster.from_url(
+            node_url,
+            limit=limit,
+            decode_responses=True,
+            max_connections=limit,
+            socket_timeout=socket_timeout,
+            socket_connect_timeout=CONNECT_TIMEOUT,
+            retry=_retry(),
+            health_check_interval=30,
+        )
+    else:
+        pool = BlockingConnectionPool.from_url(
+            url,
+            max_connections=limit,
+            timeout=POOL_WAIT,
+            decode_responses=True,
+            socket_timeout=socket_timeout,
+            socket_connect_timeout=CONNECT_TIMEOUT,
+            retry=_retry(),
+            health_check_interval=30,
+        )
+        client = Redis(connection_pool=pool)
+    if store.shards is not None:
+        sharding.configure(client, store.shards)
+    return client

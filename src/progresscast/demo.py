@@ -129,7 +129,7 @@ async def run_demo(args: argparse.Namespace, settings: Settings, *, out: TextIO 
     settings = with_demo_token(settings, token)
     serving = bool(getattr(args, "serve", False))
     delay = args.delay if args.delay is not None else (SERVE_DELAY if serving else DEFAULT_DELAY)
-    redis = connect(redis_url(args.redis, settings))
+    redis = connect(redis_url(args.redis, settings), settings)
     store = CardStore(redis)
     owner = Owner(agent_id=settings.agents.default, session_key=SESSION)
     # The configured address, or any free port when something else holds it.

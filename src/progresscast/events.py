@@ -1,20 +1,35 @@
-"""The change stream (DESIGN §3) and the consumer group that reads it.
+"""The change streams (one per shard) and the consumer group that reads them all.
 
 An event is a refresh hint: a consumer re-reads the owner's state, it never renders
 the event body. So events of one owner can be coalesced freely.
+
+Each shard has its own stream in its own hash slot, and no command spans two of them
+(Redis Cluster refuses that), so a group consumer runs one reader loop per shard.
+A loop hands its batch over and reads again only once the batch is acknowledged or
+given back, which is what keeps the pending list honest.
 """
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
+import logging
+import time
 from collections.abc import AsyncIterator
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
-from redis.asyncio import Redis
-from redis.exceptions import ResponseError
+from redis.exceptions import RedisError, ResponseError
 
 from . import keys
 from .owners import Owner
+from .sharding import layout_of
+
+log = logging.getLogger("progresscast.events")
+
+READ_BLOCK_MS = 1_000
+"""How long one reader waits in XREADGROUP / XREAD: kept well under the socket
+timeout of the connections that run it (connections.py)."""
 
 
 @dataclass(frozen=True)
@@ -24,9 +39,11 @@ class Event:
     owner: Owner
     revision: int | None
     state: str | None = None
+    stream: str = field(default="", compare=False)
+    """The shard stream it came from (for acknowledging)."""
 
     @classmethod
-    def from_entry(cls, entry_id: str, fields: dict[str, str]) -> Event:
+    def from_entry(cls, entry_id: str, fields: dict[str, str], stream: str = "") -> Event:
         rev = fields.get("revision") or ""
         return cls(
             id=entry_id,
@@ -34,6 +51,7 @@ class Event:
             owner=Owner(agent_id=fields["agentId"], session_key=fields["sessionKey"]),
             revision=int(rev) if rev else None,
             state=fields.get("state") or None,
+            stream=stream,
         )
 
     def to_json(self) -> dict[str, Any]:
@@ -54,67 +72,233 @@ def _is_event(fields: dict[str, str] | None) -> bool:
     return bool(fields) and "agentId" in fields and "sessionKey" in fields
 
 
+Entries = list[tuple[str, dict[str, str] | None]]
+
+
+class _ShardReader:
+    """The loop reading one shard's stream for one group consumer."""
+
+    def __init__(self, group: EventGroup, stream: str) -> None:
+        self.group = group
+        self.stream = stream
+        self.outstanding: set[str] = set()
+        self.released = asyncio.Event()
+        self.pending_first = True
+        """Read this consumer's own pending entries first (at start, after an error,
+        after a batch was given back unacknowledged)."""
+        self.next_claim = 0.0
+
+    async def run(self) -> None:
+        redis = self.group.redis
+        backoff = 0.1
+        while True:
+            try:
+                entries = await self._next_entries()
+                backoff = 0.1
+            except asyncio.CancelledError:
+                raise
+            except ResponseError as exc:
+                if "NOGROUP" in str(exc):
+                    # The stream or the group went away (a flushed Redis): everything the
+                    # stream holds now was written since, so the group starts from its start.
+                    log.warning("%s: the consumer group is gone: recreating it", self.stream)
+                    with contextlib.suppress(RedisError):
+                        await self.group.create(self.stream, "0")
+                    continue
+                log.warning("%s: read failed (%s); retrying in %.1f s", self.stream, exc, backoff)
+                await asyncio.sleep(backoff)
+                backoff = min(backoff * 2, 5.0)
+                continue
+            except RedisError as exc:
+                self.pending_first = True
+                log.warning("%s: read failed (%s); retrying in %.1f s", self.stream, exc, backoff)
+                await asyncio.sleep(backoff)
+                backoff = min(backoff * 2, 5.0)
+                continue
+            junk = [i for i, f in entries if not _is_event(f)]
+            if junk:
+                with contextlib.suppress(RedisError):
+                    await redis.xack(self.stream, self.group.group, *junk)
+            batch = [Event.from_entry(i, f, self.stream) for i, f in entries if f and _is_event(f)]
+            if not batch:
+                continue
+            self.outstanding = {e.id for e in batch}
+            self.released.clear()
+            await self.group.queue.put(batch)
+            await self.released.wait()
+
+    async def _next_entries(self) -> Entries:
+        group, redis = self.group, self.group.redis
+        if self.pending_first:
+            reply = await redis.xreadgroup(
+                group.group, group.consumer, {self.stream: "0"}, count=group.count
+            )
+            entries = _entries(reply)
+            if entries:
+                return entries
+            self.pending_first = False
+        now = time.monotonic()
+        if now >= self.next_claim:
+            # A dead consumer's entries, idle past claim_idle_ms, become ours.
+            self.next_claim = now + group.claim_every
+            _, claimed, *_ = await redis.xautoclaim(
+                self.stream, group.group, group.consumer, group.claim_idle_ms, "0-0", count=group.count
+            )
+            if claimed:
+                return [(i, f) for i, f in claimed if i]
+        reply = await redis.xreadgroup(
+            group.group, group.consumer, {self.stream: ">"}, count=group.count, block=group.block_ms
+        )
+        return _entries(reply)
+
+    def settle(self, ids: set[str], *, acked: bool) -> None:
+        self.outstanding -= ids
+        if not acked:
+            self.pending_first = True
+        if not self.outstanding:
+            self.released.set()
+
+
+def _entries(reply: Any) -> Entries:
+    return [entry for _, entries in reply or [] for entry in entries]
+
+
 class EventGroup:
-    """One consumer in a consumer group on the change stream.
+    """One consumer in a consumer group on every shard's change stream.
 
     Each event goes to one consumer of the group; entries a dead consumer left
-    pending are claimed after `claim_idle_ms`.
+    pending are claimed once idle for `claim_idle_ms` (checked every `claim_every`
+    seconds). An event is acknowledged by `ack` — call it once the work it asks for
+    is scheduled; a batch not acknowledged by the next `read` is delivered again.
     """
 
     def __init__(
         self,
-        redis: Redis,
+        redis: Any,
         group: str,
         consumer: str,
         *,
-        stream: str = keys.EVENTS,
-        claim_idle_ms: int = 30_000,
+        claim_idle_ms: int = 20_000,
+        claim_every: float = 5.0,
+        block_ms: int = READ_BLOCK_MS,
+        count: int = 100,
     ) -> None:
         self.redis = redis
         self.group = group
         self.consumer = consumer
-        self.stream = stream
         self.claim_idle_ms = claim_idle_ms
+        self.claim_every = claim_every
+        self.block_ms = block_ms
+        self.count = count
+        self.queue: asyncio.Queue[list[Event]] = asyncio.Queue()
+        self._readers: dict[str, _ShardReader] = {}
+        self._tasks: list[asyncio.Task[None]] = []
+        self._handed: list[Event] = []
 
-    async def ensure(self, start: str = "$") -> None:
+    async def streams(self) -> list[str]:
+        return (await layout_of(self.redis)).streams
+
+    async def create(self, stream: str, start: str = "$") -> None:
         try:
-            await self.redis.xgroup_create(self.stream, self.group, id=start, mkstream=True)
+            await self.redis.xgroup_create(stream, self.group, id=start, mkstream=True)
         except ResponseError as exc:
             if "BUSYGROUP" not in str(exc):
                 raise
 
+    async def ensure(self, start: str = "$") -> None:
+        """Create the group on every shard stream (kept where it exists)."""
+        for stream in await self.streams():
+            await self.create(stream, start)
+
+    async def _start(self) -> None:
+        if self._tasks:
+            return
+        for stream in await self.streams():
+            reader = self._readers[stream] = _ShardReader(self, stream)
+            self._tasks.append(asyncio.create_task(reader.run(), name=f"events-{self.group}-{stream}"))
+        # The readers live as long as the task that reads from them: when it ends
+        # (a stopped adapter), so do they.
+        consumer = asyncio.current_task()
+        if consumer is not None:
+            consumer.add_done_callback(lambda _: self._cancel())
+
+    def _cancel(self) -> list[asyncio.Task[None]]:
+        tasks, self._tasks = self._tasks, []
+        for task in tasks:
+            task.cancel()
+        self._readers.clear()
+        return tasks
+
     async def read(self, *, count: int = 100, block_ms: int = 1000) -> list[Event]:
-        """Pending entries of this consumer first (after a restart), then new ones."""
-        events = await self._read("0", count, None)
-        if events:
-            return events
-        _, claimed, *_ = await self.redis.xautoclaim(
-            self.stream, self.group, self.consumer, self.claim_idle_ms, "0-0", count=count
-        )
-        if claimed:
-            return await self._keep_events(claimed)
-        return await self._read(">", count, block_ms)
+        """The next events of any shard (waiting up to `block_ms`), at most about `count`.
 
-    async def _read(self, start: str, count: int, block_ms: int | None) -> list[Event]:
-        reply = await self.redis.xreadgroup(
-            self.group, self.consumer, {self.stream: start}, count=count, block=block_ms
-        )
-        return await self._keep_events([entry for _, entries in reply or [] for entry in entries])
-
-    async def _keep_events(self, entries: list[tuple[str, dict[str, str] | None]]) -> list[Event]:
-        """Events among `entries`; anything else is acknowledged at once, so it cannot
-        sit in the pending list for ever."""
-        junk = [i for i, f in entries if not _is_event(f)]
-        if junk:
-            await self.redis.xack(self.stream, self.group, *junk)
-        return [Event.from_entry(i, f) for i, f in entries if _is_event(f)]
+        Pending entries of this consumer come first (after a restart), then entries a
+        dead consumer left, then new ones. Events handed out by the previous read and
+        not acknowledged since are handed out again.
+        """
+        self.count = count
+        await self._start()
+        if self._handed:
+            self._settle(self._handed, acked=False)
+            self._handed = []
+        out: list[Event] = []
+        try:
+            out += await asyncio.wait_for(self.queue.get(), block_ms / 1000)
+        except TimeoutError:
+            return []
+        while len(out) < count and not self.queue.empty():
+            out += self.queue.get_nowait()
+        self._handed = list(out)
+        return out
 
     async def ack(self, events: list[Event]) -> None:
-        if events:
-            await self.redis.xack(self.stream, self.group, *[e.id for e in events])
+        by_stream: dict[str, list[str]] = {}
+        for e in events:
+            by_stream.setdefault(e.stream, []).append(e.id)
+        for stream, ids in by_stream.items():
+            await self.redis.xack(stream, self.group, *ids)
+        acked = {(e.stream, e.id) for e in events}
+        self._handed = [e for e in self._handed if (e.stream, e.id) not in acked]
+        self._settle(events, acked=True)
+
+    def _settle(self, events: list[Event], *, acked: bool) -> None:
+        by_stream: dict[str, set[str]] = {}
+        for e in events:
+            by_stream.setdefault(e.stream, set()).add(e.id)
+        for stream, ids in by_stream.items():
+            reader = self._readers.get(stream)
+            if reader is not None:
+                reader.settle(ids, acked=acked)
+
+    async def close(self) -> None:
+        tasks = self._cancel()
+        if tasks:
+            # Bounded: a reader cancelled in the middle of a blocking read may take
+            # until its block time ends to notice.
+            await asyncio.wait(tasks, timeout=self.block_ms / 1000 + 1)
+
+    async def lag(self) -> int:
+        """Entries of all shards not yet delivered to this group, plus those pending."""
+        total = 0
+        for stream in await self.streams():
+            total += await group_lag(self.redis, stream, self.group)
+        return total
 
 
-async def last_id(redis: Redis, stream: str = keys.EVENTS) -> str:
+async def group_lag(redis: Any, stream: str, group: str) -> int:
+    """Undelivered + unacknowledged entries of `group` on `stream` (0 when absent)."""
+    try:
+        groups = await redis.xinfo_groups(stream)
+    except ResponseError:
+        return 0
+    for info in groups:
+        name = info.get("name")
+        if (name.decode() if isinstance(name, bytes) else name) == group:
+            return int(info.get("lag") or 0) + int(info.get("pending") or 0)
+    return 0
+
+
+async def last_id(redis: Any, stream: str) -> str:
     """The id of the newest entry ever added to the stream ("0-0" when there is none).
 
     A live viewer resolves this *before* it tells its client it is listening, so a
@@ -129,14 +313,15 @@ async def last_id(redis: Redis, stream: str = keys.EVENTS) -> str:
 
 
 async def tail(
-    redis: Redis, *, start: str = "$", block_ms: int = 15_000, stream: str = keys.EVENTS
+    redis: Any, stream: str, *, start: str = "$", block_ms: int = READ_BLOCK_MS
 ) -> AsyncIterator[Event | None]:
-    """Every event after `start`, for live viewers (SSE): no group, nothing acknowledged.
+    """Every event of one shard stream after `start`, for live viewers (SSE): no group,
+    nothing acknowledged.
 
     `start="$"` means "after the newest entry now" — resolved on the first iteration,
-    so pass `await last_id(redis)` instead when the caller must know it is listening.
-    Yields None after `block_ms` without events: a heartbeat that lets the caller
-    notice a closed client.
+    so pass `await last_id(redis, stream)` instead when the caller must know it is
+    listening. Yields None after `block_ms` without events: a heartbeat that lets the
+    caller notice a closed client.
     """
     last = await last_id(redis, stream) if start == "$" else start
     while True:
@@ -148,7 +333,7 @@ async def tail(
             for entry_id, fields in entries:
                 last = entry_id
                 if _is_event(fields):
-                    yield Event.from_entry(entry_id, fields)
+                    yield Event.from_entry(entry_id, fields, stream)
 
 
 def coalesce(events: list[Event]) -> list[Owner]:

@@ -28,11 +28,6 @@ class Owner:
             return None
         return cls(agent_id=parts[1], session_key=parts[2])
 
-    @property
-    def tag(self) -> str:
-        """The Redis Cluster hash tag every key of this owner carries."""
-        return f"{{{self.agent_id}:{self.session_key}}}"
-
 
 def resolve_owner(
     session_key: object,

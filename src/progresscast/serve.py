@@ -7,7 +7,7 @@ import asyncio
 import logging
 
 from .config import Settings
-from .connections import connect
+from .connections import Role, connect
 
 log = logging.getLogger("progresscast")
 
@@ -16,8 +16,9 @@ async def serve(settings: Settings, url: str) -> None:
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s %(levelname)s %(message)s")
     from .gateway import run_gateway
 
-    redis = connect(url)
-    jobs = [run_gateway(settings, redis)]
+    redis = connect(url, settings)
+    readers = connect(url, settings, role=Role.readers)
+    jobs = [run_gateway(settings, redis, readers=readers)]
     telegram = settings.channels.telegram
     if telegram and telegram.token:
         from .telegram.bot import run_adapter
@@ -31,4 +32,5 @@ async def serve(settings: Settings, url: str) -> None:
             for job in jobs:
                 group.create_task(job)
     finally:
+        await readers.aclose()
         await redis.aclose()

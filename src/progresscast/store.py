@@ -2,22 +2,25 @@
 
 Every write is one Lua script: it checks the reset epoch and the expected revision,
 bumps the owner's revision, stores or deletes the card, and appends the change
-event — all or nothing. Validation happens before the script runs, so a rejected
-write never touches Redis.
+event to the owner's shard stream — all or nothing, and all in one hash slot.
+Validation happens before the script runs, so a rejected write never touches Redis.
 """
 
 from __future__ import annotations
 
 import json
+from collections.abc import AsyncIterator
 from datetime import UTC, datetime
 
-
 from redis.asyncio import Redis
+from redis.exceptions import RedisError
 
-from . import keys
+from . import keys, metrics
 from .activity import Activity
 from .card import Card, CardError, CardInput, StepCounts, WriteResult
+from .keys import Layout
 from .owners import Owner
+from .sharding import layout_of
 from .view import RunState, View
 
 
@@ -25,75 +28,90 @@ class StoreError(CardError):
     """A well-formed write the store refuses (stale revision, reset in between)."""
 
 
-# KEYS: card, rev, epoch, events, owners
-# ARGV: body ('' clears), expectedRevision ('' = any), admittedEpoch ('' = now),
-#       sessionKey, agentId, displayKey, event type, reset ('1' bumps the epoch), maxlen
+# Every script also records the owner's newest event (`last`), so a reconnecting
+# viewer learns what it missed with one read, however long the stream is.
+
 _WRITE = """
-local epoch = tonumber(redis.call('GET', KEYS[3]) or '0')
-if ARGV[3] ~= '' and tonumber(ARGV[3]) ~= epoch then
+local card_key, rev_key, epoch_key = KEYS[1], KEYS[2], KEYS[3]
+local events_key, owners_key, last_key = KEYS[4], KEYS[5], KEYS[6]
+local body, expected, admitted = ARGV[1], ARGV[2], ARGV[3]
+local session_key, agent_id, display_key = ARGV[4], ARGV[5], ARGV[6]
+local event_type, is_reset, maxlen = ARGV[7], ARGV[8], ARGV[9]
+
+local epoch = tonumber(redis.call('GET', epoch_key) or '0')
+if admitted ~= '' and tonumber(admitted) ~= epoch then
   return {'reset', epoch}
 end
-local rev = tonumber(redis.call('GET', KEYS[2]) or '0')
-if ARGV[2] ~= '' and tonumber(ARGV[2]) ~= rev then
+local rev = tonumber(redis.call('GET', rev_key) or '0')
+if expected ~= '' and tonumber(expected) ~= rev then
   return {'revision', rev}
 end
-rev = redis.call('INCR', KEYS[2])
-if ARGV[8] == '1' then redis.call('INCR', KEYS[3]) end
+rev = redis.call('INCR', rev_key)
+if is_reset == '1' then redis.call('INCR', epoch_key) end
 local t = redis.call('TIME')
 local ms = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
 local shown = ''
-if ARGV[1] == '' then
-  redis.call('DEL', KEYS[1])
+if body == '' then
+  redis.call('DEL', card_key)
 else
-  redis.call('HSET', KEYS[1], 'body', ARGV[1], 'revision', rev, 'updatedAt', ms)
+  redis.call('HSET', card_key, 'body', body, 'revision', rev, 'updatedAt', ms)
   shown = tostring(rev)
 end
-redis.call('ZADD', KEYS[5], ms, ARGV[6])
-redis.call('XADD', KEYS[4], 'MAXLEN', '~', ARGV[9], '*', 'type', ARGV[7],
-  'sessionKey', ARGV[4], 'agentId', ARGV[5], 'displayKey', ARGV[6], 'revision', shown)
+redis.call('ZADD', owners_key, ms, display_key)
+local id = redis.call('XADD', events_key, 'MAXLEN', '~', maxlen, '*', 'type', event_type,
+  'sessionKey', session_key, 'agentId', agent_id, 'displayKey', display_key, 'revision', shown)
+redis.call('DEL', last_key)
+redis.call('HSET', last_key, 'id', id, 'type', event_type, 'revision', shown)
 return {'ok', rev}
 """
 
-# KEYS: activity, tools, events, owners
-# ARGV: headline ('' keeps, '\\0' clears), tool line ('' none), answer (as headline),
-#       maxTools, sessionKey, agentId, displayKey, maxlen, replace ('1' drops all first)
 _ACTIVITY = """
-if ARGV[9] == '1' then redis.call('DEL', KEYS[1], KEYS[2]) end
-for i, field in ipairs({'headline', 'answer'}) do
-  local v = ARGV[i * 2 - 1]
-  if v == '\\0' then redis.call('HDEL', KEYS[1], field)
-  elseif v ~= '' then redis.call('HSET', KEYS[1], field, v) end
+local activity_key, tools_key, events_key, owners_key, last_key = KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5]
+-- headline / answer: '' keeps, '\\0' clears
+local headline, tool, answer, max_tools = ARGV[1], ARGV[2], ARGV[3], tonumber(ARGV[4])
+local session_key, agent_id, display_key, maxlen, replace = ARGV[5], ARGV[6], ARGV[7], ARGV[8], ARGV[9]
+
+if replace == '1' then redis.call('DEL', activity_key, tools_key) end
+for field, v in pairs({headline = headline, answer = answer}) do
+  if v == '\\0' then redis.call('HDEL', activity_key, field)
+  elseif v ~= '' then redis.call('HSET', activity_key, field, v) end
 end
-if ARGV[2] ~= '' then
-  redis.call('RPUSH', KEYS[2], ARGV[2])
-  redis.call('LTRIM', KEYS[2], -tonumber(ARGV[4]), -1)
+if tool ~= '' then
+  redis.call('RPUSH', tools_key, tool)
+  redis.call('LTRIM', tools_key, -max_tools, -1)
 end
 local t = redis.call('TIME')
-redis.call('ZADD', KEYS[4], tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000), ARGV[7])
-redis.call('XADD', KEYS[3], 'MAXLEN', '~', ARGV[8], '*', 'type', 'activity.changed',
-  'sessionKey', ARGV[5], 'agentId', ARGV[6], 'displayKey', ARGV[7], 'revision', '')
+redis.call('ZADD', owners_key, tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000), display_key)
+local id = redis.call('XADD', events_key, 'MAXLEN', '~', maxlen, '*', 'type', 'activity.changed',
+  'sessionKey', session_key, 'agentId', agent_id, 'displayKey', display_key, 'revision', '')
+redis.call('DEL', last_key)
+redis.call('HSET', last_key, 'id', id, 'type', 'activity.changed', 'revision', '')
 return 1
 """
 
-# KEYS: run, rev, activity, tools, events
-# ARGV: runId, state ('active' starts a run), sessionKey, agentId, displayKey, maxlen
 _RUN = """
+local run_key, rev_key, activity_key, tools_key, events_key, last_key = KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5], KEYS[6]
+-- state 'active' starts a run; anything else ends run_id if it is the current one
+local run_id, state, session_key, agent_id, display_key, maxlen = ARGV[1], ARGV[2], ARGV[3], ARGV[4], ARGV[5], ARGV[6]
+
 local t = redis.call('TIME')
 local ms = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
 local kind
-if ARGV[2] == 'active' then
-  local rev = redis.call('GET', KEYS[2]) or '0'
-  redis.call('DEL', KEYS[1], KEYS[3], KEYS[4])
-  redis.call('HSET', KEYS[1], 'runId', ARGV[1], 'state', 'active', 'startedAt', ms, 'startRevision', rev)
+if state == 'active' then
+  local rev = redis.call('GET', rev_key) or '0'
+  redis.call('DEL', run_key, activity_key, tools_key)
+  redis.call('HSET', run_key, 'runId', run_id, 'state', 'active', 'startedAt', ms, 'startRevision', rev)
   kind = 'run.started'
 else
-  local current = redis.call('HGET', KEYS[1], 'runId')
-  if current ~= ARGV[1] then return 0 end
-  redis.call('HSET', KEYS[1], 'state', ARGV[2], 'endedAt', ms)
+  local current = redis.call('HGET', run_key, 'runId')
+  if current ~= run_id then return 0 end
+  redis.call('HSET', run_key, 'state', state, 'endedAt', ms)
   kind = 'run.ended'
 end
-redis.call('XADD', KEYS[5], 'MAXLEN', '~', ARGV[6], '*', 'type', kind,
-  'sessionKey', ARGV[3], 'agentId', ARGV[4], 'displayKey', ARGV[5], 'revision', '', 'state', ARGV[2])
+local id = redis.call('XADD', events_key, 'MAXLEN', '~', maxlen, '*', 'type', kind,
+  'sessionKey', session_key, 'agentId', agent_id, 'displayKey', display_key, 'revision', '', 'state', state)
+redis.call('DEL', last_key)
+redis.call('HSET', last_key, 'id', id, 'type', kind, 'revision', '', 'state', state)
 return 1
 """
 
@@ -112,11 +130,16 @@ class CardStore:
         self._activity = redis.register_script(_ACTIVITY)
         self._run = redis.register_script(_RUN)
 
+    async def layout(self) -> Layout:
+        """The store's key layout (its recorded shard count), learnt on first use."""
+        return await layout_of(self.redis)
+
     # -- cards ---------------------------------------------------------------
 
     async def admit(self, owner: Owner) -> int:
         """The reset epoch now: pass it to `put` to refuse the write if a reset comes first."""
-        return int(await self.redis.get(keys.epoch(owner)) or 0)
+        lay = await self.layout()
+        return int(await self.redis.get(lay.epoch(owner)) or 0)
 
     async def put(
         self,
@@ -151,8 +174,41 @@ class CardStore:
         *,
         reset: bool,
     ) -> int:
+        try:
+            status, value = await self._write_script(owner, body, expected_revision, admitted_epoch, reset=reset)
+        except RedisError:
+            metrics.WRITES.labels("error").inc()
+            raise
+        if status != "ok":
+            metrics.WRITES.labels("conflict").inc()
+        if status == "revision":
+            raise StoreError(
+                "expectedRevision", f"is {expected_revision} but the card is at revision {value}"
+            )
+        if status == "reset":
+            raise StoreError("sessionKey", "the card was reset after this write was admitted")
+        metrics.WRITES.labels("ok").inc()
+        return int(value)
+
+    async def _write_script(
+        self,
+        owner: Owner,
+        body: str,
+        expected_revision: int | None,
+        admitted_epoch: int | None,
+        *,
+        reset: bool,
+    ) -> tuple[str, int]:
+        lay = await self.layout()
         status, value = await self._write(
-            keys=[keys.card(owner), keys.revision(owner), keys.epoch(owner), keys.EVENTS, keys.OWNERS],
+            keys=[
+                lay.card(owner),
+                lay.revision(owner),
+                lay.epoch(owner),
+                lay.events_of(owner),
+                lay.owners_of(owner),
+                lay.last_event(owner),
+            ],
             args=[
                 body,
                 "" if expected_revision is None else int(expected_revision),
@@ -165,20 +221,16 @@ class CardStore:
                 self.events_maxlen,
             ],
         )
-        if status == "revision":
-            raise StoreError(
-                "expectedRevision", f"is {expected_revision} but the card is at revision {value}"
-            )
-        if status == "reset":
-            raise StoreError("sessionKey", "the card was reset after this write was admitted")
-        return int(value)
+        return str(status), int(value)
 
     async def get(self, owner: Owner) -> Card | None:
-        raw = await self.redis.hgetall(keys.card(owner))
+        lay = await self.layout()
+        raw = await self.redis.hgetall(lay.card(owner))
         return self._card(owner, raw) if raw else None
 
     async def revision(self, owner: Owner) -> int:
-        return int(await self.redis.get(keys.revision(owner)) or 0)
+        lay = await self.layout()
+        return int(await self.redis.get(lay.revision(owner)) or 0)
 
     @staticmethod
     def _card(owner: Owner, raw: dict[str, str]) -> Card:
@@ -208,8 +260,16 @@ class CardStore:
     async def _run_script(self, owner: Owner, run_id: str, state: RunState) -> int:
         if not isinstance(run_id, str) or not run_id.strip() or len(run_id) > 200:
             raise CardError("runId", "must be a non-empty string of at most 200 characters")
+        lay = await self.layout()
         return await self._run(
-            keys=[keys.run(owner), keys.revision(owner), keys.activity(owner), keys.tools(owner), keys.EVENTS],
+            keys=[
+                lay.run(owner),
+                lay.revision(owner),
+                lay.activity(owner),
+                lay.tools(owner),
+                lay.events_of(owner),
+                lay.last_event(owner),
+            ],
             args=[run_id, state.value, owner.session_key, owner.agent_id, owner.display_key, self.events_maxlen],
         )
 
@@ -236,8 +296,15 @@ class CardStore:
                 return ""
             return clean if clean else "\0"
 
+        lay = await self.layout()
         await self._activity(
-            keys=[keys.activity(owner), keys.tools(owner), keys.EVENTS, keys.OWNERS],
+            keys=[
+                lay.activity(owner),
+                lay.tools(owner),
+                lay.events_of(owner),
+                lay.owners_of(owner),
+                lay.last_event(owner),
+            ],
             args=[
                 arg(headline, checked.headline),
                 checked.tools[0] if checked.tools else "",
@@ -253,9 +320,10 @@ class CardStore:
         return await self.activity(owner)
 
     async def activity(self, owner: Owner) -> Activity:
+        lay = await self.layout()
         async with self.redis.pipeline(transaction=True) as pipe:
-            pipe.hgetall(keys.activity(owner))
-            pipe.lrange(keys.tools(owner), 0, -1)
+            pipe.hgetall(lay.activity(owner))
+            pipe.lrange(lay.tools(owner), 0, -1)
             fields, tools = await pipe.execute()
         return Activity(
             headline=fields.get("headline"), tools=tuple(tools), answer=fields.get("answer")
@@ -263,11 +331,12 @@ class CardStore:
 
     async def view(self, owner: Owner) -> View:
         """Card, activity and run state read in one transaction, so they agree."""
+        lay = await self.layout()
         async with self.redis.pipeline(transaction=True) as pipe:
-            pipe.hgetall(keys.card(owner))
-            pipe.hgetall(keys.activity(owner))
-            pipe.lrange(keys.tools(owner), 0, -1)
-            pipe.hgetall(keys.run(owner))
+            pipe.hgetall(lay.card(owner))
+            pipe.hgetall(lay.activity(owner))
+            pipe.lrange(lay.tools(owner), 0, -1)
+            pipe.hgetall(lay.run(owner))
             raw_card, fields, tools, run = await pipe.execute()
         card = self._card(owner, raw_card) if raw_card else None
         state = RunState(run["state"]) if run else RunState.none
@@ -281,8 +350,38 @@ class CardStore:
             owner=owner, card=card, activity=activity, run=state, run_id=run.get("runId"), paused=paused
         )
 
-    async def owners(self, limit: int = 200) -> list[tuple[str, int]]:
-        """Display keys with their last change (ms), newest first."""
-        rows = await self.redis.zrevrange(keys.OWNERS, 0, limit - 1, withscores=True)
-        return [(key, int(score)) for key, score in rows]
+    async def last_event(self, owner: Owner) -> dict[str, str]:
+        """The owner's newest event as stored beside it ({} when it never had one)."""
+        lay = await self.layout()
+        return await self.redis.hgetall(lay.last_event(owner))
 
+    async def owners(self, *, page: int = 500) -> AsyncIterator[tuple[str, int]]:
+        """Every display key with its last change (ms), newest first, across all shards.
+
+        Each shard's index is read `page` entries at a time and merged, so a caller
+        that stops early (a listing that filled its page) reads little more than it shows.
+        """
+        lay = await self.layout()
+        heads = [self._index(name, page) for name in lay.indexes]
+        current: list[tuple[int, str, int] | None] = []
+        for i, head in enumerate(heads):
+            row = await anext(head, None)
+            current.append(None if row is None else (row[1], row[0], i))
+        while True:
+            live = [c for c in current if c is not None]
+            if not live:
+                return
+            score, key, i = max(live)
+            yield key, score
+            row = await anext(heads[i], None)
+            current[i] = None if row is None else (row[1], row[0], i)
+
+    async def _index(self, name: str, page: int) -> AsyncIterator[tuple[str, int]]:
+        start = 0
+        while True:
+            rows = await self.redis.zrevrange(name, start, start + page - 1, withscores=True)
+            for key, score in rows:
+                yield key, int(score)
+            if len(rows) < page:
+                return
+            start += page

@@ -6,8 +6,8 @@ import contextlib
 import logging
 from collections.abc import AsyncIterator
 from pathlib import Path
+from typing import Any
 
-from redis.asyncio import Redis
 from starlette.applications import Starlette
 from starlette.routing import Mount, Route
 from starlette.staticfiles import StaticFiles
@@ -15,7 +15,7 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from ..config import Settings
 from ..store import CardStore
-from . import pages, rpc, sse
+from . import health, pages, rpc, sse
 from .auth import Tokens
 from .hub import EventHub
 from .state import Gateway
@@ -71,9 +71,11 @@ class SecurityHeaders:
         await self.app(scope, receive, send_with_headers)
 
 
-def create_app(settings: Settings, redis: Redis, *, heartbeat: float = 15.0) -> Starlette:
-    """The gateway for `settings` on `redis`. `heartbeat`: seconds between SSE comments."""
-    hub = EventHub(redis)
+def create_app(settings: Settings, redis: Any, *, readers: Any | None = None, heartbeat: float = 15.0) -> Starlette:
+    """The gateway for `settings` on `redis` (the commands client); `readers`: the
+    client for the live hub's blocking reads (default: `redis`). `heartbeat`: seconds
+    between SSE comments."""
+    hub = EventHub(readers if readers is not None else redis)
     gateway = Gateway(
         settings=settings,
         redis=redis,
@@ -100,6 +102,8 @@ def create_app(settings: Settings, redis: Redis, *, heartbeat: float = 15.0) -> 
             Route("/v1/rpc", rpc.rpc, methods=["POST"]),
             Route("/v1/events", sse.events, methods=["GET"]),
             Route("/v1/card", pages.card_fragment, methods=["GET"]),
+            Route("/healthz", health.healthz, methods=["GET"]),
+            Route("/metrics", health.metrics_page, methods=["GET"]),
             Mount("/static", StaticFiles(directory=STATIC), name="static"),
         ],
         lifespan=lifespan,

@@ -1,9 +1,9 @@
-"""One reader of the change stream per process, fanned out to every SSE client.
+"""One reader per shard stream per process, fanned out to every SSE client.
 
 Each viewer holding its own blocking XREAD would hold one Redis connection per open
-browser tab; the hub holds one, and hands each subscriber only its owner's events.
-Events are refresh hints, so a subscriber whose queue is full simply misses hints it
-already has one of — the page re-reads the card anyway.
+browser tab; the hub holds one per shard that has viewers, and hands each subscriber
+only its owner's events. Events are refresh hints, so a subscriber whose queue is
+full simply misses hints it already has one of — the page re-reads the card anyway.
 """
 
 from __future__ import annotations
@@ -11,13 +11,15 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import time
+from typing import Any
 
-from redis.asyncio import Redis
 from redis.exceptions import RedisError
 
-from .. import events
+from .. import events, metrics
 from ..events import Event
 from ..owners import Owner
+from ..sharding import layout_of
 
 log = logging.getLogger("progresscast.gateway")
 
@@ -25,8 +27,9 @@ QUEUE_SIZE = 64
 
 
 class Subscription:
-    def __init__(self, owner: Owner) -> None:
+    def __init__(self, owner: Owner, stream: str) -> None:
         self.owner = owner
+        self.stream = stream
         self.queue: asyncio.Queue[Event | None] = asyncio.Queue(QUEUE_SIZE)
         """None means "the hub is closing: end the stream"."""
 
@@ -35,55 +38,77 @@ class Subscription:
             self.queue.put_nowait(event)
 
 
+def _observe_staleness(event: Event) -> None:
+    # A stream id starts with the write's time (ms, Redis' clock).
+    written_ms = int(event.id.partition("-")[0])
+    metrics.STALENESS.labels("web").observe(max(0.0, time.time() - written_ms / 1000))
+
+
+class _ShardTail:
+    """The reader of one shard stream and the subscribers waiting on it."""
+
+    def __init__(self) -> None:
+        self.subs: set[Subscription] = set()
+        self.task: asyncio.Task[None] | None = None
+        self.ready: asyncio.Future[None] | None = None
+
+
 class EventHub:
-    def __init__(self, redis: Redis, *, block_ms: int = 5_000) -> None:
+    def __init__(self, redis: Any, *, block_ms: int = events.READ_BLOCK_MS) -> None:
+        """`redis`: the client for blocking reads (its socket timeout above `block_ms`)."""
         self.redis = redis
         self.block_ms = block_ms
-        self._subs: set[Subscription] = set()
-        self._task: asyncio.Task[None] | None = None
-        self._ready: asyncio.Future[None] | None = None
+        self._tails: dict[str, _ShardTail] = {}
 
     @property
     def subscribers(self) -> int:
-        return len(self._subs)
+        return sum(len(t.subs) for t in self._tails.values())
 
     async def subscribe(self, owner: Owner) -> Subscription:
         """Returns once the hub is reading: any event written after this is delivered."""
-        sub = Subscription(owner)
-        self._subs.add(sub)
+        stream = (await layout_of(self.redis)).events_of(owner)
+        sub = Subscription(owner, stream)
+        tail = self._tails.setdefault(stream, _ShardTail())
+        tail.subs.add(sub)
         try:
-            if self._task is None or self._task.done():
+            if tail.task is None or tail.task.done():
                 loop = asyncio.get_running_loop()
-                self._ready = loop.create_future()
-                self._task = loop.create_task(self._run(self._ready), name="progresscast-event-hub")
-            assert self._ready is not None
-            await asyncio.shield(self._ready)
+                tail.ready = loop.create_future()
+                tail.task = loop.create_task(self._run(stream, tail, tail.ready), name=f"event-hub-{stream}")
+            assert tail.ready is not None
+            await asyncio.shield(tail.ready)
         except BaseException:
             self.unsubscribe(sub)
             raise
         return sub
 
     def unsubscribe(self, sub: Subscription) -> None:
-        self._subs.discard(sub)
-        # Nobody listening: stop reading (the next subscriber starts afresh from "now").
-        if not self._subs and self._task is not None:
-            self._task.cancel()
-            self._task = None
+        tail = self._tails.get(sub.stream)
+        if tail is None:
+            return
+        tail.subs.discard(sub)
+        # Nobody listening on this shard: stop reading it (the next one starts from "now").
+        if not tail.subs:
+            if tail.task is not None:
+                tail.task.cancel()
+            del self._tails[sub.stream]
 
     async def close(self) -> None:
         """End every open stream (at shutdown), then stop reading."""
-        for sub in list(self._subs):
-            sub.offer(None)
-        self._subs.clear()
-        if self._task is not None:
-            self._task.cancel()
-            with contextlib.suppress(asyncio.CancelledError, RedisError):
-                await self._task
-            self._task = None
+        tails, self._tails = list(self._tails.values()), {}
+        for tail in tails:
+            for sub in list(tail.subs):
+                sub.offer(None)
+            tail.subs.clear()
+            if tail.task is not None:
+                tail.task.cancel()
+        tasks = [t.task for t in tails if t.task is not None]
+        if tasks:
+            await asyncio.wait(tasks, timeout=self.block_ms / 1000 + 1)
 
-    async def _run(self, ready: asyncio.Future[None]) -> None:
+    async def _run(self, stream: str, tail: _ShardTail, ready: asyncio.Future[None]) -> None:
         try:
-            position = await events.last_id(self.redis)
+            position = await events.last_id(self.redis, stream)
         except BaseException as exc:
             if not ready.done():
                 ready.set_exception(exc if isinstance(exc, Exception) else RuntimeError("hub stopped"))
@@ -93,14 +118,15 @@ class EventHub:
         backoff = 0.2
         while True:
             try:
-                async for event in events.tail(self.redis, start=position, block_ms=self.block_ms):
+                async for event in events.tail(self.redis, stream, start=position, block_ms=self.block_ms):
                     backoff = 0.2
                     if event is None:
                         continue
                     position = event.id
-                    for sub in list(self._subs):
+                    for sub in list(tail.subs):
                         if sub.owner == event.owner:
                             sub.offer(event)
+                            _observe_staleness(event)
             except RedisError as exc:
                 # Keep the position: after Redis comes back, nothing in between is lost.
                 log.warning("event stream read failed (%s); retrying in %.1f s", exc, backoff)

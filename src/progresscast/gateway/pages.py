@@ -23,6 +23,7 @@ from redis.exceptions import RedisError
 from starlette.requests import Request
 from starlette.responses import HTMLResponse, JSONResponse, RedirectResponse, Response
 
+from .. import metrics
 from ..card import CardError
 from ..config import RenderSettings
 from ..owners import Owner
@@ -33,7 +34,8 @@ from .errors import ApiError
 from .rpc import read_body
 from .state import Gateway, gateway_of, readable_owner
 
-MAX_LISTED = 200
+PAGE_SIZE = 50
+"""Sessions per page of the index; a link leads to the next page."""
 
 # -- templates ----------------------------------------------------------------
 
@@ -77,6 +79,7 @@ def render_card(gw: Gateway, view: View) -> str:
     from ..render import render_web  # imported late: the renderers load templates on first use
 
     # The web card has no line limits, so the chat defaults of RenderSettings do not bite.
+    metrics.RENDERS.labels("web").inc()
     return render_web(view, RenderSettings(), templates_dir=gw.settings.templates.dir)
 
 
@@ -176,23 +179,42 @@ def login_page(gw: Gateway, request: Request, message: str | None = None, *, sta
 # -- routes -------------------------------------------------------------------
 
 
+def _cursor(value: str | None) -> tuple[int, str] | None:
+    """`?after=<ms>:<displayKey>`: the last session of the previous page."""
+    ms, _, key = (value or "").partition(":")
+    return (int(ms), key) if ms.isdigit() and key else None
+
+
 async def index(request: Request) -> Response:
+    """The sessions the token may see, newest first, PAGE_SIZE at a time. The filter
+    runs before the page is cut, so nobody else's sessions can push one off the list."""
     gw = gateway_of(request)
     try:
         grant = viewer(request)
     except PageRefusal as refusal:
         return refusal.response
     known = gw.settings.agents.known_set
+    after = _cursor(request.query_params.get("after"))
     shown: list[CardShown] = []
+    more: str | None = None
+    last: tuple[int, str] | None = None
     try:
-        for display_key, _ms in await gw.store.owners(limit=MAX_LISTED):
+        async for display_key, ms in gw.store.owners():
+            if after is not None and (ms, display_key) >= after:
+                continue  # on an earlier page
             owner = Owner.from_display_key(display_key)
             # Agents no longer configured cannot be opened; sessions not granted are not listed.
-            if owner and owner.agent_id in known and grant.may_touch(owner):
-                shown.append(await show(gw, owner))
+            if not (owner and owner.agent_id in known and grant.may_touch(owner)):
+                continue
+            if len(shown) == PAGE_SIZE:
+                assert last is not None
+                more = "/?" + urlencode({"after": f"{last[0]}:{last[1]}"})
+                break
+            shown.append(await show(gw, owner))
+            last = (ms, display_key)
     except RedisError:
         return _store_unavailable(gw)
-    return page(gw, "index", sessions=shown, signed_in=True)
+    return page(gw, "index", sessions=shown, more=more, first=after is None, signed_in=True)
 
 
 def _store_unavailable(gw: Gateway) -> Response:

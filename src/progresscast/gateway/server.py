@@ -7,9 +7,9 @@ import contextlib
 import errno
 import logging
 import socket
+from typing import Any
 
 import uvicorn
-from redis.asyncio import Redis
 from starlette.applications import Starlette
 
 from ..config import Settings
@@ -44,15 +44,16 @@ def address(sock: socket.socket) -> str:
 
 async def run_gateway(
     settings: Settings,
-    redis: Redis,
+    redis: Any,
     *,
+    readers: Any | None = None,
     sock: socket.socket | None = None,
     started: asyncio.Event | None = None,
 ) -> None:
     """Serve the gateway on `settings.gateway.listen` (or `sock`) until cancelled."""
     sock = sock or bind(settings.gateway.listen)
     log.info("gateway and web page on %s", address(sock))
-    await serve_app(create_app(settings, redis), sock, started=started)
+    await serve_app(create_app(settings, redis, readers=readers), sock, started=started)
 
 
 async def serve_app(app: Starlette, sock: socket.socket, *, started: asyncio.Event | None = None) -> None:

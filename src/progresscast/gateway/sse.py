@@ -6,8 +6,8 @@ Each event is a refresh hint, named by its type (`progressCard.changed`, and als
 A comment goes out every `heartbeat` seconds of silence: writing to a closed client
 is how a server notices it behind proxies that never report the close.
 
-A reconnecting client sending `Last-Event-ID` first gets the owner's events it
-missed (up to 1,000), then the live ones.
+A reconnecting client sending `Last-Event-ID` first gets one hint — the owner's
+newest event — if it missed anything, then the live ones.
 """
 
 from __future__ import annotations
@@ -21,7 +21,6 @@ from redis.exceptions import RedisError
 from starlette.requests import Request
 from starlette.responses import Response, StreamingResponse
 
-from .. import keys
 from ..card import CardError
 from ..events import Event
 from ..owners import Owner
@@ -30,9 +29,6 @@ from .errors import ApiError
 from .state import Gateway, gateway_of, readable_owner
 
 _ENTRY_ID = re.compile(r"\d{1,20}-\d{1,20}")
-REPLAY_PAGE = 1000
-REPLAY_PAGES = 20
-"""A reconnect scans at most this many pages of the stream for what it missed."""
 
 
 def frame(event: Event) -> str:
@@ -84,23 +80,28 @@ async def _stream(gw: Gateway, owner: Owner, resume: str | None) -> AsyncIterato
         gw.hub.unsubscribe(sub)
 
 
+def _entry_id(value: str) -> tuple[int, int]:
+    ms, _, seq = value.partition("-")
+    return int(ms), int(seq or 0)
+
+
 async def _missed(gw: Gateway, owner: Owner, after: str) -> list[Event]:
-    """What a reconnecting client missed. Events are refresh hints, so the newest one of
-    this owner since `after` is all it needs; the stream is scanned page by page."""
-    newest: Event | None = None
-    start = f"({after}"
+    """What a reconnecting client missed. Events are refresh hints, so the owner's
+    newest one, if it is newer than `after`, is all it needs: one read, however long
+    the stream (the write scripts keep it beside the owner's other keys)."""
     try:
-        for _ in range(REPLAY_PAGES):
-            entries = await gw.redis.xrange(keys.EVENTS, min=start, max="+", count=REPLAY_PAGE)
-            for entry_id, fields in entries:
-                if fields.get("agentId") == owner.agent_id and fields.get("sessionKey") == owner.session_key:
-                    newest = Event.from_entry(entry_id, fields)
-            if len(entries) < REPLAY_PAGE:
-                return [newest] if newest else []
-            start = f"({entries[-1][0]}"
-        # Too far behind to scan: a hint built from the card as it is now.
-        card = await gw.store.get(owner)
-        revision = card.revision if card else None
-        return [Event(id=start[1:], type="progressCard.changed", owner=owner, revision=revision)]
+        last = await gw.store.last_event(owner)
     except RedisError:
         return []
+    if not last.get("id") or _entry_id(last["id"]) <= _entry_id(after):
+        return []
+    revision = last.get("revision") or ""
+    return [
+        Event(
+            id=last["id"],
+            type=last.get("type") or "progressCard.changed",
+            owner=owner,
+            revision=int(revision) if revision.isdigit() else None,
+            state=last.get("state") or None,
+        )
+    ]

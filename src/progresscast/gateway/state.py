@@ -3,8 +3,8 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Any
 
-from redis.asyncio import Redis
 from starlette.requests import HTTPConnection
 
 from ..config import Settings
@@ -19,7 +19,7 @@ from .hub import EventHub
 @dataclass
 class Gateway:
     settings: Settings
-    redis: Redis
+    redis: Any
     store: CardStore
     tokens: Tokens
     hub: EventHub

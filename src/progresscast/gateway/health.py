@@ -1,0 +1,82 @@
+"""`GET /healthz` and `GET /metrics`: is this process able to work, and what it did.
+
+Both are unauthenticated (load balancers and Prometheus scrape them) and say nothing
+about cards: reachability, consumer lag and counts only.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from typing import Any
+
+from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
+from redis.exceptions import RedisError
+from starlette.requests import Request
+from starlette.responses import JSONResponse, Response
+
+from .. import keys, metrics
+from ..events import group_lag
+from ..sharding import layout_of
+from .state import gateway_of
+
+PING_TIMEOUT = 1.5
+"""Seconds /healthz waits for Redis before it answers 503."""
+MAX_LAG = 10_000
+"""A consumer group further behind than this many events makes /healthz answer 503."""
+FOLLOW_CHATS_SCANNED = 10_000
+
+
+async def consumer_lag(redis: Any) -> dict[str, int]:
+    """Per consumer group: undelivered + unacknowledged events over every shard."""
+    lag: dict[str, int] = {}
+    for stream in (await layout_of(redis)).streams:
+        try:
+            groups = await redis.xinfo_groups(stream)
+        except RedisError:
+            continue  # no such stream yet
+        for info in groups:
+            name = str(info.get("name"))
+            lag[name] = lag.get(name, 0) + await group_lag(redis, stream, name)
+    return lag
+
+
+async def follows(redis: Any) -> int:
+    total = 0
+    chats = await redis.smembers(keys.TG_CHATS)
+    for chat in list(chats)[:FOLLOW_CHATS_SCANNED]:
+        total += int(await redis.scard(keys.tg_chat_follows(int(chat))))
+    return total
+
+
+async def _observe(redis: Any) -> dict[str, int]:
+    await redis.ping()
+    lag = await consumer_lag(redis)
+    for group, value in lag.items():
+        metrics.CONSUMER_LAG.labels(group).set(value)
+    metrics.FOLLOWS.set(await follows(redis))
+    return lag
+
+
+async def healthz(request: Request) -> Response:
+    gw = gateway_of(request)
+    try:
+        lag = await asyncio.wait_for(_observe(gw.redis), PING_TIMEOUT)
+    except (RedisError, TimeoutError, OSError) as exc:
+        reason = f"redis is not answering: {exc or type(exc).__name__}"
+        return JSONResponse({"ok": False, "reason": reason}, status_code=503)
+    behind = {g: n for g, n in lag.items() if n > MAX_LAG}
+    body: dict[str, Any] = {"ok": not behind, "redis": "ok", "consumerLag": lag}
+    if behind:
+        group, n = max(behind.items(), key=lambda kv: kv[1])
+        body["reason"] = f"consumer group {group} is {n} events behind (more than {MAX_LAG})"
+        return JSONResponse(body, status_code=503)
+    return JSONResponse(body)
+
+
+async def metrics_page(request: Request) -> Response:
+    gw = gateway_of(request)
+    try:
+        await asyncio.wait_for(_observe(gw.redis), PING_TIMEOUT)
+    except (RedisError, TimeoutError, OSError):
+        pass  # counters are still worth scraping; the gauges keep their last value
+    return Response(generate_latest(), media_type=CONTENT_TYPE_LATEST)
