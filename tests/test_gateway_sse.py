@@ -184,25 +184,80 @@ async def test_a_reconnect_with_last_event_id_gets_what_it_missed(live: Live) ->
         assert missed.json["revision"] == 2 and missed.json["sessionKey"] == "ticket-1"
 
 
-async def test_a_reconnect_finds_its_owner_behind_many_other_events(
-    live: Live, store: CardStore, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    from progresscast.gateway import sse
-
-    monkeypatch.setattr(sse, "REPLAY_PAGE", 10)
+async def test_a_reconnect_gets_only_the_newest_hint_however_long_the_stream(live: Live, store: CardStore) -> None:
     async with subscribe(live.base, sessionKey="ticket-1") as stream:
         await rpc(live.base, "progressCard.put", sessionKey="ticket-1", markdown="one")
         seen = (await stream.event()).id
-    for i in range(35):  # three and a half pages of other sessions' events
+    for i in range(35):
         await store.put(Owner("main", f"busy-{i}"), CardInput.parse({"markdown": "x"}))
     await rpc(live.base, "progressCard.put", sessionKey="ticket-1", markdown="two")
+    await rpc(live.base, "activity.put", sessionKey="ticket-1", headline="three")
     async with subscribe(live.base, sessionKey="ticket-1", last_event_id=seen) as stream:
         missed = await stream.event(timeout=1)
-        assert missed.json["revision"] == 2
-    monkeypatch.setattr(sse, "REPLAY_PAGES", 2)  # too far behind to scan: a hint from the card
-    async with subscribe(live.base, sessionKey="ticket-1", last_event_id=seen) as stream:
-        missed = await stream.event(timeout=1)
-        assert missed.json["revision"] == 2 and missed.event == "progressCard.changed"
+        assert missed.event == "activity.changed" and missed.json["sessionKey"] == "ticket-1"
+        newest = missed.id
+        with pytest.raises(TimeoutError):
+            await stream.event(timeout=0.3)  # one hint, not the whole history
+    async with subscribe(live.base, sessionKey="ticket-1", last_event_id=newest) as stream:
+        with pytest.raises(TimeoutError):
+            await stream.event(timeout=0.3)  # nothing missed: nothing replayed
+
+
+async def test_forty_replays_from_the_start_of_a_full_stream_leave_puts_fast(live: Live, store: CardStore, redis: Redis) -> None:
+    owner = Owner("main", "ticket-1")
+    await store.put(owner, CardInput.parse({"markdown": "one"}))
+    stream_key = (await store.layout()).events_of(owner)
+    # The owner's shard stream filled with 20,000 entries of other owners.
+    for start in range(0, 20_000, 2_000):
+        async with redis.pipeline(transaction=False) as pipe:
+            for i in range(start, start + 2_000):
+                pipe.xadd(stream_key, {"type": "progressCard.changed", "agentId": "main", "sessionKey": f"o-{i}", "revision": "1"})
+            await pipe.execute()
+
+    async def replay() -> int:
+        async with subscribe(live.base, sessionKey="ticket-1", last_event_id="0-0") as stream:
+            return (await stream.event(timeout=20)).json["revision"]
+
+    replays = [asyncio.create_task(replay()) for _ in range(40)]
+    latencies = []
+    for i in range(5):
+        began = time.monotonic()
+        await rpc(live.base, "progressCard.put", sessionKey="other", markdown=f"put {i}")
+        latencies.append(time.monotonic() - began)
+    assert sorted(await asyncio.gather(*replays)) == [1] * 40
+    # Generous against a busy machine; scanning the stream per replay took seconds.
+    assert sorted(latencies)[2] < 0.5, latencies
+
+
+async def test_a_quiet_spell_longer_than_the_socket_timeout_then_a_write_arrives_at_once(
+    redis_url: str, caplog: pytest.LogCaptureFixture
+) -> None:
+    from progresscast.connections import COMMAND_TIMEOUT, READER_TIMEOUT, Role, connect
+    from progresscast.events import READ_BLOCK_MS
+
+    assert READER_TIMEOUT > READ_BLOCK_MS / 1000 and COMMAND_TIMEOUT > READ_BLOCK_MS / 1000
+    commands, readers = connect(redis_url), connect(redis_url, role=Role.readers)
+    app = create_app(gateway_settings(), commands, readers=readers, heartbeat=1.0)
+    sock = bind("127.0.0.1:0")
+    started = asyncio.Event()
+    task = asyncio.create_task(serve_app(app, sock, started=started))
+    try:
+        await asyncio.wait_for(started.wait(), 10)
+        base = address(sock)
+        async with subscribe(base, sessionKey="ticket-1") as stream:
+            quiet_until = time.monotonic() + max(COMMAND_TIMEOUT, READER_TIMEOUT) + 1  # past every socket timeout
+            while time.monotonic() < quiet_until:
+                assert (await stream.frame(timeout=3)).comments == ["heartbeat"]
+            began = time.monotonic()
+            await rpc(base, "progressCard.put", sessionKey="ticket-1", markdown="after the quiet")
+            frame = await stream.event(timeout=1.0)
+            assert frame.json["revision"] == 1 and time.monotonic() - began < 1.0
+        assert not [r for r in caplog.records if "read failed" in r.getMessage()]
+    finally:
+        task.cancel()
+        await asyncio.gather(task, return_exceptions=True)
+        await readers.aclose()
+        await commands.aclose()
 
 
 async def test_the_page_cookie_works_for_event_source(live: Live) -> None:
