@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import itertools
 import time
 
 import pytest
@@ -65,7 +66,7 @@ async def test_the_bot_is_paced_across_destinations() -> None:
         granted.append(time.monotonic())
 
     await asyncio.gather(*(one(chat) for chat in range(1, 31)))
-    gaps = [b - a for a, b in zip(granted, granted[1:])]
+    gaps = [b - a for a, b in itertools.pairwise(granted)]
     spacing = SCALE / 30
     assert all(gap >= spacing * 0.9 for gap in gaps), gaps
     assert granted[-1] - granted[0] >= 29 * spacing * 0.9

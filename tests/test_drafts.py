@@ -16,7 +16,6 @@ from hypothesis import strategies as st
 
 from progresscast.activity import Activity
 from progresscast.card import Card
-from progresscast.config import Mode
 from progresscast.channels.drafts import (
     Delete,
     DraftState,
@@ -35,6 +34,7 @@ from progresscast.channels.drafts import (
     on_follow,
 )
 from progresscast.channels.outcome import Outcome, OutcomeKind
+from progresscast.config import Mode
 from progresscast.owners import Owner
 from progresscast.view import RunState, View
 

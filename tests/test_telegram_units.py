@@ -12,14 +12,13 @@ from redis.asyncio import Redis
 from telegram.error import BadRequest, ChatMigrated, EndPointNotFound, Forbidden, NetworkError, RetryAfter, TimedOut
 
 from progresscast import keys
-from progresscast.config import Mode, TelegramSettings
 from progresscast.channels.drafts import DraftState
 from progresscast.channels.outcome import OutcomeKind as K
+from progresscast.config import Mode, TelegramSettings
 from progresscast.owners import Owner
-from progresscast.telegram.follows import ChatPrefs, DraftKey, TelegramState, allowed, render_settings
 from progresscast.telegram.client import classify
+from progresscast.telegram.follows import ChatPrefs, DraftKey, TelegramState, allowed, render_settings
 from progresscast.telegram.pacing import Pace
-
 
 pytestmark = pytest.mark.filterwarnings("ignore::telegram.warnings.PTBDeprecationWarning")  # PTB's own RetryAfter
 

@@ -16,7 +16,7 @@ class Backoff:
 
     def delay(self, failures: int) -> float:
         """Seconds to wait after `failures` failures in a row (0: none yet)."""
-        return min(self.base * 2 ** max(failures, 0), self.cap)
+        return float(min(self.base * 2.0 ** max(failures, 0), self.cap))
 
 
 __all__ = ["Backoff"]

@@ -45,13 +45,27 @@ class Client(Protocol):
 
 
 class Channel(Protocol):
-    name: str
-    """Short name: log lines, key names (`tg`, `slack`)."""
-    state: ChannelState
-    client: Client
-    budgets: Budgets
-    keep_on_complete: bool
-    block_chars: int
+    @property
+    def name(self) -> str:
+        """Short name, for log lines and task names (`telegram`, `slack`)."""
+        ...
+
+    @property
+    def state(self) -> ChannelState: ...
+
+    @property
+    def client(self) -> Client: ...
+
+    @property
+    def budgets(self) -> Budgets: ...
+
+    @property
+    def keep_on_complete(self) -> bool: ...
+
+    @property
+    def block_chars(self) -> int:
+        """`block` mode: a preview past this many characters rotates to a new message."""
+        ...
 
     def allowed(self, chat_id: Id) -> bool:
         """May this destination get drafts and run commands (`allowedChats`)?"""

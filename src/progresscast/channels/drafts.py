@@ -41,7 +41,6 @@ drafts, replies) are skipped, so a probe never overwrites one of our messages.
 from __future__ import annotations
 
 import json
-from collections.abc import Mapping
 from dataclasses import asdict, dataclass, replace
 from typing import Any, Literal, Protocol
 
@@ -314,9 +313,9 @@ def decide(state: DraftState, view: View, sit: Situation, renderers: Renderers) 
             keep = mode is Mode.progress and sit.keep_on_complete
             if not keep and s.message_id is not None:
                 return s, Delete(s.message_id)
-            s, call = _answer(s, renderers.answer(s.answer))
-            if call is not None:
-                return s, call
+            s, part = _answer(s, renderers.answer(s.answer))
+            if part is not None:
+                return s, part
         if s.late and not s.answer_run:
             s = DraftState(
                 message_id=s.message_id, digest=s.digest, kind=s.kind, revision=s.revision, fresh=s.fresh,
@@ -346,9 +345,9 @@ def decide(state: DraftState, view: View, sit: Situation, renderers: Renderers) 
             call = next_call(s, renderers.draft(view) if keep else None, rev)
             if call is not None:
                 return s, call
-            s, call = _answer(s, renderers.answer(answer))
-            if call is not None:
-                return s, call
+            s, part = _answer(s, renderers.answer(answer))
+            if part is not None:
+                return s, part
             return replace(s, done_run=run_id, keep=keep, late=False, fresh=False, answer=None), None
         if finished and mode is Mode.progress and view.after_end and not s.late:
             # A card written after the run ended: what the agent says now, in a new
@@ -364,14 +363,14 @@ def decide(state: DraftState, view: View, sit: Situation, renderers: Renderers) 
 
     # partial / block: the preview message is the answer, it stays when the run ends.
     if mode is Mode.block:
-        s, view, call = _rotate(s, view, sit, renderers)
-        if call is not None:
-            return s, call
+        s, view, rotation = _rotate(s, view, sit, renderers)
+        if rotation is not None:
+            return s, rotation
     want = renderers.draft(view)
-    s, call = _settle(s, want, rev)
-    if call is None and ending:
+    s, settled = _settle(s, want, rev)
+    if settled is None and ending:
         s = replace(s, done_run=run_id, keep=True, fresh=False)
-    return s, call
+    return s, settled
 
 
 def _answer(s: DraftState, parts: list[Payload]) -> tuple[DraftState, Send | None]:

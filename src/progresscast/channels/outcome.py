@@ -10,10 +10,10 @@ draft lifecycle (`drafts.apply`) and the worker act on its `kind` only:
 | `gone` | no such message (deleted, bad id) | a new draft replaces it |
 | `locked` | the message exists but may not be edited (not ours, too old) | a new draft replaces it |
 | `refused_content` | the channel refuses this content (markup, blocks, size) | the payload's fallback is shown |
-| `unsupported` | the channel does not offer what this payload uses (rich messages) | switched off for the bot; the fallback is shown |
+| `unsupported` | the channel lacks what this payload uses (rich messages) | switched off for the bot |
 | `rate_limited` | too many calls; nothing was applied | wait `retry_after`, then the newest content |
 | `transient` | surely never applied (connection refused, no free connection) | retried with backoff |
-| `unsure` | may have been applied (timeout after sending, 5xx) | edits/deletes retried; a first send is probed, never repeated |
+| `unsure` | may have been applied (timeout after sending, 5xx) | edits retried; a first send is probed |
 | `refused` | refused for good (bot blocked, bad request) | not tried again until the content changes |
 
 Probing for an unsure send answers `found` (it landed as `message_id`), `absent`

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass
+from typing import cast
 
 from redis.asyncio import Redis
 
@@ -102,7 +103,7 @@ class ChannelState:
     async def follows(self, chat_id: Id, thread_id: Id | None = None) -> list[DraftKey]:
         """What a destination follows (in one thread, or in all when `thread_id` is None), sorted."""
         out = []
-        for member in await self.redis.smembers(keys.channel_follows(self.channel, chat_id)):
+        for member in cast("set[str]", await self.redis.smembers(keys.channel_follows(self.channel, chat_id))):
             raw_thread, _, display = member.partition(" ")
             owner = Owner.from_display_key(display)
             thread = self._id(raw_thread)
@@ -114,7 +115,7 @@ class ChannelState:
 
     async def followers(self, owner: Owner) -> list[DraftKey]:
         out = []
-        for member in await self.redis.smembers(keys.channel_followers(self.channel, owner)):
+        for member in cast("set[str]", await self.redis.smembers(keys.channel_followers(self.channel, owner))):
             raw_chat, _, raw_thread = member.partition(" ")
             chat, thread = self._id(raw_chat), self._id(raw_thread or "0")
             if chat is not None and thread is not None:
@@ -122,8 +123,9 @@ class ChannelState:
         return sorted(out)
 
     async def chats(self) -> list[Id]:
-        ids = (self._id(c) for c in await self.redis.smembers(keys.channel_destinations(self.channel)))
-        return sorted(i for i in ids if i is not None)  # type: ignore[type-var]
+        raw = cast("set[str]", await self.redis.smembers(keys.channel_destinations(self.channel)))
+        ids = [i for i in (self._id(c) for c in raw) if i is not None]
+        return sorted(ids, key=lambda i: (isinstance(i, str), i))
 
     async def all_follows(self) -> list[DraftKey]:
         out: list[DraftKey] = []
@@ -134,11 +136,11 @@ class ChannelState:
     # --- overrides -----------------------------------------------------------------------
 
     async def prefs(self, chat_id: Id) -> ChatPrefs:
-        raw = await self.redis.hgetall(keys.channel_prefs(self.channel, chat_id))
+        raw = cast("dict[str, str]", await self.redis.hgetall(keys.channel_prefs(self.channel, chat_id)))
         mode = raw.get("mode")
         rich = raw.get("rich")
         return ChatPrefs(
-            mode=Mode(mode) if mode in Mode.__members__ else None,
+            mode=Mode(mode) if mode is not None and mode in Mode.__members__ else None,
             rich=None if rich is None else rich == "1",
         )
 
@@ -151,7 +153,7 @@ class ChannelState:
     # --- drafts --------------------------------------------------------------------------
 
     async def draft(self, key: DraftKey) -> DraftState:
-        return DraftState.from_json(await self.redis.get(self._draft_key(key)))
+        return DraftState.from_json(cast("str | None", await self.redis.get(self._draft_key(key))))
 
     async def save_draft(self, key: DraftKey, state: DraftState) -> None:
         if state == DraftState():
@@ -168,7 +170,7 @@ class ChannelState:
         await self._max(keys=[keys.channel_last_message(self.channel, chat_id)], args=[int(message_id)])
 
     async def last_message(self, chat_id: Id) -> int:
-        return int(await self.redis.get(keys.channel_last_message(self.channel, chat_id)) or 0)
+        return int(cast("str | None", await self.redis.get(keys.channel_last_message(self.channel, chat_id))) or 0)
 
     async def sent_message(self, chat_id: Id, message_id: int) -> None:
         """A message we sent: a mark like any, and never the target of a probe."""
@@ -182,12 +184,12 @@ class ChannelState:
     async def sent_after(self, chat_id: Id, mark: int) -> frozenset[int]:
         """Ids of the messages we sent after `mark`."""
         ids = await self.redis.zrangebyscore(keys.channel_sent(self.channel, chat_id), f"({mark}", "+inf")
-        return frozenset(int(i) for i in ids)
+        return frozenset(int(i) for i in cast("list[str]", ids))
 
     # --- the bot -------------------------------------------------------------------------
 
     async def rich_refused(self, bot_id: Id) -> str | None:
-        return await self.redis.get(keys.channel_no_rich(self.channel, bot_id))
+        return cast("str | None", await self.redis.get(keys.channel_no_rich(self.channel, bot_id)))
 
     async def refuse_rich(self, bot_id: Id, reason: str) -> None:
         await self.redis.set(keys.channel_no_rich(self.channel, bot_id), reason or "rejected", ex=NO_RICH_TTL)

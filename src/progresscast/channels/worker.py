@@ -24,7 +24,7 @@ import socket
 import time
 from collections import OrderedDict, deque
 from collections.abc import Callable, Hashable
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 
 from redis.asyncio import Redis
 
@@ -47,7 +47,7 @@ class WorkerOptions:
     it: a request still in flight at the server may land meanwhile."""
     max_probes: int = 5
     """Message ids probed for an unsure send before it is taken as not landed."""
-    backoff: Backoff = Backoff()
+    backoff: Backoff = field(default_factory=Backoff)
     """After network errors and 5xx (and a failing change stream)."""
     lane_idle: float = 120.0
     """Seconds a destination's lane (its task) waits with nothing to do before it ends;

@@ -13,6 +13,7 @@ in the same text.
 
 from __future__ import annotations
 
+import functools
 from pathlib import Path
 from typing import Any
 
@@ -63,12 +64,14 @@ def telegram_answer(markdown: str, *, templates_dir: str | Path | None = None) -
     out: list[Payload] = []
     for chunk in answer_chunks(markdown):
         text = "\n".join(line.text for line in chunk)
-        payload = Payload("sendMessage", wrap_message(to_html(chunk, templates_dir)), CLASSIC, lambda t=text: plain(t))
+        payload = Payload("sendMessage", wrap_message(to_html(chunk, templates_dir)), CLASSIC, functools.partial(plain, text))
         out.append(payload)
     return out
 
 
-def telegram_snapshot(view: View, settings: RenderSettings, *, templates_dir: str | Path | None = None) -> Payload | None:
+def telegram_snapshot(
+    view: View, settings: RenderSettings, *, templates_dir: str | Path | None = None
+) -> Payload | None:
     """`/card` in a chat whose mode shows no live draft: a one-off of the progress draft."""
     if settings.mode is Mode.off:
         settings = settings.model_copy(update={"mode": Mode.progress})

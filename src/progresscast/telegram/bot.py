@@ -13,7 +13,8 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-from collections.abc import Awaitable, Callable
+from collections.abc import Callable, Coroutine
+from typing import Any
 
 from redis.asyncio import Redis
 from telegram import BotCommand, Message, Update
@@ -22,11 +23,11 @@ from telegram.ext import Application, ApplicationBuilder, CommandHandler, Contex
 
 from ..card import CardError
 from ..channels.backoff import Backoff
+from ..channels.state import DraftKey
 from ..config import Mode, Settings, TelegramSettings
 from ..owners import Owner, resolve_owner
 from ..render.telegram_payload import telegram_draft, telegram_snapshot
 from ..store import CardStore
-from ..channels.state import DraftKey
 from .follows import TelegramState, allowed, effective_mode, wants_rich
 from .options import AdapterOptions
 from .worker import DraftWorker
@@ -49,7 +50,7 @@ USAGE = {
     "rich": "Usage: /rich on|off",
 }
 
-Handler = Callable[[Update, ContextTypes.DEFAULT_TYPE], Awaitable[None]]
+Handler = Callable[[Update, ContextTypes.DEFAULT_TYPE], Coroutine[Any, Any, None]]
 
 
 def thread_of(message: Message) -> int:
@@ -138,7 +139,7 @@ class Commands:
         key = DraftKey(message.chat_id, thread_of(message), owner)
         added = await self.state.follow(key)
         view = await self.store.view(owner)
-        mode = effective_mode(self.telegram, key.chat_id, await self.state.prefs(key.chat_id))
+        mode = effective_mode(self.telegram, message.chat_id, await self.state.prefs(message.chat_id))
         name = owner.display_key
         if not added:
             text = f"This chat already follows {name}."

@@ -140,7 +140,7 @@ class TelegramClient:
                     api_kwargs=rest or None,
                 )
                 message_id = message.message_id
-        except Exception as exc:  # noqa: BLE001 — every failure becomes an outcome
+        except Exception as exc:
             return classify(exc, rich=rich)
         return Outcome(K.ok, message_id=message_id)
 
@@ -169,14 +169,14 @@ class TelegramClient:
                     parse_mode=parse_mode,
                     api_kwargs=rest or None,
                 )
-        except Exception as exc:  # noqa: BLE001
+        except Exception as exc:
             return classify(exc, rich=rich)
         return Outcome(K.ok, message_id=message_id)
 
     async def delete(self, chat_id: Id, message_id: MessageId) -> Outcome:
         try:
             await self.bot.delete_message(chat_id=int(chat_id), message_id=int(message_id))
-        except Exception as exc:  # noqa: BLE001
+        except Exception as exc:
             return classify(exc)
         return Outcome(K.ok, message_id=message_id)
 
@@ -202,7 +202,7 @@ class TelegramClient:
             message: Message = await self.bot.send_message(
                 chat_id=int(chat_id), text=text, message_thread_id=int(thread_id or 0) or None
             )
-        except Exception as exc:  # noqa: BLE001
+        except Exception as exc:
             return classify(exc)
         return Outcome(K.ok, message_id=message.message_id)
 
