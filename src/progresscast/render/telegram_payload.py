@@ -64,8 +64,8 @@ def telegram_answer(markdown: str, *, templates_dir: str | Path | None = None) -
     out: list[Payload] = []
     for chunk in answer_chunks(markdown):
         text = "\n".join(line.text for line in chunk)
-        payload = Payload("sendMessage", wrap_message(to_html(chunk, templates_dir)), CLASSIC, functools.partial(plain, text))
-        out.append(payload)
+        html = wrap_message(to_html(chunk, templates_dir))
+        out.append(Payload("sendMessage", html, CLASSIC, functools.partial(plain, text)))
     return out
 
 
