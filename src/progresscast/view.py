@@ -40,7 +40,7 @@ class View:
     run: RunState = RunState.none
     run_id: str | None = None
     paused: bool = False
-    """Unfinished steps show as paused: no run is active, or the card predates it."""
+    """Unfinished steps show as paused (docs/events-and-runs.md)."""
     after_end: bool = False
     """The run has ended and the card was written after it ended."""
     previous: EndedRun | None = None
