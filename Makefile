@@ -1,11 +1,13 @@
 # The two commands: `make demo` and `make test`. Both build .venv first.
+# `make test` runs `make lint` (ruff, then mypy on src/) before pytest.
 PYTHON ?= python3
 VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: demo test bench bench-quick clean
 BENCH_STAMP := $(VENV)/.bench-installed
+
+.PHONY: demo test lint bench bench-quick clean
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -16,7 +18,11 @@ $(STAMP): pyproject.toml
 demo: $(STAMP)
 	$(BIN)/progresscast demo
 
-test: $(STAMP)
+lint: $(STAMP)
+	$(BIN)/ruff check src tests bench
+	$(BIN)/mypy
+
+test: lint
 	$(BIN)/python -m pytest
 
 $(BENCH_STAMP): $(STAMP) pyproject.toml
