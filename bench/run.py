@@ -19,8 +19,8 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from bench import _common  # noqa: E402
-from bench._common import Context, bench_redis, fmt, machine  # noqa: E402
+from bench import _common
+from bench._common import Context, bench_redis, fmt, machine
 
 FIGURES = {
     "1": ("Freshness: staleness of Telegram drafts under load", "freshness_bench"),
