@@ -1,8 +1,10 @@
 """The Telegram adapter end to end: real python-telegram-bot over HTTP against the Bot
 API emulator, a real Redis, `run_adapter` as `progresscast serve` runs it.
 
-Pacing is Telegram's (1 call/s in a private chat, 20/min in a group); only the
-timeouts a test provokes are shortened.
+Pacing is Telegram's (1 call/s in a private chat, 20/min in a group), run at 1/20 of
+real time on both sides (`PROGRESSCAST_TIME_SCALE`, read by the adapter's pacer and by
+the emulator's); tests marked `realtime` keep real time. Only the timeouts a test
+provokes are shortened (they are not pacing, so they are not scaled).
 """
 
 from __future__ import annotations
@@ -23,6 +25,8 @@ from progresscast.store import CardStore
 from progresscast.telegram.bot import run_adapter
 from progresscast.telegram.options import AdapterOptions
 from progresscast.testing import BotAPIEmulator, ShownMessage
+from progresscast.timescale import ENV as TIME_SCALE_ENV
+from progresscast.timescale import time_scale
 from progresscast.view import RunState
 
 pytestmark = pytest.mark.filterwarnings("ignore::telegram.warnings.PTBDeprecationWarning")  # PTB's own RetryAfter
@@ -33,8 +37,32 @@ GROUP = -1001234567890
 OWNER = Owner("main", "t1")
 
 
+SCALE = 0.05
+"""The time scale of most tests here: Telegram's pacing at 1/20 of real time."""
+
+
+@pytest.fixture(autouse=True)
+def scaled(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> float:
+    """Scale pacing (the adapter's and the emulator's) unless the test is `realtime`."""
+    if request.node.get_closest_marker("realtime") is None:
+        monkeypatch.setenv(TIME_SCALE_ENV, str(SCALE))
+    else:
+        monkeypatch.delenv(TIME_SCALE_ENV, raising=False)
+    return time_scale()
+
+
+def pacing(seconds: float) -> float:
+    """`seconds` of Telegram's time, in this test's real seconds."""
+    return seconds * time_scale()
+
+
+async def quiet(seconds: float) -> None:
+    """Let `seconds` of Telegram's time pass: for checks that nothing more happens."""
+    await asyncio.sleep(pacing(seconds))
+
+
 @pytest.fixture
-async def api():
+async def api(scaled: float):
     async with BotAPIEmulator() as emulator:
         yield emulator
 
@@ -142,6 +170,7 @@ def errors(api: BotAPIEmulator, chat: int) -> list[tuple[str, int, str | None]]:
 # --- the headline behaviour ---------------------------------------------------------
 
 
+@pytest.mark.realtime
 async def test_follow_then_30_writes_in_a_second(api: BotAPIEmulator, harness) -> None:
     h = await harness()
     reply = await h.command(PRIVATE, "/follow t1")
@@ -158,24 +187,25 @@ async def test_follow_then_30_writes_in_a_second(api: BotAPIEmulator, harness) -
     calls = api.calls_for(PRIVATE)
     assert len(calls) <= 4, [(c.method, c.at - start) for c in calls]
     assert errors(api, PRIVATE) == []
-    await asyncio.sleep(1.2)  # nothing more is sent once the chat shows the last card
+    await quiet(1.2)  # nothing more is sent once the chat shows the last card
     assert len(api.calls_for(PRIVATE)) == len(calls)
 
 
+@pytest.mark.realtime
 async def test_group_topic_is_paced_at_20_per_minute(api: BotAPIEmulator, harness) -> None:
     h = await harness()
     reply = await h.command(GROUP, "/follow t1", message_thread_id=7)
     assert reply.message_thread_id == 7
     for i in range(8):
         await h.put((f"Step {i}", "in_progress"))
-        await asyncio.sleep(0.5)
+        await quiet(0.5)
     last_write = time.monotonic()
     drafts = await h.shows(GROUP, "Step 7", timeout=5)
-    assert time.monotonic() - last_write <= 3.0 + 1.0 + 0.3
+    assert time.monotonic() - last_write <= pacing(3.0 + 1.0) + 0.3
     assert drafts[0].message_thread_id == 7
     calls = api.calls_for(GROUP)
     gaps = [b.at - a.at for a, b in itertools.pairwise(calls)]
-    assert all(gap >= 2.9 for gap in gaps), gaps
+    assert all(gap >= pacing(2.9) for gap in gaps), gaps
     assert errors(api, GROUP) == []
 
 
@@ -248,7 +278,7 @@ async def test_run_end_in_progress_mode_sends_the_answer_once(api: BotAPIEmulato
     await h.stop()
     await h.store.update_activity(OWNER, headline="idle")
     await h.start()
-    await asyncio.sleep(2.0)
+    await quiet(2.0)
     assert len(h.draft_sends(PRIVATE)) == sends
     assert [m.message_id for m in h.drafts(PRIVATE)] == [answer.message_id]
 
@@ -359,14 +389,14 @@ async def test_429_storm_ends_with_the_latest_card(api: BotAPIEmulator, harness)
     api.fail_next("editMessageText", status=429, retry_after=2, times=3, chat_id=PRIVATE)
     for i in range(1, 6):
         await h.put((f"Step {i}", "in_progress"))
-        await asyncio.sleep(0.2)
+        await quiet(0.2)
     await h.shows(PRIVATE, "Step 5", timeout=12)
     edits = api.calls_for(PRIVATE, "editMessageText")
     refused = [c for c in edits if c.status == 429]
     assert len(refused) == 3
     for before, after in itertools.pairwise(edits):
         if before.status == 429:
-            assert after.at - before.at >= 2.0 - 0.05  # retry_after honoured
+            assert after.at - before.at >= pacing(2.0) * 0.95  # retry_after honoured
     assert errors(api, PRIVATE) == []
 
 
@@ -469,7 +499,7 @@ async def test_chat_not_allowed_cannot_follow(api: BotAPIEmulator, harness, redi
     reply = await h.command(OTHER, "/follow t1")
     assert "not enabled for this chat" in reply.text
     await h.put(("Reproduce", "in_progress"))
-    await asyncio.sleep(1.0)
+    await quiet(1.0)
     assert h.drafts(OTHER) == []
     assert [k for k in await redis.keys("pc:*tg*")] == []
     reply = await h.command(PRIVATE, "/follow t1")
@@ -675,7 +705,7 @@ async def test_a_chat_removed_from_allowed_chats_gets_no_more_drafts(
     await h2.shows(PRIVATE, "1/1 complete")
     await h2.put(("Reproduce", "completed"), ("Fix", "in_progress"))
     await h2.shows(PRIVATE, "Fix")
-    await asyncio.sleep(0.5)
+    await quiet(1.0)
     assert len(api.calls_for(OTHER)) == calls
     assert sum("not in allowedChats" in r.getMessage() for r in caplog.records) == 1
 
