@@ -767,7 +767,7 @@ async def test_a_run_that_ends_while_the_adapter_does_not_look_still_gets_its_an
     await h.store.start_run(OWNER, "r2")
     await h.put(("Ship", "in_progress"))
     await h.start()
-    answer, now = await h.shows(PRIVATE, "Ship", count=2)
+    answer, _now = await h.shows(PRIVATE, "Ship", count=2)
     assert "The old answer." in answer.text and draft.message_id in api.chat(PRIVATE).deleted
     await quiet(2.0)
     assert sum("The old answer." in m.text for m in h.drafts(PRIVATE)) == 1
