@@ -1,4 +1,4 @@
-"""Telegram classic: `sendMessage` payloads in parse_mode=HTML (DESIGN §4).
+"""Telegram classic: `sendMessage` payloads in parse_mode=HTML.
 
 Only tags Telegram accepts are produced (`b i u s code pre blockquote a`), line
 breaks are "\n", and every piece of agent text goes through `html.escape`. Entities
@@ -68,7 +68,7 @@ def _spans_html(spans: tuple[Span, ...], code: bool, links: bool, budget: list[i
             out.append(f"</{tag}>")
         del stack[k:]
         for tag, href in want[k:]:
-            out.append(f'<a href="{html.escape(href, quote=True)}">' if tag == "a" else f"<{tag}>")
+            out.append(f'<a href="{html.escape(href or "", quote=True)}">' if tag == "a" else f"<{tag}>")
             stack.append((tag, href))
             budget[0] -= 1
         out.append(html.escape(span.text, quote=False))

@@ -3,7 +3,7 @@ commands, and the draft worker, run together on the caller's event loop.
 
     await run_adapter(settings, redis)      # until cancelled
 
-Commands (DESIGN §6): /follow SESSION [AGENT], /unfollow [SESSION], /card,
+Commands: /follow SESSION [AGENT], /unfollow [SESSION], /card,
 /mode progress|partial|block|off, /rich on|off, /help. Replies are plain text and go
 through the chat's lane like drafts, so they count against the chat's pace.
 """
@@ -13,7 +13,8 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-from collections.abc import Awaitable, Callable
+from collections.abc import Callable, Coroutine
+from typing import Any
 
 from redis.asyncio import Redis
 from telegram import BotCommand, Message, Update
@@ -48,7 +49,7 @@ USAGE = {
     "rich": "Usage: /rich on|off",
 }
 
-Handler = Callable[[Update, ContextTypes.DEFAULT_TYPE], Awaitable[None]]
+Handler = Callable[[Update, ContextTypes.DEFAULT_TYPE], Coroutine[Any, Any, None]]
 
 
 def thread_of(message: Message) -> int:
