@@ -136,19 +136,19 @@ def test_a_todo_list_of_the_wrong_shape_changes_nothing_and_says_why(hook: Hook,
 
 
 def test_a_claude_code_session_with_the_task_tools(hook: Hook, redis_url: str) -> None:
-    I, P, D = "Inventory the settings forms", "Port the forms", "Delete the old library"
+    inv, P, D = "Inventory the settings forms", "Port the forms", "Delete the old library"
     expected: list[tuple[Plan | None, RunState, str | None]] = [
         (None, RunState.active, None),
-        ([(I, "pending")], RunState.active, None),
-        ([(I, "pending"), (P, "pending")], RunState.active, None),
-        ([(I, "pending"), (P, "pending"), (D, "pending")], RunState.active, None),
-        ([(I, "in_progress"), (P, "pending"), (D, "pending")], RunState.active, "Inventorying the settings forms"),
-        ([(I, "completed"), (P, "pending"), (D, "pending")], RunState.active, None),
-        ([(I, "completed"), (P, "in_progress"), (D, "pending")], RunState.active, "Porting the forms"),
-        ([(I, "completed"), (P, "in_progress")], RunState.active, "Porting the forms"),
-        ([(I, "completed"), (P, "in_progress")], RunState.active, "Porting the forms"),  # TaskList reads only
-        ([(I, "completed"), (P, "in_progress")], RunState.completed, "Porting the forms"),
-        ([(I, "completed"), (P, "in_progress")], RunState.completed, "Porting the forms"),
+        ([(inv, "pending")], RunState.active, None),
+        ([(inv, "pending"), (P, "pending")], RunState.active, None),
+        ([(inv, "pending"), (P, "pending"), (D, "pending")], RunState.active, None),
+        ([(inv, "in_progress"), (P, "pending"), (D, "pending")], RunState.active, "Inventorying the settings forms"),
+        ([(inv, "completed"), (P, "pending"), (D, "pending")], RunState.active, None),
+        ([(inv, "completed"), (P, "in_progress"), (D, "pending")], RunState.active, "Porting the forms"),
+        ([(inv, "completed"), (P, "in_progress")], RunState.active, "Porting the forms"),
+        ([(inv, "completed"), (P, "in_progress")], RunState.active, "Porting the forms"),  # TaskList reads only
+        ([(inv, "completed"), (P, "in_progress")], RunState.completed, "Porting the forms"),
+        ([(inv, "completed"), (P, "in_progress")], RunState.completed, "Porting the forms"),
     ]
     for event, (plan, run, headline) in zip(fx.CLAUDE_TASKS_SESSION, expected, strict=True):
         status, out, err = hook("claude-code", event)
@@ -214,7 +214,7 @@ def test_a_codex_exec_json_transcript_on_stdin(hook: Hook, redis_url: str) -> No
 
 
 def test_a_failed_codex_turn_ends_the_run_failed(hook: Hook, redis_url: str) -> None:
-    events = fx.CODEX_TRANSCRIPT[:4] + [{"type": "turn.failed", "error": {"message": "stream disconnected"}}]
+    events = [*fx.CODEX_TRANSCRIPT[:4], {"type": "turn.failed", "error": {"message": "stream disconnected"}}]
     assert hook("codex", codex_lines(events))[0] == 0
     assert view_of(redis_url, CODEX).run is RunState.failed
 

@@ -240,7 +240,7 @@ async def test_bad_options_exit_2_with_one_line(redis_url: str, tmp_path: Path) 
             sys.executable, "-m", "progresscast.cli", "mcp", *args, env=env,
             stdin=asyncio.subprocess.DEVNULL, stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE,
         )
-        out, err = await asyncio.wait_for(proc.communicate(), 60)
+        _out, err = await asyncio.wait_for(proc.communicate(), 60)
         assert proc.returncode == 2, (args, err)
         lines = err.decode().strip().splitlines()
         assert len(lines) == 1 and message in lines[0], (args, lines)

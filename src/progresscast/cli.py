@@ -78,7 +78,9 @@ def _parser() -> argparse.ArgumentParser:
     serve.set_defaults(serve=True)
 
     mcp = commands.add_parser("mcp", help="MCP server with the progress_card and update_plan tools", parents=[common])
-    mcp.add_argument("--session", metavar="KEY", help="session key (default: $PROGRESSCAST_SESSION, else this directory's name)")
+    mcp.add_argument(
+        "--session", metavar="KEY", help="session key (default: $PROGRESSCAST_SESSION, else this directory's name)"
+    )
     mcp.add_argument("--agent", metavar="ID", help="agent id (default: the configured default agent)")
     mcp.add_argument("--http", metavar="HOST:PORT", help="serve streamable HTTP on HOST:PORT instead of stdio")
     mcp.add_argument("--gateway", metavar="URL", help="write through this gateway's RPC instead of the store")

@@ -66,7 +66,10 @@ PROGRESS_CARD_SCHEMA: dict[str, Any] = {
             "items": {
                 "type": "object",
                 "properties": {
-                    "step": {"type": "string", "description": f"What the step does (at most {MAX_STEP_BYTES} UTF-8 bytes)."},
+                    "step": {
+                        "type": "string",
+                        "description": f"What the step does (at most {MAX_STEP_BYTES} UTF-8 bytes).",
+                    },
                     "status": {"type": "string", "enum": ["pending", "in_progress", "completed", "blocked", "skipped"]},
                     "note": {"type": "string", "description": f"A short note (cut at {MAX_NOTE_CHARS} characters)."},
                 },

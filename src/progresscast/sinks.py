@@ -49,7 +49,9 @@ class CardSink(Protocol):
 
     async def put(self, card: CardInput, *, expected_revision: int | None = None) -> WriteResult: ...
 
-    async def activity(self, *, headline: str | None = None, answer: str | None = None, tool: str | None = None) -> None: ...
+    async def activity(
+        self, *, headline: str | None = None, answer: str | None = None, tool: str | None = None
+    ) -> None: ...
 
 
 class StoreSink:
@@ -77,7 +79,9 @@ class StoreSink:
         except RedisError as exc:
             raise SinkError(f"the card store is not answering: {exc}") from None
 
-    async def activity(self, *, headline: str | None = None, answer: str | None = None, tool: str | None = None) -> None:
+    async def activity(
+        self, *, headline: str | None = None, answer: str | None = None, tool: str | None = None
+    ) -> None:
         try:
             await self.store.update_activity(self.owner, headline=headline, answer=answer, tool=tool)
         except RedisError as exc:
@@ -141,7 +145,8 @@ class GatewaySink:
         return Snapshot(revision=card.get("revision"), markdown=card.get("markdown"))
 
     async def put(self, card: CardInput, *, expected_revision: int | None = None) -> WriteResult:
-        params: dict[str, Any] = {**self._owner_params(), **{k: v for k, v in card.to_json().items() if v is not None}}
+        given = {k: v for k, v in card.to_json().items() if v is not None}
+        params: dict[str, Any] = {**self._owner_params(), **given}
         if expected_revision is not None:
             params["expectedRevision"] = expected_revision
         result = await self.gateway.call("progressCard.put", params)
@@ -152,6 +157,8 @@ class GatewaySink:
             cleared=bool(result.get("cleared")),
         )
 
-    async def activity(self, *, headline: str | None = None, answer: str | None = None, tool: str | None = None) -> None:
-        given = {"headline": headline, "answer": answer, "tool": tool}
-        await self.gateway.call("activity.put", {**self._owner_params(), **{k: v for k, v in given.items() if v is not None}})
+    async def activity(
+        self, *, headline: str | None = None, answer: str | None = None, tool: str | None = None
+    ) -> None:
+        given = {k: v for k, v in {"headline": headline, "answer": answer, "tool": tool}.items() if v is not None}
+        await self.gateway.call("activity.put", {**self._owner_params(), **given})

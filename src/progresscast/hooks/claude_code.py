@@ -23,13 +23,14 @@ from .context import HookContext
 from .tasks import TaskList, created_task_id
 
 
-def _headline(items: list[Any]) -> str:
+def _headline(items: Any) -> str:
     """What the step in progress is doing ('' when none is): its activeForm, else its label."""
-    for item in items:
+    for item in items if isinstance(items, list) else []:
         if isinstance(item, dict) and item.get("status") == "in_progress":
             for name in ("activeForm", "content", "subject"):
-                if isinstance(item.get(name), str) and item[name].strip():
-                    return item[name]
+                text = item.get(name)
+                if isinstance(text, str) and text.strip():
+                    return text
     return ""
 
 

@@ -72,7 +72,9 @@ class HookContext:
 
     # -- what hooks do ------------------------------------------------------------------
 
-    async def write_plan(self, owner: Owner, plan: HarnessPlan | Sequence[Step], *, headline: str | None = None) -> None:
+    async def write_plan(
+        self, owner: Owner, plan: HarnessPlan | Sequence[Step], *, headline: str | None = None
+    ) -> None:
         """The harness's plan as the card's plan (the note is kept); `headline` ''
         removes the status headline, None leaves it."""
         steps = plan.steps if isinstance(plan, HarnessPlan) else plan

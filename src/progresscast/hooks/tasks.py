@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import json
 import re
-from typing import Any
+from typing import Any, cast
 
 from redis.asyncio import Redis
 
@@ -84,7 +84,7 @@ class TaskList:
 
     async def items(self) -> list[dict[str, str]]:
         """The tasks in creation order (by number), as `{subject, status, activeForm?}`."""
-        raw = await self.redis.hgetall(self.key)
+        raw = cast("dict[str, str]", await self.redis.hgetall(self.key))
         tasks: dict[str, dict[str, str]] = {}
         for field, value in raw.items():
             task_id, _, attribute = field.rpartition(":")
@@ -93,10 +93,11 @@ class TaskList:
         return [tasks[t] for t in order if "subject" in tasks[t]]
 
     async def _ids(self) -> set[str]:
-        return {field.rpartition(":")[0] for field in await self.redis.hkeys(self.key)}
+        fields = cast("list[str]", await self.redis.hkeys(self.key))
+        return {field.rpartition(":")[0] for field in fields}
 
     async def _write(self, fields: dict[str, str]) -> None:
         async with self.redis.pipeline(transaction=True) as pipe:
-            pipe.hset(self.key, mapping=fields)
+            pipe.hset(self.key, items=[part for pair in fields.items() for part in pair])
             pipe.expire(self.key, keys.HOOK_TASKS_TTL)
             await pipe.execute()
