@@ -11,14 +11,16 @@ is unreachable or refuses the caller.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 
-import httpx
 from redis.exceptions import RedisError
 
 from .card import CardError, CardInput, StepCounts, WriteResult
 from .owners import Owner
 from .store import CardStore, StoreError
+
+if TYPE_CHECKING:  # the hooks never talk to a gateway: they need not pay for importing httpx
+    import httpx
 
 
 class SinkError(Exception):
@@ -98,6 +100,8 @@ class Gateway:
 
     async def call(self, method: str, params: dict[str, Any]) -> Any:
         """One RPC call; the answer's `result`, or the error raised as ours."""
+        import httpx
+
         try:
             response = await self.client.post(
                 self.url,
