@@ -81,7 +81,7 @@ class Cluster:
         self.dir = Path(tempfile.mkdtemp(prefix="pc-cluster-"))
         self.ports: list[int] = []
         self.procs: list[subprocess.Popen[bytes]] = []
-        for i in range(masters):
+        for _ in range(masters):
             port = _free_cluster_port()
             self.ports.append(port)
             node_dir = self.dir / str(port)

@@ -1,6 +1,6 @@
 """Which Redis to talk to, and the asyncio clients for it, one per connection role.
 
-Order (DESIGN §5): `--redis URL`, else PROGRESSCAST_REDIS_URL, else the config's
+Order (docs/cli.md): `--redis URL`, else PROGRESSCAST_REDIS_URL, else the config's
 `store.url`, else the embedded Redis under PROGRESSCAST_HOME. A URL with the scheme
 `redis+cluster://host:port` (`rediss+cluster://` for TLS) names any node of a Redis
 Cluster; every other URL one server.
@@ -12,8 +12,10 @@ Every timeout is chosen here, per role:
   of failing with "Too many connections" — with short connect and socket timeouts
   and one quick retry, so an unreachable Redis answers an error within 2 s.
 - **readers** (the live hub's XREAD and consumer groups' XREADGROUP, which BLOCK for
-  `events.READ_BLOCK_MS`): their own small pool, whose socket timeout is well above
+  `READ_BLOCK_MS`): their own small pool, whose socket timeout is well above
   the block time, so a quiet spell is never mistaken for a dead server.
+- **quick** (the agent hooks): a short-lived caller that must never hold its agent
+  up: tiny timeouts, no retries.
 """
 
 from __future__ import annotations
@@ -26,14 +28,16 @@ from urllib.parse import urlsplit, urlunsplit
 
 from redis.asyncio import BlockingConnectionPool, Redis, RedisCluster
 from redis.asyncio.retry import Retry
-from redis.backoff import ExponentialBackoff
+from redis.backoff import ExponentialBackoff, NoBackoff
 from redis.exceptions import ConnectionError as RedisConnectionError
 
 from . import sharding
 from .config import Settings
 from .embedded import ensure_embedded
-from .events import READ_BLOCK_MS
 
+READ_BLOCK_MS = 1_000
+"""How long one blocking reader (XREAD, XREADGROUP) waits for news: kept well under
+the socket timeout of every role that may run it."""
 CONNECT_TIMEOUT = 1.5
 """Seconds to open a connection. A refused connection is retried once at once; a
 connect that times out is not retried, so an unreachable Redis fails within 2 s."""
@@ -50,9 +54,15 @@ READER_CONNECTIONS = 48
 CLUSTER_SCHEMES = {"redis+cluster": "redis", "rediss+cluster": "rediss"}
 
 
+HOOK_TIMEOUT = 0.25
+"""Seconds a hook waits to connect to, or hear from, Redis: a hook must never hold its
+agent up, so a store that is down is given up on at once (and said so on stderr)."""
+
+
 class Role(StrEnum):
     commands = "commands"
     readers = "readers"
+    quick = "quick"
 
 
 class UrlError(ValueError):
@@ -64,6 +74,12 @@ def redis_url(cli_url: str | None = None, settings: Settings | None = None) -> s
     if not url and settings is not None:
         url = settings.store.url
     return url or ensure_embedded()
+
+
+# A client made by `connect` decodes every reply to str, which redis-py's annotations
+# cannot express (they allow bytes too): readers `cast` replies to these shapes.
+StreamEntry = tuple[str, dict[str, str]]
+StreamReply = list[tuple[str, list[StreamEntry]]]
 
 
 def is_cluster(url: str) -> bool:
@@ -104,9 +120,11 @@ class _BoundedCluster(RedisCluster):
 def connect(url: str, settings: Settings | None = None, *, role: Role = Role.commands) -> Any:
     """A client for `url` in `role`, on a Redis server or a Redis Cluster."""
     store = (settings or Settings()).store
-    readers = role is Role.readers
-    socket_timeout = READER_TIMEOUT if readers else COMMAND_TIMEOUT
-    limit = READER_CONNECTIONS if readers else store.maxConnections
+    socket_timeout, connect_timeout, limit, retry = {
+        Role.commands: (COMMAND_TIMEOUT, CONNECT_TIMEOUT, store.maxConnections, _retry()),
+        Role.readers: (READER_TIMEOUT, CONNECT_TIMEOUT, READER_CONNECTIONS, _retry()),
+        Role.quick: (HOOK_TIMEOUT, HOOK_TIMEOUT, 4, Retry(NoBackoff(), 0)),
+    }[role]
     parts = urlsplit(url)
     if parts.scheme in CLUSTER_SCHEMES:
         if not parts.hostname:
@@ -118,8 +136,8 @@ def connect(url: str, settings: Settings | None = None, *, role: Role = Role.com
             decode_responses=True,
             max_connections=limit,
             socket_timeout=socket_timeout,
-            socket_connect_timeout=CONNECT_TIMEOUT,
-            retry=_retry(),
+            socket_connect_timeout=connect_timeout,
+            retry=retry,
             health_check_interval=30,
         )
     else:
@@ -129,11 +147,16 @@ def connect(url: str, settings: Settings | None = None, *, role: Role = Role.com
             timeout=POOL_WAIT,
             decode_responses=True,
             socket_timeout=socket_timeout,
-            socket_connect_timeout=CONNECT_TIMEOUT,
-            retry=_retry(),
+            socket_connect_timeout=connect_timeout,
+            retry=retry,
             health_check_interval=30,
         )
         client = Redis(connection_pool=pool)
     if store.shards is not None:
         sharding.configure(client, store.shards)
     return client
+
+
+def connect_quick(url: str) -> Any:
+    """A client for short-lived callers (the agent hooks): short timeouts, no retries."""
+    return connect(url, role=Role.quick)

@@ -1,4 +1,5 @@
-"""The change streams (one per shard) and the consumer group that reads them all.
+"""The change streams (one per shard; docs/events-and-runs.md) and the consumer group
+that reads them all.
 
 An event is a refresh hint: a consumer re-reads the owner's state, it never renders
 the event body. So events of one owner can be coalesced freely.
@@ -17,19 +18,15 @@ import logging
 import time
 from collections.abc import AsyncIterator
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, cast
 
 from redis.exceptions import RedisError, ResponseError
 
-from . import keys
+from .connections import READ_BLOCK_MS, StreamReply
 from .owners import Owner
 from .sharding import layout_of
 
 log = logging.getLogger("progresscast.events")
-
-READ_BLOCK_MS = 1_000
-"""How long one reader waits in XREADGROUP / XREAD: kept well under the socket
-timeout of the connections that run it (connections.py)."""
 
 
 @dataclass(frozen=True)
@@ -69,7 +66,7 @@ class Event:
 
 def _is_event(fields: dict[str, str] | None) -> bool:
     # An entry without an owner (written by something else) is skipped, not fatal.
-    return bool(fields) and "agentId" in fields and "sessionKey" in fields
+    return fields is not None and "agentId" in fields and "sessionKey" in fields
 
 
 Entries = list[tuple[str, dict[str, str] | None]]
@@ -325,7 +322,7 @@ async def tail(
     """
     last = await last_id(redis, stream) if start == "$" else start
     while True:
-        reply = await redis.xread({stream: last}, block=block_ms, count=100)
+        reply = cast("StreamReply | None", await redis.xread({stream: last}, block=block_ms, count=100))
         if not reply:
             yield None
             continue

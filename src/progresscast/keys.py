@@ -118,57 +118,128 @@ LEGACY_EVENTS = f"{PREFIX}:events"
 LEGACY_OWNERS = f"{PREFIX}:owners"
 
 
-def legacy_owner_keys(owner: Owner) -> dict[str, str]:
-    """kind → the first layout's key of that kind for `owner`."""
-    tag = f"{{{owner.agent_id}:{owner.session_key}}}"
-    return {kind: f"{PREFIX}:{tag}:{kind}" for kind in ("card", "rev", "epoch", "run", "activity", "tools")}
+LEGACY_OWNER_KEYS = f"{PREFIX}:{{*}}:*"
+"""SCAN pattern covering the first layout's owner keys (and the keys used alone, below)."""
+LEGACY_KINDS = ("card", "rev", "epoch", "run", "activity", "tools")
 
 
-# --- Telegram ------------------------------------------------------------------------
-# State of the Telegram adapter (telegram/follows.py). Per-owner keys carry the owner's
-# hash tag; per-chat and per-bot keys are global (`pc:tg:…`). A follow is remembered
-# from both sides: the owner's followers (which chats an event concerns) and the
-# chat's follows (/unfollow, /card, /help), plus the set of chats (start-up).
-# (Each is used alone, so they keep the owner's own tag.)
-
-TG_CHATS = f"{PREFIX}:tg:chats"
-"""Set: ids of the chats that follow at least one owner."""
+def legacy_owner_key(owner: Owner, kind: str) -> str:
+    return f"{PREFIX}:{owner_tag(owner)}:{kind}"
 
 
-def _owner_tag(owner: Owner) -> str:
+def parse_legacy_owner_key(key: str) -> tuple[Owner, str] | None:
+    """(owner, kind) of a first-layout owner key `pc:{<agentId>:<sessionKey>}:<kind>`;
+    None for anything else (shard keys, keys used alone)."""
+    if not key.startswith(f"{PREFIX}:{{") or key.startswith(f"{PREFIX}:{{{PREFIX}:"):
+        return None
+    tag, _, kind = key[len(PREFIX) + 2 :].partition("}:")
+    agent, _, session = tag.partition(":")
+    if kind not in LEGACY_KINDS or not agent or not session:
+        return None
+    return Owner(agent_id=agent, session_key=session), kind
+
+
+# --- keys used alone ---------------------------------------------------------------------
+# Per-owner keys that no script combines with the card's keys (each command touches one
+# key) carry the owner's own tag `{<agentId>:<sessionKey>}`: fine on a Cluster, and
+# unchanged from the first layout, so nothing of theirs needs migrating.
+
+
+def owner_tag(owner: Owner) -> str:
     return f"{{{owner.agent_id}:{owner.session_key}}}"
 
 
+def hook_tasks(owner: Owner) -> str:
+    """Hash of the Claude Code Task tools' list (hooks/tasks.py): `<taskId>:subject`,
+    `<taskId>:status`, `<taskId>:activeForm`, one field each so an update is one HSET."""
+    return f"{PREFIX}:{owner_tag(owner)}:hook:tasks"
+
+
+HOOK_TASKS_TTL = 7 * 24 * 3600
+"""Seconds a session's task list outlives its last change."""
+
+
+# --- chat channels ---------------------------------------------------------------------
+# State of a chat channel's adapter (channels/state.py), under the channel's short name
+# (`tg` for Telegram, `slack` for Slack). Per-owner keys carry the owner's own tag (above);
+# per-destination and per-bot keys are global (`pc:<channel>:…`). A follow is remembered
+# from both sides: the owner's followers (which destinations an event concerns) and the
+# destination's follows (/unfollow, /card, /help), plus the set of destinations (start-up).
+
+
+def channel_destinations(channel: str) -> str:
+    """Set: ids of the destinations (chats, Slack channels) that follow at least one owner."""
+    return f"{PREFIX}:{channel}:chats"
+
+
+def channel_followers(channel: str, owner: Owner) -> str:
+    """Set of "<destination> <thread>" following this owner (thread 0 or empty: none)."""
+    return f"{PREFIX}:{owner_tag(owner)}:{channel}:followers"
+
+
+def channel_draft(channel: str, owner: Owner, destination: int | str, thread: int | str) -> str:
+    """JSON of the draft this owner has in one destination/thread (channels.drafts.DraftState)."""
+    return f"{PREFIX}:{owner_tag(owner)}:{channel}:draft:{destination}:{thread}"
+
+
+def channel_follows(channel: str, destination: int | str) -> str:
+    """Set of "<thread> <displayKey>" this destination follows."""
+    return f"{PREFIX}:{channel}:chat:{destination}:follows"
+
+
+def channel_prefs(channel: str, destination: int | str) -> str:
+    """Hash of the destination's overrides set by its commands: `mode`, `rich` ("1"/"0")."""
+    return f"{PREFIX}:{channel}:chat:{destination}:prefs"
+
+
+def channel_last_message(channel: str, destination: int | str) -> str:
+    """The highest message id known in the destination (from updates and our own sends):
+    the mark from which an unsure send is looked for."""
+    return f"{PREFIX}:{channel}:chat:{destination}:lastmsg"
+
+
+def channel_sent(channel: str, destination: int | str) -> str:
+    """Sorted set of the ids of recent messages the bot sent there (score = id): probing
+    for an unsure send skips them."""
+    return f"{PREFIX}:{channel}:chat:{destination}:sent"
+
+
+def channel_no_rich(channel: str, bot_id: int | str) -> str:
+    """Set (with a TTL) when the server rejected rich messages for this bot: why, as text."""
+    return f"{PREFIX}:{channel}:bot:{bot_id}:norich"
+
+
+# --- Telegram ------------------------------------------------------------------------
+# The Telegram adapter's keys: the chat-channel keys above under the name `tg`.
+
+TG = "tg"
+TG_CHATS = channel_destinations(TG)
+"""Set: ids of the chats that follow at least one owner."""
+
+
 def tg_followers(owner: Owner) -> str:
-    """Set of "<chatId> <threadId>" following this owner (threadId 0: no forum topic)."""
-    return f"{PREFIX}:{_owner_tag(owner)}:tg:followers"
+    return channel_followers(TG, owner)
 
 
 def tg_draft(owner: Owner, chat_id: int, thread_id: int) -> str:
-    """JSON of the draft this owner has in one chat/topic (drafts.DraftState)."""
-    return f"{PREFIX}:{_owner_tag(owner)}:tg:draft:{chat_id}:{thread_id}"
+    return channel_draft(TG, owner, chat_id, thread_id)
+
+
 def tg_chat_follows(chat_id: int) -> str:
-    """Set of "<threadId> <displayKey>" this chat follows."""
-    return f"{PREFIX}:tg:chat:{chat_id}:follows"
+    return channel_follows(TG, chat_id)
 
 
 def tg_chat_prefs(chat_id: int) -> str:
-    """Hash of the chat's overrides set by /mode and /rich: `mode`, `rich` ("1"/"0")."""
-    return f"{PREFIX}:tg:chat:{chat_id}:prefs"
+    return channel_prefs(TG, chat_id)
 
 
 def tg_chat_last_message(chat_id: int) -> str:
-    """The highest message id known in the chat (from updates and our own sends): the
-    mark from which an unsure send is looked for."""
-    return f"{PREFIX}:tg:chat:{chat_id}:lastmsg"
+    return channel_last_message(TG, chat_id)
 
 
 def tg_chat_sent(chat_id: int) -> str:
-    """Sorted set of the ids of recent messages the bot sent in the chat (score = id):
-    probing for an unsure send skips them."""
-    return f"{PREFIX}:tg:chat:{chat_id}:sent"
+    return channel_sent(TG, chat_id)
 
 
 def tg_bot_no_rich(bot_id: int) -> str:
-    """Set (with a TTL) when the Bot API server rejected rich messages: why, as text."""
-    return f"{PREFIX}:tg:bot:{bot_id}:norich"
+    return channel_no_rich(TG, bot_id)

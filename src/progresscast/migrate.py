@@ -58,30 +58,19 @@ async def migrate_first_layout(redis: Any, layout: Layout) -> int:
             await redis.delete(keys.MIGRATION_LOCK)
 
 
-def _legacy_owner(key: str) -> tuple[Owner, str] | None:
-    """(owner, kind) of a first-layout owner key `pc:{<agentId>:<sessionKey>}:<kind>`."""
-    if not key.startswith(f"{keys.PREFIX}:{{") or key.startswith(f"{keys.PREFIX}:{{{keys.PREFIX}:"):
-        return None
-    tag, _, kind = key[len(keys.PREFIX) + 2 :].partition("}:")
-    agent, _, session = tag.partition(":")
-    if kind not in _KINDS or not agent or not session:
-        return None
-    return Owner(agent_id=agent, session_key=session), kind
-
-
 async def _migrate(redis: Any, layout: Layout) -> int:
     owners: dict[Owner, int] = {}
-    async for key in redis.scan_iter(match=f"{keys.PREFIX}:{{*}}:*", count=1000):
-        parsed = _legacy_owner(key)
+    async for key in redis.scan_iter(match=keys.LEGACY_OWNER_KEYS, count=1000):
+        parsed = keys.parse_legacy_owner_key(key)
         if parsed is None:
             continue
         owner, kind = parsed
         await redis.rename(key, _KINDS[kind](layout, owner))
         owners.setdefault(owner, 0)
     for display_key, score in await redis.zrange(keys.LEGACY_OWNERS, 0, -1, withscores=True):
-        owner = Owner.from_display_key(display_key)
-        if owner is not None:
-            owners[owner] = int(score)
+        listed = Owner.from_display_key(display_key)
+        if listed is not None:
+            owners[listed] = int(score)
     for owner, score in owners.items():
         revision = await redis.hget(layout.card(owner), "revision") or ""
         async with redis.pipeline(transaction=True) as pipe:

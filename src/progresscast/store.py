@@ -11,6 +11,7 @@ from __future__ import annotations
 import json
 from collections.abc import AsyncIterator
 from datetime import UTC, datetime
+from typing import cast
 
 from redis.asyncio import Redis
 from redis.exceptions import RedisError
@@ -21,11 +22,16 @@ from .card import Card, CardError, CardInput, StepCounts, WriteResult
 from .keys import Layout
 from .owners import Owner
 from .sharding import layout_of
-from .view import RunState, View
+from .view import TERMINAL, EndedRun, RunState, View
 
 
 class StoreError(CardError):
     """A well-formed write the store refuses (stale revision, reset in between)."""
+
+    def __init__(self, field: str, rule: str, *, revision: int | None = None) -> None:
+        super().__init__(field, rule)
+        self.revision = revision
+        """For a stale `expectedRevision`: the revision the card is at, to retry against."""
 
 
 # Every script also records the owner's newest event (`last`), so a reconnecting
@@ -90,7 +96,8 @@ return 1
 """
 
 _RUN = """
-local run_key, rev_key, activity_key, tools_key, events_key, last_key = KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5], KEYS[6]
+local run_key, rev_key, activity_key, tools_key = KEYS[1], KEYS[2], KEYS[3], KEYS[4]
+local events_key, last_key = KEYS[5], KEYS[6]
 -- state 'active' starts a run; anything else ends run_id if it is the current one
 local run_id, state, session_key, agent_id, display_key, maxlen = ARGV[1], ARGV[2], ARGV[3], ARGV[4], ARGV[5], ARGV[6]
 
@@ -99,13 +106,21 @@ local ms = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
 local kind
 if state == 'active' then
   local rev = redis.call('GET', rev_key) or '0'
+  -- The run that ended before this one, with its final answer: a channel that did not
+  -- look in between still ends it (the activity, answer included, is cleared here).
+  local prev_id = redis.call('HGET', run_key, 'runId')
+  local prev_state = redis.call('HGET', run_key, 'state')
+  local prev_answer = redis.call('HGET', activity_key, 'answer') or ''
   redis.call('DEL', run_key, activity_key, tools_key)
   redis.call('HSET', run_key, 'runId', run_id, 'state', 'active', 'startedAt', ms, 'startRevision', rev)
+  if prev_id and prev_state and prev_state ~= 'active' then
+    redis.call('HSET', run_key, 'prevRunId', prev_id, 'prevState', prev_state, 'prevAnswer', prev_answer)
+  end
   kind = 'run.started'
 else
   local current = redis.call('HGET', run_key, 'runId')
   if current ~= run_id then return 0 end
-  redis.call('HSET', run_key, 'state', state, 'endedAt', ms)
+  redis.call('HSET', run_key, 'state', state, 'endedAt', ms, 'endRevision', redis.call('GET', rev_key) or '0')
   kind = 'run.ended'
 end
 local id = redis.call('XADD', events_key, 'MAXLEN', '~', maxlen, '*', 'type', kind,
@@ -183,7 +198,9 @@ class CardStore:
             metrics.WRITES.labels("conflict").inc()
         if status == "revision":
             raise StoreError(
-                "expectedRevision", f"is {expected_revision} but the card is at revision {value}"
+                "expectedRevision",
+                f"is {expected_revision} but the card is at revision {value}",
+                revision=int(value),
             )
         if status == "reset":
             raise StoreError("sessionKey", "the card was reset after this write was admitted")
@@ -225,7 +242,7 @@ class CardStore:
 
     async def get(self, owner: Owner) -> Card | None:
         lay = await self.layout()
-        raw = await self.redis.hgetall(lay.card(owner))
+        raw = cast("dict[str, str]", await self.redis.hgetall(lay.card(owner)))
         return self._card(owner, raw) if raw else None
 
     async def revision(self, owner: Owner) -> int:
@@ -253,7 +270,7 @@ class CardStore:
 
     async def end_run(self, owner: Owner, run_id: str, state: RunState) -> bool:
         """End the active run; False when `run_id` is not the current run."""
-        if state not in (RunState.completed, RunState.failed, RunState.canceled):
+        if state not in TERMINAL:
             raise CardError("state", "must be one of completed, failed, canceled")
         return bool(await self._run_script(owner, run_id, state))
 
@@ -261,7 +278,7 @@ class CardStore:
         if not isinstance(run_id, str) or not run_id.strip() or len(run_id) > 200:
             raise CardError("runId", "must be a non-empty string of at most 200 characters")
         lay = await self.layout()
-        return await self._run(
+        result = await self._run(
             keys=[
                 lay.run(owner),
                 lay.revision(owner),
@@ -272,6 +289,7 @@ class CardStore:
             ],
             args=[run_id, state.value, owner.session_key, owner.agent_id, owner.display_key, self.events_maxlen],
         )
+        return int(result)
 
     async def update_activity(
         self,
@@ -340,20 +358,35 @@ class CardStore:
             raw_card, fields, tools, run = await pipe.execute()
         card = self._card(owner, raw_card) if raw_card else None
         state = RunState(run["state"]) if run else RunState.none
-        paused = state not in (RunState.none, RunState.active) or (
+        paused = state in TERMINAL or (
             state is RunState.active
             and card is not None
             and card.revision <= int(run.get("startRevision", 0))
         )
-        activity = Activity(headline=fields.get("headline"), tools=tuple(tools), answer=fields.get("answer"))
+        after_end = (
+            state in TERMINAL and card is not None and "endRevision" in run and card.revision > int(run["endRevision"])
+        )
+        # The tool lines belong to the finished run, not to a card written after it.
+        shown_tools = () if after_end else tuple(tools)
+        activity = Activity(headline=fields.get("headline"), tools=shown_tools, answer=fields.get("answer"))
+        previous = None
+        if run.get("prevRunId") and run.get("prevState") in RunState.__members__:
+            previous = EndedRun(run["prevRunId"], RunState(run["prevState"]), run.get("prevAnswer") or None)
         return View(
-            owner=owner, card=card, activity=activity, run=state, run_id=run.get("runId"), paused=paused
+            owner=owner,
+            card=card,
+            activity=activity,
+            run=state,
+            run_id=run.get("runId"),
+            paused=paused,
+            after_end=after_end,
+            previous=previous,
         )
 
     async def last_event(self, owner: Owner) -> dict[str, str]:
         """The owner's newest event as stored beside it ({} when it never had one)."""
         lay = await self.layout()
-        return await self.redis.hgetall(lay.last_event(owner))
+        return cast("dict[str, str]", await self.redis.hgetall(lay.last_event(owner)))
 
     async def owners(self, *, page: int = 500) -> AsyncIterator[tuple[str, int]]:
         """Every display key with its last change (ms), newest first, across all shards.
@@ -379,7 +412,8 @@ class CardStore:
     async def _index(self, name: str, page: int) -> AsyncIterator[tuple[str, int]]:
         start = 0
         while True:
-            rows = await self.redis.zrevrange(name, start, start + page - 1, withscores=True)
+            reply = await self.redis.zrevrange(name, start, start + page - 1, withscores=True)
+            rows = cast("list[tuple[str, float]]", reply)
             for key, score in rows:
                 yield key, int(score)
             if len(rows) < page:

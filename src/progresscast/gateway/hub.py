@@ -17,6 +17,7 @@ from typing import Any
 from redis.exceptions import RedisError
 
 from .. import events, metrics
+from ..connections import READ_BLOCK_MS
 from ..events import Event
 from ..owners import Owner
 from ..sharding import layout_of
@@ -54,7 +55,7 @@ class _ShardTail:
 
 
 class EventHub:
-    def __init__(self, redis: Any, *, block_ms: int = events.READ_BLOCK_MS) -> None:
+    def __init__(self, redis: Any, *, block_ms: int = READ_BLOCK_MS) -> None:
         """`redis`: the client for blocking reads (its socket timeout above `block_ms`)."""
         self.redis = redis
         self.block_ms = block_ms

@@ -65,8 +65,8 @@ async def _stream(gw: Gateway, owner: Owner, resume: str | None) -> AsyncIterato
         # The first bytes say "listening": anything written from now on is delivered.
         yield "retry: 2000\n: connected\n\n"
         if resume:
-            for event in await _missed(gw, owner, resume):
-                yield frame(event)
+            for missed in await _missed(gw, owner, resume):
+                yield frame(missed)
         while True:
             try:
                 event = await asyncio.wait_for(sub.queue.get(), gw.heartbeat)
