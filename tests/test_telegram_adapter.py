@@ -381,6 +381,22 @@ async def test_a_lost_change_stream_is_recreated(api: BotAPIEmulator, harness, r
     assert now.message_id == draft.message_id
 
 
+async def test_bot_api_calls_and_pacing_are_counted(api: BotAPIEmulator, harness) -> None:
+    from prometheus_client import REGISTRY
+
+    def value(name: str, **labels: str) -> float:
+        return REGISTRY.get_sample_value(name, labels) or 0.0
+
+    sends = value("progresscast_bot_api_calls_total", method="sendMessage", outcome="ok")
+    waits = value("progresscast_pacing_wait_seconds_count")
+    h = await harness()
+    await h.command(PRIVATE, "/follow t1")
+    await h.put(("Reproduce", "in_progress"))
+    await h.shows(PRIVATE, "Reproduce")
+    assert value("progresscast_bot_api_calls_total", method="sendMessage", outcome="ok") >= sends + 2  # reply + draft
+    assert value("progresscast_pacing_wait_seconds_count") >= waits + 1
+
+
 # --- errors ---------------------------------------------------------------------------
 
 

@@ -20,7 +20,7 @@ BOT_API_CALLS = Counter(
 RATE_LIMITED = Counter("progresscast_rate_limited", "Bot API answers 429 (Too Many Requests)")
 PACING_WAIT = Histogram(
     "progresscast_pacing_wait_seconds",
-    "How long a chat's next call waited for its pacing slot",
+    "How long a chat's next call waited for its pacing slot (its own and the bot-wide one)",
     buckets=(0.01, 0.1, 0.5, 1, 2, 3, 5, 10, 30, 60),
 )
 STALENESS = Histogram(
@@ -33,6 +33,3 @@ CONSUMER_LAG = Gauge(
     "progresscast_consumer_lag", "Change events not yet handled by a consumer group (all shards)", ["group"]
 )
 FOLLOWS = Gauge("progresscast_follows", "Chat topics following a card owner")
-LEASE_HOLDER = Gauge(
-    "progresscast_lease_holder", "1 while this process holds the bot's lease, else 0", ["bot"]
-)

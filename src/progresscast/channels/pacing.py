@@ -27,6 +27,7 @@ import time
 from collections.abc import Callable, Hashable
 from dataclasses import dataclass, field
 
+from .. import metrics
 from ..timescale import time_scale
 
 
@@ -87,6 +88,13 @@ class Pacer:
         """Wait for a slot for one call to `destination`, and spend it (the destination's
         and one bot-wide). `since`: when the destination began to wait for the change
         it is about to show (older goes first)."""
+        began = time.monotonic()
+        try:
+            await self._acquire(destination, urgent=urgent, since=since)
+        finally:
+            metrics.PACING_WAIT.observe(time.monotonic() - began)
+
+    async def _acquire(self, destination: Hashable, *, urgent: bool, since: float | None) -> None:
         await self.ready(destination)
         now = self.clock()
         if not self._queue and self._bot_next <= now:

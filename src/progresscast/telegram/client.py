@@ -41,6 +41,7 @@ from telegram.error import (
     TimedOut,
 )
 
+from .. import metrics
 from ..channels.drafts import Intent
 from ..channels.outcome import MessageId, Outcome, OutcomeKind
 from ..channels.state import Id
@@ -106,6 +107,14 @@ def classify(exc: BaseException, *, rich: bool = False) -> Outcome:
     return Outcome(K.unsure, detail=repr(exc))
 
 
+def counted(method: str, outcome: Outcome) -> Outcome:
+    """Count one Bot API call by method and outcome (a 429 also as rate limited)."""
+    metrics.BOT_API_CALLS.labels(method, outcome.kind.value).inc()
+    if outcome.kind is K.rate_limited:
+        metrics.RATE_LIMITED.inc()
+    return outcome
+
+
 def _split(params: dict[str, Any]) -> tuple[str | None, dict[str, Any]]:
     """(parse_mode, the other parameters besides text) of a classic payload."""
     rest = {k: v for k, v in params.items() if k not in ("text", "parse_mode")}
@@ -141,8 +150,8 @@ class TelegramClient:
                 )
                 message_id = message.message_id
         except Exception as exc:
-            return classify(exc, rich=rich)
-        return Outcome(K.ok, message_id=message_id)
+            return counted(method, classify(exc, rich=rich))
+        return counted(method, Outcome(K.ok, message_id=message_id))
 
     async def edit(self, chat_id: Id, message_id: MessageId, payload: Payload) -> Outcome:
         """Make message `message_id` show the payload."""
@@ -170,15 +179,15 @@ class TelegramClient:
                     api_kwargs=rest or None,
                 )
         except Exception as exc:
-            return classify(exc, rich=rich)
-        return Outcome(K.ok, message_id=message_id)
+            return counted("editMessageText", classify(exc, rich=rich))
+        return counted("editMessageText", Outcome(K.ok, message_id=message_id))
 
     async def delete(self, chat_id: Id, message_id: MessageId) -> Outcome:
         try:
             await self.bot.delete_message(chat_id=int(chat_id), message_id=int(message_id))
         except Exception as exc:
-            return classify(exc)
-        return Outcome(K.ok, message_id=message_id)
+            return counted("deleteMessage", classify(exc))
+        return counted("deleteMessage", Outcome(K.ok, message_id=message_id))
 
     async def probe(self, chat_id: Id, message_id: int, intent: Intent) -> Outcome:
         """An identical edit of a candidate id: only "not modified" proves our unsure
@@ -203,8 +212,8 @@ class TelegramClient:
                 chat_id=int(chat_id), text=text, message_thread_id=int(thread_id or 0) or None
             )
         except Exception as exc:
-            return classify(exc)
-        return Outcome(K.ok, message_id=message.message_id)
+            return counted("sendMessage", classify(exc))
+        return counted("sendMessage", Outcome(K.ok, message_id=message.message_id))
 
 
 __all__ = ["TelegramClient", "classify"]
