@@ -18,12 +18,12 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from redis.asyncio import Redis
 
 import agent_fixtures as fx
 from progresscast import keys
 from progresscast.card import CardInput
 from progresscast.cli import main
+from progresscast.connections import connect
 from progresscast.owners import Owner
 from progresscast.store import CardStore
 from progresscast.view import RunState, View
@@ -33,7 +33,7 @@ Plan = list[tuple[str, str]]
 
 def view_of(url: str, owner: Owner) -> View:
     async def read() -> View:
-        redis = Redis.from_url(url, decode_responses=True)
+        redis = connect(url)
         try:
             return await CardStore(redis).view(owner)
         finally:
@@ -48,7 +48,7 @@ def plan_of(view: View) -> Plan | None:
 
 def put_note(url: str, owner: Owner, markdown: str) -> None:
     async def put() -> None:
-        redis = Redis.from_url(url, decode_responses=True)
+        redis = connect(url)
         try:
             await CardStore(redis).put(owner, CardInput(markdown=markdown))
         finally:
@@ -157,7 +157,7 @@ def test_a_claude_code_session_with_the_task_tools(hook: Hook, redis_url: str) -
         view = view_of(redis_url, CLAUDE)
         assert (plan_of(view), view.run, view.activity.headline) == (plan, run, headline), name
     # The task list lives under the owner's own keys, so it moves with the owner's shard.
-    assert keys.hook_tasks(CLAUDE).startswith(f"{keys.PREFIX}:{CLAUDE.tag}:")
+    assert keys.hook_tasks(CLAUDE).startswith(f"{keys.PREFIX}:{keys.owner_tag(CLAUDE)}:")
 
 
 def test_task_updates_that_cannot_apply_change_nothing(hook: Hook, redis_url: str) -> None:

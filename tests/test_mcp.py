@@ -24,11 +24,11 @@ from mcp.client.stdio import StdioServerParameters, stdio_client
 from mcp.client.streamable_http import streamable_http_client
 from redis.asyncio import Redis
 
-from progresscast import keys
 from progresscast.config import AgentSettings, GatewaySettings, GatewayToken, Settings
 from progresscast.gateway import create_app
 from progresscast.gateway.server import address, bind, serve_app
 from progresscast.owners import Owner
+from progresscast.sharding import layout_of
 from progresscast.store import CardStore
 
 PLAN = [
@@ -64,7 +64,8 @@ def text_of(result: Any) -> str:
 
 async def raw_card(redis: Redis, owner: Owner) -> tuple[dict[str, str], str | None]:
     """The card's stored hash and revision counter, byte for byte."""
-    return await redis.hgetall(keys.card(owner)), await redis.get(keys.revision(owner))
+    layout = await layout_of(redis)
+    return await redis.hgetall(layout.card(owner)), await redis.get(layout.revision(owner))
 
 
 # -- listing ---------------------------------------------------------------------

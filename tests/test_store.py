@@ -129,6 +129,8 @@ async def test_fifty_concurrent_writers_get_distinct_revisions(redis_url: str) -
     clients = [connect(redis_url) for _ in range(50)]
     try:
         stores = [CardStore(c) for c in clients]
+        for s in stores:  # each opens its connection (and learns the layout) before the race
+            await s.revision(OWNER)
         cards = [
             CardInput.parse({"plan": [{"step": f"writer {i}", "status": "pending"}]}) for i in range(50)
         ]

@@ -38,7 +38,7 @@ from .embedded import ensure_embedded
 READ_BLOCK_MS = 1_000
 """How long one blocking reader (XREAD, XREADGROUP) waits for news: kept well under
 the socket timeout of every role that may run it."""
-CONNECT_TIMEOUT = 1.5
+CONNECT_TIMEOUT = 1.9
 """Seconds to open a connection. A refused connection is retried once at once; a
 connect that times out is not retried, so an unreachable Redis fails within 2 s."""
 COMMAND_TIMEOUT = READ_BLOCK_MS / 1000 + 3.0

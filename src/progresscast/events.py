@@ -282,7 +282,7 @@ class EventGroup:
         return total
 
 
-async def group_lag(redis: Any, stream: str, group: str) -> int:
+async def group_lag(redis: Any, stream: str, group: str, *, cap: int = 100_000) -> int:
     """Undelivered + unacknowledged entries of `group` on `stream` (0 when absent)."""
     try:
         groups = await redis.xinfo_groups(stream)
@@ -290,8 +290,14 @@ async def group_lag(redis: Any, stream: str, group: str) -> int:
         return 0
     for info in groups:
         name = info.get("name")
-        if (name.decode() if isinstance(name, bytes) else name) == group:
-            return int(info.get("lag") or 0) + int(info.get("pending") or 0)
+        if (name.decode() if isinstance(name, bytes) else name) != group:
+            continue
+        pending = int(info.get("pending") or 0)
+        if info.get("lag") is not None:
+            return int(info["lag"]) + pending
+        # Redis before 7 reports no lag: count what lies past the last delivered entry.
+        after = f"({info.get('last-delivered-id') or '0-0'}"
+        return len(await redis.xrange(stream, min=after, max="+", count=cap)) + pending
     return 0
 
 
