@@ -73,6 +73,9 @@ class FleetResult:
     all_shown: float = float("nan")
     """Seconds from starting `serve` until every chat showed its first draft."""
     rss_mb: float = float("nan")
+    """RSS of `serve` once every chat showed its first draft."""
+    rss_end_mb: float = float("nan")
+    """RSS of `serve` after the writes converged."""
     idle_cpu: float = float("nan")
     """Share of one core `serve` used while nothing changed."""
     log_lines: int = 0
@@ -180,7 +183,7 @@ async def run_fleet(
                 res.idle_cpu = (c1.user + c1.system - c0.user - c0.system) / (time.monotonic() - t0)
             if seconds > 0:
                 await _write_phase(res, api, serve.port, ids, rate, seconds, steps, connections)
-            res.rss_mb = max(res.rss_mb, proc.memory_info().rss / 2**20)
+            res.rss_end_mb = proc.memory_info().rss / 2**20
         lines = serve.lines
     res.log_lines = len(lines)
     for line in lines:
