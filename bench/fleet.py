@@ -76,6 +76,8 @@ class FleetResult:
     """RSS of `serve` once every chat showed its first draft."""
     rss_end_mb: float = float("nan")
     """RSS of `serve` after the writes converged."""
+    cpu_shown: float = float("nan")
+    """CPU seconds `serve` used until every chat showed its first draft."""
     idle_cpu: float = float("nan")
     """Share of one core `serve` used while nothing changed."""
     log_lines: int = 0
@@ -174,6 +176,8 @@ async def run_fleet(
             firsts = [min((c.at for c in api.calls_for(cid) if shown_seq(c) is not None), default=float("nan")) for cid in ids]
             res.all_shown = max(firsts) - started if firsts else float("nan")
             res.rss_mb = proc.memory_info().rss / 2**20
+            times = proc.cpu_times()
+            res.cpu_shown = times.user + times.system
             if idle_seconds:
                 await asyncio.sleep(min(2.0, idle_seconds))  # let the last answers settle
                 c0 = proc.cpu_times()
