@@ -6,6 +6,7 @@ from __future__ import annotations
 import logging
 import time
 from collections.abc import Callable
+from dataclasses import replace
 
 from redis.asyncio import Redis
 from telegram import Bot
@@ -37,7 +38,8 @@ class TelegramChannel:
         self.bot = bot
         self.state = TelegramState(redis)
         self.client = TelegramClient(bot)
-        self.budgets = options.pace.budgets()
+        # The config's bot-wide budget (Telegram's ≈ 30 calls/s unless raised on purpose).
+        self.budgets = replace(options.pace, bot_rate=telegram.botCallsPerSecond).budgets()
         self.keep_on_complete = telegram.keepOnComplete
         self.block_chars = telegram.streaming.blockChars
         self.rich_refused: str | None = None
