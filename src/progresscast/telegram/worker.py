@@ -38,8 +38,10 @@ class TelegramChannel:
         self.bot = bot
         self.state = TelegramState(redis)
         self.client = TelegramClient(bot)
-        # The config's bot-wide budget (Telegram's ≈ 30 calls/s unless raised on purpose).
-        self.budgets = replace(options.pace, bot_rate=telegram.botCallsPerSecond).budgets()
+        pace = options.pace
+        if telegram.botCallsPerSecond is not None:  # raised (or lowered) on purpose
+            pace = replace(pace, bot_rate=telegram.botCallsPerSecond)
+        self.budgets = pace.budgets()
         self.keep_on_complete = telegram.keepOnComplete
         self.block_chars = telegram.streaming.blockChars
         self.rich_refused: str | None = None
