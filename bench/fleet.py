@@ -170,7 +170,8 @@ async def run_fleet(
             def shown_count() -> int:
                 return sum(1 for c in ids if api.chat(c).visible())
 
-            await wait_until(lambda: shown_count() == chats, limit * 2 + 60, 0.25)
+            # Every first draft: the budget's time, or ≈ 20 ms of the adapter's work each.
+            await wait_until(lambda: shown_count() == chats, max(limit * 2, chats * 0.02) + 60, 0.25)
             polls = [c.at for c in api.calls if c.method == "getUpdates"]
             res.first_poll = (polls[0] - started) if polls else float("nan")
             firsts = [min((c.at for c in api.calls_for(cid) if shown_seq(c) is not None), default=float("nan")) for cid in ids]
