@@ -114,6 +114,23 @@ def test_todowrite_keeps_the_note_and_names_a_session_given_on_the_command_line(
     assert view_of(redis_url, CLAUDE).card is None
 
 
+@pytest.mark.parametrize(
+    ("harness", "start", "end"),
+    [
+        ("claude-code", fx.CLAUDE_TODOWRITE_SESSION[0], fx.claude("SessionEnd", reason="logout")),
+        ("gemini", fx.GEMINI_SESSION[1], fx.GEMINI_SESSION[-1]),
+    ],
+)
+def test_a_session_that_ends_mid_turn_cancels_the_run(
+    hook: Hook, redis_url: str, harness: str, start: dict[str, Any], end: dict[str, Any]
+) -> None:
+    owner = CLAUDE if harness == "claude-code" else GEMINI
+    hook(harness, start)
+    assert view_of(redis_url, owner).run is RunState.active
+    hook(harness, end)
+    assert view_of(redis_url, owner).run is RunState.canceled
+
+
 def test_a_todo_list_that_breaks_the_card_rules_is_cut_to_fit(hook: Hook, redis_url: str) -> None:
     todos = [fx.todo("é" * 600, "in_progress", "Working")] + [
         fx.todo(f"Item {i}", "in_progress" if i == 3 else "pending", f"Doing {i}") for i in range(2, 61)
@@ -210,6 +227,7 @@ def test_a_codex_exec_json_transcript_on_stdin(hook: Hook, redis_url: str) -> No
     assert plan_of(view) == [(a, "completed"), (b, "completed"), (c, "completed")]
     assert view.run is RunState.completed
     assert view.activity.answer == "Patched the parser; the suite passes."
+    assert view.activity.tools == ("$ bash -lc 'pytest -x'",)
     assert view.card is not None and view.card.revision == 4
 
 
