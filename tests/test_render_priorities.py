@@ -319,7 +319,7 @@ def test_priority_properties(view: View, s: RenderSettings) -> None:
         icon = TEXT.icons["paused" if view.paused else "blocked"]
         assert row.text.startswith(icon + " ")
         first = plain(plan[blocked[0]].step)
-        assert row.text[len(icon) + 1 :][:1] in (first[:1], "…")
+        assert not first or row.text[len(icon) + 1 :][:1] in (first[:1], "…")
     active = next((i for i, step in enumerate(plan) if step.status is Status.in_progress), None)
     if active is not None and not blocked and view.run is not RunState.failed:
         assert active in shown

@@ -70,7 +70,7 @@ from .fit import (
     take_tail,
 )
 from .ir import Line, Span, cut_spans, plain, u16, visible_units
-from .markdown import NoteBar, compact_lines, markdown_lines, note_parts
+from .markdown import NoteBar, compact_lines, markdown_lines, note_parts, note_summary
 from .templates import Theme
 
 BLANK = Line((), kind="blank")
@@ -281,7 +281,7 @@ def _card_lines(
             assert bar is not None
             lines.append(bar_line(bar, theme, cap))
         elif c.kind == _NOTE:
-            lines.append(_note_line(note, c.ref, shown_note, theme))
+            lines.append(_note_line(view, note, c.ref, shown_note, theme))
         elif c.kind == _SUMMARY:
             lines.append(summary_line(omitted, theme, cap))
     return cap_lines(lines, cap)
@@ -308,16 +308,12 @@ def _header(
     return [_fitted("header", (), (Span(count),), (), cap)]
 
 
-def _note_line(note: Sequence[Line], k: int, shown: list[int], theme: Theme) -> Line:
-    """Note line `k`; a note given one line shows all its lines joined with a space, and
-    the last shown line of a note cut short ends with `…`."""
-    if len(shown) == 1 and len(note) > 1:
-        spans: list[Span] = []
-        for line in note:
-            if spans:
-                spans.append(Span(" "))
-            spans += line.spans
-        return Line(tuple(spans), kind="note")
+def _note_line(view: View, note: Sequence[Line], k: int, shown: list[int], theme: Theme) -> Line:
+    """Note line `k`; a note given one line shows the note on one line (its lines
+    joined with a space, `note_summary`), and the last shown line of a note cut short
+    ends with `…`."""
+    if len(shown) == 1 and len(note) > 1 and view.card is not None and view.card.markdown:
+        return Line((Span(note_summary(view.card.markdown) or ""),), kind="note")
     line = note[k]
     if k == shown[-1] and k < len(note) - 1:
         return line.with_spans((*line.spans, Span(" " + theme.word("trimmed"))))
