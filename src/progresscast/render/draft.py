@@ -49,8 +49,7 @@ and tool lines, in `partial`/`block` the answer.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass, replace
-from typing import Any
+from dataclasses import replace
 
 from ..card import Status, Step
 from ..config import Mode, RenderSettings
@@ -180,12 +179,9 @@ def _attention(view: View, theme: Theme, cap: int, tail: Sequence[Span] = ()) ->
     return out
 
 
-@dataclass(frozen=True, slots=True)
-class _Candidate:
-    rank: Rank
-    order: tuple[int, int]
-    kind: int
-    ref: Any = None
+_Candidate = tuple[Rank, tuple[int, int], int, int]
+"""(rank, display order, kind, step/tool/note index): plain tuples, built per render."""
+_RANK, _ORDER, _KIND, _REF = range(4)
 
 
 def _card_lines(
@@ -206,39 +202,41 @@ def _card_lines(
     activity = view.activity
     cands: list[_Candidate] = []
     if view.run is RunState.failed:
-        cands.append(_Candidate((Priority.NEEDS_PERSON, 2, 0), (_ATTENTION, 0), _ATTENTION))
-    for i, rank in enumerate(step_ranks(plan)):
-        cands.append(_Candidate(rank, (_STEP, i), _STEP, i))
+        cands.append(((Priority.NEEDS_PERSON, 2, 0), (_ATTENTION, 0), _ATTENTION, 0))
+    ranks = step_ranks(plan)
+    cands += [(rank, (_STEP, i), _STEP, i) for i, rank in enumerate(ranks)]
     if plan:
-        cands.append(_Candidate((Priority.COUNT, 0, 0), (_HEADER, 0), _HEADER))
+        cands.append(((Priority.COUNT, 0, 0), (_HEADER, 0), _HEADER, 0))
     elif owner:
-        cands.append(_Candidate((Priority.OWNER, 0, 0), (_HEADER, 0), _HEADER))
+        cands.append(((Priority.OWNER, 0, 0), (_HEADER, 0), _HEADER, 0))
     if bar is not None:
-        cands.append(_Candidate((Priority.NOTE_BAR, 0, 0), (_BAR, 0), _BAR))
+        cands.append(((Priority.NOTE_BAR, 0, 0), (_BAR, 0), _BAR, 0))
     if activity.headline and plain(activity.headline):
-        cands.append(_Candidate((Priority.ACTIVITY, 0, 0), (_HEADLINE, 0), _HEADLINE))
+        cands.append(((Priority.ACTIVITY, 0, 0), (_HEADLINE, 0), _HEADLINE, 0))
     if tools:
         count = len(activity.tools)
         for r in range(count):
-            cands.append(_Candidate((Priority.ACTIVITY, 1, r), (_TOOL, count - 1 - r), _TOOL, count - 1 - r))
-    for k in range(len(note)):
+            cands.append(((Priority.ACTIVITY, 1, r), (_TOOL, count - 1 - r), _TOOL, count - 1 - r))
+    # note lines rank in their own order, so no more than `rows` of them can be shown
+    for k in range(min(len(note), rows)):
         rank = (Priority.COUNT, 1, 0) if k == 0 and not plan else (Priority.REST, 2, k)
-        cands.append(_Candidate(rank, (_NOTE, k), _NOTE, k))
+        cands.append((rank, (_NOTE, k), _NOTE, k))
 
-    chosen = [cands[i] for i in best([c.rank for c in cands], rows)]
-    omitted = Omitted.of(plan, {c.ref for c in chosen if c.kind == _STEP})
+    chosen = [cands[i] for i in best([c[_RANK] for c in cands], rows)]
+    blocked_n = sum(1 for r in ranks if r[0] == Priority.NEEDS_PERSON)
+    shown_blocked = sum(1 for c in chosen if c[_KIND] == _STEP and c[_RANK][0] == Priority.NEEDS_PERSON)
+    omitted = Omitted()
     summary = False  # a summary line, only when blocked steps are left out
     hidden_blocked = 0
-    if omitted.blocked:
+    if blocked_n > shown_blocked:
         if rows >= 2:
-            chosen.remove(max(chosen, key=lambda c: c.rank))
-            omitted = Omitted.of(plan, {c.ref for c in chosen if c.kind == _STEP})
+            chosen.remove(max(chosen, key=lambda c: c[_RANK]))
+            omitted = Omitted.of(plan, {c[_REF] for c in chosen if c[_KIND] == _STEP})
             summary = True
+            chosen.append(((0, 0, 0), (_SUMMARY, 0), _SUMMARY, 0))
         else:
-            hidden_blocked = omitted.blocked
-    if summary:
-        chosen.append(_Candidate((0, 0, 0), (_SUMMARY, 0), _SUMMARY))
-    chosen.sort(key=lambda c: c.order)
+            hidden_blocked = blocked_n - shown_blocked
+    chosen.sort(key=lambda c: c[_ORDER])
     spare = rows - len(chosen)
 
     joiner = theme.word("joiner")
@@ -247,7 +245,7 @@ def _card_lines(
     parts: list[str] = []
     if plan:
         done = sum(s.done for s in plan)
-        has_header = any(c.kind == _HEADER for c in chosen)
+        has_header = any(c[_KIND] == _HEADER for c in chosen)
         count = theme.word("count" if has_header else "count_short", done=done, total=len(plan))
         # what else the count says, in the order it gives way when room is short
         if hidden_blocked:
@@ -257,32 +255,31 @@ def _card_lines(
         if has_header:
             count = joiner.join((count, *parts))
     tail: tuple[Span, ...] = ()
-    if plan and not any(c.kind == _HEADER for c in chosen):
+    if plan and not any(c[_KIND] == _HEADER for c in chosen):
         tail = (Span(joiner + count),) + tuple(Span(joiner + part) for part in parts)
 
     lines: list[Line] = []
-    shown_note = [c.ref for c in chosen if c.kind == _NOTE]
-    for c in chosen:
-        first = not lines
-        end = tail if first else ()
-        if c.kind == _HEADER:
+    shown_note = [c[_REF] for c in chosen if c[_KIND] == _NOTE]
+    for _, _, kind, ref in chosen:
+        end = () if lines else tail
+        if kind == _HEADER:
             lines += _header(view, settings, theme, count, cap, owner=owner, spare=spare > 0)
-        elif c.kind == _ATTENTION:
+        elif kind == _ATTENTION:
             lines += _attention(view, theme, cap, end)
-        elif c.kind == _STEP:
-            lines.append(step_line(c.ref, plan[c.ref], view.paused, theme, cap, end))
-        elif c.kind == _HEADLINE:
+        elif kind == _STEP:
+            lines.append(step_line(ref, plan[ref], view.paused, theme, cap, end))
+        elif kind == _HEADLINE:
             head = _icon(theme.marks.get("headline", ""))
             lines.append(_fitted("headline", head, (Span(plain(activity.headline or "")),), (), cap))
-        elif c.kind == _TOOL:
+        elif kind == _TOOL:
             head = _icon(theme.marks.get("tool", ""))
-            lines.append(_fitted("tool", head, (Span(plain(activity.tools[c.ref])),), (), cap))
-        elif c.kind == _BAR:
+            lines.append(_fitted("tool", head, (Span(plain(activity.tools[ref])),), (), cap))
+        elif kind == _BAR:
             assert bar is not None
             lines.append(bar_line(bar, theme, cap))
-        elif c.kind == _NOTE:
-            lines.append(_note_line(view, note, c.ref, shown_note, theme))
-        elif c.kind == _SUMMARY:
+        elif kind == _NOTE:
+            lines.append(_note_line(view, note, ref, shown_note, theme))
+        elif kind == _SUMMARY:
             lines.append(summary_line(omitted, theme, cap))
     return cap_lines(lines, cap)
 

@@ -68,27 +68,36 @@ def step_state(step: Step, paused: bool) -> str:
 def step_ranks(plan: Sequence[Step]) -> list[Rank]:
     """The rank of every step of the plan (by position)."""
     n = len(plan)
-    ranks: list[Rank] = [(Priority.REST, 9, 0)] * n
-    active = next((i for i, s in enumerate(plan) if s.status is Status.in_progress), None)
-    if active is None:
-        pending = [i for i, s in enumerate(plan) if s.status is Status.pending]
-        done = [i for i in range(n - 1, -1, -1) if plan[i].status in DONE_STATUSES]
-    else:
-        ranks[active] = (Priority.ACTIVE, 0, 0)
-        pending = [i for i in range(active + 1, n) if plan[i].status is Status.pending]
-        pending += [i for i in range(active) if plan[i].status is Status.pending]
-        done = [i for i in range(active - 1, -1, -1) if plan[i].status in DONE_STATUSES]
-        done += [i for i in range(n - 1, active, -1) if plan[i].status in DONE_STATUSES]
+    ranks: list[Rank] = [_REST_DONE] * n
+    active: int | None = None
+    pending: list[int] = []
     blocked = 0
-    for i, s in enumerate(plan):
-        if s.status is Status.blocked:
+    for i, s in enumerate(plan):  # one pass: blocked ranks, the active step, pending steps
+        status = s.status
+        if status is Status.pending:
+            pending.append(i)
+        elif status is Status.blocked:
             ranks[i] = (Priority.NEEDS_PERSON, 0, blocked)
             blocked += 1
+        elif status is Status.in_progress:
+            active = i
+    if active is not None:
+        ranks[active] = (Priority.ACTIVE, 0, 0)
+        pending = [i for i in pending if i > active] + [i for i in pending if i < active]
     for r, i in enumerate(pending):
         ranks[i] = (Priority.NEXT, 0, r) if r < NEXT_STEPS else (Priority.REST, 0, r)
-    for r, i in enumerate(done):
-        ranks[i] = (Priority.RECENT, 0, r) if r < RECENT_STEPS else (Priority.REST, 1, r)
+    # done steps: nearest before the active step first (from the end without one), then
+    # those after it from the end
+    start = n - 1 if active is None else active - 1
+    r = 0
+    for i in (*range(start, -1, -1), *range(n - 1, start + 1 if active is None else active, -1)):
+        if plan[i].status in DONE_STATUSES:
+            ranks[i] = (Priority.RECENT, 0, r) if r < RECENT_STEPS else (Priority.REST, 1, r)
+            r += 1
     return ranks
+
+
+_REST_DONE: Rank = (Priority.REST, 1, 0)
 
 
 def best(ranks: Sequence[Rank], lines: int) -> list[int]:
