@@ -65,7 +65,7 @@ class Plan:
                 status = "blocked"
             elif i == self.active:
                 status = "in_progress"
-            elif self.active is not None and i < self.active or self.active is None and i < self.size // 2:
+            elif i < (self.size // 2 if self.active is None else self.active):
                 status = "completed"
             else:
                 status = "pending"
@@ -139,7 +139,7 @@ def test_which_facts_are_present(plan: Plan, activity: Activity, max_lines: int)
     if activity.headline and max_lines - len(blocked) - (plan.active is not None) - 1 - len(nexts) - (done > 0) >= 1:
         assert activity_shown
     # a summary line only when blocked steps were left out
-    summary = [t for line, t in zip(lines, texts) if line.kind == "summary"]
+    summary = [t for line, t in zip(lines, texts, strict=True) if line.kind == "summary"]
     assert bool(summary) == (len(blocked) > max_lines and max_lines >= 2)
     if plan.size <= max_lines - 1 - bool(activity.headline) - len(activity.tools):
         assert len(shown) == plan.size  # a plan that fits is shown whole

@@ -181,7 +181,6 @@ def _attention(view: View, theme: Theme, cap: int, tail: Sequence[Span] = ()) ->
 
 _Candidate = tuple[Rank, tuple[int, int], int, int]
 """(rank, display order, kind, step/tool/note index): plain tuples, built per render."""
-_RANK, _ORDER, _KIND, _REF = range(4)
 
 
 def _card_lines(
@@ -214,29 +213,27 @@ def _card_lines(
     if activity.headline and plain(activity.headline):
         cands.append(((Priority.ACTIVITY, 0, 0), (_HEADLINE, 0), _HEADLINE, 0))
     if tools:
-        count = len(activity.tools)
-        for r in range(count):
-            cands.append(((Priority.ACTIVITY, 1, r), (_TOOL, count - 1 - r), _TOOL, count - 1 - r))
+        n_tools = len(activity.tools)
+        for r in range(n_tools):
+            cands.append(((Priority.ACTIVITY, 1, r), (_TOOL, n_tools - 1 - r), _TOOL, n_tools - 1 - r))
     # note lines rank in their own order, so no more than `rows` of them can be shown
     for k in range(min(len(note), rows)):
         rank = (Priority.COUNT, 1, 0) if k == 0 and not plan else (Priority.REST, 2, k)
         cands.append((rank, (_NOTE, k), _NOTE, k))
 
-    chosen = [cands[i] for i in best([c[_RANK] for c in cands], rows)]
+    chosen = [cands[i] for i in best([c[0] for c in cands], rows)]
     blocked_n = sum(1 for r in ranks if r[0] == Priority.NEEDS_PERSON)
-    shown_blocked = sum(1 for c in chosen if c[_KIND] == _STEP and c[_RANK][0] == Priority.NEEDS_PERSON)
+    shown_blocked = sum(1 for c in chosen if c[2] == _STEP and c[0][0] == Priority.NEEDS_PERSON)
     omitted = Omitted()
-    summary = False  # a summary line, only when blocked steps are left out
     hidden_blocked = 0
-    if blocked_n > shown_blocked:
+    if blocked_n > shown_blocked:  # a summary line, only when blocked steps are left out
         if rows >= 2:
-            chosen.remove(max(chosen, key=lambda c: c[_RANK]))
-            omitted = Omitted.of(plan, {c[_REF] for c in chosen if c[_KIND] == _STEP})
-            summary = True
+            chosen.remove(max(chosen, key=lambda c: c[0]))
+            omitted = Omitted.of(plan, {c[3] for c in chosen if c[2] == _STEP})
             chosen.append(((0, 0, 0), (_SUMMARY, 0), _SUMMARY, 0))
         else:
             hidden_blocked = blocked_n - shown_blocked
-    chosen.sort(key=lambda c: c[_ORDER])
+    chosen.sort(key=lambda c: c[1])
     spare = rows - len(chosen)
 
     joiner = theme.word("joiner")
@@ -245,7 +242,7 @@ def _card_lines(
     parts: list[str] = []
     if plan:
         done = sum(s.done for s in plan)
-        has_header = any(c[_KIND] == _HEADER for c in chosen)
+        has_header = any(c[2] == _HEADER for c in chosen)
         count = theme.word("count" if has_header else "count_short", done=done, total=len(plan))
         # what else the count says, in the order it gives way when room is short
         if hidden_blocked:
@@ -255,11 +252,11 @@ def _card_lines(
         if has_header:
             count = joiner.join((count, *parts))
     tail: tuple[Span, ...] = ()
-    if plan and not any(c[_KIND] == _HEADER for c in chosen):
-        tail = (Span(joiner + count),) + tuple(Span(joiner + part) for part in parts)
+    if plan and not any(c[2] == _HEADER for c in chosen):
+        tail = (Span(joiner + count), *(Span(joiner + part) for part in parts))
 
     lines: list[Line] = []
-    shown_note = [c[_REF] for c in chosen if c[_KIND] == _NOTE]
+    shown_note = [c[3] for c in chosen if c[2] == _NOTE]
     for _, _, kind, ref in chosen:
         end = () if lines else tail
         if kind == _HEADER:
@@ -401,10 +398,10 @@ def _preview(
         head: list[Line] = []
         body = note
         if not plan:  # the note's first line stands in for the count
-            first = next((k for k, line in enumerate(note) if not line.blank), None)
-            if first is not None:
-                head = [note[first]]
-                body = strip_blank(note[first + 1 :])
+            top = next((k for k, line in enumerate(note) if not line.blank), None)
+            if top is not None:
+                head = [note[top]]
+                body = strip_blank(note[top + 1 :])
         rows = settings.checklistLines or settings.maxLines
         struct = _card_lines(
             view, settings, theme, rows=rows, plan=plan, bar=bar, note=head, owner=False, tools=False

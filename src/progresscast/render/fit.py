@@ -228,14 +228,14 @@ def strip_blank(lines: Sequence[Line]) -> list[Line]:
 
 __all__ = [
     "NEXT_STEPS",
+    "RECENT_STEPS",
     "Omitted",
     "Priority",
-    "RECENT_STEPS",
     "Rank",
     "best",
     "cap_lines",
-    "step_ranks",
     "squeeze",
+    "step_ranks",
     "step_state",
     "strip_blank",
     "take_head",

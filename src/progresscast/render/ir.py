@@ -13,6 +13,7 @@ number of characters.
 
 from __future__ import annotations
 
+import itertools
 import re
 import unicodedata
 from dataclasses import dataclass, field, replace
@@ -108,7 +109,7 @@ def _prefix_units(text: str, units: int) -> str:
         return text[:units]
     used = 0
     starts = clusters(text)
-    for a, b in zip(starts, starts[1:]):
+    for a, b in itertools.pairwise(starts):
         used += u16(text[a:b])
         if used > units:
             return text[:a]

@@ -175,7 +175,7 @@ def _bar(attrs: str) -> NoteBar | None:
     value, top = found.get("value", "").strip(), found.get("max", "").strip()
     if not (_NUMBER.fullmatch(value) and _NUMBER.fullmatch(top)):
         return None
-    if not 0 < float(top) or float(value) > float(top):
+    if float(top) <= 0 or float(value) > float(top):
         return None
     label = middle_cut(plain(found.get("aria-label", "")), MAX_BAR_LABEL)
     return NoteBar(label=label, value=float(value), max=float(top))
@@ -444,7 +444,7 @@ def _web_parser() -> MarkdownIt:
 
     def link_open(self: Any, tokens: list[Token], idx: int, options: Any, env: Any) -> str:
         tokens[idx].attrSet("rel", "nofollow noopener noreferrer")
-        return self.renderToken(tokens, idx, options, env)
+        return str(self.renderToken(tokens, idx, options, env))
 
     md.add_render_rule("html_block", drop)
     md.add_render_rule("html_inline", drop)
@@ -471,7 +471,7 @@ def markdown_web_html(source: str) -> str:
     if not source or not source.strip():
         return ""
     tokens = _visible_tokens(_WEB_MD.parse(source))
-    return _CLEANER.clean(_WEB_MD.renderer.render(tokens, _WEB_MD.options, {})).strip()
+    return str(_CLEANER.clean(_WEB_MD.renderer.render(tokens, _WEB_MD.options, {}))).strip()
 
 
 @lru_cache(maxsize=256)
