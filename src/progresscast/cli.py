@@ -93,9 +93,9 @@ def _parser() -> argparse.ArgumentParser:
         usage="progresscast hook claude-code|codex|gemini [--session KEY] [--agent ID] [-- codex exec --json …]",
         parents=[common],
     )
-    hook.add_argument("harness", choices=["claude-code", "codex", "gemini"])
+    hook.add_argument("harness", choices=["claude-code", "codex", "gemini"], help="whose events these are")
     hook.add_argument("--session", metavar="KEY", help="session key (default: the agent's own session id)")
-    hook.add_argument("--agent", metavar="ID")
+    hook.add_argument("--agent", metavar="ID", help="agent id (default: the configured default agent)")
 
     demo = commands.add_parser("demo", help="play the bundled example on the embedded store", parents=[common])
     demo.add_argument("--serve", action="store_true", help="keep serving after the example")
@@ -180,10 +180,13 @@ def _render_command(args: argparse.Namespace, settings: Settings) -> None:
     telegram = settings.channels.telegram
     streaming = telegram.streaming if telegram else None
     try:
+        mode = Mode(args.mode) if args.mode else (streaming.mode if streaming else Mode.progress)
         render_settings = RenderSettings(
-            mode=args.mode or (streaming.mode if streaming else Mode.progress),
+            mode=mode,
             maxLines=_given(args.max_lines, streaming.progress.maxLines if streaming else 8),
             maxLineChars=_given(args.max_line_chars, streaming.progress.maxLineChars if streaming else 120),
+            # the card's lines under a partial/block answer: the config's, else --max-lines
+            checklistLines=streaming.checklist_lines(mode) if streaming and args.max_lines is None else None,
             rich=args.rich,
         )
     except ValidationError as exc:
