@@ -119,6 +119,26 @@ async def test_index_lists_only_the_sessions_the_viewer_may_see(client: httpx.As
     assert 'href="/sessions/agent:main:other"' in everyone
 
 
+async def test_an_index_flooded_by_another_writer_still_lists_the_viewers_sessions(
+    client: httpx.AsyncClient, store: CardStore
+) -> None:
+    await put(store, "team-a")
+    for i in range(210):  # someone else's sessions, all newer
+        await put(store, f"flood-{i:03}", {"markdown": "x"})
+    page = (await signed_in(client, "team").get("/")).text
+    assert 'href="/sessions/agent:main:team-a"' in page and "flood-" not in page
+    # A token that sees everything pages through all of it, each session once.
+    seen: list[str] = []
+    url: str | None = "/"
+    while url:
+        text = (await signed_in(client, "reader").get(url)).text
+        seen += re.findall(r'href="/sessions/(agent:main:[^"]+)"', text)
+        more = re.search(r'<a href="(/\?after=[^"]+)">Older sessions', text)
+        url = more.group(1).replace("&amp;", "&") if more else None
+    assert len(seen) == len(set(seen)) == 211
+    assert seen[0] == "agent:main:flood-209" and "agent:main:team-a" in seen[-2:]  # newest first
+
+
 async def test_session_page_shows_the_rendered_card_and_its_update_time(client: httpx.AsyncClient, store: CardStore) -> None:
     await put(store, "ticket-1")
     card = await store.get(Owner("main", "ticket-1"))
