@@ -181,10 +181,13 @@ def _render_command(args: argparse.Namespace, settings: Settings) -> None:
     telegram = settings.channels.telegram
     streaming = telegram.streaming if telegram else StreamingSettings()
     try:
+        mode = Mode(args.mode) if args.mode else streaming.mode
         render_settings = RenderSettings(
-            mode=args.mode or streaming.mode,
+            mode=mode,
             maxLines=_given(args.max_lines, streaming.progress.maxLines),
             maxLineChars=_given(args.max_line_chars, streaming.progress.maxLineChars),
+            # the card's lines under a partial/block answer: the config's, else --max-lines
+            checklistLines=streaming.checklist_lines(mode) if args.max_lines is None else None,
             rich=args.rich,
         )
     except ValidationError as exc:

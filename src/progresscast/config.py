@@ -98,7 +98,7 @@ MAX_LINE_CHARS = 120
 
 
 def _max_lines() -> Any:
-    return Field(MAX_LINES, ge=3, le=50)
+    return Field(MAX_LINES, ge=1, le=50)
 
 
 def _max_line_chars() -> Any:
@@ -110,11 +110,27 @@ class ProgressSettings(_Model):
     maxLineChars: int = _max_line_chars()
 
 
+class PreviewSettings(_Model):
+    """`streaming.partial` / `streaming.block`: the card's lines under the answer text."""
+
+    checklistLines: int | None = Field(None, ge=1, le=50)
+    """At most this many lines of checklist and status; unset: `progress.maxLines`."""
+
+
 class StreamingSettings(_Model):
     mode: Mode = Mode.progress
     progress: ProgressSettings = Field(default_factory=ProgressSettings)
+    partial: PreviewSettings = Field(default_factory=PreviewSettings)
+    block: PreviewSettings = Field(default_factory=PreviewSettings)
     blockChars: int = Field(3000, ge=200, le=4000)
     """In `block` mode, a preview past this many characters rotates to a new message."""
+
+    def checklist_lines(self, mode: Mode) -> int:
+        """The line limit of the card's lines in a draft of `mode`."""
+        preview = {Mode.partial: self.partial, Mode.block: self.block}.get(mode)
+        if preview is not None and preview.checklistLines is not None:
+            return preview.checklistLines
+        return self.progress.maxLines
 
 
 class RenderSettings(_Model):
@@ -123,6 +139,8 @@ class RenderSettings(_Model):
     mode: Mode = Mode.progress
     maxLines: int = _max_lines()
     maxLineChars: int = _max_line_chars()
+    checklistLines: int | None = Field(None, ge=1, le=50)
+    """`partial`/`block`: the card's lines under the answer; None: `maxLines`."""
     rich: bool = False
     label: str | None = None
 
@@ -140,6 +158,9 @@ class TelegramSettings(_Model):
     richMessages: bool = False
     keepOnComplete: bool = False
     allowedChats: list[int] = Field(default_factory=list)
+    botCallsPerSecond: float | None = Field(None, gt=0, le=10_000)
+    """Bot API calls a second for the whole bot; unset: Telegram's ≈ 30. Raise it only
+    for a Bot API server that allows more (or a benchmark against the emulator)."""
     streaming: StreamingSettings = Field(default_factory=StreamingSettings)
     chats: list[ChatSettings] = Field(default_factory=list)
 
