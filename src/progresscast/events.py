@@ -22,11 +22,15 @@ from typing import Any, cast
 
 from redis.exceptions import RedisError, ResponseError
 
+from .backoff import Backoff
 from .connections import READ_BLOCK_MS, StreamReply
 from .owners import Owner
 from .sharding import layout_of
 
 log = logging.getLogger("progresscast.events")
+
+BACKOFF = Backoff(cap=5.0)
+"""The one retry policy (backoff.py), capped low: a reader back soon loses nothing."""
 
 
 @dataclass(frozen=True)
@@ -87,11 +91,11 @@ class _ShardReader:
 
     async def run(self) -> None:
         redis = self.group.redis
-        backoff = 0.1
+        failures = 0
         while True:
             try:
                 entries = await self._next_entries()
-                backoff = 0.1
+                failures = 0
             except asyncio.CancelledError:
                 raise
             except ResponseError as exc:
@@ -102,15 +106,13 @@ class _ShardReader:
                     with contextlib.suppress(RedisError):
                         await self.group.create(self.stream, "0")
                     continue
-                log.warning("%s: read failed (%s); retrying in %.1f s", self.stream, exc, backoff)
-                await asyncio.sleep(backoff)
-                backoff = min(backoff * 2, 5.0)
+                await self._back_off(exc, failures)
+                failures += 1
                 continue
             except RedisError as exc:
                 self.pending_first = True
-                log.warning("%s: read failed (%s); retrying in %.1f s", self.stream, exc, backoff)
-                await asyncio.sleep(backoff)
-                backoff = min(backoff * 2, 5.0)
+                await self._back_off(exc, failures)
+                failures += 1
                 continue
             junk = [i for i, f in entries if not _is_event(f)]
             if junk:
@@ -123,6 +125,11 @@ class _ShardReader:
             self.released.clear()
             await self.group.queue.put(batch)
             await self.released.wait()
+
+    async def _back_off(self, exc: Exception, failures: int) -> None:
+        delay = BACKOFF.delay(failures)
+        log.warning("%s: read failed (%s); retrying in %.1f s", self.stream, exc, delay)
+        await asyncio.sleep(delay)
 
     async def _next_entries(self) -> Entries:
         group, redis = self.group, self.group.redis

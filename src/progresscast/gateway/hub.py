@@ -17,11 +17,14 @@ from typing import Any
 from redis.exceptions import RedisError
 
 from .. import events, metrics
+from ..backoff import Backoff
 from ..connections import READ_BLOCK_MS
 from ..events import Event
 from ..owners import Owner
 from ..sharding import layout_of
 
+BACKOFF = Backoff()
+"""The one retry policy (backoff.py)."""
 log = logging.getLogger("progresscast.gateway")
 
 QUEUE_SIZE = 64
@@ -116,11 +119,11 @@ class EventHub:
                 ready.exception()  # retrieved: subscribers re-raise it, nobody logs it twice
             raise
         ready.set_result(None)
-        backoff = 0.2
+        failures = 0
         while True:
             try:
                 async for event in events.tail(self.redis, stream, start=position, block_ms=self.block_ms):
-                    backoff = 0.2
+                    failures = 0
                     if event is None:
                         continue
                     position = event.id
@@ -130,6 +133,7 @@ class EventHub:
                             _observe_staleness(event)
             except RedisError as exc:
                 # Keep the position: after Redis comes back, nothing in between is lost.
-                log.warning("event stream read failed (%s); retrying in %.1f s", exc, backoff)
-                await asyncio.sleep(backoff)
-                backoff = min(backoff * 2, 5.0)
+                delay = BACKOFF.delay(failures)
+                failures += 1
+                log.warning("event stream read failed (%s); retrying in %.1f s", exc, delay)
+                await asyncio.sleep(delay)
