@@ -76,6 +76,10 @@ class FleetResult:
     """RSS of `serve` once every chat showed its first draft."""
     rss_end_mb: float = float("nan")
     """RSS of `serve` after the writes converged."""
+    write_cpu: float = float("nan")
+    """Share of one core `serve` used from the first write until every chat converged."""
+    calls_per_s: float = float("nan")
+    """Draft calls a second the emulator saw over the same time (the budget: 30)."""
     cpu_shown: float = float("nan")
     """CPU seconds `serve` used until every chat showed its first draft."""
     idle_cpu: float = float("nan")
@@ -187,7 +191,12 @@ async def run_fleet(
                 c1 = proc.cpu_times()
                 res.idle_cpu = (c1.user + c1.system - c0.user - c0.system) / (time.monotonic() - t0)
             if seconds > 0:
+                c0, t0 = proc.cpu_times(), time.monotonic()
                 await _write_phase(res, api, serve.port, ids, rate, seconds, steps, connections)
+                c1, t1 = proc.cpu_times(), time.monotonic()
+                res.write_cpu = (c1.user + c1.system - c0.user - c0.system) / (t1 - t0)
+                edits = [c.at for c in api.calls if c.method in DRAFT_METHODS and c.ok and t0 <= c.at <= t1]
+                res.calls_per_s = len(edits) / (t1 - t0)
             res.rss_end_mb = proc.memory_info().rss / 2**20
         lines = serve.lines
     res.log_lines = len(lines)
