@@ -143,6 +143,9 @@ class TelegramSettings(_Model):
     richMessages: bool = False
     keepOnComplete: bool = False
     allowedChats: list[int] = Field(default_factory=list)
+    botCallsPerSecond: float | None = Field(None, gt=0, le=10_000)
+    """Bot API calls a second for the whole bot; unset: Telegram's ≈ 30. Raise it only
+    for a Bot API server that allows more (or a benchmark against the emulator)."""
     streaming: StreamingSettings = Field(default_factory=StreamingSettings)
     chats: list[ChatSettings] = Field(default_factory=list)
 
