@@ -2,11 +2,17 @@
 
 - :class:`BotAPIEmulator` — a loopback Telegram Bot API server that behaves like Telegram.
 - :func:`parse` / :func:`visible_length` — Telegram's HTML parse mode, with its exact errors.
+- :class:`SlackAPIEmulator` — a loopback Slack Web API that behaves like Slack (Block Kit
+  limits, error strings, rate limits), and sends slash commands signed like Slack.
+- :func:`read_mrkdwn` / :func:`blocks_text` / :func:`check_blocks` — Slack's formats as a reader sees them.
 """
 
 from ._pacing import BOT_PACE, GROUP_PACE, PRIVATE_PACE, Pace
 from ._state import Call, ChatState, ShownMessage
+from ._slack_state import SlackCall, SlackChannel, SlackMessage
 from .botapi import DEFAULT_TOKEN, BotAPIEmulator
+from .slack_blocks import InvalidBlocks, Shown, blocks_text, check_blocks, read_mrkdwn
+from .slackapi import SlackAPIEmulator
 from .telegram_html import (
     MAX_TEXT,
     Entity,
@@ -30,7 +36,16 @@ __all__ = [
     "Entity",
     "Pace",
     "ParsedText",
+    "InvalidBlocks",
+    "Shown",
     "ShownMessage",
+    "SlackAPIEmulator",
+    "SlackCall",
+    "SlackChannel",
+    "SlackMessage",
+    "blocks_text",
+    "check_blocks",
+    "read_mrkdwn",
     "TelegramHTMLError",
     "fix_text",
     "parse",
