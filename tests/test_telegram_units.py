@@ -3,6 +3,7 @@ and the Redis state of follows."""
 
 from __future__ import annotations
 
+import itertools
 import warnings
 
 import httpx
@@ -17,7 +18,6 @@ from progresscast.owners import Owner
 from progresscast.telegram.follows import ChatPrefs, DraftKey, TelegramState, allowed, render_settings
 from progresscast.telegram.pacing import Pace, Pacer
 from progresscast.telegram.sender import Outcome, classify
-
 
 pytestmark = pytest.mark.filterwarnings("ignore::telegram.warnings.PTBDeprecationWarning")  # PTB's own RetryAfter
 
@@ -56,7 +56,7 @@ def test_the_bot_is_paced_at_30_calls_per_second() -> None:
     pacer = Pacer(clock=clock)
     waits = [pacer.reserve(chat) for chat in range(1, 61)]
     assert waits[-1] == pytest.approx(59 / 30)
-    assert all(b - a == pytest.approx(1 / 30) for a, b in zip(waits, waits[1:]))
+    assert all(b - a == pytest.approx(1 / 30) for a, b in itertools.pairwise(waits))
 
 
 def test_retry_after_holds_the_chat_up_to_60_seconds() -> None:

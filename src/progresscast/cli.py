@@ -40,7 +40,7 @@ class _Parser(argparse.ArgumentParser):
 def _parser() -> argparse.ArgumentParser:
     # SUPPRESS: a subcommand that does not repeat --redis/--config must not reset the
     # value given before it (`progresscast --redis URL card get …`).
-    common = argparse.ArgumentParser(add_help=False)
+    common = _Parser(add_help=False)
     common.add_argument("--redis", metavar="URL", default=argparse.SUPPRESS, help="Redis URL (default: embedded)")
     common.add_argument("--config", metavar="FILE", default=argparse.SUPPRESS, help="TOML config (DESIGN §6)")
 
@@ -62,7 +62,9 @@ def _parser() -> argparse.ArgumentParser:
             sub.add_argument("--expected-revision", type=int, metavar="N")
 
     render = commands.add_parser("render", help="preview what a channel shows", parents=[common])
-    render.add_argument("card_file", metavar="CARD.json", help="a card (as `card get` prints) or a write's input; - for stdin")
+    render.add_argument(
+        "card_file", metavar="CARD.json", help="a card (as `card get` prints) or a write's input; - for stdin"
+    )
     render.add_argument("--channel", choices=["telegram", "slack", "text", "web"], required=True)
     render.add_argument("--rich", action="store_true", help="Telegram rich message; Slack plan display")
     render.add_argument("--mode", choices=[m.value for m in Mode], default=None)
@@ -164,7 +166,8 @@ def _render_command(args: argparse.Namespace, settings: Settings) -> None:
         )
     except ValidationError as exc:
         err = exc.errors(include_url=False)[0]
-        flag = {"maxLines": "--max-lines", "maxLineChars": "--max-line-chars"}.get(str(err["loc"][0]), str(err["loc"][0]))
+        name = str(err["loc"][0])
+        flag = {"maxLines": "--max-lines", "maxLineChars": "--max-line-chars"}.get(name, name)
         raise UsageError(f"{flag}: {err['msg']}") from None
     payload = payload_for(data, args.channel, render_settings, paused=args.paused, templates_dir=settings.templates.dir)
     print(json.dumps(payload, ensure_ascii=False, indent=2))

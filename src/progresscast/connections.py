@@ -21,5 +21,11 @@ def redis_url(cli_url: str | None = None, settings: Settings | None = None) -> s
     return url or ensure_embedded()
 
 
+# A client made by `connect` decodes every reply to str, which redis-py's annotations
+# cannot express (they allow bytes too): readers `cast` replies to these shapes.
+StreamEntry = tuple[str, dict[str, str]]
+StreamReply = list[tuple[str, list[StreamEntry]]]
+
+
 def connect(url: str) -> Redis:
     return Redis.from_url(url, decode_responses=True, health_check_interval=30)

@@ -317,14 +317,14 @@ def plan(state: DraftState, view: View, sit: Situation, renderers: Renderers) ->
 
     # partial / block: the preview message is the answer, it stays when the run ends.
     if mode is Mode.block:
-        s, view, call = _rotate(s, view, sit, renderers)
-        if call is not None:
-            return s, call
+        s, view, rotation = _rotate(s, view, sit, renderers)
+        if rotation is not None:
+            return s, rotation
     want = renderers.draft(view)
-    s, call = _settle(s, want)
-    if call is None and ending:
+    s, settled = _settle(s, want)
+    if settled is None and ending:
         s = replace(s, done_run=run_id, keep=True, fresh=False)
-    return s, call
+    return s, settled
 
 
 def _settle(s: DraftState, want: Payload | None) -> tuple[DraftState, Step | None]:

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import json
 from datetime import UTC, datetime
-
+from typing import cast
 
 from redis.asyncio import Redis
 
@@ -174,7 +174,7 @@ class CardStore:
         return int(value)
 
     async def get(self, owner: Owner) -> Card | None:
-        raw = await self.redis.hgetall(keys.card(owner))
+        raw = cast("dict[str, str]", await self.redis.hgetall(keys.card(owner)))
         return self._card(owner, raw) if raw else None
 
     async def revision(self, owner: Owner) -> int:
@@ -208,10 +208,11 @@ class CardStore:
     async def _run_script(self, owner: Owner, run_id: str, state: RunState) -> int:
         if not isinstance(run_id, str) or not run_id.strip() or len(run_id) > 200:
             raise CardError("runId", "must be a non-empty string of at most 200 characters")
-        return await self._run(
+        result = await self._run(
             keys=[keys.run(owner), keys.revision(owner), keys.activity(owner), keys.tools(owner), keys.EVENTS],
             args=[run_id, state.value, owner.session_key, owner.agent_id, owner.display_key, self.events_maxlen],
         )
+        return int(result)
 
     async def update_activity(
         self,
@@ -283,6 +284,8 @@ class CardStore:
 
     async def owners(self, limit: int = 200) -> list[tuple[str, int]]:
         """Display keys with their last change (ms), newest first."""
-        rows = await self.redis.zrevrange(keys.OWNERS, 0, limit - 1, withscores=True)
+        rows = cast(
+            "list[tuple[str, float]]", await self.redis.zrevrange(keys.OWNERS, 0, limit - 1, withscores=True)
+        )
         return [(key, int(score)) for key, score in rows]
 

@@ -49,11 +49,11 @@ def _parts(spans: tuple[Span, ...], extra: tuple[str, ...] = ()) -> list[Any]:
     for span in spans:
         if not span.text:
             continue
-        marks = tuple(m for m in ("b", "i", "u", "s", "code") if m in span.marks or m in extra)
-        if runs and runs[-1][1:] == (marks, span.href):
-            runs[-1] = (runs[-1][0] + span.text, marks, span.href)
+        kept = tuple(m for m in ("b", "i", "u", "s", "code") if m in span.marks or m in extra)
+        if runs and runs[-1][1:] == (kept, span.href):
+            runs[-1] = (runs[-1][0] + span.text, kept, span.href)
         else:
-            runs.append((span.text, marks, span.href))
+            runs.append((span.text, kept, span.href))
     parts: list[Any] = []
     for text, marks, href in runs:
         node: Any = text

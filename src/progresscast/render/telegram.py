@@ -68,7 +68,7 @@ def _spans_html(spans: tuple[Span, ...], code: bool, links: bool, budget: list[i
             out.append(f"</{tag}>")
         del stack[k:]
         for tag, href in want[k:]:
-            out.append(f'<a href="{html.escape(href, quote=True)}">' if tag == "a" else f"<{tag}>")
+            out.append(f'<a href="{html.escape(href or "", quote=True)}">' if tag == "a" else f"<{tag}>")
             stack.append((tag, href))
             budget[0] -= 1
         out.append(html.escape(span.text, quote=False))

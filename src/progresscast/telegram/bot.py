@@ -13,7 +13,8 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-from collections.abc import Awaitable, Callable
+from collections.abc import Callable, Coroutine
+from typing import Any
 
 from redis.asyncio import Redis
 from telegram import BotCommand, Message, Update
@@ -48,7 +49,7 @@ USAGE = {
     "rich": "Usage: /rich on|off",
 }
 
-Handler = Callable[[Update, ContextTypes.DEFAULT_TYPE], Awaitable[None]]
+Handler = Callable[[Update, ContextTypes.DEFAULT_TYPE], Coroutine[Any, Any, None]]
 
 
 def thread_of(message: Message) -> int:

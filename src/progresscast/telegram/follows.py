@@ -8,6 +8,7 @@ sides — the owner's followers (which chats an event concerns) and the chat's f
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import cast
 
 from redis.asyncio import Redis
 
@@ -118,7 +119,7 @@ class TelegramState:
     async def follows(self, chat_id: int, thread_id: int | None = None) -> list[DraftKey]:
         """What a chat follows (in one topic, or in all when `thread_id` is None), sorted."""
         out = []
-        for member in await self.redis.smembers(keys.tg_chat_follows(chat_id)):
+        for member in cast("set[str]", await self.redis.smembers(keys.tg_chat_follows(chat_id))):
             thread, _, display = member.partition(" ")
             owner = Owner.from_display_key(display)
             if owner is None or not thread.lstrip("-").isdigit():
@@ -129,7 +130,7 @@ class TelegramState:
 
     async def followers(self, owner: Owner) -> list[DraftKey]:
         out = []
-        for member in await self.redis.smembers(keys.tg_followers(owner)):
+        for member in cast("set[str]", await self.redis.smembers(keys.tg_followers(owner))):
             chat, _, thread = member.partition(" ")
             try:
                 out.append(DraftKey(int(chat), int(thread or 0), owner))
@@ -149,11 +150,11 @@ class TelegramState:
     # --- chat overrides ------------------------------------------------------------------
 
     async def prefs(self, chat_id: int) -> ChatPrefs:
-        raw = await self.redis.hgetall(keys.tg_chat_prefs(chat_id))
+        raw = cast("dict[str, str]", await self.redis.hgetall(keys.tg_chat_prefs(chat_id)))
         mode = raw.get("mode")
         rich = raw.get("rich")
         return ChatPrefs(
-            mode=Mode(mode) if mode in Mode.__members__ else None,
+            mode=Mode(mode) if mode is not None and mode in Mode.__members__ else None,
             rich=None if rich is None else rich == "1",
         )
 
@@ -166,7 +167,8 @@ class TelegramState:
     # --- drafts --------------------------------------------------------------------------
 
     async def draft(self, key: DraftKey) -> DraftState:
-        return DraftState.from_json(await self.redis.get(keys.tg_draft(key.owner, key.chat_id, key.thread_id)))
+        raw = cast("str | None", await self.redis.get(keys.tg_draft(key.owner, key.chat_id, key.thread_id)))
+        return DraftState.from_json(raw)
 
     async def save_draft(self, key: DraftKey, state: DraftState) -> None:
         name = keys.tg_draft(key.owner, key.chat_id, key.thread_id)
@@ -198,12 +200,12 @@ class TelegramState:
     async def sent_after(self, chat_id: int, mark: int) -> frozenset[int]:
         """Ids of the messages we sent after `mark`."""
         ids = await self.redis.zrangebyscore(keys.tg_chat_sent(chat_id), f"({mark}", "+inf")
-        return frozenset(int(i) for i in ids)
+        return frozenset(int(i) for i in cast("list[str]", ids))
 
     # --- the bot -------------------------------------------------------------------------
 
     async def rich_refused(self, bot_id: int) -> str | None:
-        return await self.redis.get(keys.tg_bot_no_rich(bot_id))
+        return cast("str | None", await self.redis.get(keys.tg_bot_no_rich(bot_id)))
 
     async def refuse_rich(self, bot_id: int, reason: str) -> None:
         await self.redis.set(keys.tg_bot_no_rich(bot_id), reason or "rejected", ex=NO_RICH_TTL)

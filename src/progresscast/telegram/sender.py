@@ -162,7 +162,7 @@ class Sender:
                     api_kwargs=rest or None,
                 )
                 message_id = message.message_id
-        except Exception as exc:  # noqa: BLE001 — every failure becomes an outcome
+        except Exception as exc:
             return classify(exc, rich=rich)
         return Reply(Outcome.ok, message_id=message_id)
 
@@ -188,14 +188,14 @@ class Sender:
                     parse_mode=parse_mode,
                     api_kwargs=rest or None,
                 )
-        except Exception as exc:  # noqa: BLE001
+        except Exception as exc:
             return classify(exc, rich=rich)
         return Reply(Outcome.ok, message_id=message_id)
 
     async def delete(self, chat_id: int, message_id: int) -> Reply:
         try:
             await self.bot.delete_message(chat_id=chat_id, message_id=message_id)
-        except Exception as exc:  # noqa: BLE001
+        except Exception as exc:
             return classify(exc)
         return Reply(Outcome.ok, message_id=message_id)
 
@@ -205,6 +205,6 @@ class Sender:
             message: Message = await self.bot.send_message(
                 chat_id=chat_id, text=text, message_thread_id=thread_id or None
             )
-        except Exception as exc:  # noqa: BLE001
+        except Exception as exc:
             return classify(exc)
         return Reply(Outcome.ok, message_id=message.message_id)

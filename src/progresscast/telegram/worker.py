@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import functools
 import html
 import logging
 import re
@@ -128,7 +129,7 @@ class DraftRenderers:
         out = []
         for rendered in render_final_answer_messages(markdown, templates_dir=self.templates_dir):
             text = str(rendered["params"].get("text", ""))
-            payload = Payload.of(rendered, lambda text=text: html_to_text(text))
+            payload = Payload.of(rendered, functools.partial(html_to_text, text))
             assert payload is not None
             out.append(payload)
         return out
@@ -494,9 +495,12 @@ class DraftWorker:
             return await self._after_edit(key, state, step, reply)
         if isinstance(step, Delete):
             reply = await self.sender.delete(chat, step.message_id)
-            if reply.outcome in (Outcome.ok, Outcome.missing, Outcome.not_editable, Outcome.forbidden, Outcome.rejected):
+            settled = (Outcome.ok, Outcome.missing, Outcome.not_editable, Outcome.forbidden, Outcome.rejected)
+            if reply.outcome in settled:
                 if not reply.delivered and reply.outcome is not Outcome.missing:
-                    log.warning("chat %s: could not delete message %s (%s); forgetting it", chat, step.message_id, reply.detail)
+                    log.warning(
+                        "chat %s: could not delete message %s (%s); forgetting it", chat, step.message_id, reply.detail
+                    )
                 await self.state.save_draft(key, gone(state))
                 self._ok(chat)
                 return 0
@@ -519,7 +523,9 @@ class DraftWorker:
                 await self._saw(chat, step.message_id)
                 return 0
             if reply.outcome is Outcome.not_modified:
-                log.info("chat %s: the unsure send of %s landed as message %s", chat, key.owner.display_key, step.message_id)
+                log.info(
+                    "chat %s: the unsure send of %s landed as message %s", chat, key.owner.display_key, step.message_id
+                )
                 await self.state.save_draft(key, found(state, intent, step.message_id))
                 await self._saw(chat, step.message_id)
                 self._ok(chat)
@@ -553,7 +559,9 @@ class DraftWorker:
             return 0
         if outcome is Outcome.unsure:
             # It may have landed: the intent stays, `plan` probes for it after `settle`.
-            log.warning("chat %s: send of %s may or may not have landed (%s)", chat, key.owner.display_key, reply.detail)
+            log.warning(
+                "chat %s: send of %s may or may not have landed (%s)", chat, key.owner.display_key, reply.detail
+            )
             # `settle` counts from now: the request may still be landing at the server.
             await self.state.save_draft(key, unknown(state, self.clock()))
             self._failures[chat] = self._failures.get(chat, 0) + 1
@@ -607,7 +615,9 @@ class DraftWorker:
 
     def _refusal(self, key: DraftKey, reply: Reply) -> None:
         if reply.outcome is Outcome.forbidden:  # blocked or removed: said once per chat
-            self._log_once("forbidden", key.chat_id, "chat %s: the bot may not write here: %s", key.chat_id, reply.detail)
+            self._log_once(
+                "forbidden", key.chat_id, "chat %s: the bot may not write here: %s", key.chat_id, reply.detail
+            )
         else:
             log.error("chat %s: Telegram refused a message of %s: %s", key.chat_id, key.owner.display_key, reply.detail)
 
@@ -657,7 +667,7 @@ class DraftWorker:
     def backoff(self, chat_id: int) -> float:
         failures = self._failures.get(chat_id, 0)
         self._failures[chat_id] = failures + 1
-        return min(0.5 * 2**failures, self.options.max_backoff)
+        return min(0.5 * 2.0**failures, self.options.max_backoff)
 
     def _ok(self, chat_id: int) -> None:
         self._failures.pop(chat_id, None)
