@@ -15,8 +15,6 @@ from typing import Any
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
-from test_render_golden import ACTIVE, ANSWER, CASES, FIFTY, OWNER, Case, card, check
-from test_render_properties import PROPS, render_settings, shows_something, views, with_extremes
 
 from progresscast.activity import Activity
 from progresscast.config import Mode, RenderSettings
@@ -25,6 +23,8 @@ from progresscast.render.markdown import markdown_lines
 from progresscast.render.slack import MAX_TASK_TEXT, escape, render_blocks, render_plan
 from progresscast.testing.slack_blocks import MAX_MESSAGE_TEXT, Shown, blocks_text, check_blocks, read_mrkdwn
 from progresscast.view import RunState, View
+from test_render_golden import ACTIVE, ANSWER, CASES, FIFTY, OWNER, Case, card, check
+from test_render_properties import PROPS, render_settings, shows_something, views, with_extremes
 
 SLACK_CASES: dict[str, Case] = {
     **CASES,
@@ -32,8 +32,10 @@ SLACK_CASES: dict[str, Case] = {
         View(
             OWNER,
             card(
-                [("<!channel> ping <@U0123ABCD>", "in_progress", "see <https://evil.example|docs>"),
-                 ("&lt;!here&gt; & <#C0123>", "pending")],
+                [
+                    ("<!channel> ping <@U0123ABCD>", "in_progress", "see <https://evil.example|docs>"),
+                    ("&lt;!here&gt; & <#C0123>", "pending"),
+                ],
                 "Hi <!everyone> & <@U0123ABCD>: [runbook](https://example.com/a?b=1&c=2) "
                 "<https://evil.example|click> *bold* `co`de` ~x~\n\n> &gt; quoted <!here>",
             ),
@@ -47,7 +49,12 @@ SLACK_CASES: dict[str, Case] = {
         RenderSettings(mode=Mode.partial, maxLines=50, maxLineChars=4096),
     ),
     "slack_long_lines": Case(
-        View(OWNER, card([("&" * 512, "in_progress", "<" * 280), ("x" * 512, "pending")], "y" * 8000), ACTIVE, RunState.active),
+        View(
+            OWNER,
+            card([("&" * 512, "in_progress", "<" * 280), ("x" * 512, "pending")], "y" * 8000),
+            ACTIVE,
+            RunState.active,
+        ),
         RenderSettings(maxLines=50, maxLineChars=4096),
     ),
 }
@@ -120,7 +127,10 @@ def test_plan_display_maps_states() -> None:
     assert payload["fallback"] == render_blocks(case.view, case.settings)
     paused = render_plan(SLACK_CASES["paused"].view, SLACK_CASES["paused"].settings)
     assert paused is not None
-    assert [t.get("details") for t in paused["params"]["chunks"][3:5]] == ["Paused", "Paused — waiting for the on-call DBA"]
+    assert [t.get("details") for t in paused["params"]["chunks"][3:5]] == [
+        "Paused",
+        "Paused — waiting for the on-call DBA",
+    ]
 
 
 def test_fallback_is_the_plain_text_without_blocks() -> None:
@@ -146,10 +156,35 @@ def test_escape() -> None:
 # --- properties ---------------------------------------------------------------------------
 
 SLACK_NASTY = [
-    "<!channel>", "<!here>", "<!everyone>", "<@U0123ABCD>", "<@U0123ABCD|bob>", "<#C0123|general>",
-    "<!subteam^S1>", "<https://evil.example|click>", "<mailto:x@y.z>", "&lt;!here&gt;", "&amp;lt;",
-    "[ok](https://ok.example/a|b>c)", "[js](javascript:alert(1))", "<https://auto.example/x>",
-    "*", "_", "~", "`", "```", "&", "<", ">", "|", "> ", "\n", "\n\n", " ", "x", "😀",
+    "<!channel>",
+    "<!here>",
+    "<!everyone>",
+    "<@U0123ABCD>",
+    "<@U0123ABCD|bob>",
+    "<#C0123|general>",
+    "<!subteam^S1>",
+    "<https://evil.example|click>",
+    "<mailto:x@y.z>",
+    "&lt;!here&gt;",
+    "&amp;lt;",
+    "[ok](https://ok.example/a|b>c)",
+    "[js](javascript:alert(1))",
+    "<https://auto.example/x>",
+    "*",
+    "_",
+    "~",
+    "`",
+    "```",
+    "&",
+    "<",
+    ">",
+    "|",
+    "> ",
+    "\n",
+    "\n\n",
+    " ",
+    "x",
+    "😀",
 ]
 slack_piece = st.sampled_from(SLACK_NASTY)
 slack_text = st.lists(slack_piece, min_size=1, max_size=30).map("".join)
@@ -170,8 +205,9 @@ def slack_views(draw: Any) -> View:
         tools=tuple(draw(st.lists(slack_text, max_size=3))),
         answer=draw(st.one_of(st.none(), slack_text)),
     )
-    return View(OWNER, card(plan or None, markdown) if has_card else None, activity, RunState.active,
-                paused=draw(st.booleans()))
+    return View(
+        OWNER, card(plan or None, markdown) if has_card else None, activity, RunState.active, paused=draw(st.booleans())
+    )
 
 
 slack_settings = st.builds(
@@ -210,7 +246,9 @@ def check_payload(view: View, s: RenderSettings) -> None:
     check_blocks(params["blocks"])  # ≤ 50 blocks, text objects ≤ 3,000: what Slack accepts
     assert 0 < len(params["text"]) <= MAX_MESSAGE_TEXT
     assert params["text"] == blocks_call["fallback"]["params"]["text"]
-    hrefs = {h.replace("|", "%7C").replace(" ", "%20").replace("<", "%3C").replace(">", "%3E") for h in markdown_hrefs(view)}
+    hrefs = {
+        h.replace("|", "%7C").replace(" ", "%20").replace("<", "%3C").replace(">", "%3E") for h in markdown_hrefs(view)
+    }
     for shown in (shown_of(blocks_call), read_mrkdwn(blocks_call["fallback"]["params"]["text"])):
         assert shown.mentions == []
         for url, _ in shown.links:

@@ -15,12 +15,12 @@ from starlette.applications import Starlette
 from starlette.requests import Request
 from starlette.responses import JSONResponse
 from starlette.routing import Route
-from test_render_slack import SLACK_CASES
 
 from progresscast.render import render_slack
 from progresscast.testing import SlackAPIEmulator
 from progresscast.testing._pacing import Pace
 from progresscast.testing.slackapi import DEFAULT_SIGNING_SECRET, PERSON_ID
+from test_render_slack import SLACK_CASES
 
 C = "C0TEST0001"
 
@@ -95,7 +95,9 @@ async def test_slack_error_strings(slack: SlackAPIEmulator) -> None:
 
 
 async def test_channel_pace_and_method_tiers_answer_429_with_retry_after() -> None:
-    async with SlackAPIEmulator(channels=[C, "C0TEST0002"], channel_pace=Pace(2, 1.0), tiers={3: Pace(2, 0.5)}) as slack:
+    async with SlackAPIEmulator(
+        channels=[C, "C0TEST0002"], channel_pace=Pace(2, 1.0), tiers={3: Pace(2, 0.5)}
+    ) as slack:
         web = client(slack)
         first = await web.chat_postMessage(channel=C, text="1")
         await web.chat_postMessage(channel=C, text="2")
@@ -147,13 +149,21 @@ async def test_streams_show_a_plan(slack: SlackAPIEmulator) -> None:
         {"type": "task_update", "id": "step-1", "title": "Reproduce", "status": "complete"},
         {"type": "task_update", "id": "step-2", "title": "Fix", "status": "in_progress"},
     ]
-    assert (await error_of(web.chat_startStream(channel=C, thread_ts=parent.ts, chunks=chunks)))[1] == "invalid_arguments"
+    assert (await error_of(web.chat_startStream(channel=C, thread_ts=parent.ts, chunks=chunks)))[
+        1
+    ] == "invalid_arguments"
     started = await web.chat_startStream(
-        channel=C, thread_ts=parent.ts, recipient_user_id=PERSON_ID, recipient_team_id=slack.team_id,
-        task_display_mode="plan", chunks=chunks,
+        channel=C,
+        thread_ts=parent.ts,
+        recipient_user_id=PERSON_ID,
+        recipient_team_id=slack.team_id,
+        task_display_mode="plan",
+        chunks=chunks,
     )
     ts = started["ts"]
-    await web.chat_appendStream(channel=C, ts=ts, chunks=[{"type": "task_update", "id": "step-2", "title": "Fix", "status": "complete"}])
+    await web.chat_appendStream(
+        channel=C, ts=ts, chunks=[{"type": "task_update", "id": "step-2", "title": "Fix", "status": "complete"}]
+    )
     message = slack.channel(C).messages[ts]
     assert message.streaming and message.thread_ts == parent.ts
     assert message.visible_text == "ticket-4821 · 1/2 complete\n[complete] Reproduce\n[complete] Fix"
@@ -162,11 +172,13 @@ async def test_streams_show_a_plan(slack: SlackAPIEmulator) -> None:
     assert (await error_of(web.chat_appendStream(channel=C, ts=ts, chunks=bad)))[1] == "invalid_chunks"
     await web.chat_stopStream(channel=C, ts=ts)
     assert not slack.channel(C).messages[ts].streaming
-    assert (await error_of(web.chat_appendStream(channel=C, ts=ts, markdown_text="more")))[1] == "message_not_in_streaming_state"
+    assert (await error_of(web.chat_appendStream(channel=C, ts=ts, markdown_text="more")))[
+        1
+    ] == "message_not_in_streaming_state"
     no_streams = SlackAPIEmulator(channels=[C], streaming=False)
     async with no_streams:
         parent = no_streams.post_as_user(C, "hi")
-        status, error, _ = await error_of(client(no_streams).chat_startStream(channel=C, thread_ts=parent.ts))
+        _, error, _ = await error_of(client(no_streams).chat_startStream(channel=C, thread_ts=parent.ts))
         assert error == "unknown_method"
 
 
@@ -186,7 +198,10 @@ async def test_every_rendered_draft_is_accepted(slack: SlackAPIEmulator, name: s
     if plan is not None and plan["method"] == "chat.startStream":
         parent = slack.post_as_user(C, "follow")
         await web.chat_startStream(
-            channel=C, thread_ts=parent.ts, recipient_user_id=PERSON_ID, recipient_team_id=slack.team_id,
+            channel=C,
+            thread_ts=parent.ts,
+            recipient_user_id=PERSON_ID,
+            recipient_team_id=slack.team_id,
             **plan["params"],
         )
 

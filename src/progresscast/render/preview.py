@@ -85,8 +85,9 @@ def payload_for(
     """What `progresscast render` prints: `{"method", "params"}` for Telegram (the
     call that would send the draft; `deleteMessage` with no params when the draft
     would be empty or the mode is off), the same for Slack (`chat.postMessage` or,
-    rich, `chat.startStream`, each with its `fallback`; `chat.delete` when empty), `{"text": str | None}` for text, `{"html": str}`
-    for web. Raises CardError for bad input, ValueError for an unknown channel."""
+    rich, `chat.startStream`, each with its `fallback`; `chat.delete` when empty),
+    `{"text": str | None}` for text, `{"html": str}` for web. Raises CardError for
+    bad input, ValueError for an unknown channel."""
     if channel not in CHANNELS:
         raise ValueError(f"channel must be one of {', '.join(CHANNELS)}")
     view = view_from_data(data, paused)

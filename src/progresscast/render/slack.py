@@ -424,6 +424,7 @@ def render_plan(
     if not steps:
         return message
     joiner = slack_theme.word("joiner")
+
     def words(line: Line) -> str:  # without its icon: the plan display has its own
         return "".join(s.text for s in line.spans[line.prefix :])
 

@@ -8,8 +8,8 @@
 """
 
 from ._pacing import BOT_PACE, GROUP_PACE, PRIVATE_PACE, Pace
-from ._state import Call, ChatState, ShownMessage
 from ._slack_state import SlackCall, SlackChannel, SlackMessage
+from ._state import Call, ChatState, ShownMessage
 from .botapi import DEFAULT_TOKEN, BotAPIEmulator
 from .slack_blocks import InvalidBlocks, Shown, blocks_text, check_blocks, read_mrkdwn
 from .slackapi import SlackAPIEmulator
@@ -34,21 +34,21 @@ __all__ = [
     "Call",
     "ChatState",
     "Entity",
+    "InvalidBlocks",
     "Pace",
     "ParsedText",
-    "InvalidBlocks",
     "Shown",
     "ShownMessage",
     "SlackAPIEmulator",
     "SlackCall",
     "SlackChannel",
     "SlackMessage",
+    "TelegramHTMLError",
     "blocks_text",
     "check_blocks",
-    "read_mrkdwn",
-    "TelegramHTMLError",
     "fix_text",
     "parse",
+    "read_mrkdwn",
     "utf16_len",
     "visible_length",
 ]

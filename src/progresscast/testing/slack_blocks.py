@@ -119,7 +119,9 @@ def read_mrkdwn(text: str) -> Shown:
 # --- Block Kit ---------------------------------------------------------------------------
 
 
-def _text_object(obj: Any, where: str, errors: list[str], limit: int = MAX_TEXT_OBJECT, plain_only: bool = False) -> None:
+def _text_object(
+    obj: Any, where: str, errors: list[str], limit: int = MAX_TEXT_OBJECT, plain_only: bool = False
+) -> None:
     if not isinstance(obj, dict) or obj.get("type") not in ("mrkdwn", "plain_text"):
         errors.append(f"[ERROR] must be a text object of type mrkdwn or plain_text [json-pointer:{where}/type]")
         return
@@ -194,7 +196,9 @@ def check_blocks(blocks: Any) -> None:
         block_id = block.get("block_id")
         if block_id is not None:
             if not isinstance(block_id, str) or len(block_id) > MAX_BLOCK_ID or block_id in ids:
-                errors.append(f"[ERROR] block_id must be unique and at most 255 characters [json-pointer:{where}/block_id]")
+                errors.append(
+                    f"[ERROR] block_id must be unique and at most 255 characters [json-pointer:{where}/block_id]"
+                )
             ids.add(str(block_id))
         kind = block.get("type")
         if kind == "section":
@@ -253,7 +257,9 @@ def _rich_inline_shown(el: dict[str, Any]) -> Shown:
     if kind == "usergroup":
         return Shown("@group", mentions=["subteam^" + str(el.get("usergroup_id", ""))])
     if kind == "emoji":
-        return Shown(str(el.get("unicode") and chr(int(str(el["unicode"]).split("-")[0], 16)) or f":{el.get('name', '')}:"))
+        return Shown(
+            str((el.get("unicode") and chr(int(str(el["unicode"]).split("-")[0], 16))) or f":{el.get('name', '')}:")
+        )
     return Shown()
 
 

@@ -79,7 +79,9 @@ METHOD_TIERS = {
     "chat.stopStream": 2,
     "auth.test": 4,
 }
-_WRITES = frozenset({"chat.postMessage", "chat.update", "chat.delete", "chat.startStream", "chat.appendStream", "chat.stopStream"})
+_WRITES = frozenset(
+    {"chat.postMessage", "chat.update", "chat.delete", "chat.startStream", "chat.appendStream", "chat.stopStream"}
+)
 _TASK_STATUSES = frozenset({"pending", "in_progress", "complete", "error"})
 MAX_TASK_TEXT = 256
 MAX_STREAM_MARKDOWN = 12_000
@@ -183,7 +185,11 @@ class SlackAPIEmulator:
         sock.bind(("127.0.0.1", self._port))
         self._port = sock.getsockname()[1]
         config = uvicorn.Config(
-            self.app, lifespan="off", log_config=None, log_level="warning", access_log=False,
+            self.app,
+            lifespan="off",
+            log_config=None,
+            log_level="warning",
+            access_log=False,
             timeout_graceful_shutdown=1,
         )
         self._server = _QuietServer(config)
@@ -250,7 +256,9 @@ class SlackAPIEmulator:
 
     # --- what people do --------------------------------------------------------------------
 
-    def post_as_user(self, channel_id: str, text: str, *, user: str = PERSON_ID, thread_ts: str | None = None) -> SlackMessage:
+    def post_as_user(
+        self, channel_id: str, text: str, *, user: str = PERSON_ID, thread_ts: str | None = None
+    ) -> SlackMessage:
         """A person writes in a channel (or a thread); the app cannot edit or delete it."""
         channel = self.channel(channel_id)
         msg = SlackMessage(new_ts(), channel_id, user, text=text, thread_ts=thread_ts, editable=False)
@@ -309,12 +317,19 @@ class SlackAPIEmulator:
             "trigger_id": f"{int(time.time())}.{len(self.calls)}.trigger",
         }
         body = urlencode(form).encode()
-        headers = self._signed(body, secret=secret, timestamp=timestamp, content_type="application/x-www-form-urlencoded")
+        headers = self._signed(
+            body, secret=secret, timestamp=timestamp, content_type="application/x-www-form-urlencoded"
+        )
         async with httpx.AsyncClient(timeout=timeout) as http:
             return await http.post(url, content=body, headers=headers)
 
     async def send_event(
-        self, url: str, payload: dict[str, Any], *, secret: str | None = None, timestamp: int | None = None,
+        self,
+        url: str,
+        payload: dict[str, Any],
+        *,
+        secret: str | None = None,
+        timestamp: int | None = None,
         timeout: float = 3.0,
     ) -> httpx.Response:
         """Slack's Events API: POST ``payload`` (``url_verification`` or an
@@ -344,13 +359,15 @@ class SlackAPIEmulator:
             status, retry_after = status or 429, retry_after or 1
         self._faults.append(_Fault(method, channel, times, error, status or 200, retry_after))
 
-    def timeout_next(self, method: str, times: int = 1, *, apply: bool = True, delay: float | None = None,
-                     channel: str | None = None) -> None:
+    def timeout_next(
+        self, method: str, times: int = 1, *, apply: bool = True, delay: float | None = None, channel: str | None = None
+    ) -> None:
         """Hold the answer to the next ``times`` calls of ``method`` for ``delay`` seconds
         (default :attr:`timeout_delay`); with ``apply`` the call still takes effect."""
         self._check_method(method)
-        self._faults.append(_Fault(method, channel, times, delay=self.timeout_delay if delay is None else delay,
-                                   apply=apply))
+        self._faults.append(
+            _Fault(method, channel, times, delay=self.timeout_delay if delay is None else delay, apply=apply)
+        )
 
     def clear_faults(self) -> None:
         self._faults.clear()
@@ -499,8 +516,7 @@ class SlackAPIEmulator:
             try:
                 check_blocks(blocks)
             except InvalidBlocks as e:
-                raise SlackError("invalid_blocks", errors=e.errors,
-                                 response_metadata={"messages": e.errors}) from None
+                raise SlackError("invalid_blocks", errors=e.errors, response_metadata={"messages": e.errors}) from None
         if not update and not text and not blocks:
             raise SlackError("no_text")
         if text and len(text) > MAX_MESSAGE_TEXT:
@@ -529,8 +545,15 @@ class SlackAPIEmulator:
         channel = self._channel_of(params)
         text, blocks = self._content(params, update=False)
         thread_ts = params.get("thread_ts") or None
-        msg = SlackMessage(new_ts(), channel.id, self.bot_user_id, text=text or "", blocks=list(blocks or []),
-                           thread_ts=str(thread_ts) if thread_ts else None, bot_id=BOT_ID)
+        msg = SlackMessage(
+            new_ts(),
+            channel.id,
+            self.bot_user_id,
+            text=text or "",
+            blocks=list(blocks or []),
+            thread_ts=str(thread_ts) if thread_ts else None,
+            bot_id=BOT_ID,
+        )
         channel.messages[msg.ts] = msg
         return {"ok": True, "channel": channel.id, "ts": msg.ts, "message": msg.to_api()}
 
@@ -564,10 +587,12 @@ class SlackAPIEmulator:
             limit = 100
         oldest, latest = params.get("oldest"), params.get("latest")
         inclusive = str(params.get("inclusive", "")).lower() in ("1", "true")
+
         def keep(ts: str) -> bool:
             if oldest and (ts < str(oldest) or (ts == str(oldest) and not inclusive)):
                 return False
             return not (latest and (ts > str(latest) or (ts == str(latest) and not inclusive)))
+
         chosen = [m for m in messages if keep(m.ts)]
         return {
             "ok": True,
@@ -587,10 +612,8 @@ class SlackAPIEmulator:
         """A thread: its parent first, then the replies, oldest first."""
         channel = self._channel_of(params)
         parent = self._message(channel, params.get("ts"))
-        thread = [parent] + sorted(
-            (m for m in channel.messages.values() if m.thread_ts == parent.ts and m.ts != parent.ts),
-            key=lambda m: m.ts,
-        )
+        replies = (m for m in channel.messages.values() if m.thread_ts == parent.ts and m.ts != parent.ts)
+        thread = [parent, *sorted(replies, key=lambda m: m.ts)]
         return self._page(thread, params)
 
     def _apply_chunks(self, msg: SlackMessage, params: dict[str, Any]) -> None:
@@ -616,7 +639,11 @@ class SlackAPIEmulator:
                     if chunk.get(name) is not None and len(str(chunk[name])) > MAX_TASK_TEXT:
                         raise SlackError("invalid_chunks")
                 msg.tasks[str(chunk["id"])] = Task(
-                    str(chunk["id"]), str(chunk["title"]), str(chunk["status"]), chunk.get("details"), chunk.get("output")
+                    str(chunk["id"]),
+                    str(chunk["title"]),
+                    str(chunk["status"]),
+                    chunk.get("details"),
+                    chunk.get("output"),
                 )
             elif kind == "blocks":
                 try:
@@ -631,16 +658,34 @@ class SlackAPIEmulator:
         channel = self._channel_of(params)
         thread_ts = params.get("thread_ts")
         if not thread_ts or str(thread_ts) not in channel.messages:
-            raise SlackError("invalid_arguments", response_metadata={"messages": ["[ERROR] thread_ts must be a message in the channel"]})
-        if channel.id.startswith(("C", "G")) and not (params.get("recipient_user_id") and params.get("recipient_team_id")):
-            raise SlackError("invalid_arguments", response_metadata={"messages": ["[ERROR] recipient_user_id and recipient_team_id are required in channels"]})
+            raise SlackError(
+                "invalid_arguments",
+                response_metadata={"messages": ["[ERROR] thread_ts must be a message in the channel"]},
+            )
+        if channel.id.startswith(("C", "G")) and not (
+            params.get("recipient_user_id") and params.get("recipient_team_id")
+        ):
+            raise SlackError(
+                "invalid_arguments",
+                response_metadata={
+                    "messages": ["[ERROR] recipient_user_id and recipient_team_id are required in channels"]
+                },
+            )
         mode = params.get("task_display_mode", "timeline")
         if mode not in ("timeline", "plan"):
             raise SlackError("invalid_arguments")
-        msg = SlackMessage(new_ts(), channel.id, self.bot_user_id, thread_ts=str(thread_ts), bot_id=BOT_ID,
-                           streaming=True, stream=True, task_display_mode=str(mode),
-                           recipient_user_id=params.get("recipient_user_id"),
-                           recipient_team_id=params.get("recipient_team_id"))
+        msg = SlackMessage(
+            new_ts(),
+            channel.id,
+            self.bot_user_id,
+            thread_ts=str(thread_ts),
+            bot_id=BOT_ID,
+            streaming=True,
+            stream=True,
+            task_display_mode=str(mode),
+            recipient_user_id=params.get("recipient_user_id"),
+            recipient_team_id=params.get("recipient_team_id"),
+        )
         self._apply_chunks(msg, params)
         channel.messages[msg.ts] = msg
         return {"ok": True, "channel": channel.id, "ts": msg.ts}
