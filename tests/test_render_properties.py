@@ -1,4 +1,4 @@
-"""Property tests over random valid cards (issue 3): every mode and limit setting.
+"""Property tests over random valid cards: every mode and limit setting.
 
 Cards of 0–50 steps — 512-byte steps of astral emoji, `<`, `&`, RTL text, control
 characters — long step notes, 8 KB Markdown notes with raw HTML, streamed answers;

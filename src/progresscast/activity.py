@@ -1,4 +1,4 @@
-"""What a draft shows besides the checklist (DESIGN §3): headline, tool lines, answer text.
+"""What a draft shows besides the checklist (docs/events-and-runs.md): headline, tool lines, answer text.
 
 Agent text, so it is cleaned like card text and bounded: a headline of at most 280
 characters, the most recent tool lines, and the tail of the streamed answer.

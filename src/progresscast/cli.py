@@ -1,4 +1,4 @@
-"""The command line (DESIGN §5). Bad input: exit status 2, one line on stderr."""
+"""The command line (docs/cli.md). Bad input: exit status 2, one line on stderr."""
 
 from __future__ import annotations
 
@@ -42,7 +42,9 @@ def _parser() -> argparse.ArgumentParser:
     # value given before it (`progresscast --redis URL card get …`).
     common = _Parser(add_help=False)
     common.add_argument("--redis", metavar="URL", default=argparse.SUPPRESS, help="Redis URL (default: embedded)")
-    common.add_argument("--config", metavar="FILE", default=argparse.SUPPRESS, help="TOML config (DESIGN §6)")
+    common.add_argument(
+        "--config", metavar="FILE", default=argparse.SUPPRESS, help="TOML config (default: $PROGRESSCAST_CONFIG)"
+    )
 
     parser = _Parser(prog="progresscast", parents=[common])
     commands = parser.add_subparsers(dest="command", required=True, parser_class=_Parser)

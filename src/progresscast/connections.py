@@ -1,6 +1,6 @@
 """Which Redis to talk to, and the asyncio client for it.
 
-Order (DESIGN §5): `--redis URL`, else PROGRESSCAST_REDIS_URL, else the config's
+Order (docs/cli.md): `--redis URL`, else PROGRESSCAST_REDIS_URL, else the config's
 `store.url`, else the embedded Redis under PROGRESSCAST_HOME.
 """
 

@@ -1,4 +1,4 @@
-"""The change stream (DESIGN §3) and the consumer group that reads it.
+"""The change stream (docs/events-and-runs.md) and the consumer group that reads it.
 
 An event is a refresh hint: a consumer re-reads the owner's state, it never renders
 the event body. So events of one owner can be coalesced freely.

@@ -12,7 +12,7 @@ from .owners import Owner
 PREFIX = "pc"
 
 EVENTS = f"{PREFIX}:events"
-"""Stream of change events read by renderer workers (DESIGN §3)."""
+"""Stream of change events read by renderer workers (docs/events-and-runs.md)."""
 EVENTS_MAXLEN = 100_000
 
 OWNERS = f"{PREFIX}:owners"

@@ -26,7 +26,7 @@ class View:
     run: RunState = RunState.none
     run_id: str | None = None
     paused: bool = False
-    """Unfinished steps show as paused (DESIGN §3)."""
+    """Unfinished steps show as paused (docs/events-and-runs.md)."""
 
     @property
     def empty(self) -> bool:

@@ -1,4 +1,4 @@
-"""Telegram rich messages: `sendRichMessage` payloads (DESIGN §4, richMessages = true).
+"""Telegram rich messages: `sendRichMessage` payloads (richMessages = true).
 
 `rich_message` is an InputRichMessage with `blocks`: paragraph blocks
 (`{"type": "paragraph", "text": RichText}`) and, when there is a plan, exactly one
@@ -22,7 +22,7 @@ counted); the draft is fitted to 30,000 characters of text to leave room for wha
 client counts besides it.
 
 Note: Bot API 10.1's InputRichMessage documents only `html`/`markdown`; `blocks` is
-the 10.2 form DESIGN §4 asks for.
+the 10.2 form.
 """
 
 from __future__ import annotations

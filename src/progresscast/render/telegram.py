@@ -1,4 +1,4 @@
-"""Telegram classic: `sendMessage` payloads in parse_mode=HTML (DESIGN §4).
+"""Telegram classic: `sendMessage` payloads in parse_mode=HTML.
 
 Only tags Telegram accepts are produced (`b i u s code pre blockquote a`), line
 breaks are "\n", and every piece of agent text goes through `html.escape`. Entities

@@ -3,7 +3,7 @@ commands, and the draft worker, run together on the caller's event loop.
 
     await run_adapter(settings, redis)      # until cancelled
 
-Commands (DESIGN §6): /follow SESSION [AGENT], /unfollow [SESSION], /card,
+Commands: /follow SESSION [AGENT], /unfollow [SESSION], /card,
 /mode progress|partial|block|off, /rich on|off, /help. Replies are plain text and go
 through the chat's lane like drafts, so they count against the chat's pace.
 """
