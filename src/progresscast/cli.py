@@ -186,9 +186,9 @@ def main(argv: list[str] | None = None) -> None:
         elif args.command == "render":
             _render_command(args, settings)
         elif args.command == "serve":
-            from .serve import serve
+            from .serve import run_serve
 
-            asyncio.run(serve(settings, redis_url(args.redis, settings)))
+            run_serve(settings, redis_url(args.redis, settings))
         elif args.command == "demo":
             from .demo import run_demo
 
