@@ -38,7 +38,8 @@ failed` and what the selection left out), then one `task_update` per shown step:
 holds the tool lines. Titles and details are plain text (≤ 256 characters). The note
 is not part of the plan display (a stream can only be appended to, so a note could
 not be kept current). `fallback` is the Block Kit call, for where a stream does not
-apply or is refused.
+apply or is refused. Once the run has ended the call is `chat.stopStream` with the
+same chunks: the plan's last state, and the end of the stream.
 """
 
 from __future__ import annotations
@@ -50,7 +51,7 @@ from typing import Any
 
 from ..card import Step
 from ..config import RenderSettings
-from ..view import View
+from ..view import TERMINAL, View
 from .draft import compose
 from .ir import Line, Span, cut_line, middle_cut, plain, split_line, u16, visible_units
 from .markdown import markdown_lines
@@ -435,11 +436,9 @@ def render_plan(
     chunks: list[dict[str, Any]] = [{"type": "plan_update", "title": _task_text(joiner.join(heads))}]
     plan = view.card.plan if view.card and view.card.plan else ()
     chunks += [_task(line, plan[line.index], slack_theme, tools) for line in steps if 0 <= line.index < len(plan)]
-    return {
-        "method": "chat.startStream",
-        "params": {"task_display_mode": "plan", "chunks": chunks},
-        "fallback": message,
-    }
+    # A finished run's plan is the stream's last state: it is stopped with it.
+    method = "chat.stopStream" if view.run in TERMINAL else "chat.startStream"
+    return {"method": method, "params": {"task_display_mode": "plan", "chunks": chunks}, "fallback": message}
 
 
 def render_slack(

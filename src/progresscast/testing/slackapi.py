@@ -19,8 +19,9 @@ other method its tier per workspace — answered with HTTP 429, ``Retry-After`` 
 :meth:`delete_by_user`) and send slash commands and events signed like Slack
 (:meth:`send_slash_command`, :meth:`send_event`).
 
-``time_scale`` makes every pace that many times slower (0.05: twenty times faster);
-``Retry-After`` is then still said in emulated seconds.
+``time_scale`` (default: the shared setting ``PROGRESSCAST_TIME_SCALE``, as the
+adapters read it) makes every pace that many times slower (0.05: twenty times
+faster); ``Retry-After`` is then still said in emulated seconds.
 """
 
 from __future__ import annotations
@@ -47,6 +48,7 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse
 from starlette.routing import Route
 
+from ..timescale import time_scale as scale_setting
 from ._pacing import Pace, _Bucket
 from ._slack_state import SlackCall, SlackChannel, SlackError, SlackMessage, Task, new_ts
 from .slack_blocks import MAX_MESSAGE_TEXT, InvalidBlocks, check_blocks
@@ -131,7 +133,7 @@ class SlackAPIEmulator:
         signing_secret: str = DEFAULT_SIGNING_SECRET,
         channel_pace: Pace | None = CHANNEL_PACE,
         tiers: dict[int, Pace] | None = None,
-        time_scale: float = 1.0,
+        time_scale: float | None = None,
         timeout_delay: float = 6.0,
         streaming: bool = True,
     ) -> None:
@@ -141,7 +143,7 @@ class SlackAPIEmulator:
         self.bot_user_id = BOT_USER_ID
         self.channel_pace = channel_pace
         self.tiers = dict(TIERS if tiers is None else tiers)
-        self.time_scale = time_scale
+        self.time_scale = time_scale if time_scale is not None else scale_setting()
         self.timeout_delay = timeout_delay
         self.streaming = streaming
         self.calls: list[SlackCall] = []
