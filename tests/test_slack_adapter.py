@@ -13,6 +13,7 @@ import socket
 import time
 from typing import Any
 
+import httpx
 import pytest
 from redis.asyncio import Redis
 
@@ -250,6 +251,23 @@ async def test_ratelimited_is_honoured_with_zero_repeats(slack: SlackAPIEmulator
     assert len(h.posts()) == 1 and refused(slack) == []
 
 
+async def test_a_deleted_or_uneditable_draft_is_replaced(slack: SlackAPIEmulator, harness) -> None:
+    h = await harness()
+    await h.command("follow t1")
+    await h.put(("Reproduce", "in_progress"))
+    [first] = await h.shows("Reproduce")
+    slack.delete_by_user(C, first.ts)
+    await h.put(("Reproduce", "completed"), ("Fix", "in_progress"))
+    [second] = await h.shows("Fix")
+    assert second.ts != first.ts
+    assert [c.error for c in slack.calls_for(C, "chat.update")][-1:] == ["message_not_found"]
+    slack.make_uneditable(C, second.ts)
+    await h.put(("Reproduce", "completed"), ("Fix", "completed"), ("Ship", "in_progress"))
+    [old, third] = await h.shows("Ship", count=2)  # the uneditable one stays: it cannot be removed either
+    assert old.ts == second.ts and third.ts not in (first.ts, second.ts)
+    assert [c.error for c in slack.calls_for(C, "chat.update")][-1:] == ["cant_update_message"]
+
+
 async def test_refused_blocks_fall_back_to_plain_text(slack: SlackAPIEmulator, harness) -> None:
     h = await harness()
     await h.command("follow t1")
@@ -330,3 +348,44 @@ async def test_a_workspace_without_the_plan_display_gets_block_kit_and_it_is_rem
             assert "refused the plan display" in (await h.command("rich on"))["text"]
         finally:
             await h.stop()
+
+
+async def test_serve_runs_the_slack_adapter_and_its_command_routes(slack: SlackAPIEmulator, redis_url: str) -> None:
+    from progresscast.serve import serve
+
+    probe = socket.socket()
+    probe.bind(("127.0.0.1", 0))
+    port = probe.getsockname()[1]
+    probe.close()
+    settings = Settings.model_validate(
+        {
+            "gateway": {"listen": f"127.0.0.1:{port}"},
+            "channels": {
+                "slack": {"token": slack.token, "signingSecret": slack.signing_secret, "apiBaseUrl": slack.base_url}
+            },
+        }
+    )
+    task = asyncio.create_task(serve(settings, redis_url))
+    try:
+        url = f"http://127.0.0.1:{port}/slack/commands"
+
+        async def answered() -> bool:
+            try:
+                response = await slack.send_slash_command(url, "follow t1", channel_id=C)
+            except httpx.HTTPError:  # not listening yet
+                return False
+            return response.status_code == 200 and "Following" in response.json()["text"]
+
+        await slack.wait_for(answered, 10)
+        client = Redis.from_url(redis_url, decode_responses=True)
+        try:
+            await CardStore(client).put(OWNER, CardInput.parse({"plan": [{"step": "Served", "status": "in_progress"}]}))
+            await slack.wait_for(lambda: any("Served" in t for t in slack.channel(C).texts()), 10)
+        finally:
+            await client.aclose()
+    finally:
+        task.cancel()
+        try:
+            await asyncio.wait_for(task, 15)
+        except asyncio.CancelledError:
+            pass
