@@ -22,7 +22,7 @@ from progresscast.render import render_slack, render_slack_final_answer
 from progresscast.render.markdown import markdown_lines
 from progresscast.render.slack import MAX_TASK_TEXT, escape, render_blocks, render_plan
 from progresscast.testing.slack_blocks import MAX_MESSAGE_TEXT, Shown, blocks_text, check_blocks, read_mrkdwn
-from progresscast.view import RunState, View
+from progresscast.view import TERMINAL, RunState, View
 from test_render_golden import ACTIVE, ANSWER, CASES, FIFTY, OWNER, Case, card, check
 from test_render_properties import PROPS, render_settings, shows_something, views, with_extremes
 
@@ -240,7 +240,8 @@ def check_payload(view: View, s: RenderSettings) -> None:
     if payload is None:
         assert not shows_something(view, s.mode)
         return
-    blocks_call = payload["fallback"] if payload["method"] == "chat.startStream" else payload
+    stream = payload["method"] in ("chat.startStream", "chat.stopStream")
+    blocks_call = payload["fallback"] if stream else payload
     params = blocks_call["params"]
     assert blocks_call["method"] == "chat.postMessage"
     check_blocks(params["blocks"])  # ≤ 50 blocks, text objects ≤ 3,000: what Slack accepts
@@ -253,7 +254,8 @@ def check_payload(view: View, s: RenderSettings) -> None:
         assert shown.mentions == []
         for url, _ in shown.links:
             assert url in hrefs or url.replace("%7C", "|") in markdown_hrefs(view)
-    if payload["method"] == "chat.startStream":
+    if stream:
+        assert (payload["method"] == "chat.stopStream") == (view.run in TERMINAL)
         for chunk in payload["params"]["chunks"]:
             if chunk["type"] == "task_update":
                 assert chunk["status"] in ("pending", "in_progress", "complete", "error")
