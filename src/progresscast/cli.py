@@ -93,9 +93,9 @@ def _parser() -> argparse.ArgumentParser:
         usage="progresscast hook claude-code|codex|gemini [--session KEY] [--agent ID] [-- codex exec --json …]",
         parents=[common],
     )
-    hook.add_argument("harness", choices=["claude-code", "codex", "gemini"])
+    hook.add_argument("harness", choices=["claude-code", "codex", "gemini"], help="whose events these are")
     hook.add_argument("--session", metavar="KEY", help="session key (default: the agent's own session id)")
-    hook.add_argument("--agent", metavar="ID")
+    hook.add_argument("--agent", metavar="ID", help="agent id (default: the configured default agent)")
 
     demo = commands.add_parser("demo", help="play the bundled example on the embedded store", parents=[common])
     demo.add_argument("--serve", action="store_true", help="keep serving after the example")
