@@ -180,10 +180,13 @@ def _render_command(args: argparse.Namespace, settings: Settings) -> None:
     channel = settings.channels.slack if args.channel == "slack" else settings.channels.telegram
     streaming = channel.streaming if channel else None
     try:
+        mode = Mode(args.mode) if args.mode else (streaming.mode if streaming else Mode.progress)
         render_settings = RenderSettings(
-            mode=args.mode or (streaming.mode if streaming else Mode.progress),
+            mode=mode,
             maxLines=_given(args.max_lines, streaming.progress.maxLines if streaming else 8),
             maxLineChars=_given(args.max_line_chars, streaming.progress.maxLineChars if streaming else 120),
+            # the card's lines under a partial/block answer: the config's, else --max-lines
+            checklistLines=streaming.checklist_lines(mode) if streaming and args.max_lines is None else None,
             rich=args.rich,
         )
     except ValidationError as exc:

@@ -92,23 +92,41 @@ class GatewaySettings(_Model):
 
 
 class ProgressSettings(_Model):
-    maxLines: int = Field(8, ge=3, le=50)
+    maxLines: int = Field(8, ge=1, le=50)
     maxLineChars: int = Field(120, ge=20, le=4096)
+
+
+class PreviewSettings(_Model):
+    """`streaming.partial` / `streaming.block`: the card's lines under the answer text."""
+
+    checklistLines: int | None = Field(None, ge=1, le=50)
+    """At most this many lines of checklist and status; unset: `progress.maxLines`."""
 
 
 class StreamingSettings(_Model):
     mode: Mode = Mode.progress
     progress: ProgressSettings = Field(default_factory=ProgressSettings)
+    partial: PreviewSettings = Field(default_factory=PreviewSettings)
+    block: PreviewSettings = Field(default_factory=PreviewSettings)
     blockChars: int = Field(3000, ge=200, le=4000)
     """In `block` mode, a preview past this many characters rotates to a new message."""
+
+    def checklist_lines(self, mode: Mode) -> int:
+        """The line limit of the card's lines in a draft of `mode`."""
+        preview = {Mode.partial: self.partial, Mode.block: self.block}.get(mode)
+        if preview is not None and preview.checklistLines is not None:
+            return preview.checklistLines
+        return self.progress.maxLines
 
 
 class RenderSettings(_Model):
     """What a renderer needs from the channel settings, for one chat."""
 
     mode: Mode = Mode.progress
-    maxLines: int = Field(8, ge=3, le=50)
+    maxLines: int = Field(8, ge=1, le=50)
     maxLineChars: int = Field(120, ge=20, le=4096)
+    checklistLines: int | None = Field(None, ge=1, le=50)
+    """`partial`/`block`: the card's lines under the answer; None: `maxLines`."""
     rich: bool = False
     label: str | None = None
 
@@ -126,6 +144,9 @@ class TelegramSettings(_Model):
     richMessages: bool = False
     keepOnComplete: bool = False
     allowedChats: list[int] = Field(default_factory=list)
+    botCallsPerSecond: float | None = Field(None, gt=0, le=10_000)
+    """Bot API calls a second for the whole bot; unset: Telegram's ≈ 30. Raise it only
+    for a Bot API server that allows more (or a benchmark against the emulator)."""
     streaming: StreamingSettings = Field(default_factory=StreamingSettings)
     chats: list[ChatSettings] = Field(default_factory=list)
 
