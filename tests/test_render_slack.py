@@ -140,7 +140,7 @@ def test_fallback_is_the_plain_text_without_blocks() -> None:
     assert payload["fallback"]["method"] == "chat.postMessage"
     assert "blocks" not in payload["fallback"]["params"]
     assert payload["fallback"]["params"]["text"] == payload["params"]["text"]
-    assert read_mrkdwn(payload["params"]["text"]).text.splitlines()[0] == "main · ticket-4821"
+    assert read_mrkdwn(payload["params"]["text"]).text.splitlines()[0] == "main · ticket-4821 · 2/4 complete"
 
 
 def test_nothing_to_show_is_none() -> None:

@@ -7,9 +7,9 @@ module only serialises the fitted lines.
 
 Block Kit (`chat.postMessage`; the adapter adds `channel`, `thread_ts`, `ts`):
 
-    context     the label and the headline, one mrkdwn element each
-    section     attention lines, the note, the answer text — mrkdwn
-    context     tool lines
+    context     the label and the count (`header`), one mrkdwn element each
+    section     attention lines, the note's bar, the note, the answer text — mrkdwn
+    context     the activity: its headline and tool lines
     rich_text   the checklist: a `rich_text_list` whose items carry the state's icon
                 (✅ ▶️ ⬜ ⛔ ⏭️ ⏸️, from `templates/slack/theme.j2`), the active step
                 bold, a skipped one struck through; the summary line (`… 12 more`)
@@ -29,13 +29,13 @@ draft's plain text, mrkdwn-escaped. `fallback` is the call to make when Slack
 refuses the blocks (`invalid_blocks`, `msg_too_long`): the same text without blocks.
 
 Plan display (`settings.rich`): `chat.startStream` with `task_display_mode="plan"`
-and `chunks` — one `plan_update` whose title is the label and headline (plus `Run
+and `chunks` — one `plan_update` whose title is the label and the count (plus `Run
 failed` and what the selection left out), then one `task_update` per shown step:
 `id` `step-<n>` (its position in the plan), `title` the step, `status`
 `pending|in_progress|complete|error`; states without a Slack status say so in
 `details` (blocked → `error` "Blocked", skipped → `complete` "Skipped", paused →
 `pending` "Paused", each followed by the step's note); the active step's `output`
-holds the tool lines. Titles and details are plain text (≤ 256 characters). The note
+holds the activity (headline and tool lines). Titles and details are plain text (≤ 256 characters). The note
 is not part of the plan display (a stream can only be appended to, so a note could
 not be kept current). `fallback` is the Block Kit call, for where a stream does not
 apply or is refused. Once the run has ended the call is `chat.stopStream` with the
@@ -302,9 +302,9 @@ def _list_blocks(lines: Sequence[Line]) -> list[dict[str, Any]]:
 
 
 def _group(line: Line) -> str:
-    if line.kind in ("label", "headline"):
+    if line.kind in ("label", "header"):
         return "context"
-    if line.kind == "tool":
+    if line.kind in ("headline", "tool"):  # the activity: what the agent does right now
         return "tools"
     if line.kind in ("step", "summary"):
         return "list"
@@ -429,10 +429,10 @@ def render_plan(
     def words(line: Line) -> str:  # without its icon: the plan display has its own
         return "".join(s.text for s in line.spans[line.prefix :])
 
-    heads = [words(line) for line in lines if line.kind in ("label", "headline")]
+    heads = [words(line) for line in lines if line.kind in ("label", "header")]
     heads += [words(line) for line in lines if line.kind == "attention" and line.state == "failed"]
     heads += [words(line) for line in lines if line.kind == "summary"]
-    tools = "\n".join(line.text for line in lines if line.kind == "tool") or None
+    tools = "\n".join(line.text for line in lines if line.kind in ("headline", "tool")) or None
     chunks: list[dict[str, Any]] = [{"type": "plan_update", "title": _task_text(joiner.join(heads))}]
     plan = view.card.plan if view.card and view.card.plan else ()
     chunks += [_task(line, plan[line.index], slack_theme, tools) for line in steps if 0 <= line.index < len(plan)]
