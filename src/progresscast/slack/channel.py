@@ -121,10 +121,12 @@ class SlackChannel:
     async def render_settings(self, channel_id: str) -> RenderSettings:
         prefs = await self.state.prefs(channel_id)
         progress = self.slack.streaming.progress
+        mode = effective_mode(self.slack, channel_id, prefs)
         return RenderSettings(
-            mode=effective_mode(self.slack, channel_id, prefs),
+            mode=mode,
             maxLines=progress.maxLines,
             maxLineChars=progress.maxLineChars,
+            checklistLines=self.slack.streaming.checklist_lines(mode),
             rich=wants_rich(self.slack, channel_id, prefs) and not await self.plan_refused(),
         )
 
