@@ -15,6 +15,7 @@ from typing import Any
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
 from .owners import AGENT_ID
+from .validation import field_and_rule
 
 
 class ConfigError(ValueError):
@@ -91,9 +92,23 @@ class GatewaySettings(_Model):
         return host or "127.0.0.1", int(port)
 
 
+MAX_LINES = 8
+"""Default `streaming.progress.maxLines`: the whole progress draft, every line counted."""
+MAX_LINE_CHARS = 120
+"""Default `streaming.progress.maxLineChars`: longer lines are cut with a middle `…`."""
+
+
+def _max_lines() -> Any:
+    return Field(MAX_LINES, ge=1, le=50)
+
+
+def _max_line_chars() -> Any:
+    return Field(MAX_LINE_CHARS, ge=20, le=4096)
+
+
 class ProgressSettings(_Model):
-    maxLines: int = Field(8, ge=1, le=50)
-    maxLineChars: int = Field(120, ge=20, le=4096)
+    maxLines: int = _max_lines()
+    maxLineChars: int = _max_line_chars()
 
 
 class PreviewSettings(_Model):
@@ -123,8 +138,8 @@ class RenderSettings(_Model):
     """What a renderer needs from the channel settings, for one chat."""
 
     mode: Mode = Mode.progress
-    maxLines: int = Field(8, ge=1, le=50)
-    maxLineChars: int = Field(120, ge=20, le=4096)
+    maxLines: int = _max_lines()
+    maxLineChars: int = _max_line_chars()
     checklistLines: int | None = Field(None, ge=1, le=50)
     """`partial`/`block`: the card's lines under the answer; None: `maxLines`."""
     rich: bool = False
@@ -252,6 +267,5 @@ def load_settings(path: str | Path | None = None) -> Settings:
     try:
         return Settings.model_validate(data)
     except ValidationError as exc:
-        err = exc.errors(include_url=False)[0]
-        field = ".".join(str(p) for p in err["loc"])
-        raise ConfigError(f"config {path}: {field}: {err['msg']}") from None
+        field, rule = field_and_rule(exc)
+        raise ConfigError(f"config {path}: {field}: {rule}") from None

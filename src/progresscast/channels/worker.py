@@ -28,11 +28,11 @@ from dataclasses import dataclass, field, replace
 
 from redis.asyncio import Redis
 
+from ..backoff import Backoff
 from ..events import EventGroup, coalesce
 from ..render.payload import Payload
 from ..store import CardStore
 from ..view import View
-from .backoff import Backoff
 from .channel import Channel
 from .drafts import Call, Delete, DraftState, Edit, Probe, Send, Situation, Wait, apply, begin, decide, on_follow
 from .failure_log import INTERVAL, FailureLog

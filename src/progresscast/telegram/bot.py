@@ -21,8 +21,8 @@ from telegram import BotCommand, Message, Update
 from telegram.error import InvalidToken, NetworkError
 from telegram.ext import Application, ApplicationBuilder, CommandHandler, ContextTypes, MessageHandler, filters
 
+from ..backoff import Backoff
 from ..card import CardError
-from ..channels.backoff import Backoff
 from ..channels.state import DraftKey
 from ..config import Mode, Settings, TelegramSettings
 from ..owners import Owner, resolve_owner

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from ..channels.backoff import CAP, Backoff
+from ..backoff import CAP, Backoff
 from ..channels.worker import WorkerOptions
 from .pacing import Pace
 
