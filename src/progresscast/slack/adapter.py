@@ -22,7 +22,7 @@ from slack_sdk.errors import SlackApiError
 from slack_sdk.web.async_client import AsyncWebClient
 from starlette.routing import Route
 
-from ..channels.backoff import Backoff
+from ..backoff import Backoff
 from ..channels.worker import ChannelWorker, WorkerOptions
 from ..config import Settings
 from .channel import SlackChannel, SlackPace, SlackState
