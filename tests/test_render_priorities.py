@@ -309,8 +309,13 @@ def test_priority_properties(view: View, s: RenderSettings) -> None:
         for line in lines:
             assert utf16_len(line.text) <= s.maxLineChars, line.text
     shown = [line.index for line in lines if line.kind == "step"]
-    # no step twice, in plan order
+    # no step twice, in plan order — and no step's text on another line of the card's own
     assert shown == sorted(set(shown))
+    own = [line.text for line in part if line.kind in ("attention", "step", "summary")]
+    for step in plan:
+        text = plain(step.step)
+        if len(text) >= 8 and not any(text in plain(o.step) for o in plan if o is not step):
+            assert sum(text in line for line in own) <= 1, text
     blocked = [i for i, step in enumerate(plan) if step.status is Status.blocked]
     if blocked:
         # a blocked step is always visible: its row, with its mark and the start of its text

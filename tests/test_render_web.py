@@ -104,6 +104,14 @@ def test_a_bar_that_does_not_check_out_is_dropped() -> None:
     assert "<progress" not in html
 
 
+def test_br_breaks_the_line_and_script_like_text_never_shows() -> None:
+    for tag in ("script", "style", "iframe", "object", "template", "noscript", "textarea"):
+        for hidden in (f"<{tag}>secret()</{tag}>", f"<{tag}>\n\nsecret()\n\n</{tag}>"):
+            html = render_web(view(None, f"First.<br>Second.{hidden} Third.\n\n{hidden}\n\nLast."), RenderSettings())
+            assert "secret" not in html, (tag, html)
+            assert "First.<br>\nSecond." in html and "<p>Last.</p>" in html and "<p></p>" not in html
+
+
 def test_a_note_that_is_only_a_bar() -> None:
     html = render_web(view(None, '<progress aria-label="Upload" value="0.5" max="1"></progress>'), RenderSettings())
     assert html == (

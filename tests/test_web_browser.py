@@ -158,6 +158,12 @@ async def test_web_card_states_read_without_emoji_and_what_needs_a_person_comes_
 
     await page.goto(f"{live.base}/sessions/states-live?token=writer")
     card = page.locator("#pc-card")
+    await expect(card.locator(".pc-activity__headline")).to_have_text("Running the migration tests")
+    # where things are, measured in one go (the live page may swap the card in between calls)
+    where = await page.evaluate(
+        """() => Object.fromEntries(['.pc-attention--blocked', '.pc-steps', '.pc-note-bar', '.pc-note',
+            '.pc-step--blocked .pc-sr'].map(s => [s, document.querySelector('#pc-card ' + s).getBoundingClientRect().toJSON()]))"""
+    )
     # k of N, visible beside the steps bar
     count = card.locator(".pc-progress__text")
     await expect(count).to_be_visible()
@@ -165,8 +171,7 @@ async def test_web_card_states_read_without_emoji_and_what_needs_a_person_comes_
     # what needs a person, above the checklist
     blocked = card.locator(".pc-attention--blocked")
     await expect(blocked).to_have_text("Blocked: Get DBA approval")
-    steps = card.locator(".pc-steps")
-    assert (await blocked.bounding_box())["y"] + (await blocked.bounding_box())["height"] <= (await steps.bounding_box())["y"]
+    assert where[".pc-attention--blocked"]["bottom"] <= where[".pc-steps"]["top"]
     # the note's own bar: kept (its refused attribute dropped), pinned above the note, label shown
     bar = card.locator(".pc-note-bar")
     await expect(bar.locator(".pc-note-bar__label")).to_be_visible()
@@ -174,7 +179,7 @@ async def test_web_card_states_read_without_emoji_and_what_needs_a_person_comes_
     await expect(bar.locator('progress[aria-label="Tests · 3/7"][value="3"][max="7"]')).to_have_count(1)
     assert await bar.locator("progress").get_attribute("onclick") is None
     note = card.locator(".pc-note")
-    assert (await bar.bounding_box())["y"] < (await note.bounding_box())["y"]
+    assert where[".pc-note-bar"]["bottom"] <= where[".pc-note"]["top"]
     assert await bar.evaluate("el => getComputedStyle(el).position") == "sticky"
     # <br> breaks the line; the script's text never shows, and nothing ran
     assert "Checking results.\nNext step." in await note.inner_text()
@@ -183,8 +188,8 @@ async def test_web_card_states_read_without_emoji_and_what_needs_a_person_comes_
     # the state in words for screen readers, hidden from sight
     sr = card.locator(".pc-step--blocked .pc-sr")
     await expect(sr).to_have_text(", blocked")
-    box = await sr.bounding_box()
-    assert box is not None and box["width"] <= 1 and box["height"] <= 1
+    box = where[".pc-step--blocked .pc-sr"]
+    assert box["width"] <= 1 and box["height"] <= 1
 
     # both cards on the index page: every state once, marks told apart by pixels alone
     await page.goto(f"{live.base}/")

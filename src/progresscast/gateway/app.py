@@ -4,12 +4,12 @@ from __future__ import annotations
 
 import contextlib
 import logging
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Sequence
 from pathlib import Path
 from typing import Any
 
 from starlette.applications import Starlette
-from starlette.routing import Mount, Route
+from starlette.routing import BaseRoute, Mount, Route
 from starlette.staticfiles import StaticFiles
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
@@ -71,10 +71,18 @@ class SecurityHeaders:
         await self.app(scope, receive, send_with_headers)
 
 
-def create_app(settings: Settings, redis: Any, *, readers: Any | None = None, heartbeat: float = 15.0) -> Starlette:
+def create_app(
+    settings: Settings,
+    redis: Any,
+    *,
+    readers: Any | None = None,
+    heartbeat: float = 15.0,
+    routes: Sequence[BaseRoute] = (),
+) -> Starlette:
     """The gateway for `settings` on `redis` (the commands client); `readers`: the
     client for the live hub's blocking reads (default: `redis`). `heartbeat`: seconds
-    between SSE comments."""
+    between SSE comments; `routes`: more routes, from the channel adapters (Slack's
+    commands)."""
     hub = EventHub(readers if readers is not None else redis)
     gateway = Gateway(
         settings=settings,
@@ -105,6 +113,7 @@ def create_app(settings: Settings, redis: Any, *, readers: Any | None = None, he
             Route("/healthz", health.healthz, methods=["GET"]),
             Route("/metrics", health.metrics_page, methods=["GET"]),
             Mount("/static", StaticFiles(directory=STATIC), name="static"),
+            *routes,
         ],
         lifespan=lifespan,
     )

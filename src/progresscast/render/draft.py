@@ -170,13 +170,19 @@ def bar_line(bar: NoteBar, theme: Theme, cap: int) -> Line:
     return _fitted("bar", (Span(cells + " "),), (Span(bar.caption),), (), cap)
 
 
-def _attention(view: View, theme: Theme, cap: int, tail: Sequence[Span] = ()) -> list[Line]:
-    """Lines that need a person besides blocked steps (those are checklist rows)."""
+def attention_lines(view: View, theme: Theme) -> list[tuple[str, str, str]]:
+    """What needs a person besides blocked steps (those are checklist rows), in rank
+    order: (state, mark key, text) — today a failed run."""
     out = []
     if view.run is RunState.failed:
-        head = _icon(theme.marks.get("failed", ""))
-        out.append(_fitted("attention", head, (Span(theme.word("failed")),), (), cap, tail=tail, state="failed"))
+        out.append(("failed", "failed", theme.word("failed")))
     return out
+
+
+def _attention_line(item: tuple[str, str, str], theme: Theme, cap: int, tail: Sequence[Span] = ()) -> Line:
+    state, mark, text = item
+    head = _icon(theme.marks.get(mark, ""))
+    return _fitted("attention", head, (Span(text),), (), cap, tail=tail, state=state)
 
 
 _Candidate = tuple[Rank, tuple[int, int], int, int]
@@ -200,8 +206,9 @@ def _card_lines(
     cap = settings.maxLineChars
     activity = view.activity
     cands: list[_Candidate] = []
-    if view.run is RunState.failed:
-        cands.append(((Priority.NEEDS_PERSON, 2, 0), (_ATTENTION, 0), _ATTENTION, 0))
+    attention = attention_lines(view, theme)
+    for k in range(len(attention)):  # after the blocked steps (group 0)
+        cands.append(((Priority.NEEDS_PERSON, 1, k), (_ATTENTION, k), _ATTENTION, k))
     ranks = step_ranks(plan)
     cands += [(rank, (_STEP, i), _STEP, i) for i, rank in enumerate(ranks)]
     if plan:
@@ -262,7 +269,7 @@ def _card_lines(
         if kind == _HEADER:
             lines += _header(view, settings, theme, count, cap, owner=owner, spare=spare > 0)
         elif kind == _ATTENTION:
-            lines += _attention(view, theme, cap, end)
+            lines.append(_attention_line(attention[ref], theme, cap, end))
         elif kind == _STEP:
             lines.append(step_line(ref, plan[ref], view.paused, theme, cap, end))
         elif kind == _HEADLINE:
@@ -452,4 +459,4 @@ def _preview(
     return strip_blank(lines) or None
 
 
-__all__ = ["compose", "label_text", "step_line", "summary_line"]
+__all__ = ["attention_lines", "bar_line", "compose", "label_text", "step_line", "summary_line"]

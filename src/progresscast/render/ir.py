@@ -167,7 +167,8 @@ class Span:
 class Line:
     spans: tuple[Span, ...] = ()
     kind: str = "text"
-    """label, headline, attention, tool, step, summary, note, answer, blank."""
+    """header (the label and `k/N`), label (the label alone), attention, headline (the
+    activity's), tool, step, summary, bar (the note's own bar), note, answer, blank."""
     state: str | None = None
     """For steps: completed, in_progress, pending, blocked, skipped or paused."""
     block: str | None = None

@@ -23,7 +23,7 @@ The web card has no line limits: every step and the whole note are shown.
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
 from markupsafe import Markup
 
@@ -34,6 +34,17 @@ from .fit import UNFINISHED, step_state
 from .ir import plain
 from .markdown import markdown_web_html, note_parts, number_text
 from .templates import template, theme
+
+
+class WebStep(NamedTuple):
+    """One checklist item as the template reads it (attributes: found on first lookup)."""
+
+    state: str
+    state_words: str
+    text: str
+    note: str
+    aria: str
+    current: bool
 
 
 def render_web(view: View, settings: RenderSettings, *, templates_dir: str | Path | None = None) -> str:
@@ -55,16 +66,10 @@ def render_web(view: View, settings: RenderSettings, *, templates_dir: str | Pat
     for step in plan:
         state = step_state(step, view.paused)
         text = plain(step.step)
-        steps.append(
-            {
-                "state": state,
-                "state_words": th.word(state),
-                "text": text,
-                "note": plain(step.note) if step.note else "",
-                "aria": th.word("step", step=text, state=th.word(state)),
-                "current": step.status is Status.in_progress,
-            }
-        )
+        words = th.word(state)
+        note = plain(step.note) if step.note else ""
+        aria = th.word("step", step=text, state=words)
+        steps.append(WebStep(state, words, text, note, aria, step.status is Status.in_progress))
     bar, rest = note_parts(card.markdown) if card and card.markdown else (None, "")
     note_bar = None
     if bar is not None:
