@@ -206,3 +206,18 @@ def test_embedded_home_may_contain_spaces_and_quotes(tmp_path: Path) -> None:
     assert cli("card", "put", "--session", "t-1", stdin=json.dumps(PLAN)).returncode == 0
     assert json.loads(cli("card", "get", "--session", "t-1").stdout)["revision"] == 1
     stop_embedded(home)
+
+
+def test_card_get_escapes_c1_controls_a_terminal_would_act_on(cli: CLI) -> None:
+    note = "red \x9b31m alert \x85 next\u2028line \x7f"
+    assert cli("card", "put", "--session", "t-1", stdin=json.dumps({"markdown": note})).returncode == 0
+    got = cli("card", "get", "--session", "t-1")
+    assert got.returncode == 0, got.stderr
+    assert not any(ch in got.stdout for ch in "\x9b\x85\u2028\x7f"), repr(got.stdout)
+    assert "\\u009b" in got.stdout and "\\u0085" in got.stdout
+    assert json.loads(got.stdout)["markdown"] == note  # still the same text, as JSON
+
+
+def test_an_empty_agent_is_refused(cli: CLI) -> None:
+    result = cli("card", "put", "--session", "t-1", "--agent", "", stdin=json.dumps(PLAN))
+    assert result.returncode == 2 and result.stderr.startswith("progresscast: agentId: must not be empty"), result.stderr

@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import json
+import re
 import sys
 from collections.abc import Awaitable, Callable
 from pathlib import Path
@@ -13,7 +14,7 @@ from typing import Any, NoReturn
 from pydantic import ValidationError
 from redis.exceptions import RedisError
 
-from .card import CardError, CardInput
+from .card import SURROGATE_RULE, CardError, CardInput, has_lone_surrogate, reject_lone_surrogates
 from .config import ConfigError, Mode, RenderSettings, Settings, load_settings
 from .connections import connect, redis_url
 from .embedded import EmbeddedRedisError
@@ -83,6 +84,17 @@ def _parser() -> argparse.ArgumentParser:
     return parser
 
 
+_ARGUMENTS = {"card_file": "CARD.json"}
+# DEL, the C1 controls and the line/paragraph separators are valid in JSON strings but
+# act on a terminal: escape them (they can only occur inside strings).
+_TERMINAL_CONTROLS = re.compile("[\x7f-\x9f\u2028\u2029]")
+
+
+def _print_json(data: Any) -> None:
+    text = json.dumps(data, ensure_ascii=False, indent=2)
+    print(_TERMINAL_CONTROLS.sub(lambda m: f"\\u{ord(m.group()):04x}", text))
+
+
 def _settings(args: argparse.Namespace) -> Settings:
     try:
         return load_settings(args.config)
@@ -108,7 +120,9 @@ def _stdin() -> str:
 
 def _read_json(text: str, what: str) -> Any:
     try:
-        return json.loads(text)
+        data = json.loads(text)
+        reject_lone_surrogates(data)
+        return data
     except json.JSONDecodeError as exc:
         raise UsageError(f"{what}: not valid JSON: {exc.msg} at line {exc.lineno} column {exc.colno}") from None
     except RecursionError:
@@ -133,7 +147,7 @@ def _card_command(args: argparse.Namespace, settings: Settings) -> None:
         print(result.receipt)
     elif args.card_command == "get":
         found = asyncio.run(_with_store(args, settings, lambda s: s.get(owner)))
-        print(json.dumps(found.to_json() if found else None, ensure_ascii=False, indent=2))
+        _print_json(found.to_json() if found else None)
     elif args.card_command == "clear":
         print(asyncio.run(_with_store(args, settings, lambda s: s.clear(owner))).receipt)
     else:
@@ -172,13 +186,17 @@ def _render_command(args: argparse.Namespace, settings: Settings) -> None:
         flag = {"maxLines": "--max-lines", "maxLineChars": "--max-line-chars"}.get(name, name)
         raise UsageError(f"{flag}: {err['msg']}") from None
     payload = payload_for(data, args.channel, render_settings, paused=args.paused, templates_dir=settings.templates.dir)
-    print(json.dumps(payload, ensure_ascii=False, indent=2))
+    _print_json(payload)
 
 
 def main(argv: list[str] | None = None) -> None:
     args = _parser().parse_args(argv)
     args.redis = getattr(args, "redis", None)
     args.config = getattr(args, "config", None)
+    # Undecodable bytes in argv arrive as lone surrogates (surrogateescape).
+    for name, value in vars(args).items():
+        if isinstance(value, str) and has_lone_surrogate(value):
+            _fail(f"{_ARGUMENTS.get(name, '--' + name.replace('_', '-'))}: {SURROGATE_RULE}")
     settings = _settings(args)
     try:
         if args.command == "card":
