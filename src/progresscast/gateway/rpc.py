@@ -32,7 +32,7 @@ from ..card import (
     reject_lone_surrogates,
 )
 from ..owners import Owner
-from ..view import RunState
+from ..view import TERMINAL, RunState
 from . import errors
 from .auth import READ, WRITE, Grant, bearer
 from .errors import ApiError
@@ -240,15 +240,13 @@ async def run_start(gw: Gateway, grant: Grant, params: Params) -> Any:
     return {"runId": run_id, "state": RunState.active.value}
 
 
-ENDED = (RunState.completed, RunState.failed, RunState.canceled)
-
-
 async def run_end(gw: Gateway, grant: Grant, params: Params) -> Any:
     _only(params, OWNER_FIELDS | {"runId", "state"})
     owner = _owner(gw, grant, params)
     state = params.get("state")
-    if state not in [s.value for s in ENDED]:
-        raise _bad("state", "must be one of completed, failed, canceled")
+    ended = [s.value for s in RunState if s in TERMINAL]
+    if state not in ended:
+        raise _bad("state", f"must be one of {', '.join(ended)}")
     run_id = _run_id(params)
     if not await gw.store.end_run(owner, run_id, RunState(state)):
         rule = f"'{run_id}' is not the current run of this session"
