@@ -24,7 +24,7 @@ from telegram.ext import Application, ApplicationBuilder, CommandHandler, Contex
 from ..card import CardError
 from ..channels.backoff import Backoff
 from ..channels.state import DraftKey
-from ..config import Mode, Settings, TelegramSettings
+from ..config import ConfigError, Mode, Settings, TelegramSettings
 from ..owners import Owner, resolve_owner
 from ..render.telegram_payload import telegram_draft, telegram_snapshot
 from ..store import CardStore
@@ -278,15 +278,23 @@ def build_application(telegram: TelegramSettings, options: AdapterOptions) -> Ap
     return builder.build()
 
 
-async def _initialize(app: Application, backoff: Backoff) -> None:  # type: ignore[type-arg]
+def _refused_token(exc: InvalidToken, variable: str | None) -> ConfigError:
+    where = f"into {variable}" if variable else "into the setting"
+    return ConfigError(
+        f"channels.telegram.token: the Bot API refused the bot token ({exc.message}); "
+        f"copy the token @BotFather gave you {where}"
+    )
+
+
+async def _initialize(app: Application, backoff: Backoff, variable: str | None = None) -> None:  # type: ignore[type-arg]
     """getMe, retried while the network is down; a bad token stops the adapter."""
     failures = 0
     while True:
         try:
             await app.initialize()
             return
-        except InvalidToken:
-            raise
+        except InvalidToken as exc:
+            raise _refused_token(exc, variable) from None
         except NetworkError as exc:
             delay = backoff.delay(failures)
             failures += 1
@@ -308,7 +316,7 @@ async def run_adapter(settings: Settings, redis: Redis, *, options: AdapterOptio
     if httpx_log.level == logging.NOTSET:
         httpx_log.setLevel(logging.WARNING)
     app = build_application(telegram, options)
-    await _initialize(app, options.backoff)
+    await _initialize(app, options.backoff, settings.env_name("channels.telegram.token"))
     worker = DraftWorker(settings, redis, app.bot, options=options)
     Commands(settings, worker).register(app)
     app.add_error_handler(_log_error)
