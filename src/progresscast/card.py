@@ -217,12 +217,6 @@ class Card(BaseModel):
     updatedAt: str
 
     @property
-    def counts(self) -> StepCounts | None:
-        if not self.plan:
-            return None
-        return StepCounts(completed=sum(s.done for s in self.plan), total=len(self.plan))
-
-    @property
     def active_step(self) -> Step | None:
         return next((s for s in self.plan or () if s.status is Status.in_progress), None)
 

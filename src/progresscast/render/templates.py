@@ -47,11 +47,6 @@ def _key(templates_dir: str | Path | None) -> str | None:
     return str(Path(templates_dir).expanduser().resolve()) if templates_dir else None
 
 
-def environment(templates_dir: str | Path | None = None) -> Environment:
-    """The environment for an override directory (or the packaged templates), cached."""
-    return _environment(_key(templates_dir))
-
-
 @lru_cache(maxsize=8)
 def _environment(override: str | None) -> Environment:
     loaders = [FileSystemLoader(override)] if override else []

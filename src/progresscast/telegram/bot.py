@@ -13,6 +13,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import re
 from collections.abc import Callable, Coroutine
 from typing import Any
 
@@ -21,7 +22,7 @@ from telegram import BotCommand, Message, Update
 from telegram.error import InvalidToken, NetworkError
 from telegram.ext import Application, ApplicationBuilder, CommandHandler, ContextTypes, MessageHandler, filters
 
-from ..card import CardError
+from ..card import CardError, clean_text
 from ..channels.backoff import Backoff
 from ..channels.state import DraftKey
 from ..config import ConfigError, Mode, Settings, TelegramSettings
@@ -42,6 +43,15 @@ COMMANDS = [
     ("rich", "on|off — rich messages with checkboxes"),
     ("help", "what this bot does and what this chat follows"),
 ]
+
+MODES_SHOWN = (Mode.progress, Mode.partial, Mode.block, Mode.off)
+_CONTROLS = re.compile("[\x00-\x09\x0b-\x1f\x7f-\x9f]")
+
+
+def echo_safe(text: str) -> str:
+    """Text fit to send back into a chat: no bidi or invisible characters, no controls."""
+    return _CONTROLS.sub("", clean_text(text))
+
 
 USAGE = {
     "follow": "Usage: /follow SESSION [AGENT]",
@@ -109,7 +119,9 @@ class Commands:
         return guarded
 
     def reply(self, message: Message, text: str) -> None:
-        self.worker.say(message.chat_id, thread_of(message), text)
+        # Replies echo what the chat typed (a session key, an agent id): cleaned like card
+        # text, so a U+202E cannot turn the bot's own words around.
+        self.worker.say(message.chat_id, thread_of(message), echo_safe(text))
 
     def _owner(self, args: list[str]) -> Owner:
         agents = self.settings.agents
@@ -213,7 +225,9 @@ class Commands:
         args = context.args or []
         if len(args) != 1 or args[0].lower() not in Mode.__members__:
             now = effective_mode(self.telegram, message.chat_id, await self.state.prefs(message.chat_id))
-            self.reply(message, f"{USAGE['mode']} (now: {now.value}).")
+            modes = ", ".join(m.value for m in MODES_SHOWN)
+            wrong = f"{args[0]} is not a mode; the modes are {modes}. " if len(args) == 1 else ""
+            self.reply(message, f"{wrong}{USAGE['mode']} (now: {now.value}).")
             return
         mode = Mode(args[0].lower())
         await self.state.set_mode(message.chat_id, mode)
