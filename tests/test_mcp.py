@@ -378,3 +378,20 @@ async def test_gateway_mode_refuses_a_read_only_token_and_foreign_sessions(
             assert result.is_error
             assert "may not touch the session agent:main:gw-2" in text_of(result)
     assert await store.get(Owner("main", "gw-2")) is None
+
+
+async def test_a_stored_plan_whose_explanation_fails_is_still_reported_updated(store: CardStore) -> None:
+    from progresscast.mcp_server import AgentTools
+    from progresscast.sinks import SinkError, StoreSink
+
+    class NoActivity(StoreSink):
+        async def activity(self, *, headline: str | None = None, answer: str | None = None, tool: str | None = None) -> None:
+            raise SinkError("the card store is not answering")
+
+    owner = Owner("main", "t-partial")
+    result = await AgentTools(NoActivity(store, owner)).call(
+        "update_plan", {"explanation": "Why", "plan": [{"step": "A", "status": "pending"}]}
+    )
+    assert not result.is_error
+    assert text_of(result) == "Plan updated; the explanation was not shown: the card store is not answering"
+    assert (await store.get(owner)) is not None

@@ -175,9 +175,9 @@ def _parser() -> argparse.ArgumentParser:
         parents=[common],
         epilog=_example("progresscast hook claude-code < event.json"),
     )
-    hook.add_argument("harness", choices=["claude-code", "codex", "gemini"], help="the agent whose hook JSON arrives")
+    hook.add_argument("harness", choices=["claude-code", "codex", "gemini"], help="whose events these are")
     hook.add_argument("--session", metavar="KEY", help="session key (default: the agent's own session id)")
-    hook.add_argument("--agent", metavar="ID", help="the agent owning the card (default: agents.default)")
+    hook.add_argument("--agent", metavar="ID", help="agent id (default: the configured default agent)")
 
     demo = commands.add_parser(
         "demo", help="play the bundled example on the embedded store", parents=[common],
