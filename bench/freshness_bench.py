@@ -45,4 +45,5 @@ async def run(ctx: Context) -> None:
         ctx.series("p50 staleness s by chats", chats, res.p50)
         ctx.series("p99 staleness s by chats", chats, res.p99)
         ctx.series("limit s by chats", chats, res.limit)
-        ctx.series("serve RSS MB by chats", chats, res.rss_mb)
+        ctx.series("p99 staleness / limit by chats", chats, res.p99 / res.limit)
+        ctx.series("serve RSS MB by chats", chats, max(res.rss_mb, res.rss_end_mb))

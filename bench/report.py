@@ -5,7 +5,7 @@ from __future__ import annotations
 import datetime as dt
 from pathlib import Path
 
-from ._common import Context, fmt
+from ._common import ROOT, Context, fmt
 
 PLOT = "bench/growth.png"
 
@@ -89,7 +89,7 @@ def write_report(
             out += [f"- {line}"]
         if ctx.notes.get(fig):
             out += [""]
-    limits = path.parent / "bench" / "LIMITS.md"
+    limits = ROOT / "bench" / "LIMITS.md"
     if limits.exists():
         out += [limits.read_text().strip(), ""]
     if ctx.growth:

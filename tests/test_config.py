@@ -83,3 +83,38 @@ def test_the_config_is_found_through_PROGRESSCAST_CONFIG(tmp_path: Path, monkeyp
     monkeypatch.setenv("PROGRESSCAST_CONFIG", str(path))
     assert load_settings().agents.known_set == {"main", "research"}
     assert load_settings(ROOT / "config" / "progresscast.toml").gateway.listen == "127.0.0.1:8787"  # --config wins
+
+
+def test_preview_checklist_lines_default_to_max_lines(tmp_path: Path) -> None:
+    from progresscast.telegram.follows import ChatPrefs, render_settings
+
+    path = tmp_path / "c.toml"
+    path.write_text(
+        "[channels.telegram.streaming.progress]\nmaxLines = 5\n"
+        "[channels.telegram.streaming.partial]\nchecklistLines = 2\n"
+    )
+    telegram = load_settings(path).channels.telegram
+    assert telegram is not None
+    streaming = telegram.streaming
+    assert streaming.checklist_lines(Mode.partial) == 2
+    assert streaming.checklist_lines(Mode.block) == 5  # unset: progress.maxLines
+    assert streaming.checklist_lines(Mode.progress) == 5
+    assert render_settings(telegram, 1, ChatPrefs(mode=Mode.partial)).checklistLines == 2
+    assert render_settings(telegram, 1, ChatPrefs(mode=Mode.block)).checklistLines == 5
+
+
+@pytest.mark.parametrize(
+    "toml, field",
+    [
+        ("[channels.telegram.streaming.block]\nchecklistLines = 0\n", "channels.telegram.streaming.block.checklistLines"),
+        ("[channels.telegram.streaming.progress]\nmaxLines = 0\n", "channels.telegram.streaming.progress.maxLines"),
+        ("[channels.telegram.streaming.progress]\nmaxLineChars = 19\n", "channels.telegram.streaming.progress.maxLineChars"),
+    ],
+)
+def test_line_limits_are_checked(tmp_path: Path, toml: str, field: str) -> None:
+    path = tmp_path / "c.toml"
+    path.write_text(toml)
+    with pytest.raises(ConfigError, match=field):
+        load_settings(path)
+    path.write_text("[channels.telegram.streaming.progress]\nmaxLines = 1\n")
+    assert load_settings(path).channels.telegram.streaming.progress.maxLines == 1  # type: ignore[union-attr]

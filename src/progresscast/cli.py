@@ -17,11 +17,12 @@ from pydantic import ValidationError
 from redis.exceptions import RedisError
 
 from .card import SURROGATE_RULE, CardError, CardInput, has_lone_surrogate, reject_lone_surrogates
-from .config import ConfigError, Mode, RenderSettings, Settings, load_settings
+from .config import ConfigError, Mode, RenderSettings, Settings, StreamingSettings, load_settings
 from .connections import connect, redis_url
 from .embedded import EmbeddedRedisError
 from .owners import Owner, resolve_owner
 from .store import CardStore
+from .validation import field_and_rule
 
 
 class UsageError(Exception):
@@ -282,19 +283,21 @@ def _render_command(args: argparse.Namespace, settings: Settings) -> None:
             raise UsageError(f"{args.card_file}: not UTF-8 text") from None
     data = _read_json(text, args.card_file)
     telegram = settings.channels.telegram
-    streaming = telegram.streaming if telegram else None
+    streaming = telegram.streaming if telegram else StreamingSettings()
     try:
+        mode = Mode(args.mode) if args.mode else streaming.mode
         render_settings = RenderSettings(
-            mode=args.mode or (streaming.mode if streaming else Mode.progress),
-            maxLines=_given(args.max_lines, streaming.progress.maxLines if streaming else 8),
-            maxLineChars=_given(args.max_line_chars, streaming.progress.maxLineChars if streaming else 120),
+            mode=mode,
+            maxLines=_given(args.max_lines, streaming.progress.maxLines),
+            maxLineChars=_given(args.max_line_chars, streaming.progress.maxLineChars),
+            # the card's lines under a partial/block answer: the config's, else --max-lines
+            checklistLines=streaming.checklist_lines(mode) if args.max_lines is None else None,
             rich=args.rich,
         )
     except ValidationError as exc:
-        err = exc.errors(include_url=False)[0]
-        name = str(err["loc"][0])
+        name, rule = field_and_rule(exc)
         flag = {"maxLines": "--max-lines", "maxLineChars": "--max-line-chars"}.get(name, name)
-        raise UsageError(f"{flag}: {err['msg']}") from None
+        raise UsageError(f"{flag}: {rule}") from None
     payload = payload_for(data, args.channel, render_settings, paused=args.paused, templates_dir=settings.templates.dir)
     if (args.format or ("text" if sys.stdout.isatty() else "json")) == "json":
         _print_json(payload)

@@ -15,6 +15,7 @@ from typing import Any
 from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, ValidationError, field_validator
 
 from .owners import AGENT_ID
+from .validation import field_and_rule, field_path
 
 
 class ConfigError(ValueError):
@@ -112,24 +113,56 @@ class GatewaySettings(_Model):
         return host or "127.0.0.1", int(port)
 
 
+MAX_LINES = 8
+"""Default `streaming.progress.maxLines`: the whole progress draft, every line counted."""
+MAX_LINE_CHARS = 120
+"""Default `streaming.progress.maxLineChars`: longer lines are cut with a middle `…`."""
+
+
+def _max_lines() -> Any:
+    return Field(MAX_LINES, ge=1, le=50)
+
+
+def _max_line_chars() -> Any:
+    return Field(MAX_LINE_CHARS, ge=20, le=4096)
+
+
 class ProgressSettings(_Model):
-    maxLines: int = Field(8, ge=3, le=50)
-    maxLineChars: int = Field(120, ge=20, le=4096)
+    maxLines: int = _max_lines()
+    maxLineChars: int = _max_line_chars()
+
+
+class PreviewSettings(_Model):
+    """`streaming.partial` / `streaming.block`: the card's lines under the answer text."""
+
+    checklistLines: int | None = Field(None, ge=1, le=50)
+    """At most this many lines of checklist and status; unset: `progress.maxLines`."""
 
 
 class StreamingSettings(_Model):
     mode: Mode = Mode.progress
     progress: ProgressSettings = Field(default_factory=ProgressSettings)
+    partial: PreviewSettings = Field(default_factory=PreviewSettings)
+    block: PreviewSettings = Field(default_factory=PreviewSettings)
     blockChars: int = Field(3000, ge=200, le=4000)
     """In `block` mode, a preview past this many characters rotates to a new message."""
+
+    def checklist_lines(self, mode: Mode) -> int:
+        """The line limit of the card's lines in a draft of `mode`."""
+        preview = {Mode.partial: self.partial, Mode.block: self.block}.get(mode)
+        if preview is not None and preview.checklistLines is not None:
+            return preview.checklistLines
+        return self.progress.maxLines
 
 
 class RenderSettings(_Model):
     """What a renderer needs from the channel settings, for one chat."""
 
     mode: Mode = Mode.progress
-    maxLines: int = Field(8, ge=3, le=50)
-    maxLineChars: int = Field(120, ge=20, le=4096)
+    maxLines: int = _max_lines()
+    maxLineChars: int = _max_line_chars()
+    checklistLines: int | None = Field(None, ge=1, le=50)
+    """`partial`/`block`: the card's lines under the answer; None: `maxLines`."""
     rich: bool = False
     label: str | None = None
 
@@ -147,6 +180,9 @@ class TelegramSettings(_Model):
     richMessages: bool = False
     keepOnComplete: bool = False
     allowedChats: list[int] = Field(default_factory=list)
+    botCallsPerSecond: float | None = Field(None, gt=0, le=10_000)
+    """Bot API calls a second for the whole bot; unset: Telegram's ≈ 30. Raise it only
+    for a Bot API server that allows more (or a benchmark against the emulator)."""
     streaming: StreamingSettings = Field(default_factory=StreamingSettings)
     chats: list[ChatSettings] = Field(default_factory=list)
 
@@ -201,13 +237,6 @@ class Settings(_Model):
             )
 
 
-def _field_path(loc: tuple[int | str, ...]) -> str:
-    out = ""
-    for part in loc:
-        out += f"[{part}]" if isinstance(part, int) else (f".{part}" if out else str(part))
-    return out
-
-
 def _model_at(loc: tuple[int | str, ...]) -> type[BaseModel] | None:
     """The settings model a location inside the config points into."""
     model: type[BaseModel] = Settings
@@ -239,13 +268,13 @@ def _unknown_setting(path: str | Path, loc: tuple[int | str, ...]) -> ConfigErro
     known = sorted(model.model_fields) if model else []
     close = difflib.get_close_matches(name, known, n=1, cutoff=0.6)
     hint = f" — did you mean `{close[0]}`?" if close else (f" (known here: {', '.join(known)})" if known else "")
-    return ConfigError(f"config {path}: unknown setting `{_field_path(loc)}`{hint}")
+    return ConfigError(f"config {path}: unknown setting `{field_path(loc)}`{hint}")
 
 
 def _env_settings(data: Any, loc: tuple[int | str, ...] = ()) -> list[tuple[str, str]]:
     """(setting, NAME) of every `"env:NAME"` value in the raw config."""
     if isinstance(data, str):
-        return [(_field_path(loc), data[4:])] if data.startswith("env:") else []
+        return [(field_path(loc), data[4:])] if data.startswith("env:") else []
     if isinstance(data, dict):
         return [found for key, value in data.items() for found in _env_settings(value, (*loc, key))]
     if isinstance(data, list):
@@ -271,15 +300,11 @@ def load_settings(path: str | Path | None = None) -> Settings:
     try:
         settings = Settings.model_validate(data)
     except ValidationError as exc:
-        errors = exc.errors(include_url=False)
-        unknown = [e for e in errors if e["type"] == "extra_forbidden"]
+        unknown = [e for e in exc.errors(include_url=False) if e["type"] == "extra_forbidden"]
         if unknown:  # a misspelt key explains the "missing" one next to it
             raise _unknown_setting(path, tuple(unknown[0]["loc"])) from None
-        err = errors[0]
-        message = str(err["msg"]).removeprefix("Value error, ")
-        if err["type"] == "missing":
-            message = "is required"
-        raise ConfigError(f"config {path}: {_field_path(tuple(err['loc']))}: {message}") from None
+        field, rule = field_and_rule(exc)
+        raise ConfigError(f"config {path}: {field}: {rule}") from None
     settings._source = str(path)
     from_env = _env_settings(data)
     settings._env_names = dict(from_env)

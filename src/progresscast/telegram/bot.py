@@ -22,8 +22,8 @@ from telegram import BotCommand, Message, Update
 from telegram.error import InvalidToken, NetworkError
 from telegram.ext import Application, ApplicationBuilder, CommandHandler, ContextTypes, MessageHandler, filters
 
+from ..backoff import Backoff
 from ..card import CardError, clean_text
-from ..channels.backoff import Backoff
 from ..channels.state import DraftKey
 from ..config import ConfigError, Mode, Settings, TelegramSettings
 from ..owners import Owner, resolve_owner

@@ -42,10 +42,12 @@ def render_settings(
     telegram: TelegramSettings, chat_id: int, prefs: ChatPrefs, *, rich_available: bool = True
 ) -> RenderSettings:
     progress = telegram.streaming.progress
+    mode = effective_mode(telegram, chat_id, prefs)
     return RenderSettings(
-        mode=effective_mode(telegram, chat_id, prefs),
+        mode=mode,
         maxLines=progress.maxLines,
         maxLineChars=progress.maxLineChars,
+        checklistLines=telegram.streaming.checklist_lines(mode),
         rich=rich_available and wants_rich(telegram, chat_id, prefs),
     )
 
