@@ -180,6 +180,22 @@ def _parser() -> argparse.ArgumentParser:
     hook.add_argument("--session", metavar="KEY", help="session key (default: the agent's own session id)")
     hook.add_argument("--agent", metavar="ID", help="agent id (default: the configured default agent)")
 
+    emulator = commands.add_parser(
+        "emulator", help="run a service emulator on its own (no token needed)", parents=[common],
+        epilog=_example("progresscast emulator telegram --port 8081"),
+    )
+    emulators = emulator.add_subparsers(dest="emulator", required=True, parser_class=_Parser, metavar="SERVICE")
+    telegram = emulators.add_parser(
+        "telegram", help="the Bot API emulator; type on stdin as a chat user", parents=[common],
+        description="The Bot API emulator the tests use, on its own: point channels.telegram.apiBaseUrl at it, "
+        "type lines as a user of one chat, and see what the chat shows.",
+        epilog=_example("progresscast emulator telegram --port 8081 --chat 4821"),
+    )
+    telegram.add_argument("--port", type=int, default=0, metavar="N", help="port to listen on (default: a free one)")
+    telegram.add_argument(
+        "--chat", type=int, default=4821, metavar="ID", help="the chat you type in (default: 4821, a private chat)"
+    )
+
     demo = commands.add_parser(
         "demo", help="play the bundled example on the embedded store", parents=[common],
         epilog=_example("progresscast demo", "progresscast demo --serve --delay 2"),
@@ -384,6 +400,10 @@ def main(argv: list[str] | None = None) -> None:
             from .demo import run_demo
 
             asyncio.run(run_demo(args, settings))
+        elif args.command == "emulator":
+            from .emulator_cli import run_emulator
+
+            asyncio.run(run_emulator(args))
     except (CardError, UsageError, ConfigError) as exc:
         _fail(str(exc))
     except (RedisError, EmbeddedRedisError) as exc:
