@@ -907,3 +907,30 @@ async def test_under_a_scaled_down_bot_budget_state_changes_go_first_and_no_chat
     last_state = max(edits.index(chat) for chat in states)
     assert sum(edits.index(chat) < last_state for chat in tools) <= 1, edits
     assert first_state <= 1, edits
+
+
+async def test_following_a_finished_session_is_remembered_before_the_chat_is_looked_at(
+    api: BotAPIEmulator, harness
+) -> None:
+    # The session's run ended before the chat followed: its answer is not announced —
+    # also when the adapter restarts before the chat's lane looked at the new follow
+    # (here the lane is stuck sending the reply when the adapter stops).
+    h = await harness()
+    await h.store.start_run(OWNER, "r1")
+    await h.put(("Fix", "completed"))
+    await h.store.update_activity(OWNER, answer="An answer given before this chat followed.")
+    await h.store.end_run(OWNER, "r1", RunState.completed)
+    api.timeout_next("sendMessage", delay=30, chat_id=PRIVATE)
+    before = len(api.calls)
+    api.send_user_message(PRIVATE, "/follow t1")
+    await api.wait_for(lambda: any(c.method == "sendMessage" for c in api.calls[before:]), 5)
+    await h.stop()
+    await h.start()
+
+    def shown() -> list[ShownMessage]:
+        return [m for m in api.chat(PRIVATE).visible() if not m.text.startswith("Following")]
+
+    await api.wait_for(lambda: any("Fix" in m.text for m in shown()), 5)
+    await quiet(2.0)
+    assert [m.text for m in shown() if "An answer given" in m.text] == []
+    assert len(shown()) == 1

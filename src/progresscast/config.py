@@ -9,6 +9,7 @@ import difflib
 import os
 import tomllib
 from enum import StrEnum
+from functools import cached_property
 from pathlib import Path
 from typing import Any
 
@@ -201,6 +202,20 @@ class TelegramSettings(_Model):
                 "e.g. https://api.telegram.org/bot"
             )
         return value
+
+    # Looked up for every draft the adapter handles: a scan of the lists would make
+    # 10,000 configured chats cost 10,000 comparisons per draft.
+    @cached_property
+    def chats_by_id(self) -> dict[int, ChatSettings]:
+        """`chats` by id (the first entry of an id wins)."""
+        out: dict[int, ChatSettings] = {}
+        for chat in self.chats:
+            out.setdefault(chat.id, chat)
+        return out
+
+    @cached_property
+    def allowed_chat_ids(self) -> frozenset[int]:
+        return frozenset(self.allowedChats)
 
 
 class ChannelSettings(_Model):

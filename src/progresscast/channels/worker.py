@@ -270,6 +270,7 @@ class ChannelWorker:
                 if config:
                     for key in await self.channel.config_follows():
                         if await self.state.follow(key):
+                            await self.remember_follow(key)
                             await hand(key, followed=True)
                     config = False
                 for key in await self.state.all_follows():
@@ -376,6 +377,14 @@ class ChannelWorker:
             self._handed[key] = looked_at
         self.lane(key.chat_id).touch(key)
         return True
+
+    async def remember_follow(self, key: DraftKey) -> None:
+        """A destination just subscribed: what that means for its draft (a run that had
+        already ended is not announced) is stored at once, so a restart before its lane
+        looks changes nothing. Call before `touch(key, followed=True)`."""
+        state = on_follow(DraftState(), await self.store.view(key.owner))
+        if state != DraftState():
+            await self.state.start_draft(key, state)  # a draft with a state already: the lane applies it
 
     def looked_at(self, key: DraftKey) -> None:
         """The lane looked at this draft (whatever came of it)."""

@@ -161,6 +161,8 @@ class Commands:
             text = f"Following {name}."
         if mode is Mode.off:
             text += " Live cards are off in this chat (/mode off): only final answers are sent."
+        if added:
+            await self.worker.remember_follow(key)
         self.reply(message, text)
         self.worker.touch(key, followed=added)
 

@@ -16,7 +16,7 @@ from ..config import ChatSettings, Mode, RenderSettings, TelegramSettings
 
 
 def chat_config(telegram: TelegramSettings, chat_id: int) -> ChatSettings | None:
-    return next((c for c in telegram.chats if c.id == chat_id), None)
+    return telegram.chats_by_id.get(chat_id)
 
 
 def effective_mode(telegram: TelegramSettings, chat_id: int, prefs: ChatPrefs) -> Mode:
@@ -53,7 +53,7 @@ def render_settings(
 
 
 def allowed(telegram: TelegramSettings, chat_id: int) -> bool:
-    return not telegram.allowedChats or chat_id in telegram.allowedChats
+    return not telegram.allowedChats or chat_id in telegram.allowed_chat_ids
 
 
 class TelegramState(ChannelState):
