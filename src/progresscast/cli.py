@@ -129,12 +129,16 @@ def _parser() -> argparse.ArgumentParser:
     render.add_argument(
         "card_file", metavar="CARD.json", help="a card (as `card get` prints) or a write's input; - for stdin"
     )
-    render.add_argument("--channel", choices=["telegram", "text", "web"], help="the channel to preview (required)")
+    render.add_argument(
+        "--channel", choices=["telegram", "slack", "text", "web"], help="the channel to preview (required)"
+    )
     render.add_argument(
         "--format", choices=["text", "json"], default=None,
         help="text: what a person sees; json: the payload the channel gets (default: text at a terminal, else json)",
     )
-    render.add_argument("--rich", action="store_true", help="Telegram rich message (checkboxes) instead of HTML")
+    render.add_argument(
+        "--rich", action="store_true", help="Telegram rich message (checkboxes) instead of HTML; Slack plan display"
+    )
     render.add_argument(
         "--mode", choices=[m.value for m in Mode], default=None,
         help="what the draft shows (default: the config's streaming.mode, else progress)",
@@ -298,8 +302,8 @@ def _render_command(args: argparse.Namespace, settings: Settings) -> None:
         except UnicodeDecodeError:
             raise UsageError(f"{args.card_file}: not UTF-8 text") from None
     data = _read_json(text, args.card_file)
-    telegram = settings.channels.telegram
-    streaming = telegram.streaming if telegram else StreamingSettings()
+    channel = settings.channels.slack if args.channel == "slack" else settings.channels.telegram
+    streaming = channel.streaming if channel else StreamingSettings()
     try:
         mode = Mode(args.mode) if args.mode else streaming.mode
         render_settings = RenderSettings(
@@ -333,6 +337,8 @@ def _as_shown(payload: dict[str, Any]) -> str:
     params = payload.get("params", {})
     if payload.get("method") == "deleteMessage":
         return "(no draft: the chat's draft would be deleted)"
+    if str(payload.get("method", "")).startswith("chat."):  # Slack: its plain-text fallback
+        return str(params.get("text") or payload.get("fallback") or "")
     rich = params.get("rich_message")
     if rich is not None:
         return "\n".join(rich_text(block.get("text", "")) or _list_text(block) for block in rich.get("blocks", []))

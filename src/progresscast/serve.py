@@ -1,5 +1,6 @@
-"""`progresscast serve`: the gateway and web page, plus the Telegram adapter when a
-token is configured, in one process on one event loop.
+"""`progresscast serve`: the gateway and web page, plus the Telegram and Slack adapters
+when their tokens are configured, in one process on one event loop. Slack's slash
+commands are routes of the gateway (`/slack/commands`, `/slack/events`).
 
 Start-up mistakes (an unset `env:` secret, a port in use, a refused bot token) are a
 ConfigError: one line, exit status 2. SIGTERM (systemd, `docker stop`) shuts down the
@@ -53,7 +54,18 @@ async def serve(settings: Settings, url: str) -> None:
             "stop what uses that port, or set [gateway] listen to a free host:port"
         ) from None
     redis = connect(url)
-    jobs: list[Coroutine[Any, Any, None]] = [run_gateway(settings, redis, sock=sock)]
+    jobs: list[Coroutine[Any, Any, None]] = []
+    routes = []
+    slack = settings.channels.slack
+    if slack and slack.token:
+        from .slack.adapter import SlackAdapter
+
+        adapter = SlackAdapter(settings, redis)
+        routes = adapter.routes()  # the slash commands arrive at the gateway
+        jobs.append(adapter.run())
+    else:
+        log.info("no channels.slack.token: the Slack adapter is off")
+    jobs.append(run_gateway(settings, redis, sock=sock, routes=routes))
     telegram = settings.channels.telegram
     if telegram and telegram.token:
         from .telegram.bot import run_adapter
