@@ -337,8 +337,10 @@ def _as_shown(payload: dict[str, Any]) -> str:
     params = payload.get("params", {})
     if payload.get("method") == "deleteMessage":
         return "(no draft: the chat's draft would be deleted)"
-    if str(payload.get("method", "")).startswith("chat."):  # Slack: its plain-text fallback
-        return str(params.get("text") or payload.get("fallback") or "")
+    if str(payload.get("method", "")).startswith("chat."):  # Slack: its plain text
+        fallback = payload.get("fallback")
+        fallback_text = fallback.get("params", {}).get("text") if isinstance(fallback, dict) else None
+        return str(fallback_text or params.get("text") or "")
     rich = params.get("rich_message")
     if rich is not None:
         return "\n".join(rich_text(block.get("text", "")) or _list_text(block) for block in rich.get("blocks", []))
