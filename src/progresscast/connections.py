@@ -32,7 +32,7 @@ from redis.backoff import ExponentialBackoff, NoBackoff
 from redis.exceptions import ConnectionError as RedisConnectionError
 
 from . import sharding
-from .config import Settings
+from .config import ConfigError, Settings
 from .embedded import ensure_embedded
 
 READ_BLOCK_MS = 1_000
@@ -52,6 +52,7 @@ READER_CONNECTIONS = 48
 """Blocking readers per process: one per shard for the live hub and for each group."""
 
 CLUSTER_SCHEMES = {"redis+cluster": "redis", "rediss+cluster": "rediss"}
+URL_SCHEMES = ("redis://", "rediss://", "unix://", "redis+cluster://", "rediss+cluster://")
 
 
 HOOK_TIMEOUT = 0.25
@@ -70,10 +71,17 @@ class UrlError(ValueError):
 
 
 def redis_url(cli_url: str | None = None, settings: Settings | None = None) -> str:
-    url = cli_url or os.environ.get("PROGRESSCAST_REDIS_URL")
-    if not url and settings is not None:
-        url = settings.store.url
-    return url or ensure_embedded()
+    """The URL to use; raises ConfigError naming where a malformed one came from."""
+    for source, url in (
+        ("--redis", cli_url),
+        ("PROGRESSCAST_REDIS_URL", os.environ.get("PROGRESSCAST_REDIS_URL")),
+        ("store.url", settings.store.url if settings is not None else None),
+    ):
+        if url:
+            if not url.startswith(URL_SCHEMES):
+                raise ConfigError(f"{source}: {url!r} is not a Redis URL (it must start with {', '.join(URL_SCHEMES)})")
+            return url
+    return ensure_embedded()
 
 
 # A client made by `connect` decodes every reply to str, which redis-py's annotations
