@@ -229,7 +229,7 @@ def test_an_empty_agent_is_refused(cli: CLI) -> None:
     ("args", "env", "message"),
     [
         (["card", "get", "--session", "t-1", "--redis", "notaurl"], {},
-         "--redis: 'notaurl' is not a Redis URL (it must start with redis://, rediss://, unix://)"),
+         "--redis: 'notaurl' is not a Redis URL (it must start with redis://, rediss://, unix://, redis+cluster://, rediss+cluster://)"),
         (["card", "get", "--session", "t-1"], {"PROGRESSCAST_REDIS_URL": "localhost:6379"},
          "PROGRESSCAST_REDIS_URL: 'localhost:6379' is not a Redis URL"),
         (["card", "get", "--session", "t-1"], {"PROGRESSCAST_HOME": "{file}/home"},

@@ -46,6 +46,14 @@ invalid_card = st.one_of(
 )
 
 
+def keeps_a_card(data: dict) -> bool:
+    """A seed that parses and leaves a card (a step of only removed characters does not)."""
+    try:
+        return not CardInput.parse(data).clears
+    except CardError:
+        return False
+
+
 def run(redis_url: str, work: Any) -> Any:
     async def go() -> Any:
         client = connect(redis_url)
@@ -102,7 +110,7 @@ def test_a_stale_expected_revision_changes_nothing(redis_url: str, seed: dict, c
 
 
 @settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
-@given(seed=valid_card.filter(lambda c: not CardInput.parse(c).clears), bad=invalid_card)
+@given(seed=valid_card.filter(lambda c: keeps_a_card(c)), bad=invalid_card)
 def test_any_rejected_input_leaves_the_store_unchanged(redis_url: str, seed: dict, bad: Any) -> None:
     """Shape errors are caught before anything reaches Redis: the path a write takes
     (parse, then put) leaves the store as it was."""

@@ -92,7 +92,7 @@ class _ShardReader:
     async def run(self) -> None:
         redis = self.group.redis
         failures = 0
-        while True:
+        while not self.group.closed:
             try:
                 entries = await self._next_entries()
                 failures = 0
@@ -114,6 +114,8 @@ class _ShardReader:
                 await self._back_off(exc, failures)
                 failures += 1
                 continue
+            if self.group.closed:
+                return  # what this last read got stays pending: the next consumer reads it
             junk = [i for i, f in entries if not _is_event(f)]
             if junk:
                 with contextlib.suppress(RedisError):
@@ -125,6 +127,8 @@ class _ShardReader:
             self.released.clear()
             await self.group.queue.put(batch)
             await self.released.wait()
+            if self.group.closed:
+                return
 
     async def _back_off(self, exc: Exception, failures: int) -> None:
         delay = BACKOFF.delay(failures)
@@ -163,6 +167,10 @@ class _ShardReader:
             self.released.set()
 
 
+_LIVE: dict[tuple[int, str, str], EventGroup] = {}
+"""The newest group reader per (client, group, consumer) in this process."""
+
+
 def _entries(reply: Any) -> Entries:
     return [entry for _, entries in reply or [] for entry in entries]
 
@@ -198,6 +206,8 @@ class EventGroup:
         self._readers: dict[str, _ShardReader] = {}
         self._tasks: list[asyncio.Task[None]] = []
         self._handed: list[Event] = []
+        self.closed = False
+        self._tasks_left: list[asyncio.Task[None]] = []
 
     async def streams(self) -> list[str]:
         return (await layout_of(self.redis)).streams
@@ -217,6 +227,15 @@ class EventGroup:
     async def _start(self) -> None:
         if self._tasks:
             return
+        # An earlier reader of this consumer in this process (an adapter restarted in
+        # place) may still be in a read: let it end first, so what it took is pending
+        # again when the new readers look at their pending entries.
+        key = (id(self.redis), self.group, self.consumer)
+        earlier = _LIVE.get(key)
+        if earlier is not None and earlier is not self and earlier._tasks_left:
+            await asyncio.wait(earlier._tasks_left, timeout=self.block_ms / 1000 + 1)
+        _LIVE[key] = self
+        self.closed = False
         for stream in await self.streams():
             reader = self._readers[stream] = _ShardReader(self, stream)
             self._tasks.append(asyncio.create_task(reader.run(), name=f"events-{self.group}-{stream}"))
@@ -227,10 +246,14 @@ class EventGroup:
             consumer.add_done_callback(lambda _: self._cancel())
 
     def _cancel(self) -> list[asyncio.Task[None]]:
+        # No task.cancel(): a read cancelled half-way can be left hanging; each reader
+        # sees `closed` when its current read (at most block_ms) returns, and stops.
         tasks, self._tasks = self._tasks, []
-        for task in tasks:
-            task.cancel()
+        self.closed = True
+        for reader in self._readers.values():
+            reader.released.set()
         self._readers.clear()
+        self._tasks_left = [t for t in tasks if not t.done()]
         return tasks
 
     async def read(self, *, count: int = 100, block_ms: int = 1000) -> list[Event]:
