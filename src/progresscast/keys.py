@@ -44,8 +44,15 @@ def tools(owner: Owner) -> str:
     return f"{PREFIX}:{owner.tag}:tools"
 
 
+def a2a_order(owner: Owner) -> str:
+    """Hash of what the A2A ingestion applied last for this owner (a2a/apply.py):
+    `ts` (status timestamp, µs, zero-padded), `task`, `artifact`, `artifactDone`.
+    A reset leaves it alone: an older update must never come back after one."""
+    return f"{PREFIX}:{owner.tag}:a2a"
+
+
 def owner_keys(owner: Owner) -> list[str]:
-    return [card(owner), revision(owner), epoch(owner), run(owner), activity(owner), tools(owner)]
+    return [card(owner), revision(owner), epoch(owner), run(owner), activity(owner), tools(owner), a2a_order(owner)]
 
 
 # --- Telegram ------------------------------------------------------------------------
@@ -93,3 +100,14 @@ def tg_chat_sent(chat_id: int) -> str:
 def tg_bot_no_rich(bot_id: int) -> str:
     """Set (with a TTL) when the Bot API server rejected rich messages: why, as text."""
     return f"{PREFIX}:tg:bot:{bot_id}:norich"
+
+
+# --- A2A followers ----------------------------------------------------------------------
+# What `serve` remembers about each configured agent it follows (a2a/watch.py), so that
+# a restart asks only for what changed since.
+
+
+def a2a_agent_cursor(agent_key: str) -> str:
+    """String: the newest `status.timestamp` (RFC 3339) seen from one followed agent;
+    `agent_key` is the agent id and a digest of its URL."""
+    return f"{PREFIX}:a2a:agent:{agent_key}:cursor"

@@ -258,7 +258,8 @@ class CardStore:
             pipe.lrange(keys.tools(owner), 0, -1)
             fields, tools = await pipe.execute()
         return Activity(
-            headline=fields.get("headline"), tools=tuple(tools), answer=fields.get("answer")
+            headline=fields.get("headline"), tools=tuple(tools), answer=fields.get("answer"),
+            attention=fields.get("attention"),
         )
 
     async def view(self, owner: Owner) -> View:
@@ -276,7 +277,8 @@ class CardStore:
             and card is not None
             and card.revision <= int(run.get("startRevision", 0))
         )
-        activity = Activity(headline=fields.get("headline"), tools=tuple(tools), answer=fields.get("answer"))
+        activity = Activity(headline=fields.get("headline"), tools=tuple(tools), answer=fields.get("answer"),
+            attention=fields.get("attention"),)
         return View(
             owner=owner, card=card, activity=activity, run=state, run_id=run.get("runId"), paused=paused
         )

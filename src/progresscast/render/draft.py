@@ -11,8 +11,9 @@ Mode `progress` — one status draft while the agent works, at most `maxLines` l
                    ` · <activity headline>` when the activity has one — the count comes
                    first because it is the card's own status, the activity headline
                    says what the agent does right now
-    attention      `Run failed` (a failed run), `Blocked: <step> — <note>` (or
-                   `N steps blocked: a; b`)
+    attention      `Run failed` (a failed run), what the agent waits for (the
+                   activity's attention line, `Waiting for input: …`),
+                   `Blocked: <step> — <note>` (or `N steps blocked: a; b`)
     tool lines     the most recent activity tool lines
     checklist      the steps (see fit.select_steps when they do not fit), then one
                    summary line `… 12 more: 9 done, 3 pending`
@@ -178,11 +179,15 @@ def _headline_line(main: str, extra: str, theme: Theme, cap: int, label: Span | 
 
 
 def _attention(view: View, theme: Theme, plan: Sequence[Step], cap: int) -> list[Line]:
-    """Attention lines in priority order: the failed run, then blocked steps."""
+    """Attention lines in priority order: the failed run, what the agent waits for,
+    then blocked steps."""
     out = []
     if view.run is RunState.failed:
         head = _icon(theme.marks.get("failed", ""))
         out.append(_fitted("attention", head, (Span(theme.word("failed")),), (), cap, state="failed"))
+    if view.activity.attention:
+        head = _icon(theme.marks.get("blocked", ""))
+        out.append(_fitted("attention", head, (Span(plain(view.activity.attention)),), (), cap, state="blocked"))
     blocked = [s for s in plan if s.status is Status.blocked]
     head = _icon(theme.marks.get("blocked", ""))
     if len(blocked) == 1:
@@ -230,7 +235,7 @@ def _progress(view: View, settings: RenderSettings, theme: Theme, budget: int) -
     plan: Sequence[Step] = (card.plan or ()) if card else ()
     note = compact_lines(card.markdown, "note") if card and card.markdown else ()
     activity = view.activity
-    if not (plan or note or activity.headline or activity.tools):
+    if not (plan or note or activity.headline or activity.tools or activity.attention):
         return None
     cap = settings.maxLineChars
     main, extra, body = _headline(view, theme, plan, note)

@@ -7,7 +7,8 @@
   `blocked`, `skipped`, `paused` (an unfinished step of a paused run) — and the
   active step `aria-current="step"`;
 * the note, rendered by markdown-it-py and sanitised by bleach (see `markdown.py`);
-* attention paragraphs (`role="alert"`: a failed run, blocked steps) and the activity
+* attention paragraphs (`role="alert"`: a failed run, what the agent waits for,
+  blocked steps) and the activity
   (`role="status"`: the headline, `paused`, recent tool lines).
 
 With no card: `<p class="pc-empty">No progress card</p>` (and the activity, if any).
@@ -57,6 +58,9 @@ def render_web(view: View, settings: RenderSettings, *, templates_dir: str | Pat
     attention: list[dict[str, Any]] = []
     if view.run is RunState.failed:
         attention.append({"kind": "failed", "icon": th.marks.get("failed", ""), "text": th.word("failed")})
+    if view.activity.attention:
+        text = plain(view.activity.attention)
+        attention.append({"kind": "waiting", "icon": th.marks.get("blocked", ""), "text": text})
     for step in plan:
         if step.status is Status.blocked:
             text = th.word("blocked_one", step=plain(step.step))
