@@ -70,6 +70,10 @@ def _parser() -> argparse.ArgumentParser:
     render.add_argument("--max-line-chars", type=int, metavar="N")
     render.add_argument("--paused", action="store_true", help="show unfinished steps as paused")
 
+    from .a2a.commands import add_commands as add_a2a_commands
+
+    add_a2a_commands(commands, common, _Parser)
+
     serve = commands.add_parser("serve", help="gateway, web page, Telegram adapter, workers", parents=[common])
     serve.set_defaults(serve=True)
 
@@ -180,6 +184,13 @@ def main(argv: list[str] | None = None) -> None:
             _card_command(args, settings)
         elif args.command == "render":
             _render_command(args, settings)
+        elif args.command == "a2a":
+            from .a2a.commands import CommandError, run as run_a2a
+
+            try:
+                run_a2a(args, settings)
+            except CommandError as exc:
+                raise UsageError(str(exc)) from None
         elif args.command == "serve":
             from .serve import serve
 
