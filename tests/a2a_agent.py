@@ -113,9 +113,10 @@ class StreamCutter:
 class Agent:
     """The running agent: its URL, its executor, its task store."""
 
-    def __init__(self, script: list[Action], *, binding: str = "JSONRPC") -> None:
+    def __init__(self, script: list[Action], *, binding: str = "JSONRPC", port: int = 0) -> None:
         self.sock = socket.socket()
-        self.sock.bind(("127.0.0.1", 0))
+        self.sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        self.sock.bind(("127.0.0.1", port))
         self.port = self.sock.getsockname()[1]
         self.url = f"http://127.0.0.1:{self.port}"
         self.executor = ScriptedExecutor(script)

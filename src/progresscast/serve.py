@@ -1,5 +1,6 @@
 """`progresscast serve`: the gateway and web page, plus the Telegram adapter when a
-token is configured, in one process on one event loop."""
+token is configured and the A2A followers of `[[a2a.agents]]`, in one process on one
+event loop."""
 
 from __future__ import annotations
 
@@ -25,6 +26,10 @@ async def serve(settings: Settings, url: str) -> None:
         jobs.append(run_adapter(settings, redis))
     else:
         log.info("no channels.telegram.token: the Telegram adapter is off")
+    if settings.a2a.agents:
+        from .a2a.watch import follow_agents
+
+        jobs.append(follow_agents(settings, redis))
     try:
         # A TaskGroup waits for every job to finish cancelling before Redis is closed.
         async with asyncio.TaskGroup() as group:

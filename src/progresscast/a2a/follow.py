@@ -212,15 +212,24 @@ class Follower:
         except (A2AError, httpx.HTTPError) as exc:
             raise AgentUnavailable(f"registering the push notification failed: {_reason(exc)}") from None
 
-    async def follow_context(self, context_id: str | None, *, cursor: ContextCursor | None = None) -> None:
-        """Follow every task of a context (every task of the agent when None) until
-        cancelled: ListTasks with `statusTimestampAfter`, subscribing to each live task."""
+    async def follow_context(
+        self,
+        context_id: str | None,
+        *,
+        cursor: ContextCursor | None = None,
+        accept: Callable[[str], bool] | None = None,
+    ) -> None:
+        """Follow every task of a context (every task of the agent when None; `accept`
+        picks contexts by id) until cancelled: ListTasks with `statusTimestampAfter`,
+        subscribing to each live task."""
         cursor = cursor or ContextCursor()
         live: dict[str, asyncio.Task[TaskState]] = {}
         try:
             while True:
                 try:
                     for task in await self._list(context_id, await cursor.load()):
+                        if accept is not None and not accept(task.context_id or task.id):
+                            continue
                         data = {"task": to_json(task)}
                         state = await self.handle(data, Source.poll)
                         await cursor.seen(data["task"].get("status", {}).get("timestamp"))
