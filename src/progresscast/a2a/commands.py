@@ -61,7 +61,7 @@ def run(args: argparse.Namespace, settings: Settings) -> None:
     from .follow import AgentUnavailable
 
     try:
-        asyncio.run(_with_applier(args, settings, lambda a: _follow(args, a)))
+        asyncio.run(_with_applier(args, settings, lambda a: _follow(args, settings, a)))
     except AgentUnavailable as exc:
         print(f"progresscast: {exc}", file=sys.stderr)
         raise SystemExit(1) from None
@@ -112,8 +112,9 @@ def progress_line(update: Update, applied: Applied) -> str | None:
     return line
 
 
-async def _follow(args: argparse.Namespace, applier: UpdateApplier) -> None:
-    from .follow import Follower, Pacing, agent_client
+async def _follow(args: argparse.Namespace, settings: Settings, applier: UpdateApplier) -> None:
+    from .follow import Follower, agent_client
+    from .watch import pacing_of
 
     def report(update: Update, applied: Applied) -> None:
         line = None if args.quiet else progress_line(update, applied)
@@ -121,7 +122,7 @@ async def _follow(args: argparse.Namespace, applier: UpdateApplier) -> None:
             print(line, file=sys.stderr, flush=True)
 
     async with agent_client(args.url) as client:
-        follower = Follower(client, applier, report=report, pacing=Pacing())
+        follower = Follower(client, applier, report=report, pacing=pacing_of(settings))
         if args.context:
             await follower.follow_context(args.context)
             return
