@@ -1,10 +1,13 @@
 # The two commands: `make demo` and `make test`. Both build .venv first.
+# `make test` runs `make lint` (ruff, then mypy on src/) before pytest.
 PYTHON ?= python3
 VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: demo test bench clean
+BENCH_STAMP := $(VENV)/.bench-installed
+
+.PHONY: demo test lint bench bench-quick clean
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -15,11 +18,24 @@ $(STAMP): pyproject.toml
 demo: $(STAMP)
 	$(BIN)/progresscast demo
 
-test: $(STAMP)
+lint: $(STAMP)
+	$(BIN)/ruff check src tests bench
+	$(BIN)/mypy
+
+test: lint
 	$(BIN)/python -m pytest
 
-bench: $(STAMP)
-	$(BIN)/python bench/render_bench.py
+$(BENCH_STAMP): $(STAMP) pyproject.toml
+	$(BIN)/pip install --quiet -e '.[test,bench]'
+	touch $(BENCH_STAMP)
+
+# Every benchmark (< 15 min); prints a table and rewrites BENCHMARKS.md.
+bench: $(BENCH_STAMP)
+	$(BIN)/python bench/run.py
+
+# The reduced set (< 2 min).
+bench-quick: $(BENCH_STAMP)
+	$(BIN)/python bench/run.py --quick
 
 clean:
 	rm -rf $(VENV) build src/*.egg-info

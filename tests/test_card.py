@@ -1,4 +1,4 @@
-"""Every rule of DESIGN §1 on the card model (pure, no Redis)."""
+"""Every rule of docs/card.md on the card model (pure, no Redis)."""
 
 from __future__ import annotations
 

@@ -12,9 +12,8 @@ from pathlib import Path
 
 import pytest
 
-from progresscast.embedded import stop_embedded
-
 from conftest import BACKENDS, server_url
+from progresscast.embedded import stop_embedded
 
 PLAN = {
     "plan": [

@@ -1,7 +1,10 @@
-"""drafts.py: the pure decisions — next call, run ends, block rotation, unsure sends.
+"""channels/drafts.py: the pure decisions shared by every channel — next call, run
+ends, block rotation, unsure sends, and what each reply means — tested once, without
+any channel.
 
-A tiny simulated chat applies each step the way Telegram would, so a test can drive
-`plan` until the chat shows what it should and look at every call it took.
+A tiny simulated chat applies each call the way a chat service would and answers with
+an `Outcome`, so a test can drive `decide`/`apply` until the chat shows what it should
+and look at every call it took.
 """
 
 from __future__ import annotations
@@ -13,8 +16,7 @@ from hypothesis import strategies as st
 
 from progresscast.activity import Activity
 from progresscast.card import Card
-from progresscast.config import Mode
-from progresscast.drafts import (
+from progresscast.channels.drafts import (
     Delete,
     DraftState,
     Edit,
@@ -24,19 +26,15 @@ from progresscast.drafts import (
     Send,
     Situation,
     Wait,
-    absent,
+    apply,
     block_cut,
     completed_blocks,
-    edited,
-    foreign,
-    found,
-    gone,
+    decide,
     next_call,
     on_follow,
-    plan,
-    sent,
-    unknown,
 )
+from progresscast.channels.outcome import Outcome, OutcomeKind
+from progresscast.config import Mode
 from progresscast.owners import Owner
 from progresscast.view import RunState, View
 
@@ -80,7 +78,9 @@ class Fake:
             return None
         text = " / ".join(parts)
         if self.rich:
-            return Payload("sendRichMessage", {"rich_message": {"blocks": [{"type": "paragraph", "text": text}]}})
+            return Payload(
+                "sendRichMessage", {"rich_message": {"blocks": [{"type": "paragraph", "text": text}]}}, "rich"
+            )
         return Payload("sendMessage", {"text": text, "parse_mode": "HTML"})
 
     def answer(self, markdown: str) -> list[Payload]:
@@ -106,66 +106,87 @@ class Chat:
         return self.next_id
 
 
-def drive(
-    state: DraftState, v: View, sit: Situation, renderers: Fake, chat: Chat, limit: int = 20
-) -> DraftState:
-    """Plan and apply until nothing is left to do (as the worker does, minus Telegram)."""
+@dataclass(frozen=True)
+class Sit:
+    """A Situation, and the run id the tests' views carry (the store puts it in the view)."""
+
+    situation: Situation
+    run_id: str | None = None
+
+
+def plan(state: DraftState, v: View, s: Sit, renderers: Fake) -> tuple[DraftState, object]:
+    if v.run_id is None and s.run_id is not None:
+        v = replace(v, run_id=s.run_id)
+    return decide(state, v, s.situation, renderers)
+
+
+def sent(state: DraftState, call: Send, message_id: int) -> DraftState:
+    return apply(state, call, Outcome(OutcomeKind.ok, message_id=message_id))
+
+
+def drive(state: DraftState, v: View, s: Sit, renderers: Fake, chat: Chat, limit: int = 20) -> DraftState:
+    """Decide and apply until nothing is left to do (as the worker does, minus a channel)."""
     for _ in range(limit):
-        state, step = plan(state, v, sit, renderers)
-        if step is None:
+        state, call = plan(state, v, s, renderers)
+        if call is None:
             return state
-        chat.calls.append(step)
-        if isinstance(step, Send):
+        chat.calls.append(call)
+        if isinstance(call, Send):
             mid = chat.new_id()
-            chat.messages[mid] = shown_text(step.payload)
-            state = sent(state, step, mid)
-        elif isinstance(step, Edit):
-            if step.message_id in chat.messages:
-                chat.messages[step.message_id] = shown_text(step.payload)
-                state = edited(state, step)
+            chat.messages[mid] = shown_text(call.shown)
+            outcome = Outcome(OutcomeKind.ok, message_id=mid)
+        elif isinstance(call, Edit):
+            if call.message_id in chat.messages:
+                chat.messages[call.message_id] = shown_text(call.shown)
+                outcome = Outcome(OutcomeKind.ok, message_id=call.message_id)
             else:
-                state = gone(state)
-        elif isinstance(step, Delete):
-            chat.messages.pop(step.message_id, None)
-            state = gone(state)
+                outcome = Outcome(OutcomeKind.gone)
+        elif isinstance(call, Delete):
+            chat.messages.pop(call.message_id, None)
+            outcome = Outcome(OutcomeKind.ok)
         else:
-            raise AssertionError(f"unexpected {step}")
-    raise AssertionError("plan did not settle")
+            raise AssertionError(f"unexpected {call}")
+        state = apply(state, call, outcome)
+    raise AssertionError("decide did not settle")
 
 
-def sit(**kw: object) -> Situation:
-    base = dict(following=True, mode=Mode.progress, run_id=None, now=100.0, settle=3.0, max_probes=5)
+def sit(run_id: str | None = None, **kw: object) -> Sit:
+    base = dict(following=True, mode=Mode.progress, now=100.0, settle=3.0, max_probes=5)
     base.update(kw)
-    return Situation(**base)  # type: ignore[arg-type]
+    return Sit(Situation(**base), run_id)  # type: ignore[arg-type]
+
+
+def resit(s: Sit, run_id: str | None = None, **kw: object) -> Sit:
+    return Sit(replace(s.situation, **kw), run_id if run_id is not None else s.run_id)  # type: ignore[arg-type]
 
 
 # --- next_call ------------------------------------------------------------------------
 
 P1 = Payload("sendMessage", {"text": "one"})
 P2 = Payload("sendMessage", {"text": "two"})
-RICH = Payload("sendRichMessage", {"rich_message": {"blocks": []}})
+RICH = Payload("sendRichMessage", {"rich_message": {"blocks": []}}, "rich")
 
 
 def test_next_call_covers_every_case() -> None:
     assert next_call(DraftState(), None) is None
-    assert next_call(DraftState(), P1) == Send(P1)
+    assert next_call(DraftState(), P1) == Send(P1, P1)
     shown = DraftState(message_id=5, digest=P1.digest, kind="classic")
     assert next_call(shown, P1) is None  # never send what the chat already shows
-    assert next_call(shown, P2) == Edit(5, P2)
+    assert next_call(shown, P2) == Edit(5, P2, P2)
     assert next_call(shown, None) == Delete(5)
     assert next_call(shown, RICH) == Delete(5)  # classic → rich: replaced, not edited
     assert next_call(replace(shown, fresh=True), P1) == Delete(5)  # /card: moved down
 
 
 def test_digest_ignores_the_fallback_and_key_order() -> None:
-    a = Payload("sendMessage", {"text": "x", "parse_mode": "HTML"}, lambda: "x")
+    a = Payload("sendMessage", {"text": "x", "parse_mode": "HTML"}, "classic", lambda: P1)
     b = Payload("sendMessage", {"parse_mode": "HTML", "text": "x"})
     assert a.digest == b.digest and a == b
     assert a.digest != Payload("sendMessage", {"text": "y", "parse_mode": "HTML"}).digest
 
 
 def test_state_round_trips_through_json() -> None:
-    intent = Intent("draft", 0, "sendMessage", {"text": "é"}, "abc", 7, 12.5, 8)
+    intent = Intent("draft", 0, "sendMessage", {"text": "é"}, "abc", "classic", 7, 12.5, 8)
     state = DraftState(
         message_id=3, digest="d", kind="rich", done_run="r1", keep=True, offset=40, answer="a", intent=intent
     )
@@ -235,7 +256,7 @@ def test_keep_on_complete_keeps_the_checklist_and_a_new_run_gets_a_new_draft() -
     state = drive(state, view(card(2, ("a", "completed")), RunState.completed, answer="done"), s1, r, chat)
     assert chat.messages == {kept: "card r2", kept + 1: "answer: done"}
     assert state.settled
-    s2 = replace(s1, run_id="r2")
+    s2 = resit(s1, run_id="r2")
     state = drive(state, view(card(3, ("b", "in_progress")), RunState.active), s2, r, chat)
     assert chat.messages[kept] == "card r2"  # the record of r1 is left alone
     assert state.message_id not in (None, kept) and chat.messages[state.message_id] == "card r3"
@@ -275,7 +296,7 @@ def test_a_new_run_after_the_old_draft_was_deleted_still_sends_the_old_answer() 
     r1 = sit(run_id="r1")
     ended = view(card(2, ("a", "completed")), RunState.completed, answer="one|two")
     state, step = plan(DraftState(message_id=4, digest="x", kind="classic"), ended, r1, r)
-    state = gone(state)  # the Delete went out
+    state = apply(state, step, Outcome(OutcomeKind.ok))  # the Delete went out
     state, step = plan(state, ended, r1, r)
     assert isinstance(step, Send) and step.purpose == "answer"
     state = sent(state, step, 5)  # part one sent; then r2 starts
@@ -286,7 +307,7 @@ def test_a_new_run_after_the_old_draft_was_deleted_still_sends_the_old_answer() 
 def test_following_a_finished_session_shows_its_card_without_its_answer() -> None:
     chat, r = Chat(), Fake()
     finished = view(card(2, ("a", "completed")), RunState.completed, answer="old answer")
-    state = on_follow(DraftState(), finished, "r1")
+    state = on_follow(DraftState(), replace(finished, run_id="r1"))
     state = drive(state, finished, sit(run_id="r1"), r, chat)
     assert list(chat.messages.values()) == ["card r2"]
 
@@ -341,7 +362,7 @@ def test_partial_preview_stays_as_the_answer_when_the_run_ends() -> None:
     state = drive(DraftState(), view(card(1, ("a", "in_progress")), RunState.active, answer="so far"), p, r, chat)
     state = drive(state, view(card(1, ("a", "completed")), RunState.completed, answer="all of it"), p, r, chat)
     assert list(chat.messages.values()) == ["card r1 / answer all of it"] and state.settled
-    state = drive(state, view(None, RunState.active, answer="next"), replace(p, run_id="r2"), r, chat)
+    state = drive(state, view(None, RunState.active, answer="next"), resit(p, run_id="r2"), r, chat)
     assert list(chat.messages.values()) == ["card r1 / answer all of it", "answer next"]
 
 
@@ -387,7 +408,7 @@ def test_block_offset_resets_when_the_answer_starts_over() -> None:
 
 
 def unsure(mark: int = 7, at: float = 100.0, purpose: str = "draft", index: int = 0) -> DraftState:
-    intent = Intent(purpose, index, "sendMessage", {"text": "card r1"}, P1.digest, mark, at, mark + 1)  # type: ignore[arg-type]
+    intent = Intent(purpose, index, "sendMessage", {"text": "card r1"}, P1.digest, "classic", mark, at, mark + 1)  # type: ignore[arg-type]
     return DraftState(intent=intent)
 
 
@@ -403,20 +424,26 @@ def test_an_unsure_send_waits_then_probes_the_ids_after_the_mark() -> None:
 def test_settle_counts_from_when_the_outcome_became_unknown() -> None:
     # Sent at 100, timed out at 105 (read timeout > settle): no probe before 108.
     r, v = Fake(), view(card(1, ("a", "in_progress")))
-    state = unknown(unsure(at=100.0), 105.0)
+    first = unsure(at=100.0)
+    state = apply(first, Send(P1, P1), Outcome(OutcomeKind.unsure), 105.0)
     _, step = plan(state, v, sit(now=105.0), r)
     assert step == Wait(3.0)
     _, step = plan(state, v, sit(now=108.0), r)
     assert isinstance(step, Probe)
-    assert unknown(DraftState(), 1.0) == DraftState()
+    assert apply(DraftState(), Send(P1, P1), Outcome(OutcomeKind.unsure), 1.0) == DraftState()
 
 
 def test_a_probe_that_finds_the_message_adopts_it() -> None:
     state = unsure()
-    adopted = found(state, state.intent, 8)
+    assert state.intent is not None
+    adopted = apply(state, Probe(8, state.intent), Outcome(OutcomeKind.found, message_id=8))
     assert (adopted.message_id, adopted.digest, adopted.kind, adopted.intent) == (8, P1.digest, "classic", None)
     answer = unsure(purpose="answer", index=2)
-    assert found(answer, answer.intent, 9).answer_sent == 3
+    assert answer.intent is not None
+    assert apply(answer, Probe(9, answer.intent), Outcome(OutcomeKind.found)).answer_sent == 3
+    # A probe that hit trouble decides nothing: the same probe comes again.
+    for kind in (OutcomeKind.rate_limited, OutcomeKind.transient, OutcomeKind.unsure):
+        assert apply(state, Probe(8, state.intent), Outcome(kind)) == state
 
 
 def test_probes_skip_foreign_messages_and_give_up_after_max_probes() -> None:
@@ -425,7 +452,7 @@ def test_probes_skip_foreign_messages_and_give_up_after_max_probes() -> None:
     for expected in range(8, 13):
         _, step = plan(state, v, sit(now=200.0), r)
         assert isinstance(step, Probe) and step.message_id == expected
-        state = foreign(state, state.intent, step.message_id)
+        state = apply(state, step, Outcome(OutcomeKind.foreign))
     new, step = plan(state, v, sit(now=200.0), r)
     assert new.intent is None and isinstance(step, Send)
 
@@ -436,12 +463,20 @@ def test_probes_skip_ids_we_know_we_sent() -> None:
     assert isinstance(step, Probe) and step.message_id == 10
 
 
-def test_an_absent_probe_or_an_unknown_mark_sends_again() -> None:
+def test_an_absent_probe_sends_again() -> None:
     r, v = Fake(), view(card(1, ("a", "in_progress")))
-    state, step = plan(absent(unsure()), v, sit(now=200.0), r)
+    state = unsure()
+    assert state.intent is not None
+    state, step = plan(apply(state, Probe(8, state.intent), Outcome(OutcomeKind.absent)), v, sit(now=200.0), r)
     assert isinstance(step, Send)
+
+
+def test_an_unsure_send_with_no_known_message_id_is_probed_from_the_first_id() -> None:
+    # Nothing was known in the chat (a config follow before anyone spoke): the send is
+    # looked for from id 1, never blindly repeated.
+    r, v = Fake(), view(card(1, ("a", "in_progress")))
     state, step = plan(unsure(mark=0), v, sit(now=200.0), r)
-    assert state.intent is None and isinstance(step, Send)
+    assert state.intent is not None and step == Probe(1, state.intent)
 
 
 # --- a property: whatever the sequence, one message showing the last thing --------------

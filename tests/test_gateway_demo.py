@@ -1,4 +1,4 @@
-"""`progresscast demo` (issue 5): the example played through the gateway's RPC."""
+"""`progresscast demo`: the example played through the gateway's RPC."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""POST /v1/rpc: every method, every error, and the token rules (issue 5).
+"""POST /v1/rpc: every method, every error, and the token rules.
 
 HTTP through httpx's ASGITransport against a real Redis (embedded, and REDIS_URL's).
 """

@@ -1,4 +1,4 @@
-"""Which steps fit (DESIGN §4) and how lines are cut: fit.py and ir.py."""
+"""Which steps fit and how lines are cut: fit.py and ir.py."""
 
 from __future__ import annotations
 

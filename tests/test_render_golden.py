@@ -33,7 +33,7 @@ OWNER = Owner("main", "ticket-4821")
 def card(plan: list[tuple[str, str] | tuple[str, str, str]] | None = None, markdown: str | None = None) -> Card:
     data: dict[str, Any] = {}
     if plan is not None:
-        data["plan"] = [dict(zip(("step", "status", "note"), p)) for p in plan]
+        data["plan"] = [dict(zip(("step", "status", "note"), p, strict=False)) for p in plan]
     if markdown is not None:
         data["markdown"] = markdown
     parsed = CardInput.parse(data)

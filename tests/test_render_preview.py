@@ -1,4 +1,4 @@
-"""`progresscast render CARD.json` payloads (DESIGN §5) through payload_for."""
+"""`progresscast render CARD.json` payloads through payload_for."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Property tests over random valid cards (issue 3): every mode and limit setting.
+"""Property tests over random valid cards: every mode and limit setting.
 
 Cards of 0–50 steps — 512-byte steps of astral emoji, `<`, `&`, RTL text, control
 characters — long step notes, 8 KB Markdown notes with raw HTML, streamed answers;
@@ -110,7 +110,7 @@ def plans(draw: Any) -> list[dict[str, Any]] | None:
     texts = draw(st.lists(step_text, min_size=n, max_size=n))
     notes = draw(st.lists(note_text, min_size=n, max_size=n))
     plan = []
-    for text, status, note in zip(texts, statuses, notes):
+    for text, status, note in zip(texts, statuses, notes, strict=False):
         item: dict[str, Any] = {"step": text, "status": status}
         if note is not None:
             item["note"] = note
@@ -400,7 +400,7 @@ def test_web_card_is_sanitised(view: View) -> None:
         assert html.startswith(f'<progress aria-label="Steps · {done}/{len(plan)}" value="{done}" max="{len(plan)}">')
         items = [attrs for tag, attrs in collector.tags if tag == "li" and "pc-step" in (attrs.get("class") or "")]
         assert len(items) == len(plan)
-        for step, attrs in zip(plan, items):
+        for step, attrs in zip(plan, items, strict=False):
             unfinished = step.status in (Status.pending, Status.in_progress, Status.blocked)
             state = "paused" if view.paused and unfinished else step.status.value.replace("_", " ")
             assert attrs["aria-label"] == f"{plain(step.step)}, {state}"

@@ -130,7 +130,7 @@ async def test_fifty_concurrent_writers_get_distinct_revisions(redis_url: str) -
         cards = [
             CardInput.parse({"plan": [{"step": f"writer {i}", "status": "pending"}]}) for i in range(50)
         ]
-        results = await asyncio.gather(*(s.put(OWNER, c) for s, c in zip(stores, cards)))
+        results = await asyncio.gather(*(s.put(OWNER, c) for s, c in zip(stores, cards, strict=False)))
         revisions = sorted(r.revision for r in results)
         assert revisions == list(range(1, 51))
         top = max(range(50), key=lambda i: results[i].revision)

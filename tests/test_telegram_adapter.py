@@ -8,6 +8,7 @@ timeouts a test provokes are shortened.
 from __future__ import annotations
 
 import asyncio
+import itertools
 import time
 from typing import Any
 
@@ -173,7 +174,7 @@ async def test_group_topic_is_paced_at_20_per_minute(api: BotAPIEmulator, harnes
     assert time.monotonic() - last_write <= 3.0 + 1.0 + 0.3
     assert drafts[0].message_thread_id == 7
     calls = api.calls_for(GROUP)
-    gaps = [b.at - a.at for a, b in zip(calls, calls[1:])]
+    gaps = [b.at - a.at for a, b in itertools.pairwise(calls)]
     assert all(gap >= 2.9 for gap in gaps), gaps
     assert errors(api, GROUP) == []
 
@@ -261,7 +262,7 @@ async def test_keep_on_complete_keeps_the_finished_checklist(api: BotAPIEmulator
     [draft] = await h.shows(PRIVATE, "Fix")
     await h.put(("Reproduce", "completed"), ("Fix", "completed"))
     await h.store.end_run(OWNER, "r1", RunState.completed)
-    kept, answer = await h.shows(PRIVATE, "Fixed.", count=2)
+    kept, _answer = await h.shows(PRIVATE, "Fixed.", count=2)
     assert kept.message_id == draft.message_id and "2/2 complete" in kept.text
     # The next run gets a new draft; the finished one stays as the record of its run.
     await h.store.start_run(OWNER, "r2")
@@ -315,7 +316,7 @@ async def test_killed_during_a_send_leaves_no_duplicate(api: BotAPIEmulator, har
     await h.stop()
     await h.put(("Reproduce", "completed"), ("Fix", "in_progress"))
     await h.start()
-    [now] = await h.shows(PRIVATE, "Fix", timeout=8)
+    [_now] = await h.shows(PRIVATE, "Fix", timeout=8)
     assert len(api.chat(PRIVATE).messages) == 3  # the command, the reply, one draft
     assert len(api.calls_for(PRIVATE, "sendMessage")) == 2  # the reply, the draft (once)
 
@@ -363,7 +364,7 @@ async def test_429_storm_ends_with_the_latest_card(api: BotAPIEmulator, harness)
     edits = api.calls_for(PRIVATE, "editMessageText")
     refused = [c for c in edits if c.status == 429]
     assert len(refused) == 3
-    for before, after in zip(edits, edits[1:]):
+    for before, after in itertools.pairwise(edits):
         if before.status == 429:
             assert after.at - before.at >= 2.0 - 0.05  # retry_after honoured
     assert errors(api, PRIVATE) == []

@@ -4,6 +4,7 @@ and the Redis state of follows."""
 from __future__ import annotations
 
 import warnings
+from dataclasses import replace
 
 import httpx
 import pytest
@@ -11,62 +12,25 @@ from redis.asyncio import Redis
 from telegram.error import BadRequest, ChatMigrated, EndPointNotFound, Forbidden, NetworkError, RetryAfter, TimedOut
 
 from progresscast import keys
+from progresscast.channels.drafts import DraftState
+from progresscast.channels.outcome import OutcomeKind as K
 from progresscast.config import Mode, TelegramSettings
-from progresscast.drafts import DraftState
 from progresscast.owners import Owner
+from progresscast.telegram.client import classify
 from progresscast.telegram.follows import ChatPrefs, DraftKey, TelegramState, allowed, render_settings
-from progresscast.telegram.pacing import Pace, Pacer
-from progresscast.telegram.sender import Outcome, classify
-
+from progresscast.telegram.pacing import Pace
 
 pytestmark = pytest.mark.filterwarnings("ignore::telegram.warnings.PTBDeprecationWarning")  # PTB's own RetryAfter
 
 
-class Clock:
-    def __init__(self) -> None:
-        self.now = 1000.0
-
-    def __call__(self) -> float:
-        return self.now
-
-
-# --- pacing ---------------------------------------------------------------------------
+# --- pacing (the pacer itself is tested in test_channel_pacing.py) -------------------------
 
 
 def test_defaults_are_telegrams_limits() -> None:
     pace = Pace()
     assert (pace.private_interval, pace.group_interval, pace.bot_rate, pace.retry_after_cap) == (1.0, 3.0, 30.0, 60.0)
-
-
-def test_private_chats_get_one_call_per_second_and_groups_one_per_three() -> None:
-    clock = Clock()
-    pacer = Pacer(clock=clock)
-    assert pacer.reserve(42) == 0
-    assert pacer.ready_in(42) == pytest.approx(1.0)
-    clock.now += 0.4
-    assert pacer.ready_in(42) == pytest.approx(0.6)
-    clock.now += 0.6
-    assert pacer.reserve(42) == 0
-    assert pacer.reserve(-100) == pytest.approx(1 / 30)  # another chat, same instant: the bot slot
-    assert pacer.ready_in(-100) == pytest.approx(3.0 + 1 / 30)
-
-
-def test_the_bot_is_paced_at_30_calls_per_second() -> None:
-    clock = Clock()
-    pacer = Pacer(clock=clock)
-    waits = [pacer.reserve(chat) for chat in range(1, 61)]
-    assert waits[-1] == pytest.approx(59 / 30)
-    assert all(b - a == pytest.approx(1 / 30) for a, b in zip(waits, waits[1:]))
-
-
-def test_retry_after_holds_the_chat_up_to_60_seconds() -> None:
-    clock = Clock()
-    pacer = Pacer(clock=clock)
-    assert pacer.hold(42, 5) == 5
-    assert pacer.ready_in(42) == pytest.approx(5)
-    assert pacer.hold(42, 600) == 60
-    assert pacer.ready_in(42) == pytest.approx(60)
-    assert pacer.ready_in(43) == 0
+    budgets = replace(pace.budgets(), scale=1.0)
+    assert (budgets.spacing(42), budgets.spacing(-100), budgets.bot_spacing) == (1.0, 3.0, 1 / 30)
 
 
 # --- what errors mean -----------------------------------------------------------------
@@ -86,38 +50,38 @@ def caused(exc: Exception, cause: BaseException) -> Exception:
 @pytest.mark.parametrize(
     ("exc", "rich", "outcome"),
     [
-        (retry_after(7), False, Outcome.flood),
-        (BadRequest("Message is not modified: specified new message content ..."), False, Outcome.not_modified),
-        (BadRequest("Message to edit not found"), False, Outcome.missing),
-        (BadRequest("Message to delete not found"), False, Outcome.missing),
-        (BadRequest("Message_id_invalid"), False, Outcome.missing),
-        (BadRequest("Message can't be edited"), False, Outcome.not_editable),
-        (BadRequest("Message can't be deleted for everyone"), False, Outcome.not_editable),
-        (BadRequest('Can\'t parse entities: unsupported start tag "br" at byte offset 3'), False, Outcome.bad_entities),
-        (BadRequest("Message text is empty"), True, Outcome.rich_rejected),
-        (BadRequest("Unknown parameter rich_message"), True, Outcome.rich_rejected),
+        (retry_after(7), False, K.rate_limited),
+        (BadRequest("Message is not modified: specified new message content ..."), False, K.not_modified),
+        (BadRequest("Message to edit not found"), False, K.gone),
+        (BadRequest("Message to delete not found"), False, K.gone),
+        (BadRequest("Message_id_invalid"), False, K.gone),
+        (BadRequest("Message can't be edited"), False, K.locked),
+        (BadRequest("Message can't be deleted for everyone"), False, K.locked),
+        (BadRequest('Can\'t parse entities: unsupported start tag "br" at byte offset 3'), False, K.refused_content),
+        (BadRequest("Message text is empty"), True, K.unsupported),
+        (BadRequest("Unknown parameter rich_message"), True, K.unsupported),
         # Content errors of a server that knows rich messages: that payload only.
-        (BadRequest("Too many blocks in the rich message"), True, Outcome.rich_refused),
-        (BadRequest("Rich message must be non-empty"), True, Outcome.rich_refused),
-        (BadRequest("Can't parse rich message blocks"), True, Outcome.rich_refused),
-        (BadRequest("Rich message must be non-empty"), False, Outcome.rejected),
-        (BadRequest("Message text is empty"), False, Outcome.rejected),
-        (BadRequest("Message is too long"), False, Outcome.rejected),
-        (EndPointNotFound("Endpoint 'sendRichMessage' not found in Bot API"), True, Outcome.rich_rejected),
-        (Forbidden("Forbidden: bot was blocked by the user"), False, Outcome.forbidden),
-        (ChatMigrated(-1001), False, Outcome.rejected),
-        (caused(TimedOut(), httpx.ReadTimeout("read")), False, Outcome.unsure),
-        (caused(TimedOut(), httpx.ConnectTimeout("connect")), False, Outcome.retry),
-        (TimedOut("Pool timeout: All connections in the connection pool are occupied."), False, Outcome.retry),
-        (caused(NetworkError("httpx.ConnectError: refused"), httpx.ConnectError("refused")), False, Outcome.retry),
-        (caused(NetworkError("httpx.ReadError"), httpx.ReadError("reset")), False, Outcome.unsure),
-        (NetworkError("Internal Server Error (500)"), False, Outcome.unsure),
-        (NetworkError("Bad Gateway"), False, Outcome.unsure),
-        (RuntimeError("boom"), False, Outcome.unsure),
+        (BadRequest("Too many blocks in the rich message"), True, K.refused_content),
+        (BadRequest("Rich message must be non-empty"), True, K.refused_content),
+        (BadRequest("Can't parse rich message blocks"), True, K.refused_content),
+        (BadRequest("Rich message must be non-empty"), False, K.refused),
+        (BadRequest("Message text is empty"), False, K.refused),
+        (BadRequest("Message is too long"), False, K.refused),
+        (EndPointNotFound("Endpoint 'sendRichMessage' not found in Bot API"), True, K.unsupported),
+        (Forbidden("Forbidden: bot was blocked by the user"), False, K.refused),
+        (ChatMigrated(-1001), False, K.refused),
+        (caused(TimedOut(), httpx.ReadTimeout("read")), False, K.unsure),
+        (caused(TimedOut(), httpx.ConnectTimeout("connect")), False, K.transient),
+        (TimedOut("Pool timeout: All connections in the connection pool are occupied."), False, K.transient),
+        (caused(NetworkError("httpx.ConnectError: refused"), httpx.ConnectError("refused")), False, K.transient),
+        (caused(NetworkError("httpx.ReadError"), httpx.ReadError("reset")), False, K.unsure),
+        (NetworkError("Internal Server Error (500)"), False, K.unsure),
+        (NetworkError("Bad Gateway"), False, K.unsure),
+        (RuntimeError("boom"), False, K.unsure),
     ],
 )
-def test_classify(exc: Exception, rich: bool, outcome: Outcome) -> None:
-    assert classify(exc, rich=rich).outcome is outcome
+def test_classify(exc: Exception, rich: bool, outcome: K) -> None:
+    assert classify(exc, rich=rich).kind is outcome
 
 
 def test_retry_after_seconds() -> None:

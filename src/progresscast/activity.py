@@ -1,5 +1,5 @@
-"""What a draft shows besides the checklist (DESIGN §3): headline, tool lines, answer text,
-and an attention line when the agent waits for a person.
+"""What a draft shows besides the checklist (docs/events-and-runs.md): headline, tool lines,
+answer text, and an attention line when the agent waits for a person.
 
 Agent text, so it is cleaned like card text and bounded: a headline and an attention
 line of at most 280 characters each, the most recent tool lines, and the tail of the

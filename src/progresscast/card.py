@@ -1,4 +1,4 @@
-"""The progress card and its rules (DESIGN §1): cleaning, limits, receipts.
+"""The progress card and its rules (docs/card.md): cleaning, limits, receipts.
 
 `CardInput` is what a write carries; `Card` is what the store keeps. Both are
 pure data: nothing here touches Redis.

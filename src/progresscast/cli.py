@@ -1,4 +1,4 @@
-"""The command line (DESIGN §5). Bad input: exit status 2, one line on stderr."""
+"""The command line (docs/cli.md). Bad input: exit status 2, one line on stderr."""
 
 from __future__ import annotations
 
@@ -40,9 +40,11 @@ class _Parser(argparse.ArgumentParser):
 def _parser() -> argparse.ArgumentParser:
     # SUPPRESS: a subcommand that does not repeat --redis/--config must not reset the
     # value given before it (`progresscast --redis URL card get …`).
-    common = argparse.ArgumentParser(add_help=False)
+    common = _Parser(add_help=False)
     common.add_argument("--redis", metavar="URL", default=argparse.SUPPRESS, help="Redis URL (default: embedded)")
-    common.add_argument("--config", metavar="FILE", default=argparse.SUPPRESS, help="TOML config (DESIGN §6)")
+    common.add_argument(
+        "--config", metavar="FILE", default=argparse.SUPPRESS, help="TOML config (default: $PROGRESSCAST_CONFIG)"
+    )
 
     parser = _Parser(prog="progresscast", parents=[common])
     commands = parser.add_subparsers(dest="command", required=True, parser_class=_Parser)
@@ -62,7 +64,9 @@ def _parser() -> argparse.ArgumentParser:
             sub.add_argument("--expected-revision", type=int, metavar="N")
 
     render = commands.add_parser("render", help="preview what a channel shows", parents=[common])
-    render.add_argument("card_file", metavar="CARD.json", help="a card (as `card get` prints) or a write's input; - for stdin")
+    render.add_argument(
+        "card_file", metavar="CARD.json", help="a card (as `card get` prints) or a write's input; - for stdin"
+    )
     render.add_argument("--channel", choices=["telegram", "text", "web"], required=True)
     render.add_argument("--rich", action="store_true", help="Telegram rich message")
     render.add_argument("--mode", choices=[m.value for m in Mode], default=None)
@@ -168,7 +172,8 @@ def _render_command(args: argparse.Namespace, settings: Settings) -> None:
         )
     except ValidationError as exc:
         err = exc.errors(include_url=False)[0]
-        flag = {"maxLines": "--max-lines", "maxLineChars": "--max-line-chars"}.get(str(err["loc"][0]), str(err["loc"][0]))
+        name = str(err["loc"][0])
+        flag = {"maxLines": "--max-lines", "maxLineChars": "--max-line-chars"}.get(name, name)
         raise UsageError(f"{flag}: {err['msg']}") from None
     payload = payload_for(data, args.channel, render_settings, paused=args.paused, templates_dir=settings.templates.dir)
     print(json.dumps(payload, ensure_ascii=False, indent=2))
@@ -192,9 +197,9 @@ def main(argv: list[str] | None = None) -> None:
             except CommandError as exc:
                 raise UsageError(str(exc)) from None
         elif args.command == "serve":
-            from .serve import serve
+            from .serve import run_serve
 
-            asyncio.run(serve(settings, redis_url(args.redis, settings)))
+            run_serve(settings, redis_url(args.redis, settings))
         elif args.command == "demo":
             from .demo import run_demo
 

@@ -1,4 +1,4 @@
-"""Typed settings (DESIGN §6), loaded from TOML and the environment.
+"""Typed settings (docs/configuration.md), loaded from TOML and the environment.
 
 Secrets may be written as "env:NAME" and are read from the environment at load.
 """

@@ -1,6 +1,6 @@
 """Which Redis to talk to, and the asyncio client for it.
 
-Order (DESIGN §5): `--redis URL`, else PROGRESSCAST_REDIS_URL, else the config's
+Order (docs/cli.md): `--redis URL`, else PROGRESSCAST_REDIS_URL, else the config's
 `store.url`, else the embedded Redis under PROGRESSCAST_HOME.
 """
 
@@ -19,6 +19,12 @@ def redis_url(cli_url: str | None = None, settings: Settings | None = None) -> s
     if not url and settings is not None:
         url = settings.store.url
     return url or ensure_embedded()
+
+
+# A client made by `connect` decodes every reply to str, which redis-py's annotations
+# cannot express (they allow bytes too): readers `cast` replies to these shapes.
+StreamEntry = tuple[str, dict[str, str]]
+StreamReply = list[tuple[str, list[StreamEntry]]]
 
 
 def connect(url: str) -> Redis:

@@ -49,7 +49,8 @@ class DemoError(RuntimeError):
 def example_session() -> list[dict[str, Any]]:
     """The bundled example: a list of writes (`{"card": {...}}`) and activity updates."""
     text = resources.files("progresscast").joinpath("examples/session.json").read_text()
-    return json.loads(text)
+    steps: list[dict[str, Any]] = json.loads(text)
+    return steps
 
 
 def with_demo_token(settings: Settings, token: str) -> Settings:

@@ -1,4 +1,4 @@
-"""The change stream (DESIGN §3) and the consumer group that reads it.
+"""The change stream (docs/events-and-runs.md) and the consumer group that reads it.
 
 An event is a refresh hint: a consumer re-reads the owner's state, it never renders
 the event body. So events of one owner can be coalesced freely.
@@ -8,12 +8,13 @@ from __future__ import annotations
 
 from collections.abc import AsyncIterator
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, cast
 
 from redis.asyncio import Redis
 from redis.exceptions import ResponseError
 
 from . import keys
+from .connections import StreamReply
 from .owners import Owner
 
 
@@ -51,7 +52,7 @@ class Event:
 
 def _is_event(fields: dict[str, str] | None) -> bool:
     # An entry without an owner (written by something else) is skipped, not fatal.
-    return bool(fields) and "agentId" in fields and "sessionKey" in fields
+    return fields is not None and "agentId" in fields and "sessionKey" in fields
 
 
 class EventGroup:
@@ -96,8 +97,9 @@ class EventGroup:
         return await self._read(">", count, block_ms)
 
     async def _read(self, start: str, count: int, block_ms: int | None) -> list[Event]:
-        reply = await self.redis.xreadgroup(
-            self.group, self.consumer, {self.stream: start}, count=count, block=block_ms
+        reply = cast(
+            "StreamReply | None",
+            await self.redis.xreadgroup(self.group, self.consumer, {self.stream: start}, count=count, block=block_ms),
         )
         return await self._keep_events([entry for _, entries in reply or [] for entry in entries])
 
@@ -107,7 +109,7 @@ class EventGroup:
         junk = [i for i, f in entries if not _is_event(f)]
         if junk:
             await self.redis.xack(self.stream, self.group, *junk)
-        return [Event.from_entry(i, f) for i, f in entries if _is_event(f)]
+        return [Event.from_entry(i, f) for i, f in entries if f is not None and _is_event(f)]
 
     async def ack(self, events: list[Event]) -> None:
         if events:
@@ -140,7 +142,7 @@ async def tail(
     """
     last = await last_id(redis, stream) if start == "$" else start
     while True:
-        reply = await redis.xread({stream: last}, block=block_ms, count=100)
+        reply = cast("StreamReply | None", await redis.xread({stream: last}, block=block_ms, count=100))
         if not reply:
             yield None
             continue

@@ -12,7 +12,7 @@ from .owners import Owner
 PREFIX = "pc"
 
 EVENTS = f"{PREFIX}:events"
-"""Stream of change events read by renderer workers (DESIGN §3)."""
+"""Stream of change events read by renderer workers (docs/events-and-runs.md)."""
 EVENTS_MAXLEN = 100_000
 
 OWNERS = f"{PREFIX}:owners"
@@ -55,51 +55,90 @@ def owner_keys(owner: Owner) -> list[str]:
     return [card(owner), revision(owner), epoch(owner), run(owner), activity(owner), tools(owner), a2a_order(owner)]
 
 
-# --- Telegram ------------------------------------------------------------------------
-# State of the Telegram adapter (telegram/follows.py). Per-owner keys carry the owner's
-# hash tag; per-chat and per-bot keys are global (`pc:tg:…`). A follow is remembered
-# from both sides: the owner's followers (which chats an event concerns) and the
-# chat's follows (/unfollow, /card, /help), plus the set of chats (start-up).
+# --- chat channels ---------------------------------------------------------------------
+# State of a chat channel's adapter (channels/state.py), under the channel's short name
+# (`tg` for Telegram, `slack` for Slack). Per-owner keys carry the owner's hash tag;
+# per-destination and per-bot keys are global (`pc:<channel>:…`). A follow is remembered
+# from both sides: the owner's followers (which destinations an event concerns) and the
+# destination's follows (/unfollow, /card, /help), plus the set of destinations (start-up).
 
-TG_CHATS = f"{PREFIX}:tg:chats"
+
+def channel_destinations(channel: str) -> str:
+    """Set: ids of the destinations (chats, Slack channels) that follow at least one owner."""
+    return f"{PREFIX}:{channel}:chats"
+
+
+def channel_followers(channel: str, owner: Owner) -> str:
+    """Set of "<destination> <thread>" following this owner (thread 0 or empty: none)."""
+    return f"{PREFIX}:{owner.tag}:{channel}:followers"
+
+
+def channel_draft(channel: str, owner: Owner, destination: int | str, thread: int | str) -> str:
+    """JSON of the draft this owner has in one destination/thread (channels.drafts.DraftState)."""
+    return f"{PREFIX}:{owner.tag}:{channel}:draft:{destination}:{thread}"
+
+
+def channel_follows(channel: str, destination: int | str) -> str:
+    """Set of "<thread> <displayKey>" this destination follows."""
+    return f"{PREFIX}:{channel}:chat:{destination}:follows"
+
+
+def channel_prefs(channel: str, destination: int | str) -> str:
+    """Hash of the destination's overrides set by its commands: `mode`, `rich` ("1"/"0")."""
+    return f"{PREFIX}:{channel}:chat:{destination}:prefs"
+
+
+def channel_last_message(channel: str, destination: int | str) -> str:
+    """The highest message id known in the destination (from updates and our own sends):
+    the mark from which an unsure send is looked for."""
+    return f"{PREFIX}:{channel}:chat:{destination}:lastmsg"
+
+
+def channel_sent(channel: str, destination: int | str) -> str:
+    """Sorted set of the ids of recent messages the bot sent there (score = id): probing
+    for an unsure send skips them."""
+    return f"{PREFIX}:{channel}:chat:{destination}:sent"
+
+
+def channel_no_rich(channel: str, bot_id: int | str) -> str:
+    """Set (with a TTL) when the server rejected rich messages for this bot: why, as text."""
+    return f"{PREFIX}:{channel}:bot:{bot_id}:norich"
+
+
+# --- Telegram ------------------------------------------------------------------------
+# The Telegram adapter's keys: the chat-channel keys above under the name `tg`.
+
+TG = "tg"
+TG_CHATS = channel_destinations(TG)
 """Set: ids of the chats that follow at least one owner."""
 
 
 def tg_followers(owner: Owner) -> str:
-    """Set of "<chatId> <threadId>" following this owner (threadId 0: no forum topic)."""
-    return f"{PREFIX}:{owner.tag}:tg:followers"
+    return channel_followers(TG, owner)
 
 
 def tg_draft(owner: Owner, chat_id: int, thread_id: int) -> str:
-    """JSON of the draft this owner has in one chat/topic (drafts.DraftState)."""
-    return f"{PREFIX}:{owner.tag}:tg:draft:{chat_id}:{thread_id}"
+    return channel_draft(TG, owner, chat_id, thread_id)
 
 
 def tg_chat_follows(chat_id: int) -> str:
-    """Set of "<threadId> <displayKey>" this chat follows."""
-    return f"{PREFIX}:tg:chat:{chat_id}:follows"
+    return channel_follows(TG, chat_id)
 
 
 def tg_chat_prefs(chat_id: int) -> str:
-    """Hash of the chat's overrides set by /mode and /rich: `mode`, `rich` ("1"/"0")."""
-    return f"{PREFIX}:tg:chat:{chat_id}:prefs"
+    return channel_prefs(TG, chat_id)
 
 
 def tg_chat_last_message(chat_id: int) -> str:
-    """The highest message id known in the chat (from updates and our own sends): the
-    mark from which an unsure send is looked for."""
-    return f"{PREFIX}:tg:chat:{chat_id}:lastmsg"
+    return channel_last_message(TG, chat_id)
 
 
 def tg_chat_sent(chat_id: int) -> str:
-    """Sorted set of the ids of recent messages the bot sent in the chat (score = id):
-    probing for an unsure send skips them."""
-    return f"{PREFIX}:tg:chat:{chat_id}:sent"
+    return channel_sent(TG, chat_id)
 
 
 def tg_bot_no_rich(bot_id: int) -> str:
-    """Set (with a TTL) when the Bot API server rejected rich messages: why, as text."""
-    return f"{PREFIX}:tg:bot:{bot_id}:norich"
+    return channel_no_rich(TG, bot_id)
 
 
 # --- A2A followers ----------------------------------------------------------------------

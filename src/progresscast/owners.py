@@ -1,4 +1,4 @@
-"""Card owners (DESIGN §2): an agent id and a session key, resolved and checked."""
+"""Card owners (docs/owners-and-keys.md): an agent id and a session key, resolved and checked."""
 
 from __future__ import annotations
 

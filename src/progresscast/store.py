@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import json
 from datetime import UTC, datetime
-
+from typing import cast
 
 from redis.asyncio import Redis
 
@@ -18,7 +18,7 @@ from . import keys
 from .activity import Activity
 from .card import Card, CardError, CardInput, StepCounts, WriteResult
 from .owners import Owner
-from .view import RunState, View
+from .view import TERMINAL, EndedRun, RunState, View
 
 
 class StoreError(CardError):
@@ -83,13 +83,21 @@ local ms = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
 local kind
 if ARGV[2] == 'active' then
   local rev = redis.call('GET', KEYS[2]) or '0'
+  -- The run that ended before this one, with its final answer: a channel that did not
+  -- look in between still ends it (the activity, answer included, is cleared here).
+  local prev_id = redis.call('HGET', KEYS[1], 'runId')
+  local prev_state = redis.call('HGET', KEYS[1], 'state')
+  local prev_answer = redis.call('HGET', KEYS[3], 'answer') or ''
   redis.call('DEL', KEYS[1], KEYS[3], KEYS[4])
   redis.call('HSET', KEYS[1], 'runId', ARGV[1], 'state', 'active', 'startedAt', ms, 'startRevision', rev)
+  if prev_id and prev_state and prev_state ~= 'active' then
+    redis.call('HSET', KEYS[1], 'prevRunId', prev_id, 'prevState', prev_state, 'prevAnswer', prev_answer)
+  end
   kind = 'run.started'
 else
   local current = redis.call('HGET', KEYS[1], 'runId')
   if current ~= ARGV[1] then return 0 end
-  redis.call('HSET', KEYS[1], 'state', ARGV[2], 'endedAt', ms)
+  redis.call('HSET', KEYS[1], 'state', ARGV[2], 'endedAt', ms, 'endRevision', redis.call('GET', KEYS[2]) or '0')
   kind = 'run.ended'
 end
 redis.call('XADD', KEYS[5], 'MAXLEN', '~', ARGV[6], '*', 'type', kind,
@@ -174,7 +182,7 @@ class CardStore:
         return int(value)
 
     async def get(self, owner: Owner) -> Card | None:
-        raw = await self.redis.hgetall(keys.card(owner))
+        raw = cast("dict[str, str]", await self.redis.hgetall(keys.card(owner)))
         return self._card(owner, raw) if raw else None
 
     async def revision(self, owner: Owner) -> int:
@@ -201,17 +209,18 @@ class CardStore:
 
     async def end_run(self, owner: Owner, run_id: str, state: RunState) -> bool:
         """End the active run; False when `run_id` is not the current run."""
-        if state not in (RunState.completed, RunState.failed, RunState.canceled):
+        if state not in TERMINAL:
             raise CardError("state", "must be one of completed, failed, canceled")
         return bool(await self._run_script(owner, run_id, state))
 
     async def _run_script(self, owner: Owner, run_id: str, state: RunState) -> int:
         if not isinstance(run_id, str) or not run_id.strip() or len(run_id) > 200:
             raise CardError("runId", "must be a non-empty string of at most 200 characters")
-        return await self._run(
+        result = await self._run(
             keys=[keys.run(owner), keys.revision(owner), keys.activity(owner), keys.tools(owner), keys.EVENTS],
             args=[run_id, state.value, owner.session_key, owner.agent_id, owner.display_key, self.events_maxlen],
         )
+        return int(result)
 
     async def update_activity(
         self,
@@ -272,19 +281,37 @@ class CardStore:
             raw_card, fields, tools, run = await pipe.execute()
         card = self._card(owner, raw_card) if raw_card else None
         state = RunState(run["state"]) if run else RunState.none
-        paused = state not in (RunState.none, RunState.active) or (
+        paused = state in TERMINAL or (
             state is RunState.active
             and card is not None
             and card.revision <= int(run.get("startRevision", 0))
         )
-        activity = Activity(headline=fields.get("headline"), tools=tuple(tools), answer=fields.get("answer"),
-            attention=fields.get("attention"),)
+        after_end = (
+            state in TERMINAL and card is not None and "endRevision" in run and card.revision > int(run["endRevision"])
+        )
+        # The tool lines belong to the finished run, not to a card written after it.
+        shown_tools = () if after_end else tuple(tools)
+        activity = Activity(headline=fields.get("headline"), tools=shown_tools, answer=fields.get("answer"),
+            attention=fields.get("attention"),
+        )
+        previous = None
+        if run.get("prevRunId") and run.get("prevState") in RunState.__members__:
+            previous = EndedRun(run["prevRunId"], RunState(run["prevState"]), run.get("prevAnswer") or None)
         return View(
-            owner=owner, card=card, activity=activity, run=state, run_id=run.get("runId"), paused=paused
+            owner=owner,
+            card=card,
+            activity=activity,
+            run=state,
+            run_id=run.get("runId"),
+            paused=paused,
+            after_end=after_end,
+            previous=previous,
         )
 
     async def owners(self, limit: int = 200) -> list[tuple[str, int]]:
         """Display keys with their last change (ms), newest first."""
-        rows = await self.redis.zrevrange(keys.OWNERS, 0, limit - 1, withscores=True)
+        rows = cast(
+            "list[tuple[str, float]]", await self.redis.zrevrange(keys.OWNERS, 0, limit - 1, withscores=True)
+        )
         return [(key, int(score)) for key, score in rows]
 

@@ -18,6 +18,20 @@ class RunState(StrEnum):
     canceled = "canceled"
 
 
+TERMINAL = frozenset({RunState.completed, RunState.failed, RunState.canceled})
+"""The states a run ends in (the one list of them)."""
+
+
+@dataclass(frozen=True)
+class EndedRun:
+    """The run before the current one, as it ended: kept by the store when the next run
+    starts (which clears the activity), so that its final answer is not lost."""
+
+    run_id: str
+    state: RunState
+    answer: str | None = None
+
+
 @dataclass(frozen=True)
 class View:
     owner: Owner
@@ -26,7 +40,10 @@ class View:
     run: RunState = RunState.none
     run_id: str | None = None
     paused: bool = False
-    """Unfinished steps show as paused (DESIGN §3)."""
+    """Unfinished steps show as paused (docs/events-and-runs.md)."""
+    after_end: bool = False
+    """The run has ended and the card was written after it ended."""
+    previous: EndedRun | None = None
 
     @property
     def empty(self) -> bool:

@@ -92,9 +92,14 @@ end
 local run_id = redis.call('HGET', run_key, 'runId')
 local run_state = redis.call('HGET', run_key, 'state')
 if run_id ~= task_id or (run_state ~= 'active' and ended == '') then
+  -- as CardStore.start_run: remember the run that ended before, with its answer
   local rev = redis.call('GET', rev_key) or '0'
+  local prev_answer = redis.call('HGET', activity_key, 'answer') or ''
   redis.call('DEL', run_key, activity_key, tools_key)
   redis.call('HSET', run_key, 'runId', task_id, 'state', 'active', 'startedAt', ms, 'startRevision', rev)
+  if run_id and run_state and run_state ~= 'active' then
+    redis.call('HSET', run_key, 'prevRunId', run_id, 'prevState', run_state, 'prevAnswer', prev_answer)
+  end
   redis.call('HDEL', order_key, 'artifact', 'artifactDone')
   event('run.started', '', 'active')
   run_state = 'active'
@@ -130,7 +135,7 @@ end
 event('activity.changed', '', '')
 
 if ended ~= '' and run_state == 'active' then
-  redis.call('HSET', run_key, 'state', ended, 'endedAt', ms)
+  redis.call('HSET', run_key, 'state', ended, 'endedAt', ms, 'endRevision', redis.call('GET', rev_key) or '0')
   event('run.ended', '', ended)
 end
 redis.call('ZADD', owners_key, ms, display_key)

@@ -1,4 +1,4 @@
-"""The HTTP gateway (issue 5): RPC, live events, and the web page.
+"""The HTTP gateway (docs/http-api.md): RPC, live events, and the web page.
 
     app.py     the Starlette app, routes, security headers
     auth.py    tokens, scopes, session patterns

@@ -1,4 +1,4 @@
-"""Who is asking, and what they may touch (DESIGN §6 `[[gateway.tokens]]`).
+"""Who is asking, and what they may touch (`[[gateway.tokens]]`, docs/http-api.md).
 
 A request carries a token either as `Authorization: Bearer <token>` (API clients)
 or in the `progresscast_token` cookie (the web page, and the EventSource and

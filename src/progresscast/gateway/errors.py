@@ -15,7 +15,9 @@ from ..store import StoreError
 
 
 class ApiError(Exception):
-    def __init__(self, status: int, code: str, message: str, *, field: str | None = None, rule: str | None = None) -> None:
+    def __init__(
+        self, status: int, code: str, message: str, *, field: str | None = None, rule: str | None = None
+    ) -> None:
         super().__init__(message)
         self.status = status
         self.code = code

@@ -168,7 +168,9 @@ def viewer(request: Request) -> Grant:
     return grant
 
 
-def login_page(gw: Gateway, request: Request, message: str | None = None, *, status: int = 200, next_url: str | None = None) -> HTMLResponse:
+def login_page(
+    gw: Gateway, request: Request, message: str | None = None, *, status: int = 200, next_url: str | None = None
+) -> HTMLResponse:
     target = next_url or (_without_token(request) if request.url.path != "/login" else "/")
     return page(gw, "login", status, message=message, next_url=_safe_next(target), signed_in=False)
 
@@ -196,7 +198,8 @@ async def index(request: Request) -> Response:
 
 
 def _store_unavailable(gw: Gateway) -> Response:
-    return page(gw, "error", 503, title="Store unavailable", message="The card store is not answering; reload to try again.", signed_in=True)
+    message = "The card store is not answering; reload to try again."
+    return page(gw, "error", 503, title="Store unavailable", message=message, signed_in=True)
 
 
 async def session(request: Request) -> Response:
@@ -209,7 +212,8 @@ async def session(request: Request) -> Response:
     except CardError as exc:
         return page(gw, "error", 400, title="No such session", message=str(exc), signed_in=True)
     if not grant.may_touch(owner):
-        return page(gw, "error", 403, title="Not allowed", message=f"This token may not see {owner.display_key}.", signed_in=True)
+        message = f"This token may not see {owner.display_key}."
+        return page(gw, "error", 403, title="Not allowed", message=message, signed_in=True)
     try:
         shown = await show(gw, owner)
     except RedisError:

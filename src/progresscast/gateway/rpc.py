@@ -11,9 +11,9 @@ that is not the current one), 503 when Redis does not answer.
 from __future__ import annotations
 
 import json
-from importlib.metadata import PackageNotFoundError, version
 import logging
 from collections.abc import Awaitable, Callable
+from importlib.metadata import PackageNotFoundError, version
 from typing import Any
 
 from redis.exceptions import RedisError
@@ -23,7 +23,7 @@ from starlette.responses import JSONResponse, Response
 from ..activity import MAX_TOOL_LINES
 from ..card import MAX_MARKDOWN_BYTES, MAX_NOTE_CHARS, MAX_STEP_BYTES, MAX_STEPS, CardError, CardInput
 from ..owners import Owner
-from ..view import RunState
+from ..view import TERMINAL, RunState
 from . import errors
 from .auth import READ, WRITE, Grant, bearer
 from .errors import ApiError
@@ -88,7 +88,9 @@ def parse_json(body: bytes) -> Any:
         raise ApiError(400, "invalid_json", "the request body is not valid UTF-8") from None
     except json.JSONDecodeError as exc:
         raise ApiError(
-            400, "invalid_json", f"the request body is not valid JSON: {exc.msg} at line {exc.lineno} column {exc.colno}"
+            400,
+            "invalid_json",
+            f"the request body is not valid JSON: {exc.msg} at line {exc.lineno} column {exc.colno}",
         ) from None
     except ValueError as exc:
         raise ApiError(400, "invalid_json", f"the request body is not valid JSON: {exc}") from None
@@ -101,7 +103,8 @@ def _envelope(data: Any) -> tuple[str, Params]:
         raise ApiError(400, "invalid_request", 'the body must be a JSON object {"method": ..., "params": {...}}')
     unknown = sorted(set(data) - {"method", "params", "id"})
     if unknown:
-        raise ApiError(400, "invalid_request", f"{unknown[0]}: is not a known field", field=unknown[0], rule="is not a known field")
+        rule = "is not a known field"
+        raise ApiError(400, "invalid_request", f"{unknown[0]}: {rule}", field=unknown[0], rule=rule)
     method = data.get("method")
     if not isinstance(method, str):
         raise ApiError(400, "invalid_request", "method: must be a string", field="method", rule="must be a string")
@@ -109,7 +112,8 @@ def _envelope(data: Any) -> tuple[str, Params]:
     if params is None:
         params = {}
     if not isinstance(params, dict):
-        raise ApiError(400, "invalid_request", "params: must be a JSON object", field="params", rule="must be a JSON object")
+        rule = "must be a JSON object"
+        raise ApiError(400, "invalid_request", f"params: {rule}", field="params", rule=rule)
     return method, params
 
 
@@ -128,6 +132,16 @@ def _optional_str(params: Params, name: str) -> str | None:
     if value is not None and not isinstance(value, str):
         raise _bad(name, "must be a string")
     return value
+
+
+RUN_ID_RULE = "must be a non-empty string of at most 200 characters"
+
+
+def _run_id(params: Params) -> str:
+    value = params.get("runId")
+    if not isinstance(value, str):
+        raise _bad("runId", RUN_ID_RULE)
+    return value  # the store checks the rest of the rule
 
 
 def _owner(gw: Gateway, grant: Grant, params: Params) -> Owner:
@@ -193,21 +207,19 @@ async def card_reset(gw: Gateway, grant: Grant, params: Params) -> Any:
 async def run_start(gw: Gateway, grant: Grant, params: Params) -> Any:
     _only(params, OWNER_FIELDS | {"runId"})
     owner = _owner(gw, grant, params)
-    run_id = params.get("runId")
-    await gw.store.start_run(owner, run_id)  # the store checks runId and names it
+    run_id = _run_id(params)
+    await gw.store.start_run(owner, run_id)
     return {"runId": run_id, "state": RunState.active.value}
-
-
-ENDED = (RunState.completed, RunState.failed, RunState.canceled)
 
 
 async def run_end(gw: Gateway, grant: Grant, params: Params) -> Any:
     _only(params, OWNER_FIELDS | {"runId", "state"})
     owner = _owner(gw, grant, params)
     state = params.get("state")
-    if state not in [s.value for s in ENDED]:
-        raise _bad("state", "must be one of completed, failed, canceled")
-    run_id = params.get("runId")
+    ended = [s.value for s in RunState if s in TERMINAL]
+    if state not in ended:
+        raise _bad("state", f"must be one of {', '.join(ended)}")
+    run_id = _run_id(params)
     if not await gw.store.end_run(owner, run_id, RunState(state)):
         rule = f"'{run_id}' is not the current run of this session"
         raise ApiError(409, "conflict", f"runId: {rule}", field="runId", rule=rule)

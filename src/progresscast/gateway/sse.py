@@ -16,6 +16,7 @@ import asyncio
 import json
 import re
 from collections.abc import AsyncIterator
+from typing import cast
 
 from redis.exceptions import RedisError
 from starlette.requests import Request
@@ -23,6 +24,7 @@ from starlette.responses import Response, StreamingResponse
 
 from .. import keys
 from ..card import CardError
+from ..connections import StreamEntry
 from ..events import Event
 from ..owners import Owner
 from . import errors
@@ -69,8 +71,8 @@ async def _stream(gw: Gateway, owner: Owner, resume: str | None) -> AsyncIterato
         # The first bytes say "listening": anything written from now on is delivered.
         yield "retry: 2000\n: connected\n\n"
         if resume:
-            for event in await _missed(gw, owner, resume):
-                yield frame(event)
+            for missed in await _missed(gw, owner, resume):
+                yield frame(missed)
         while True:
             try:
                 event = await asyncio.wait_for(sub.queue.get(), gw.heartbeat)
@@ -91,7 +93,9 @@ async def _missed(gw: Gateway, owner: Owner, after: str) -> list[Event]:
     start = f"({after}"
     try:
         for _ in range(REPLAY_PAGES):
-            entries = await gw.redis.xrange(keys.EVENTS, min=start, max="+", count=REPLAY_PAGE)
+            entries = cast(
+                "list[StreamEntry]", await gw.redis.xrange(keys.EVENTS, min=start, max="+", count=REPLAY_PAGE)
+            )
             for entry_id, fields in entries:
                 if fields.get("agentId") == owner.agent_id and fields.get("sessionKey") == owner.session_key:
                     newest = Event.from_entry(entry_id, fields)

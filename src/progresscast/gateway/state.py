@@ -55,4 +55,5 @@ def readable_owner(conn: HTTPConnection) -> Owner:
 
 
 def gateway_of(conn: HTTPConnection) -> Gateway:
-    return conn.app.state.gateway
+    gateway: Gateway = conn.app.state.gateway
+    return gateway

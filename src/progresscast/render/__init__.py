@@ -1,4 +1,4 @@
-"""Per-channel renderers (DESIGN §4): pure functions of a View and the channel settings.
+"""Per-channel renderers: pure functions of a View and the channel settings.
 
     render_telegram(view, settings)           -> {"method", "params"} | None
     render_text(view, settings)               -> str | None

@@ -1,4 +1,4 @@
-"""Which steps and lines fit (DESIGN §4): step selection, line caps, budgets.
+"""Which steps and lines fit: step selection, line caps, budgets.
 
 Pure helpers over the `ir` model; `draft.py` decides what goes into a draft and calls
 these to make it fit.

@@ -296,7 +296,7 @@ def _web_parser() -> MarkdownIt:
 
     def link_open(self: Any, tokens: list[Token], idx: int, options: Any, env: Any) -> str:
         tokens[idx].attrSet("rel", "nofollow noopener noreferrer")
-        return self.renderToken(tokens, idx, options, env)
+        return str(self.renderToken(tokens, idx, options, env))
 
     md.add_render_rule("html_block", drop)
     md.add_render_rule("html_inline", drop)
@@ -322,4 +322,4 @@ def markdown_web_html(source: str) -> str:
     """The Markdown `source` as a sanitised HTML fragment, cached by content."""
     if not source or not source.strip():
         return ""
-    return _CLEANER.clean(_WEB_MD.render(source)).strip()
+    return str(_CLEANER.clean(_WEB_MD.render(source))).strip()

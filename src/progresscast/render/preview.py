@@ -1,4 +1,4 @@
-"""`progresscast render CARD.json` (DESIGN §5): the payload a channel would get."""
+"""`progresscast render CARD.json` (docs/cli.md): the payload a channel would get."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Telegram rich messages: `sendRichMessage` payloads (DESIGN §4, richMessages = true).
+"""Telegram rich messages: `sendRichMessage` payloads (richMessages = true).
 
 `rich_message` is an InputRichMessage with `blocks`: paragraph blocks
 (`{"type": "paragraph", "text": RichText}`) and, when there is a plan, exactly one
@@ -22,7 +22,7 @@ counted); the draft is fitted to 30,000 characters of text to leave room for wha
 client counts besides it.
 
 Note: Bot API 10.1's InputRichMessage documents only `html`/`markdown`; `blocks` is
-the 10.2 form DESIGN §4 asks for.
+the 10.2 form.
 """
 
 from __future__ import annotations
@@ -49,11 +49,11 @@ def _parts(spans: tuple[Span, ...], extra: tuple[str, ...] = ()) -> list[Any]:
     for span in spans:
         if not span.text:
             continue
-        marks = tuple(m for m in ("b", "i", "u", "s", "code") if m in span.marks or m in extra)
-        if runs and runs[-1][1:] == (marks, span.href):
-            runs[-1] = (runs[-1][0] + span.text, marks, span.href)
+        kept = tuple(m for m in ("b", "i", "u", "s", "code") if m in span.marks or m in extra)
+        if runs and runs[-1][1:] == (kept, span.href):
+            runs[-1] = (runs[-1][0] + span.text, kept, span.href)
         else:
-            runs.append((span.text, marks, span.href))
+            runs.append((span.text, kept, span.href))
     parts: list[Any] = []
     for text, marks, href in runs:
         node: Any = text

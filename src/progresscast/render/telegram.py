@@ -1,4 +1,4 @@
-"""Telegram classic: `sendMessage` payloads in parse_mode=HTML (DESIGN §4).
+"""Telegram classic: `sendMessage` payloads in parse_mode=HTML.
 
 Only tags Telegram accepts are produced (`b i u s code pre blockquote a`), line
 breaks are "\n", and every piece of agent text goes through `html.escape`. Entities
@@ -68,7 +68,7 @@ def _spans_html(spans: tuple[Span, ...], code: bool, links: bool, budget: list[i
             out.append(f"</{tag}>")
         del stack[k:]
         for tag, href in want[k:]:
-            out.append(f'<a href="{html.escape(href, quote=True)}">' if tag == "a" else f"<{tag}>")
+            out.append(f'<a href="{html.escape(href or "", quote=True)}">' if tag == "a" else f"<{tag}>")
             stack.append((tag, href))
             budget[0] -= 1
         out.append(html.escape(span.text, quote=False))
@@ -136,11 +136,13 @@ def to_html(lines: list[Line], templates_dir: str | Path | None = None) -> str:
     return text
 
 
+def wrap_message(text: str) -> dict[str, Any]:
+    """The `sendMessage` parameters of a classic message."""
+    return {"text": text, "parse_mode": "HTML", "link_preview_options": dict(_LINK_PREVIEW)}
+
+
 def _message(text: str) -> dict[str, Any]:
-    return {
-        "method": "sendMessage",
-        "params": {"text": text, "parse_mode": "HTML", "link_preview_options": dict(_LINK_PREVIEW)},
-    }
+    return {"method": "sendMessage", "params": wrap_message(text)}
 
 
 def render_telegram(
@@ -201,9 +203,22 @@ def render_final_answer_messages(
     """The final answer of a run (progress mode) as normal messages: `sendMessage`
     payloads in Telegram HTML, each at most 4,096 visible characters — as many as the
     text needs, split at paragraph breaks where possible; [] for an empty answer."""
+    return [_message(to_html(chunk, templates_dir)) for chunk in answer_chunks(answer_markdown)]
+
+
+def answer_chunks(answer_markdown: str) -> list[list[Line]]:
+    """The final answer's lines, split into messages of at most 4,096 visible characters."""
     lines = list(markdown_lines(answer_markdown, "answer")) if answer_markdown else []
-    return [_message(to_html(chunk, templates_dir)) for chunk in _chunks(lines, MAX_TEXT)]
+    return _chunks(lines, MAX_TEXT)
 
 
-__all__ = ["MAX_TEXT", "render_final_answer_messages", "render_telegram", "to_blocks", "to_html"]
+__all__ = [
+    "MAX_TEXT",
+    "answer_chunks",
+    "render_final_answer_messages",
+    "render_telegram",
+    "to_blocks",
+    "to_html",
+    "wrap_message",
+]
 

@@ -1,4 +1,4 @@
-"""The web card (DESIGN §4): an HTML fragment, rendered by `templates/web/card.j2`.
+"""The web card: an HTML fragment, rendered by `templates/web/card.j2`.
 
 * a leading `<progress aria-label="Steps · k/N" value="k" max="N">` (only with a plan;
   k counts completed and skipped steps, as receipts do);

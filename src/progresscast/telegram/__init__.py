@@ -1,4 +1,4 @@
-"""The Telegram adapter (DESIGN §4, §6): chat commands, one live draft per chat
+"""The Telegram adapter: chat commands, one live draft per chat
 topic and owner, paced Bot API calls.
 
     bot.py      the python-telegram-bot Application, commands, `run_adapter`

@@ -3,7 +3,7 @@ commands, and the draft worker, run together on the caller's event loop.
 
     await run_adapter(settings, redis)      # until cancelled
 
-Commands (DESIGN §6): /follow SESSION [AGENT], /unfollow [SESSION], /card,
+Commands: /follow SESSION [AGENT], /unfollow [SESSION], /card,
 /mode progress|partial|block|off, /rich on|off, /help. Replies are plain text and go
 through the chat's lane like drafts, so they count against the chat's pace.
 """
@@ -13,7 +13,8 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-from collections.abc import Awaitable, Callable
+from collections.abc import Callable, Coroutine
+from typing import Any
 
 from redis.asyncio import Redis
 from telegram import BotCommand, Message, Update
@@ -21,12 +22,13 @@ from telegram.error import InvalidToken, NetworkError
 from telegram.ext import Application, ApplicationBuilder, CommandHandler, ContextTypes, MessageHandler, filters
 
 from ..card import CardError
+from ..channels.backoff import Backoff
+from ..channels.state import DraftKey
 from ..config import Mode, Settings, TelegramSettings
-from ..drafts import Payload
 from ..owners import Owner, resolve_owner
-from ..render import render_telegram
+from ..render.telegram_payload import telegram_draft, telegram_snapshot
 from ..store import CardStore
-from .follows import DraftKey, TelegramState, allowed, effective_mode, wants_rich
+from .follows import TelegramState, allowed, effective_mode, wants_rich
 from .options import AdapterOptions
 from .worker import DraftWorker
 
@@ -48,7 +50,7 @@ USAGE = {
     "rich": "Usage: /rich on|off",
 }
 
-Handler = Callable[[Update, ContextTypes.DEFAULT_TYPE], Awaitable[None]]
+Handler = Callable[[Update, ContextTypes.DEFAULT_TYPE], Coroutine[Any, Any, None]]
 
 
 def thread_of(message: Message) -> int:
@@ -137,7 +139,7 @@ class Commands:
         key = DraftKey(message.chat_id, thread_of(message), owner)
         added = await self.state.follow(key)
         view = await self.store.view(owner)
-        mode = effective_mode(self.telegram, key.chat_id, await self.state.prefs(key.chat_id))
+        mode = effective_mode(self.telegram, message.chat_id, await self.state.prefs(message.chat_id))
         name = owner.display_key
         if not added:
             text = f"This chat already follows {name}."
@@ -187,18 +189,18 @@ class Commands:
             self.reply(message, "This chat follows no session. Use /follow SESSION [AGENT].")
             return
         render = await self.worker.render_settings(message.chat_id)
+        templates_dir = self.settings.templates.dir
         nothing = []
         for key in follows:
             view = await self.store.view(key.owner)
             if render.mode is Mode.off:
                 # No live draft in this chat: a one-off snapshot of the progress card.
-                snapshot = render.model_copy(update={"mode": Mode.progress})
-                payload = Payload.of(render_telegram(view, snapshot, templates_dir=self.settings.templates.dir))
+                payload = telegram_snapshot(view, render, templates_dir=templates_dir)
                 if payload is None:
                     nothing.append(key.owner.display_key)
                 else:
                     self.worker.send_once(key.chat_id, key.thread_id, payload)
-            elif render_telegram(view, render, templates_dir=self.settings.templates.dir) is None:
+            elif telegram_draft(view, render, templates_dir=templates_dir) is None:
                 nothing.append(key.owner.display_key)
             else:
                 self.worker.touch(key, fresh=True)
@@ -276,9 +278,9 @@ def build_application(telegram: TelegramSettings, options: AdapterOptions) -> Ap
     return builder.build()
 
 
-async def _initialize(app: Application, max_backoff: float) -> None:  # type: ignore[type-arg]
+async def _initialize(app: Application, backoff: Backoff) -> None:  # type: ignore[type-arg]
     """getMe, retried while the network is down; a bad token stops the adapter."""
-    delay = 1.0
+    failures = 0
     while True:
         try:
             await app.initialize()
@@ -286,9 +288,10 @@ async def _initialize(app: Application, max_backoff: float) -> None:  # type: ig
         except InvalidToken:
             raise
         except NetworkError as exc:
+            delay = backoff.delay(failures)
+            failures += 1
             log.warning("cannot reach the Bot API (%s); retrying in %.0f s", exc, delay)
             await asyncio.sleep(delay)
-            delay = min(delay * 2, max_backoff)
 
 
 async def run_adapter(settings: Settings, redis: Redis, *, options: AdapterOptions | None = None) -> None:
@@ -305,7 +308,7 @@ async def run_adapter(settings: Settings, redis: Redis, *, options: AdapterOptio
     if httpx_log.level == logging.NOTSET:
         httpx_log.setLevel(logging.WARNING)
     app = build_application(telegram, options)
-    await _initialize(app, options.max_backoff)
+    await _initialize(app, options.backoff)
     worker = DraftWorker(settings, redis, app.bot, options=options)
     Commands(settings, worker).register(app)
     app.add_error_handler(_log_error)

@@ -1,13 +1,16 @@
 """What can be tuned in the Telegram adapter besides the config file.
 
 The defaults are the production values (Telegram's limits, python-telegram-bot's
-timeouts); tests shorten only the timeouts they provoke.
+timeouts); tests shorten only the timeouts they provoke, and scale pacing with
+`PROGRESSCAST_TIME_SCALE`.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from ..channels.backoff import CAP, Backoff
+from ..channels.worker import WorkerOptions
 from .pacing import Pace
 
 
@@ -28,16 +31,30 @@ class AdapterOptions:
     it: a request still in flight at the server may land meanwhile."""
     max_probes: int = 5
     """Message ids probed for an unsure send before it is taken as not landed."""
-    max_backoff: float = 30.0
+    max_backoff: float = CAP
     """Longest pause between retries after network errors and 5xx."""
     lane_idle: float = 120.0
     """Seconds a chat's lane (its task) waits with nothing to do before it ends; a new
     one starts on demand."""
     remember: int = 10_000
-    """At most this many remembered refusals (plain-text and classic fallbacks, log-once
-    keys): the oldest are forgotten."""
+    """At most this many log-once keys: the oldest are forgotten."""
     group: str = "telegram"
     """Consumer group on the change stream."""
     consumer: str | None = None
     """Consumer name; default the host name, so a restarted adapter re-reads what it
     had received but not acknowledged."""
+
+    @property
+    def backoff(self) -> Backoff:
+        return Backoff(cap=self.max_backoff)
+
+    def worker(self) -> WorkerOptions:
+        return WorkerOptions(
+            settle=self.settle,
+            max_probes=self.max_probes,
+            backoff=self.backoff,
+            lane_idle=self.lane_idle,
+            remember=self.remember,
+            group=self.group,
+            consumer=self.consumer,
+        )

@@ -10,8 +10,9 @@ from __future__ import annotations
 
 import asyncio
 import re
+from collections.abc import Callable
 from dataclasses import replace
-from typing import Any, Callable
+from typing import Any
 
 from ._params import int_param, require_chat_id, text_param
 from ._rich import RichContent, check_rich

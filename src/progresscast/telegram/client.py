@@ -1,33 +1,30 @@
-"""Bot API calls for drafts, and what their errors mean.
+"""The Telegram client: Bot API calls for drafts, and what their replies mean.
 
-Every call returns a `Reply` instead of raising: the worker decides what to do from
-its `Outcome`. The classification is the part that needs care:
+Every call returns a `channels.Outcome` instead of raising; the shared lifecycle acts on
+its kind. The classification is the part that needs care:
 
-- `flood`: 429, wait `retry_after`. Nothing was applied.
+- `rate_limited`: 429, wait `retry_after`. Nothing was applied.
 - `not_modified`: the message already shows this content — as good as delivered.
-- `missing` / `not_editable`: the message is gone (deleted, bad id) / is not ours or
-  is too old; an edit target that is either is replaced by a new draft.
-- `bad_entities`: Telegram could not parse our HTML; resend as plain text.
-- `rich_rejected`: the server does not know rich messages (the method is 404, or
+- `gone` / `locked`: the message is gone (deleted, bad id) / is not ours or is too
+  old; an edit target that is either is replaced by a new draft.
+- `refused_content`: Telegram could not parse our HTML, or the server knows rich
+  messages but refuses this one (too many blocks, empty, malformed): the payload's
+  fallback is shown.
+- `unsupported`: the server does not know rich messages (the method is 404, or
   `rich_message` is ignored so the edit "has no text", or refused as an unknown
   parameter): rich messages are switched off for the bot.
-- `rich_refused`: the server knows rich messages but refuses this one (too many
-  blocks, empty, malformed): this payload falls back to classic HTML, the bot keeps
-  rich messages.
-- `retry`: the request surely never reached Telegram (connection refused, no free
+- `transient`: the request surely never reached Telegram (connection refused, no free
   connection in the pool): any call may be repeated.
 - `unsure`: the request may have reached Telegram (timeout after sending, 5xx, a
   broken connection): edits and deletes may be repeated, a first send may not.
-- `forbidden` / `rejected`: Telegram refuses this for good (bot blocked, bad request).
+- `refused`: Telegram refuses this for good (bot blocked, bad request).
 """
 
 from __future__ import annotations
 
 import logging
 import warnings
-from dataclasses import dataclass
 from datetime import timedelta
-from enum import StrEnum
 from typing import Any
 
 import httpx
@@ -44,36 +41,14 @@ from telegram.error import (
     TimedOut,
 )
 
-from ..drafts import RICH_METHOD
+from ..channels.drafts import Intent
+from ..channels.outcome import MessageId, Outcome, OutcomeKind
+from ..channels.state import Id
+from ..render.payload import Payload
+from ..render.telegram_payload import RICH_METHOD
 
 log = logging.getLogger("progresscast.telegram")
-
-
-class Outcome(StrEnum):
-    ok = "ok"
-    not_modified = "not_modified"
-    missing = "missing"
-    not_editable = "not_editable"
-    bad_entities = "bad_entities"
-    rich_rejected = "rich_rejected"
-    rich_refused = "rich_refused"
-    flood = "flood"
-    retry = "retry"
-    unsure = "unsure"
-    forbidden = "forbidden"
-    rejected = "rejected"
-
-
-@dataclass(frozen=True)
-class Reply:
-    outcome: Outcome
-    message_id: int | None = None
-    retry_after: float = 0.0
-    detail: str = ""
-
-    @property
-    def delivered(self) -> bool:
-        return self.outcome in (Outcome.ok, Outcome.not_modified)
+K = OutcomeKind
 
 
 # Causes (httpx exceptions) after which the request surely never left this process.
@@ -87,7 +62,7 @@ def _rich_unknown(low: str) -> bool:
     return "message text is empty" in low or "unknown parameter" in low or "unknown field" in low
 
 
-def classify(exc: BaseException, *, rich: bool = False) -> Reply:
+def classify(exc: BaseException, *, rich: bool = False) -> Outcome:
     """What a python-telegram-bot exception means for a draft."""
     text = str(exc)
     low = text.lower()
@@ -96,39 +71,39 @@ def classify(exc: BaseException, *, rich: bool = False) -> Reply:
             warnings.simplefilter("ignore")
             value = exc.retry_after
         seconds = value.total_seconds() if isinstance(value, timedelta) else float(value)
-        return Reply(Outcome.flood, retry_after=seconds, detail=text)
+        return Outcome(K.rate_limited, retry_after=seconds, detail=text)
     if isinstance(exc, BadRequest):  # before NetworkError: BadRequest is a subclass
         if "not modified" in low:
-            return Reply(Outcome.not_modified, detail=text)
+            return Outcome(K.not_modified, detail=text)
         if "not found" in low or "message_id_invalid" in low:
-            return Reply(Outcome.missing, detail=text)
+            return Outcome(K.gone, detail=text)
         if "can't be edited" in low or "can't be deleted" in low:
-            return Reply(Outcome.not_editable, detail=text)
+            return Outcome(K.locked, detail=text)
         if "can't parse entities" in low or "unsupported start tag" in low:
-            return Reply(Outcome.bad_entities, detail=text)
+            return Outcome(K.refused_content, detail=text)
         if rich and _rich_unknown(low):
-            return Reply(Outcome.rich_rejected, detail=text)
+            return Outcome(K.unsupported, detail=text)
         if rich:  # the server knows rich messages: this content is the problem
-            return Reply(Outcome.rich_refused, detail=text)
-        return Reply(Outcome.rejected, detail=text)
+            return Outcome(K.refused_content, detail=text)
+        return Outcome(K.refused, detail=text)
     if isinstance(exc, (EndPointNotFound, InvalidToken)):
         # After getMe succeeded, a 404 means the method does not exist on this server.
-        return Reply(Outcome.rich_rejected if rich else Outcome.rejected, detail=text)
+        return Outcome(K.unsupported if rich else K.refused, detail=text)
     if isinstance(exc, Forbidden):
-        return Reply(Outcome.forbidden, detail=text)
+        return Outcome(K.refused, detail=text)
     if isinstance(exc, ChatMigrated):
-        return Reply(Outcome.rejected, detail=f"chat migrated to {exc.new_chat_id}")
+        return Outcome(K.refused, detail=f"chat migrated to {exc.new_chat_id}")
     if isinstance(exc, TimedOut):
         if isinstance(exc.__cause__, _NEVER_SENT) or "pool timeout" in low:
-            return Reply(Outcome.retry, detail=text or "timed out before sending")
-        return Reply(Outcome.unsure, detail=text or "timed out")
+            return Outcome(K.transient, detail=text or "timed out before sending")
+        return Outcome(K.unsure, detail=text or "timed out")
     if isinstance(exc, NetworkError):
         if isinstance(exc.__cause__, _NEVER_SENT):
-            return Reply(Outcome.retry, detail=text)
-        return Reply(Outcome.unsure, detail=text)
+            return Outcome(K.transient, detail=text)
+        return Outcome(K.unsure, detail=text)
     if isinstance(exc, TelegramError):
-        return Reply(Outcome.unsure, detail=text)
-    return Reply(Outcome.unsure, detail=repr(exc))
+        return Outcome(K.unsure, detail=text)
+    return Outcome(K.unsure, detail=repr(exc))
 
 
 def _split(params: dict[str, Any]) -> tuple[str | None, dict[str, Any]]:
@@ -137,13 +112,16 @@ def _split(params: dict[str, Any]) -> tuple[str | None, dict[str, Any]]:
     return params.get("parse_mode"), rest
 
 
-class Sender:
-    """The Bot API calls a draft needs, each answered with a `Reply`."""
+class TelegramClient:
+    """`channels.Client` for the Bot API: each call answered with an `Outcome`."""
 
     def __init__(self, bot: Bot) -> None:
         self.bot = bot
 
-    async def send(self, chat_id: int, thread_id: int, method: str, params: dict[str, Any]) -> Reply:
+    async def send(self, chat_id: Id, thread_id: Id, payload: Payload) -> Outcome:
+        return await self._send(int(chat_id), int(thread_id or 0), payload.method, dict(payload.params))
+
+    async def _send(self, chat_id: int, thread_id: int, method: str, params: dict[str, Any]) -> Outcome:
         rich = method == RICH_METHOD
         thread = thread_id or None
         try:
@@ -162,12 +140,15 @@ class Sender:
                     api_kwargs=rest or None,
                 )
                 message_id = message.message_id
-        except Exception as exc:  # noqa: BLE001 — every failure becomes an outcome
+        except Exception as exc:
             return classify(exc, rich=rich)
-        return Reply(Outcome.ok, message_id=message_id)
+        return Outcome(K.ok, message_id=message_id)
 
-    async def edit(self, chat_id: int, message_id: int, method: str, params: dict[str, Any]) -> Reply:
-        """Make message `message_id` show the payload `method`/`params` would send."""
+    async def edit(self, chat_id: Id, message_id: MessageId, payload: Payload) -> Outcome:
+        """Make message `message_id` show the payload."""
+        return await self._edit(int(chat_id), int(message_id), payload.method, dict(payload.params))
+
+    async def _edit(self, chat_id: int, message_id: int, method: str, params: dict[str, Any]) -> Outcome:
         rich = method == RICH_METHOD
         try:
             if rich:
@@ -188,23 +169,42 @@ class Sender:
                     parse_mode=parse_mode,
                     api_kwargs=rest or None,
                 )
-        except Exception as exc:  # noqa: BLE001
+        except Exception as exc:
             return classify(exc, rich=rich)
-        return Reply(Outcome.ok, message_id=message_id)
+        return Outcome(K.ok, message_id=message_id)
 
-    async def delete(self, chat_id: int, message_id: int) -> Reply:
+    async def delete(self, chat_id: Id, message_id: MessageId) -> Outcome:
         try:
-            await self.bot.delete_message(chat_id=chat_id, message_id=message_id)
-        except Exception as exc:  # noqa: BLE001
+            await self.bot.delete_message(chat_id=int(chat_id), message_id=int(message_id))
+        except Exception as exc:
             return classify(exc)
-        return Reply(Outcome.ok, message_id=message_id)
+        return Outcome(K.ok, message_id=message_id)
 
-    async def say(self, chat_id: int, thread_id: int, text: str) -> Reply:
+    async def probe(self, chat_id: Id, message_id: int, intent: Intent) -> Outcome:
+        """An identical edit of a candidate id: only "not modified" proves our unsure
+        send landed there. An edit that went through changed a message of this bot we
+        did not know of (`foreign`, with its id); "can't be edited" is someone else's
+        (`foreign`); "not found" means nothing of ours landed there (`absent`)."""
+        reply = await self._edit(int(chat_id), message_id, intent.method, intent.params)
+        if reply.kind is K.not_modified:
+            return Outcome(K.found, message_id=message_id, detail=reply.detail)
+        if reply.kind is K.ok:
+            return Outcome(K.foreign, message_id=message_id, detail="edited")
+        if reply.kind is K.locked:
+            return Outcome(K.foreign, detail=reply.detail)
+        if reply.retryable:
+            return reply
+        return Outcome(K.absent, detail=reply.detail)
+
+    async def say(self, chat_id: Id, thread_id: Id, text: str) -> Outcome:
         """A plain-text message (command replies)."""
         try:
             message: Message = await self.bot.send_message(
-                chat_id=chat_id, text=text, message_thread_id=thread_id or None
+                chat_id=int(chat_id), text=text, message_thread_id=int(thread_id or 0) or None
             )
-        except Exception as exc:  # noqa: BLE001
+        except Exception as exc:
             return classify(exc)
-        return Reply(Outcome.ok, message_id=message.message_id)
+        return Outcome(K.ok, message_id=message.message_id)
+
+
+__all__ = ["TelegramClient", "classify"]

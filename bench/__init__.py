@@ -1,0 +1,1 @@
+"""Benchmarks (`make bench`, `make bench-quick`): never tests. See bench/run.py."""

@@ -1,0 +1,284 @@
+"""A fleet of private chats, each following its own session, in front of one `serve`:
+the Bot API emulator in this process, `serve` (gateway + Telegram adapter) in a child,
+cards written through the gateway's RPC. Used by figures 1, 5 and 6.
+
+Every card carries its write number in the active step (`· w17`), so what a chat shows
+at any moment is known from the emulator's call log: the staleness of write k is the
+time from issuing it until the first call that shows write k or a later one.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+import re
+import time
+from collections import Counter
+from dataclasses import dataclass, field
+from typing import Any
+
+import psutil
+
+from progresscast.card import CardInput
+from progresscast.connections import connect
+from progresscast.owners import Owner
+from progresscast.store import CardStore
+from progresscast.testing import BotAPIEmulator, Pace
+
+from ._common import TOKEN, Serve, flush, percentile, toml_str
+from ._http import HTTPConnection
+
+MARK = re.compile(r"· w(\d+)\b")
+DRAFT_METHODS = {"sendMessage", "editMessageText"}
+FIRST_CHAT = 10_001
+SUPERSEDED_GRACE = 0.05
+"""A call is superseded when a newer card had been acknowledged this long before the
+call reached the emulator (the card read, the render and the request take a few ms)."""
+
+
+def session(i: int) -> str:
+    return f"fleet-{i}"
+
+
+def card_params(seq: int, steps: int = 10) -> dict[str, Any]:
+    active = seq % steps
+    plan = [
+        {"step": f"Step {k + 1}: part {k + 1} of the work", "status": "completed" if k < active else "pending"}
+        for k in range(steps)
+    ]
+    plan[active] = {"step": f"Step {active + 1}: part {active + 1} · w{seq}", "status": "in_progress"}
+    return {"plan": plan, "markdown": f"Working on part {active + 1}."}
+
+
+@dataclass
+class FleetResult:
+    chats: int
+    rate: float
+    seconds: float
+    limit: float
+    staleness: list[float] = field(default_factory=list)
+    unresolved: int = 0
+    convergence: float = float("nan")
+    writes: int = 0
+    write_errors: int = 0
+    calls: Counter[str] = field(default_factory=Counter)
+    status: Counter[int] = field(default_factory=Counter)
+    superseded: int = 0
+    superseded_strict: int = 0
+    draft_calls: int = 0
+    duplicates: int = 0
+    first_poll: float = float("nan")
+    """Seconds from starting `serve` to its first getUpdates."""
+    all_shown: float = float("nan")
+    """Seconds from starting `serve` until every chat showed its first draft."""
+    rss_mb: float = float("nan")
+    idle_cpu: float = float("nan")
+    """Share of one core `serve` used while nothing changed."""
+    log_lines: int = 0
+    log_problems: int = 0
+    log_kinds: Counter[str] = field(default_factory=Counter)
+
+    @property
+    def p50(self) -> float:
+        return percentile(self.staleness, 50)
+
+    @property
+    def p99(self) -> float:
+        return percentile(self.staleness, 99)
+
+
+def config_toml(api: BotAPIEmulator, chats: int, extra: str = "") -> str:
+    """`extra`: more `[channels.telegram]` settings (TOML lines)."""
+    out = [
+        "[channels.telegram]",
+        f"token = {toml_str(api.token)}",
+        f"apiBaseUrl = {toml_str(api.base_url)}",
+        extra,
+        "",
+    ]
+    for i in range(chats):
+        out += ["[[channels.telegram.chats]]", f"id = {FIRST_CHAT + i}", f"follow = [{toml_str(session(i))}]", ""]
+    return "\n".join(out)
+
+
+async def prewrite(url: str, chats: int, steps: int) -> None:
+    """Write 0 of every session, directly to the store (before `serve` starts)."""
+    redis = connect(url)
+    store = CardStore(redis)
+    card = CardInput.parse(card_params(0, steps))
+    sem = asyncio.Semaphore(64)
+
+    async def one(i: int) -> None:
+        async with sem:
+            await store.put(Owner("main", session(i)), card)
+
+    try:
+        await asyncio.gather(*(one(i) for i in range(chats)))
+    finally:
+        await redis.aclose()
+
+
+def shown_seq(call: Any) -> int | None:
+    if call.method not in DRAFT_METHODS or not call.ok:
+        return None
+    m = MARK.search(str(call.params.get("text", "")))
+    return int(m.group(1)) if m else None
+
+
+async def wait_until(predicate: Any, timeout: float, poll: float = 0.1) -> bool:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if predicate():
+            return True
+        await asyncio.sleep(poll)
+    return bool(predicate())
+
+
+async def run_fleet(
+    url: str,
+    chats: int,
+    rate: float,
+    seconds: float,
+    *,
+    steps: int = 10,
+    bot_rate: float = 30.0,
+    serve_env: dict[str, str] | None = None,
+    extra_toml: str = "",
+    idle_seconds: float = 0.0,
+    connections: int = 16,
+) -> FleetResult:
+    """Start `serve` for `chats` chats, wait for every first draft, write `rate` cards a
+    second to each chat for `seconds`, wait until every chat shows its last card."""
+    limit = max(1.0, chats / bot_rate)
+    res = FleetResult(chats, rate, seconds, limit)
+    flush(url)
+    await prewrite(url, chats, steps)
+    bot_pace = Pace(burst=bot_rate, per_second=bot_rate)
+    async with BotAPIEmulator(bot_pace=bot_pace) as api:
+        serve = Serve(url, config_toml(api, chats, extra_toml), env=serve_env)
+        async with serve:
+            proc = psutil.Process(serve.pid)
+            started = serve.started_at
+            ids = [FIRST_CHAT + i for i in range(chats)]
+
+            def shown_count() -> int:
+                return sum(1 for c in ids if api.chat(c).visible())
+
+            await wait_until(lambda: shown_count() == chats, limit * 2 + 60, 0.25)
+            polls = [c.at for c in api.calls if c.method == "getUpdates"]
+            res.first_poll = (polls[0] - started) if polls else float("nan")
+            firsts = [min((c.at for c in api.calls_for(cid) if shown_seq(c) is not None), default=float("nan")) for cid in ids]
+            res.all_shown = max(firsts) - started if firsts else float("nan")
+            res.rss_mb = proc.memory_info().rss / 2**20
+            if idle_seconds:
+                await asyncio.sleep(min(2.0, idle_seconds))  # let the last answers settle
+                c0 = proc.cpu_times()
+                t0 = time.monotonic()
+                await asyncio.sleep(idle_seconds)
+                c1 = proc.cpu_times()
+                res.idle_cpu = (c1.user + c1.system - c0.user - c0.system) / (time.monotonic() - t0)
+            if seconds > 0:
+                await _write_phase(res, api, serve.port, ids, rate, seconds, steps, connections)
+            res.rss_mb = max(res.rss_mb, proc.memory_info().rss / 2**20)
+        lines = serve.lines
+    res.log_lines = len(lines)
+    for line in lines:
+        if " WARNING " in line or " ERROR " in line or "Traceback" in line:
+            res.log_problems += 1
+            res.log_kinds[re.sub(r"\d+", "N", line.split(" ", 3)[-1])[:100]] += 1
+    _tally(res, api)
+    return res
+
+
+async def _write_phase(
+    res: FleetResult, api: BotAPIEmulator, port: int, ids: list[int], rate: float, seconds: float, steps: int,
+    connections: int,
+) -> None:
+    issued: dict[int, list[float]] = {cid: [0.0] for cid in ids}  # seq → issue time (write 0 predates)
+    acked: dict[int, list[float]] = {cid: [0.0] for cid in ids}
+    queue: asyncio.Queue[tuple[int, int] | None] = asyncio.Queue()
+    headers = {"Authorization": f"Bearer {TOKEN}"}
+
+    async def writer() -> None:
+        conn = HTTPConnection("127.0.0.1", port)
+        while (item := await queue.get()) is not None:
+            cid, seq = item
+            body = json.dumps({"method": "progressCard.put",
+                               "params": {"sessionKey": session(cid - FIRST_CHAT), **card_params(seq, steps)}}).encode()
+            issued[cid].append(time.monotonic())
+            try:
+                status, _ = await conn.post("/v1/rpc", body, headers)
+            except (OSError, ConnectionError, asyncio.IncompleteReadError):
+                status = 0
+                await conn.close()
+            acked[cid].append(time.monotonic())
+            res.writes += 1
+            if status != 200:
+                res.write_errors += 1
+        await conn.close()
+
+    workers = [asyncio.create_task(writer()) for _ in range(connections)]
+    n = len(ids)
+    per_chat = max(1, round(rate * seconds))
+    # Write k of chat j is due at start + (j / n + k) / rate: evenly spread.
+    schedule = sorted(((j / n + k) / rate, ids[j], k + 1) for j in range(n) for k in range(per_chat))
+    start = time.monotonic()
+    for due, cid, seq in schedule:
+        delay = start + due - time.monotonic()
+        if delay > 0:
+            await asyncio.sleep(delay)
+        queue.put_nowait((cid, seq))
+    for _ in workers:
+        queue.put_nowait(None)
+    await asyncio.gather(*workers)
+    last_issue = max(t[-1] for t in issued.values())
+
+    def converged() -> bool:
+        return all(_latest_shown(api, cid) >= len(issued[cid]) - 1 for cid in ids)
+
+    await wait_until(converged, res.limit * 3 + 30, 0.1)
+    finals = []
+    for cid in ids:
+        final = len(issued[cid]) - 1
+        times = _shown_times(api, cid)
+        # staleness of every write: first call showing it or a later one
+        for seq in range(1, final + 1):
+            at = next((t for t, s in times if s >= seq and t >= issued[cid][seq]), None)
+            if at is None:
+                res.unresolved += 1
+            else:
+                res.staleness.append(at - issued[cid][seq])
+        at_final = next((t for t, s in times if s >= final), None)
+        finals.append(float("inf") if at_final is None else at_final)
+        # superseded: a newer card was acknowledged well before this call arrived
+        for t, s in times:
+            newer = [k for k in range(s + 1, final + 1) if acked[cid][k] <= t]
+            if newer:
+                res.superseded_strict += 1
+                if any(acked[cid][k] <= t - SUPERSEDED_GRACE for k in newer):
+                    res.superseded += 1
+    res.convergence = max(finals) - last_issue
+
+
+def _shown_times(api: BotAPIEmulator, cid: int) -> list[tuple[float, int]]:
+    return [(c.at, s) for c in api.calls_for(cid) if (s := shown_seq(c)) is not None]
+
+
+def _latest_shown(api: BotAPIEmulator, cid: int) -> int:
+    return max((s for _, s in _shown_times(api, cid)), default=-1)
+
+
+def _tally(res: FleetResult, api: BotAPIEmulator) -> None:
+    sends: Counter[int] = Counter()
+    for call in api.calls:
+        res.calls[call.method] += 1
+        res.status[call.status] += 1
+        if call.method in DRAFT_METHODS:
+            res.draft_calls += 1
+        if call.method == "sendMessage" and call.ok and call.chat_id is not None:
+            sends[call.chat_id] += 1
+    # one draft per chat, edited in place: a second send, or two drafts on screen, is a duplicate
+    res.duplicates = sum(n - 1 for n in sends.values() if n > 1)
+    with contextlib.suppress(Exception):
+        res.duplicates = max(res.duplicates, sum(1 for cid in sends if len(api.chat(cid).visible()) > 1))

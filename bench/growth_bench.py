@@ -1,0 +1,61 @@
+"""Figure 6 — growth: how render time, write time, staleness and memory grow from 10 to
+50 steps and from 20 to 10,000 chats.
+
+Measured here: write time by steps (one connection, over HTTP and directly) and, in the
+full set, staleness of a 200-chat fleet at 50 steps. Render time by steps comes from
+figure 4, staleness and memory by chats from figures 1 and 5 of the same run; the table
+and the plot (`bench/growth.png`) are written with BENCHMARKS.md.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+
+from progresscast.card import CardInput
+from progresscast.connections import connect
+from progresscast.owners import Owner
+from progresscast.store import CardStore
+
+from ._common import TOKEN, Context, Serve, flush, percentile
+from ._http import HTTPConnection
+from .fleet import card_params, run_fleet
+
+STEPS = (10, 20, 30, 40, 50)
+
+
+async def run(ctx: Context) -> None:
+    flush(ctx.redis_url)
+    count = 150 if ctx.quick else 500
+    redis = connect(ctx.redis_url)
+    store = CardStore(redis)
+    headers = {"Authorization": f"Bearer {TOKEN}"}
+    try:
+        async with Serve(ctx.redis_url) as serve:
+            conn = HTTPConnection("127.0.0.1", serve.port)
+            for steps in STEPS:
+                bodies = [json.dumps({"method": "progressCard.put",
+                                      "params": {"sessionKey": f"growth-{steps}", **card_params(v, steps)}}).encode()
+                          for v in range(count)]
+                for b in bodies[:20]:
+                    await conn.post("/v1/rpc", b, headers)
+                http = []
+                for b in bodies:
+                    t = time.perf_counter()
+                    await conn.post("/v1/rpc", b, headers)
+                    http.append(time.perf_counter() - t)
+                owner = Owner("main", f"growth-direct-{steps}")
+                direct = []
+                for v in range(count):
+                    t = time.perf_counter()
+                    await store.put(owner, CardInput.parse(card_params(v, steps)))
+                    direct.append(time.perf_counter() - t)
+                ctx.series("write µs by steps (HTTP p50)", steps, percentile(http, 50) * 1e6)
+                ctx.series("write µs by steps (direct p50)", steps, percentile(direct, 50) * 1e6)
+            await conn.close()
+    finally:
+        await redis.aclose()
+    if not ctx.quick:
+        for steps in (10, 50):
+            res = await run_fleet(ctx.redis_url, 200, 2.0, 15.0, steps=steps)
+            ctx.series("p99 staleness s by steps (200 chats)", steps, res.p99)

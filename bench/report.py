@@ -1,0 +1,138 @@
+"""BENCHMARKS.md and the growth plot, from one run's results."""
+
+from __future__ import annotations
+
+import datetime as dt
+from pathlib import Path
+
+from ._common import Context, fmt
+
+PLOT = "bench/growth.png"
+
+ABOUT = {
+    "1": """**Freshness.** N private chats, each following its own session, each written R
+times a second through the gateway (20 × 5/s, 200 × 2/s, 1,000 × 0.2/s). Staleness of a
+write: from issuing it to the first Bot API call that shows it or a newer card (the
+emulator's arrival time). The physical limit is max(1 s, N / 30 s): one call a second per
+private chat, 30 a second for the bot. Convergence: from the last write until every chat
+shows its last card. A *superseded send* is a draft call that reached the emulator more
+than 50 ms after a newer card had been acknowledged by the gateway; a *duplicate draft*
+is a second `sendMessage` in a chat (one draft per chat is edited in place).""",
+    "2": """**Gateway.** `progressCard.put` over HTTP (a minimal keep-alive HTTP/1.1 client,
+one request in flight per connection) against `CardInput.parse` + `CardStore.put` called
+directly from the benchmark process, on the same Redis, one after the other in the same
+run. `serve` runs in its own process, as in production. Over HTTP a write also pays for
+the HTTP parsing, the Starlette routing and middleware, the token check, JSON in and out,
+and one more Redis round trip (admitting the write against resets).""",
+    "3": """**Store.** `CardStore.put` (one Lua script: reset-epoch and revision checks, the
+revision bump, the card hash, the owner index, the change event) against the least a
+write could cost: a pipelined `SET` + `XADD` of the same JSON, with no checks at all.""",
+    "4": """**Render.** A 50-step card with an 8 KB note, one step changed per render (100
+versions, fresh objects each, as a store re-read gives). Telegram classic at the
+progress defaults (8 lines × 120) against a bare autoescaped Jinja2 template that prints
+all 50 steps — the simplest renderer one could write. Cold render: the note's
+conversion cache cleared before each render, against markdown-it-py's bare parse of the
+same note with the same grammar; `telegramify-markdown`'s `convert` (text + entities) on
+the same note for scale. Pinned to one core.""",
+    "5": """**Memory and idle.** One `serve` with N chats following N sessions, every card
+written before it starts. `botCallsPerSecond` (and the emulator's bot limit) raised to
+1,000 so the first drafts take seconds. RSS of the `serve` process once every chat shows
+its draft; idle CPU: its CPU time over a quiet interval after that; warnings and errors
+it logged over the whole run.""",
+    "6": f"""**Growth.** By steps: one render (figure 4's card cut to 10…50 steps), one write
+over HTTP and directly (p50, one connection), and in the full set a 200-chat fleet's
+p99 staleness at 10 and 50 steps. By chats: p50/p99 staleness (figure 1) and the RSS of
+`serve` (figures 1 and 5). Plot: [`{PLOT}`]({PLOT}).""",
+}
+
+
+def write_report(
+    path: Path,
+    ctx: Context,
+    table: str,
+    machine: dict[str, str],
+    command: str,
+    when: dt.datetime,
+    elapsed: float,
+    load: tuple[tuple[float, float, float], tuple[float, float, float]],
+    figures: list[str],
+) -> None:
+    plot = _plot(ctx, path.parent / PLOT)
+    out = [
+        "# Benchmarks",
+        "",
+        f"Written by `{command}` on {when:%Y-%m-%d %H:%M} UTC in {elapsed:.0f} s"
+        + (" (the reduced set: shorter runs, fewer chats)." if ctx.quick else "."),
+        "",
+        f"Machine: {machine['nproc']} cores ({machine['cpu']}), Python {machine['python']}, {machine['system']}. "
+        f"Load average before / after: {load[0][0]:.2f} / {load[1][0]:.2f}"
+        + (" — other work was running on the machine, so absolute figures are low and noisy; the "
+           "ratios, measured side by side in the same run, are what to compare." if max(load[0][0], load[1][0]) > 0.5
+           else "."),
+        "",
+        "Reproduce: `make bench` (everything, < 15 min) or `make bench-quick` (< 2 min). "
+        "Benchmarks live in `bench/`; they are not tests. Each uses a fresh embedded Redis "
+        "unless `bench/run.py --redis URL` names a database (which it flushes).",
+        "",
+        "## Results",
+        "",
+        table,
+        "",
+    ]
+    out += ["## What each figure measures", ""]
+    for fig in figures:
+        out += [ABOUT[fig], ""]
+        for line in ctx.notes.get(fig, []):
+            out += [f"- {line}"]
+        if ctx.notes.get(fig):
+            out += [""]
+    limits = path.parent / "bench" / "LIMITS.md"
+    if limits.exists():
+        out += [limits.read_text().strip(), ""]
+    if ctx.growth:
+        out += ["## Growth", "", _growth_table(ctx), ""]
+        if plot:
+            out += [f"![growth]({PLOT})", ""]
+    path.write_text("\n".join(out))
+
+
+def _growth_table(ctx: Context) -> str:
+    rows = ["| series | points (x → y) |", "| --- | --- |"]
+    for name, points in ctx.growth.items():
+        rows.append(f"| {name} | " + ", ".join(f"{fmt(x)} → {fmt(y)}" for x, y in sorted(points)) + " |")
+    return "\n".join(rows)
+
+
+def _plot(ctx: Context, target: Path) -> bool:
+    if not ctx.growth:
+        return False
+    try:
+        import matplotlib
+
+        matplotlib.use("Agg")
+        import matplotlib.pyplot as plt
+    except ImportError:
+        return False
+    by_steps = {k: v for k, v in ctx.growth.items() if "by steps" in k}
+    by_chats = {k: v for k, v in ctx.growth.items() if "by chats" in k}
+    panels = [(s, label, title) for s, label, title in (
+        (by_steps, "steps in the card", "by steps (µs, s)"), (by_chats, "chats", "by chats (s, MB)")) if s]
+    if not panels:
+        return False
+    fig, axes = plt.subplots(1, len(panels), figsize=(6 * len(panels), 4.5), squeeze=False)
+    for ax, (series, xlabel, title) in zip(axes[0], panels, strict=True):
+        ax.set_title(title)
+        for name, points in series.items():
+            pts = sorted(points)
+            ax.plot([p[0] for p in pts], [p[1] for p in pts], marker="o", label=name)
+        ax.set_xlabel(xlabel)
+        ax.set_yscale("log")
+        if series is by_chats:
+            ax.set_xscale("log")
+        ax.grid(True, which="both", alpha=0.3)
+        ax.legend(fontsize=8)
+    fig.tight_layout()
+    target.parent.mkdir(parents=True, exist_ok=True)
+    fig.savefig(target, dpi=100)
+    plt.close(fig)
+    return True

@@ -1,0 +1,81 @@
+"""Figure 3 — the store: `CardStore.put` against the least a write could cost, a
+pipelined raw `SET` + `XADD` of the same JSON (one round trip, no checks), on the same
+Redis, sequentially and with 50 concurrent writers.
+
+`CardStore.put` is one Lua script: epoch and expected-revision checks, the revision
+bump, the card hash, the owner index and the change event, all or nothing.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import time
+
+from redis.asyncio import Redis
+
+from progresscast.card import CardInput
+from progresscast.connections import connect
+from progresscast.owners import Owner
+from progresscast.store import CardStore
+
+from ._common import Context, Result, flush
+from .gateway_bench import card_params
+
+# The baseline's own keys: not the store's schema, only the same amount of data.
+RAW_CARD = "bench:raw:{}:card"
+RAW_EVENTS = "bench:raw:events"
+
+
+def inputs(count: int = 20) -> list[CardInput]:
+    return [CardInput.parse(card_params(0, v)) for v in range(count)]
+
+
+async def _store_writer(store: CardStore, i: int, cards: list[CardInput], until: float) -> int:
+    owner = Owner("main", f"store-{i}")
+    n = 0
+    while time.perf_counter() < until:
+        await store.put(owner, cards[n % len(cards)])
+        n += 1
+    return n
+
+
+async def _raw_writer(redis: Redis, i: int, cards: list[CardInput], until: float) -> int:
+    key = RAW_CARD.format(i)
+    n = 0
+    while time.perf_counter() < until:
+        body = json.dumps(cards[n % len(cards)].to_json(), ensure_ascii=False)
+        pipe = redis.pipeline(transaction=False)
+        pipe.set(key, body)
+        pipe.xadd(RAW_EVENTS, {"type": "progressCard.changed", "sessionKey": f"store-{i}", "revision": str(n)},
+                  maxlen=100_000, approximate=True)
+        await pipe.execute()
+        n += 1
+    return n
+
+
+async def rate(writers: int, seconds: float, make) -> float:  # type: ignore[no-untyped-def]
+    until = time.perf_counter() + seconds
+    start = time.perf_counter()
+    counts = await asyncio.gather(*(make(i, until) for i in range(writers)))
+    return sum(counts) / (time.perf_counter() - start)
+
+
+async def run(ctx: Context) -> None:
+    seconds = 1.5 if ctx.quick else 4.0
+    flush(ctx.redis_url)
+    redis = connect(ctx.redis_url)
+    store = CardStore(redis)
+    cards = inputs()
+    try:
+        await store.put(Owner("main", "warm"), cards[0])
+        for writers, label in ((1, "sequential"), (50, "50 concurrent writers")):
+            # Interleaved halves, so that a neighbour's burst on the machine hits both sides.
+            s1 = await rate(writers, seconds / 2, lambda i, u: _store_writer(store, i, cards, u))
+            r1 = await rate(writers, seconds / 2, lambda i, u: _raw_writer(redis, i, cards, u))
+            s2 = await rate(writers, seconds / 2, lambda i, u: _store_writer(store, i, cards, u))
+            r2 = await rate(writers, seconds / 2, lambda i, u: _raw_writer(redis, i, cards, u))
+            s, r = (s1 + s2) / 2, (r1 + r2) / 2
+            ctx.add(Result("3", f"CardStore.put, {label}", s, "writes/s", r, s / r, "≥ 0.7 × raw SET+XADD", s / r >= 0.7))
+    finally:
+        await redis.aclose()

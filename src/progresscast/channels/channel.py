@@ -1,0 +1,88 @@
+"""What a chat channel plugs in (see docs/channels.md).
+
+A channel supplies four things; everything else (follows, draft state and lifecycle,
+decisions, coalescing, lanes, pacing, fault handling) is shared in `channels/`:
+
+1. its **renderer** — pure, in `render/`: view + settings → `Payload` with its own
+   fallbacks (`Renderers`, made per destination by `Channel.renderers`);
+2. a **client** — payload → API calls, reply → `Outcome` (`Client`);
+3. its **budgets** — per destination, per bot or workspace (`pacing.Budgets`);
+4. its **command surface** — follow/unfollow/card/mode/rich/help, calling the worker's
+   `followed`, `touch`, `say` and `send_once`.
+"""
+
+from __future__ import annotations
+
+from typing import Protocol
+
+from ..render.payload import Payload
+from .drafts import Intent, Renderers
+from .outcome import MessageId, Outcome
+from .pacing import Budgets
+from .state import ChannelState, DraftKey, Id
+
+
+class Client(Protocol):
+    """The channel's API calls; every reply (or exception) becomes an `Outcome`."""
+
+    async def send(self, chat_id: Id, thread_id: Id, payload: Payload) -> Outcome:
+        """A new message in the destination/thread; `ok` carries its id."""
+        ...
+
+    async def edit(self, chat_id: Id, message_id: MessageId, payload: Payload) -> Outcome: ...
+
+    async def delete(self, chat_id: Id, message_id: MessageId) -> Outcome: ...
+
+    async def probe(self, chat_id: Id, message_id: int, intent: Intent) -> Outcome:
+        """Did the unsure send `intent` land as `message_id`? `found`, `absent`, or
+        `foreign` (someone else's message: the next id is tried). A probe that changed
+        a message of ours we did not know of answers `foreign` with its `message_id`."""
+        ...
+
+    async def say(self, chat_id: Id, thread_id: Id, text: str) -> Outcome:
+        """A plain-text one-off message (command replies)."""
+        ...
+
+
+class Channel(Protocol):
+    @property
+    def name(self) -> str:
+        """Short name, for log lines and task names (`telegram`, `slack`)."""
+        ...
+
+    @property
+    def state(self) -> ChannelState: ...
+
+    @property
+    def client(self) -> Client: ...
+
+    @property
+    def budgets(self) -> Budgets: ...
+
+    @property
+    def keep_on_complete(self) -> bool: ...
+
+    @property
+    def block_chars(self) -> int:
+        """`block` mode: a preview past this many characters rotates to a new message."""
+        ...
+
+    def allowed(self, chat_id: Id) -> bool:
+        """May this destination get drafts and run commands (`allowedChats`)?"""
+        ...
+
+    async def renderers(self, key: DraftKey) -> Renderers:
+        """The renderer for this destination's settings (mode, rich, limits)."""
+        ...
+
+    async def config_follows(self) -> list[DraftKey]:
+        """Follows the config file asks for (subscribed at start-up)."""
+        ...
+
+    async def unsupported(self, detail: str) -> None:
+        """The server does not offer what a payload used (rich messages): stop using
+        it for the bot, logged once."""
+        ...
+
+
+__all__ = ["Channel", "Client"]

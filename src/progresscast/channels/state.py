@@ -1,0 +1,198 @@
+"""A chat channel's state in Redis: who follows what, destination overrides, drafts,
+message ids, the bot's refusals. Shared by every channel; key names live in `keys.py`
+(its chat-channel section), under the channel's short name.
+
+A follow is stored from both sides — the owner's followers (which destinations an
+event concerns) and the destination's follows (for /unfollow, /card, /help) — plus the
+set of destinations, read at start-up.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import cast
+
+from redis.asyncio import Redis
+
+from .. import keys
+from ..config import Mode
+from ..owners import Owner
+from .drafts import DraftState
+
+NO_RICH_TTL = 24 * 3600
+"""How long the adapter remembers that the server rejected rich messages: a server
+upgraded since is tried again after a day (one refused call)."""
+
+KEEP_SENT_IDS = 200
+"""Recent sent message ids remembered per destination (probes look only a few ids ahead)."""
+
+# Set a key to a number only when it is larger (message ids only grow).
+_MAX = """
+local last_message_key = KEYS[1]
+local message_id = tonumber(ARGV[1])
+local cur = tonumber(redis.call('GET', last_message_key) or '0')
+if message_id > cur then redis.call('SET', last_message_key, ARGV[1]) return 1 end
+return 0
+"""
+
+Id = int | str
+"""A destination or thread id: Telegram's integers, Slack's channel ids and `ts`."""
+
+
+@dataclass(frozen=True, order=True)
+class DraftKey:
+    """One draft: a destination (chat, Slack channel), a thread in it (forum topic,
+    Slack thread; 0 or "": none) and the owner it shows."""
+
+    chat_id: Id
+    thread_id: Id
+    owner: Owner
+
+
+@dataclass(frozen=True)
+class ChatPrefs:
+    """Overrides set in the destination with its mode/rich commands (None: not set)."""
+
+    mode: Mode | None = None
+    rich: bool | None = None
+
+
+class ChannelState:
+    def __init__(self, redis: Redis, channel: str, parse_id: Callable[[str], Id] = int) -> None:
+        self.redis = redis
+        self.channel = channel
+        self.parse_id = parse_id
+        self._max = redis.register_script(_MAX)
+
+    def _draft_key(self, key: DraftKey) -> str:
+        return keys.channel_draft(self.channel, key.owner, key.chat_id, key.thread_id)
+
+    # --- follows -------------------------------------------------------------------------
+
+    async def follow(self, key: DraftKey) -> bool:
+        """Subscribe; False when the destination/thread already followed this owner."""
+        c = self.channel
+        async with self.redis.pipeline(transaction=False) as pipe:
+            pipe.sadd(keys.channel_follows(c, key.chat_id), f"{key.thread_id} {key.owner.display_key}")
+            pipe.sadd(keys.channel_followers(c, key.owner), f"{key.chat_id} {key.thread_id}")
+            pipe.sadd(keys.channel_destinations(c), key.chat_id)
+            added, _, _ = await pipe.execute()
+        return bool(added)
+
+    async def unfollow(self, key: DraftKey) -> bool:
+        c = self.channel
+        async with self.redis.pipeline(transaction=False) as pipe:
+            pipe.srem(keys.channel_follows(c, key.chat_id), f"{key.thread_id} {key.owner.display_key}")
+            pipe.srem(keys.channel_followers(c, key.owner), f"{key.chat_id} {key.thread_id}")
+            removed, _ = await pipe.execute()
+        if not await self.redis.scard(keys.channel_follows(c, key.chat_id)):
+            await self.redis.srem(keys.channel_destinations(c), key.chat_id)
+        return bool(removed)
+
+    async def is_following(self, key: DraftKey) -> bool:
+        member = f"{key.chat_id} {key.thread_id}"
+        return bool(await self.redis.sismember(keys.channel_followers(self.channel, key.owner), member))
+
+    def _id(self, raw: str) -> Id | None:
+        try:
+            return self.parse_id(raw)
+        except ValueError:
+            return None
+
+    async def follows(self, chat_id: Id, thread_id: Id | None = None) -> list[DraftKey]:
+        """What a destination follows (in one thread, or in all when `thread_id` is None), sorted."""
+        out = []
+        for member in cast("set[str]", await self.redis.smembers(keys.channel_follows(self.channel, chat_id))):
+            raw_thread, _, display = member.partition(" ")
+            owner = Owner.from_display_key(display)
+            thread = self._id(raw_thread)
+            if owner is None or thread is None:
+                continue
+            if thread_id is None or thread == thread_id:
+                out.append(DraftKey(chat_id, thread, owner))
+        return sorted(out)
+
+    async def followers(self, owner: Owner) -> list[DraftKey]:
+        out = []
+        for member in cast("set[str]", await self.redis.smembers(keys.channel_followers(self.channel, owner))):
+            raw_chat, _, raw_thread = member.partition(" ")
+            chat, thread = self._id(raw_chat), self._id(raw_thread or "0")
+            if chat is not None and thread is not None:
+                out.append(DraftKey(chat, thread, owner))
+        return sorted(out)
+
+    async def chats(self) -> list[Id]:
+        raw = cast("set[str]", await self.redis.smembers(keys.channel_destinations(self.channel)))
+        ids = [i for i in (self._id(c) for c in raw) if i is not None]
+        return sorted(ids, key=lambda i: (isinstance(i, str), i))
+
+    async def all_follows(self) -> list[DraftKey]:
+        out: list[DraftKey] = []
+        for chat_id in await self.chats():
+            out += await self.follows(chat_id)
+        return out
+
+    # --- overrides -----------------------------------------------------------------------
+
+    async def prefs(self, chat_id: Id) -> ChatPrefs:
+        raw = cast("dict[str, str]", await self.redis.hgetall(keys.channel_prefs(self.channel, chat_id)))
+        mode = raw.get("mode")
+        rich = raw.get("rich")
+        return ChatPrefs(
+            mode=Mode(mode) if mode is not None and mode in Mode.__members__ else None,
+            rich=None if rich is None else rich == "1",
+        )
+
+    async def set_mode(self, chat_id: Id, mode: Mode) -> None:
+        await self.redis.hset(keys.channel_prefs(self.channel, chat_id), "mode", mode.value)
+
+    async def set_rich(self, chat_id: Id, rich: bool) -> None:
+        await self.redis.hset(keys.channel_prefs(self.channel, chat_id), "rich", "1" if rich else "0")
+
+    # --- drafts --------------------------------------------------------------------------
+
+    async def draft(self, key: DraftKey) -> DraftState:
+        return DraftState.from_json(cast("str | None", await self.redis.get(self._draft_key(key))))
+
+    async def save_draft(self, key: DraftKey, state: DraftState) -> None:
+        if state == DraftState():
+            await self.redis.delete(self._draft_key(key))
+        else:
+            await self.redis.set(self._draft_key(key), state.to_json())
+
+    async def forget_draft(self, key: DraftKey) -> None:
+        await self.redis.delete(self._draft_key(key))
+
+    # --- message ids ---------------------------------------------------------------------
+
+    async def saw_message(self, chat_id: Id, message_id: int) -> None:
+        await self._max(keys=[keys.channel_last_message(self.channel, chat_id)], args=[int(message_id)])
+
+    async def last_message(self, chat_id: Id) -> int:
+        return int(cast("str | None", await self.redis.get(keys.channel_last_message(self.channel, chat_id))) or 0)
+
+    async def sent_message(self, chat_id: Id, message_id: int) -> None:
+        """A message we sent: a mark like any, and never the target of a probe."""
+        name = keys.channel_sent(self.channel, chat_id)
+        async with self.redis.pipeline(transaction=False) as pipe:
+            pipe.zadd(name, {str(message_id): message_id})
+            pipe.zremrangebyrank(name, 0, -(KEEP_SENT_IDS + 1))
+            await pipe.execute()
+        await self.saw_message(chat_id, message_id)
+
+    async def sent_after(self, chat_id: Id, mark: int) -> frozenset[int]:
+        """Ids of the messages we sent after `mark`."""
+        ids = await self.redis.zrangebyscore(keys.channel_sent(self.channel, chat_id), f"({mark}", "+inf")
+        return frozenset(int(i) for i in cast("list[str]", ids))
+
+    # --- the bot -------------------------------------------------------------------------
+
+    async def rich_refused(self, bot_id: Id) -> str | None:
+        return cast("str | None", await self.redis.get(keys.channel_no_rich(self.channel, bot_id)))
+
+    async def refuse_rich(self, bot_id: Id, reason: str) -> None:
+        await self.redis.set(keys.channel_no_rich(self.channel, bot_id), reason or "rejected", ex=NO_RICH_TTL)
+
+
+__all__ = ["KEEP_SENT_IDS", "NO_RICH_TTL", "ChannelState", "ChatPrefs", "DraftKey", "Id"]

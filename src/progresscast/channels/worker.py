@@ -1,0 +1,512 @@
+"""From the change stream to paced draft updates, for any chat channel.
+
+One consumer in the channel's group reads change events; an event only says which
+owner changed, so a batch is coalesced to its owners and every draft following them
+is *touched*. Each destination has a lane (one task): it takes touched drafts in turn,
+decides with the newest view whether a call is needed (none: it costs nothing), waits
+for a slot (`Pacer.acquire`: the destination's pace, then the bot-wide budget, served
+fairly), then reads the newest view again, renders and decides, and makes the call.
+Rendering only once the slot is granted is what keeps only the newest content going
+out, however many writes came in or however long the bot-wide queue was.
+
+Only the lane changes a draft's state (commands ask it to, through `touch`), so the
+load–decide–call–store sequence of one draft never races with itself. Everything a
+later decision depends on is stored with the draft (`DraftState`); what is kept in
+memory only is bookkeeping whose loss changes nothing but a log line or a wait.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import socket
+import time
+from collections import OrderedDict, deque
+from collections.abc import Callable, Hashable
+from dataclasses import dataclass, field, replace
+
+from redis.asyncio import Redis
+
+from ..events import EventGroup, coalesce
+from ..render.payload import Payload
+from ..store import CardStore
+from ..view import View
+from .backoff import Backoff
+from .channel import Channel
+from .drafts import Call, Delete, DraftState, Edit, Probe, Send, Situation, Wait, apply, begin, decide, on_follow
+from .outcome import Outcome, OutcomeKind
+from .pacing import Pacer
+from .state import DraftKey, Id
+
+
+@dataclass(frozen=True)
+class WorkerOptions:
+    settle: float = 3.0
+    """After a first send whose outcome is unknown, wait this long before probing for
+    it: a request still in flight at the server may land meanwhile."""
+    max_probes: int = 5
+    """Message ids probed for an unsure send before it is taken as not landed."""
+    backoff: Backoff = field(default_factory=Backoff)
+    """After network errors and 5xx (and a failing change stream)."""
+    lane_idle: float = 120.0
+    """Seconds a destination's lane (its task) waits with nothing to do before it ends;
+    a new one starts on demand."""
+    remember: int = 10_000
+    """At most this many log-once keys: the oldest are forgotten."""
+    group: str = "telegram"
+    """Consumer group on the change stream."""
+    consumer: str | None = None
+    """Consumer name; default the host name, so a restarted adapter re-reads what it
+    had received but not acknowledged."""
+
+
+class Bounded:
+    """A set that forgets its oldest members past `limit` (log-once keys: a long-running
+    adapter must not grow without bound)."""
+
+    def __init__(self, limit: int = 1000) -> None:
+        self.limit = limit
+        self._items: OrderedDict[Hashable, None] = OrderedDict()
+
+    def add(self, item: Hashable) -> None:
+        self._items[item] = None
+        self._items.move_to_end(item)
+        while len(self._items) > self.limit:
+            self._items.popitem(last=False)
+
+    def discard(self, item: Hashable) -> None:
+        self._items.pop(item, None)
+
+    def __contains__(self, item: object) -> bool:
+        return item in self._items
+
+    def __len__(self) -> int:
+        return len(self._items)
+
+
+@dataclass(frozen=True)
+class _Say:
+    """A one-off message through the destination's lane: a command reply, or a snapshot."""
+
+    thread_id: Id
+    text: str | None = None
+    payload: Payload | None = None
+
+
+@dataclass(frozen=True)
+class _Request:
+    """What a command asked of a draft, applied by its lane before anything else."""
+
+    followed: bool = False
+    """The destination just subscribed: a run that already ended is not announced."""
+    fresh: bool = False
+    """Show the draft again at the bottom (/card)."""
+
+
+class Lane:
+    """The one task that calls a destination: replies first, then touched drafts in turn."""
+
+    def __init__(self, worker: ChannelWorker, chat_id: Id) -> None:
+        self.worker = worker
+        self.chat_id = chat_id
+        self.pending: dict[DraftKey, None] = {}  # an ordered set
+        self.outbox: deque[_Say] = deque()
+        self.timers: dict[DraftKey, asyncio.TimerHandle] = {}
+        self.wake = asyncio.Event()
+        self.closed = False
+        self.task = asyncio.create_task(self._run(), name=f"{worker.channel.name}-chat-{chat_id}")
+
+    def touch(self, key: DraftKey) -> None:
+        self.pending[key] = None
+        self.wake.set()
+
+    def later(self, key: DraftKey, delay: float) -> None:
+        old = self.timers.pop(key, None)
+        if old is not None:
+            old.cancel()
+        self.timers[key] = asyncio.get_running_loop().call_later(delay, self._due, key)
+
+    def _due(self, key: DraftKey) -> None:
+        self.timers.pop(key, None)
+        self.touch(key)
+
+    def say(self, item: _Say) -> None:
+        self.outbox.append(item)
+        self.wake.set()
+
+    @property
+    def idle(self) -> bool:
+        return not self.pending and not self.outbox and not self.timers
+
+    async def _run(self) -> None:
+        worker = self.worker
+        while not self.closed:
+            if not self.pending and not self.outbox:
+                self.wake.clear()
+                with contextlib.suppress(TimeoutError):
+                    await asyncio.wait_for(self.wake.wait(), worker.options.lane_idle)
+                if self.idle and not self.wake.is_set():
+                    # Nothing for a while: end; `ChannelWorker.lane` makes a new one on
+                    # demand. No await between the check and the removal: nothing is lost.
+                    self.closed = True
+                    worker.lane_ended(self)
+                    return
+                continue
+            if self.outbox:
+                try:
+                    await worker.deliver(self, self.outbox.popleft())
+                except asyncio.CancelledError:
+                    raise
+                except Exception:  # Redis down: drop the reply rather than stall the chat
+                    worker.log.exception("a message to chat %s failed", self.chat_id)
+                continue
+            key = next(iter(self.pending))
+            del self.pending[key]
+            try:
+                delay = await worker.process(key)
+            except asyncio.CancelledError:
+                raise
+            except Exception:  # Redis down, a renderer bug: log, and look again later
+                worker.log.exception("draft %s in chat %s failed", key.owner.display_key, key.chat_id)
+                delay = worker.backoff(self.chat_id)
+            if delay is None:
+                continue
+            if delay <= 0:
+                self.pending.setdefault(key, None)  # after the chat's other drafts
+            else:
+                self.later(key, delay)
+
+    async def close(self) -> None:
+        # The flag as well as the cancel: a library call may swallow a CancelledError
+        # (Python 3.11's wait_for race), and the loop must still end.
+        self.closed = True
+        for timer in self.timers.values():
+            timer.cancel()
+        self.timers.clear()
+        self.wake.set()
+        self.task.cancel()
+        try:
+            await self.task
+        except asyncio.CancelledError:
+            pass
+
+
+class ChannelWorker:
+    def __init__(
+        self,
+        channel: Channel,
+        redis: Redis,
+        *,
+        options: WorkerOptions | None = None,
+        clock: Callable[[], float] = time.time,
+        log: logging.Logger | None = None,
+    ) -> None:
+        self.channel = channel
+        self.redis = redis
+        self.options = options or WorkerOptions()
+        self.clock = clock
+        self.log = log or logging.getLogger(f"progresscast.{channel.name}")
+        self.store = CardStore(redis)
+        self.state = channel.state
+        self.pacer = Pacer(channel.budgets)
+        self._lanes: dict[Id, Lane] = {}
+        self._requests: dict[DraftKey, _Request] = {}
+        self._since: dict[DraftKey, float] = {}
+        """Since when (monotonic) a draft has waited for a change: fairness only."""
+        self._failures: dict[Id, int] = {}
+        self._logged = Bounded(self.options.remember)
+        self._events: asyncio.Task[None] | None = None
+        self._closing = False
+
+    # --- life ----------------------------------------------------------------------------
+
+    async def start(self) -> None:
+        group = EventGroup(self.redis, self.options.group, self.options.consumer or socket.gethostname())
+        await group.ensure()  # before reconciling, so no change falls between the two
+        for key in await self.channel.config_follows():
+            if await self.state.follow(key):
+                self.touch(key, followed=True)
+        for key in await self.state.all_follows():
+            self.touch(key)  # a restart catches up with what changed while it was down
+        self._events = asyncio.create_task(self._consume(group), name=f"{self.channel.name}-events")
+
+    async def close(self) -> None:
+        self._closing = True
+        if self._events is not None:
+            self._events.cancel()
+            try:
+                await self._events
+            except asyncio.CancelledError:
+                pass
+            self._events = None
+        lanes, self._lanes = list(self._lanes.values()), {}
+        for lane in lanes:
+            await lane.close()
+        await self.pacer.close()
+
+    async def idle(self) -> None:
+        """Wait until no destination has anything queued (tests; a graceful stop)."""
+        while any(not lane.idle for lane in self._lanes.values()):
+            await asyncio.sleep(0.05)
+
+    async def _consume(self, group: EventGroup) -> None:
+        failures = 0
+        while not self._closing:
+            try:
+                events = await group.read(count=200, block_ms=1000)
+                for owner in coalesce(events):
+                    for key in await self.state.followers(owner):
+                        self.touch(key)
+                await group.ack(events)
+                failures = 0
+            except asyncio.CancelledError:
+                raise
+            except Exception as exc:
+                delay = self.options.backoff.delay(failures)
+                failures += 1
+                if "NOGROUP" in str(exc) or "no longer exists" in str(exc):
+                    # The stream or the group is gone (a flushed or restarted Redis without
+                    # persistence): create them again and look at every draft once more,
+                    # since the events in between are lost.
+                    self.log.warning("the change stream or its consumer group is gone: recreating it")
+                    with contextlib.suppress(Exception):
+                        await group.ensure()
+                        for key in await self.state.all_follows():
+                            self.touch(key)
+                    await asyncio.sleep(delay)
+                    continue
+                self.log.exception("reading the change stream failed")
+                await asyncio.sleep(delay)
+
+    # --- what commands and events ask for ------------------------------------------------
+
+    def lane(self, chat_id: Id) -> Lane:
+        lane = self._lanes.get(chat_id)
+        if lane is None or lane.closed:
+            lane = self._lanes[chat_id] = Lane(self, chat_id)
+        return lane
+
+    def lane_ended(self, lane: Lane) -> None:
+        """An idle lane ended: forget it and what only it needed."""
+        if self._lanes.get(lane.chat_id) is lane:
+            del self._lanes[lane.chat_id]
+            if self.pacer.ready_in(lane.chat_id) <= 0:
+                self.pacer.forget(lane.chat_id)
+            self._failures.pop(lane.chat_id, None)
+
+    def allowed(self, chat_id: Id) -> bool:
+        """`allowedChats`, for drafts too: a destination removed from it after it followed
+        gets nothing more (said once in the log)."""
+        if self.channel.allowed(chat_id):
+            return True
+        self.log_once("not-allowed", chat_id, "chat %s follows sessions but is not in allowedChats: skipped", chat_id)
+        return False
+
+    def touch(self, key: DraftKey, *, followed: bool = False, fresh: bool = False) -> None:
+        """Look at this draft again soon. `followed`: the destination just subscribed (a
+        run that already ended is not announced); `fresh`: show it again at the bottom."""
+        if not self.allowed(key.chat_id):
+            return
+        if followed or fresh:
+            old = self._requests.get(key, _Request())
+            self._requests[key] = _Request(old.followed or followed, old.fresh or fresh)
+        self.lane(key.chat_id).touch(key)
+
+    def say(self, chat_id: Id, thread_id: Id, text: str) -> None:
+        """Send a plain-text message (a command reply) before the destination's drafts."""
+        self.lane(chat_id).say(_Say(thread_id, text=text))
+
+    def send_once(self, chat_id: Id, thread_id: Id, payload: Payload) -> None:
+        """Send a rendered payload as a one-off message (not a draft)."""
+        self.lane(chat_id).say(_Say(thread_id, payload=payload))
+
+    # --- one draft -----------------------------------------------------------------------
+
+    async def process(self, key: DraftKey) -> float | None:
+        """Make the next call this draft needs, if any. Returns None when the destination
+        shows what it should, else the delay before looking again (0: after its other
+        drafts)."""
+        chat = key.chat_id
+        if not self.allowed(chat):
+            return None
+        state, new, call, following = await self._decide(key)
+        if isinstance(call, Send | Edit | Delete | Probe):
+            # Bookkeeping that needs no call is stored now; the call waits for its slot
+            # and is then decided again, with the newest content.
+            if new != state:
+                await self.state.save_draft(key, new)
+            since = self._since.setdefault(key, time.monotonic())
+            await self.pacer.acquire(chat, urgent=self._urgent(new, call), since=since)
+            state, new, call, following = await self._decide(key)
+            if not isinstance(call, Send | Edit | Delete | Probe):
+                self.pacer.give_back(chat)
+        if call is None:
+            self._since.pop(key, None)
+            if not following:
+                await self.state.forget_draft(key)
+            elif new != state:
+                await self.state.save_draft(key, new)
+            return None
+        if new != state:
+            await self.state.save_draft(key, new)
+        if isinstance(call, Wait):
+            return call.seconds
+        self._since.pop(key, None)
+        return await self._call(key, new, call)
+
+    @staticmethod
+    def _urgent(state: DraftState, call: Call) -> bool:
+        """Everything but an edit that changes no step (the same card revision: tool
+        lines, a headline) goes first when the bot-wide budget binds."""
+        return not (isinstance(call, Edit) and call.revision is not None and call.revision == state.revision)
+
+    async def _decide(self, key: DraftKey) -> tuple[DraftState, DraftState, Call | None, bool]:
+        """Read everything about one draft and decide: (stored state, state after
+        bookkeeping, next call, whether the destination still follows)."""
+        chat = key.chat_id
+        state = await self.state.draft(key)
+        following = await self.state.is_following(key)
+        view: View = await self.store.view(key.owner)
+        loaded = state
+        request = self._requests.pop(key, None)
+        if request is not None:
+            if request.followed:
+                state = on_follow(state, view)
+            if request.fresh:
+                state = replace(state, fresh=True)
+        situation = Situation(
+            following=following,
+            mode=(renderers := await self.channel.renderers(key)).mode,
+            keep_on_complete=self.channel.keep_on_complete,
+            block_chars=self.channel.block_chars,
+            now=self.clock(),
+            settle=self.options.settle,
+            max_probes=self.options.max_probes,
+            known=await self.state.sent_after(chat, state.intent.mark) if state.intent else frozenset(),
+        )
+        new, call = decide(state, view, situation, renderers)
+        self.log.debug("draft %s in chat %s: %s → %s, %s", key.owner.display_key, chat, state, new, call)
+        return loaded, new, call, following
+
+    async def _call(self, key: DraftKey, state: DraftState, call: Call) -> float | None:
+        chat = key.chat_id
+        client = self.channel.client
+        if isinstance(call, Send):
+            mark = await self.state.last_message(chat)
+            state = begin(state, call, mark, self.clock())
+            await self.state.save_draft(key, state)  # write-ahead: a crash now is an unsure send
+            outcome = await client.send(chat, key.thread_id, call.shown)
+        elif isinstance(call, Edit):
+            outcome = await client.edit(chat, call.message_id, call.shown)
+        elif isinstance(call, Delete):
+            outcome = await client.delete(chat, call.message_id)
+        elif isinstance(call, Probe):
+            outcome = await client.probe(chat, call.message_id, call.intent)
+        else:
+            raise TypeError(f"unknown call {call!r}")
+        new = apply(state, call, outcome, self.clock())
+        if new != state:
+            await self.state.save_draft(key, new)
+        return await self._after(key, call, outcome)
+
+    async def _after(self, key: DraftKey, call: Call, outcome: Outcome) -> float:
+        """What a reply means besides the draft's state: message ids to remember, waits,
+        switching a feature off, log lines. Returns the delay before looking again."""
+        chat, name, k = key.chat_id, key.owner.display_key, outcome.kind
+        if outcome.message_id is not None and (
+            (isinstance(call, Send) and outcome.delivered) or k in (OutcomeKind.found, OutcomeKind.foreign)
+        ):
+            await self._saw(chat, outcome.message_id)
+        if outcome.delivered or k in (OutcomeKind.found, OutcomeKind.absent, OutcomeKind.foreign, OutcomeKind.gone):
+            self._ok(chat)
+        if k is OutcomeKind.rate_limited:
+            held = self.pacer.hold(chat, outcome.retry_after)
+            self.log.warning("chat %s: flood control, waiting %.1f s", chat, held)
+            return 0  # `process` waits for the destination to be ready, with the newest content
+        if k is OutcomeKind.unsure and isinstance(call, Send):
+            # It may have landed: the intent stays, `decide` probes for it after `settle`.
+            self.log.warning("chat %s: send of %s may or may not have landed (%s)", chat, name, outcome.detail)
+            self._failures[chat] = self._failures.get(chat, 0) + 1
+            return 0
+        if k in (OutcomeKind.transient, OutcomeKind.unsure):
+            self.log.warning("chat %s: %s (%s); retrying", chat, k, outcome.detail)
+            return self.backoff(chat)
+        if k is OutcomeKind.unsupported:
+            await self.channel.unsupported(outcome.detail)
+        elif k is OutcomeKind.refused_content:
+            self.log_once(
+                "content", chat, "chat %s: the server refused a message's content (%s); showing its fallback",
+                chat, outcome.detail,
+            )
+        elif k is OutcomeKind.refused:
+            if isinstance(call, Delete):
+                self.log.warning("chat %s: could not delete message %s (%s); forgetting it", chat, call.message_id,
+                                 outcome.detail)
+            elif "forbidden" in outcome.detail.lower() or "blocked" in outcome.detail.lower():
+                self.log_once("forbidden", chat, "chat %s: the bot may not write here: %s", chat, outcome.detail)
+            else:
+                self.log.error("chat %s: the server refused a message of %s: %s", chat, name, outcome.detail)
+        elif k in (OutcomeKind.gone, OutcomeKind.locked) and isinstance(call, Edit):
+            self.log.info("chat %s: draft %s is gone (%s); sending a new one", chat, call.message_id, outcome.detail)
+        elif k is OutcomeKind.found and isinstance(call, Probe):
+            self.log.info("chat %s: the unsure send of %s landed as message %s", chat, name, call.message_id)
+        elif k is OutcomeKind.foreign and outcome.message_id is not None:
+            # Only "not modified" proves a message already showed what we sent: a probe
+            # that went through changed some other message of this bot. It cannot be
+            # restored; it is remembered as ours so no probe touches it again.
+            self.log.warning(
+                "chat %s: probing for the unsure send of %s overwrote message %s, which was not it",
+                chat, name, outcome.message_id,
+            )
+        return 0
+
+    def backoff(self, chat_id: Id) -> float:
+        failures = self._failures.get(chat_id, 0)
+        self._failures[chat_id] = failures + 1
+        return self.options.backoff.delay(failures)
+
+    def _ok(self, chat_id: Id) -> None:
+        self._failures.pop(chat_id, None)
+
+    async def _saw(self, chat_id: Id, message_id: object) -> None:
+        """Remember a message we sent (or found to be ours)."""
+        if isinstance(message_id, int) and self.channel.allowed(chat_id):
+            await self.state.sent_message(chat_id, message_id)
+
+    def log_once(self, what: str, chat_id: Id, message: str, *args: object) -> None:
+        if (what, chat_id) not in self._logged:
+            self._logged.add((what, chat_id))
+            self.log.warning(message, *args)
+
+    # --- one-off messages ----------------------------------------------------------------
+
+    async def deliver(self, lane: Lane, item: _Say) -> None:
+        """Send a one-off message taken from the lane's outbox. A reply is not worth a
+        duplicate: it is retried (put back first) only when it surely never arrived."""
+        chat = lane.chat_id
+        await self.pacer.acquire(chat)
+        client = self.channel.client
+        if item.payload is not None:
+            outcome = await client.send(chat, item.thread_id, item.payload)
+        else:
+            outcome = await client.say(chat, item.thread_id, item.text or "")
+        if outcome.kind is OutcomeKind.rate_limited:
+            self.pacer.hold(chat, outcome.retry_after)
+            lane.outbox.appendleft(item)
+            return
+        if outcome.kind is OutcomeKind.transient:
+            self.pacer.hold(chat, self.backoff(chat) / self.pacer.budgets.scale)
+            lane.outbox.appendleft(item)
+            return
+        if outcome.kind is OutcomeKind.ok and outcome.message_id is not None:
+            self._ok(chat)
+            await self._saw(chat, outcome.message_id)
+        elif outcome.kind is OutcomeKind.unsupported:
+            await self.channel.unsupported(outcome.detail)
+            self.log.warning("chat %s: a rich message was not delivered: %s", chat, outcome.detail)
+        else:
+            self.log.warning("chat %s: a message was not delivered (%s): %s", chat, outcome.kind, outcome.detail)
+
+
+__all__ = ["Bounded", "ChannelWorker", "Lane", "WorkerOptions"]

@@ -1,0 +1,63 @@
+"""What a channel renderer returns: one API call's content, with its own fallbacks.
+
+A `Payload` is `{"method", "params"}` without destination or message id (the channel's
+client adds them and turns a send into an edit for an existing message), the `kind` of
+message it makes (a message of one kind cannot be edited into another: Telegram's
+classic HTML and rich messages, say), and a *fallback*: what to show instead when the
+channel refuses this content (HTML it cannot parse, blocks it does not accept). The
+renderer decides the fallback — the channel only reports that it refused — so a
+refusal of the same content always ends in the same text, whether it was a draft or a
+final answer. A fallback may have a fallback of its own (rich → classic → plain).
+
+The digest says what we *meant* to show: equal digests show the same message. The
+fallback takes no part in it, and is computed only when asked for.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+
+def digest(method: str, params: Mapping[str, Any]) -> str:
+    """A stable digest of a rendered payload: equal digests show the same message."""
+    blob = json.dumps([method, params], sort_keys=True, ensure_ascii=False, separators=(",", ":"))
+    return hashlib.sha256(blob.encode()).hexdigest()[:32]
+
+
+@dataclass(frozen=True, eq=False)
+class Payload:
+    method: str
+    params: Mapping[str, Any]
+    kind: str = "classic"
+    """What kind of message this makes; a message is never edited into another kind."""
+    make_fallback: Callable[[], Payload | None] | None = field(default=None, repr=False)
+    """What to show when the channel refuses this content (computed only then)."""
+    digest: str = field(default="", repr=False)
+
+    def __post_init__(self) -> None:
+        if not self.digest:
+            object.__setattr__(self, "digest", digest(self.method, self.params))
+
+    def fallback(self) -> Payload | None:
+        return self.make_fallback() if self.make_fallback is not None else None
+
+    def degraded(self, level: int) -> Payload | None:
+        """The payload after `level` refusals: itself at 0, then its fallbacks in turn;
+        None when it has no fallback that deep. The digest stays the one meant."""
+        shown: Payload | None = self
+        for _ in range(level):
+            shown = shown.fallback() if shown is not None else None
+        return shown
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, Payload) and other.digest == self.digest
+
+    def __hash__(self) -> int:
+        return hash(self.digest)
+
+
+__all__ = ["Payload", "digest"]

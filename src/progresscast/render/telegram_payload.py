@@ -1,0 +1,96 @@
+"""What the Telegram adapter sends, as `Payload`s with their fallbacks — every decision
+about how a Telegram message looks, the fallbacks included, is made here.
+
+- A draft: rich (`sendRichMessage` blocks) when the settings ask for it, falling back
+  to classic HTML, then to plain text; classic HTML falls back to plain text.
+- A final answer: one classic HTML message per part, each falling back to plain text.
+- A `/card` snapshot: the progress draft, also when the chat's mode shows no draft.
+
+Plain text is the text renderer's: the same layout with `[x] [>] [ ]` markers, and
+Markdown reduced to its text — for drafts and answers alike, so the same refusal ends
+in the same text.
+"""
+
+from __future__ import annotations
+
+import functools
+from pathlib import Path
+from typing import Any
+
+from ..config import Mode, RenderSettings
+from ..view import View
+from .payload import Payload
+from .telegram import answer_chunks, render_telegram, to_html, wrap_message
+from .text import render_text
+
+RICH_METHOD = "sendRichMessage"
+RICH = "rich"
+CLASSIC = "classic"
+
+
+def plain(text: str | None) -> Payload | None:
+    """A plain-text message (no parse mode): the last fallback."""
+    if not text or not text.strip():
+        return None
+    return Payload("sendMessage", {"text": text}, CLASSIC)
+
+
+def _payload(rendered: dict[str, Any] | None, fallback: Any = None) -> Payload | None:
+    if rendered is None:
+        return None
+    method = str(rendered["method"])
+    return Payload(method, dict(rendered["params"]), RICH if method == RICH_METHOD else CLASSIC, fallback)
+
+
+def telegram_draft(view: View, settings: RenderSettings, *, templates_dir: str | Path | None = None) -> Payload | None:
+    """The draft for this view in a chat with these settings (None: no draft)."""
+    classic = settings.model_copy(update={"rich": False}) if settings.rich else settings
+
+    def as_text() -> Payload | None:
+        return plain(render_text(view, classic, templates_dir=templates_dir))
+
+    def as_classic() -> Payload | None:
+        return _payload(render_telegram(view, classic, templates_dir=templates_dir), as_text)
+
+    if settings.rich:
+        return _payload(render_telegram(view, settings, templates_dir=templates_dir), as_classic)
+    return as_classic()
+
+
+def telegram_answer(markdown: str, *, templates_dir: str | Path | None = None) -> list[Payload]:
+    """A run's final answer as normal messages ([] for an empty answer)."""
+    if not markdown.strip():
+        return []
+    out: list[Payload] = []
+    for chunk in answer_chunks(markdown):
+        text = "\n".join(line.text for line in chunk)
+        html = wrap_message(to_html(chunk, templates_dir))
+        out.append(Payload("sendMessage", html, CLASSIC, functools.partial(plain, text)))
+    return out
+
+
+def telegram_snapshot(
+    view: View, settings: RenderSettings, *, templates_dir: str | Path | None = None
+) -> Payload | None:
+    """`/card` in a chat whose mode shows no live draft: a one-off of the progress draft."""
+    if settings.mode is Mode.off:
+        settings = settings.model_copy(update={"mode": Mode.progress})
+    return telegram_draft(view, settings, templates_dir=templates_dir)
+
+
+class TelegramRenderers:
+    """`channels.drafts.Renderers` for one chat's settings."""
+
+    def __init__(self, settings: RenderSettings, templates_dir: str | Path | None = None) -> None:
+        self.settings = settings
+        self.mode = settings.mode
+        self.templates_dir = templates_dir
+
+    def draft(self, view: View) -> Payload | None:
+        return telegram_draft(view, self.settings, templates_dir=self.templates_dir)
+
+    def answer(self, markdown: str) -> list[Payload]:
+        return telegram_answer(markdown, templates_dir=self.templates_dir)
+
+
+__all__ = ["RICH_METHOD", "TelegramRenderers", "plain", "telegram_answer", "telegram_draft", "telegram_snapshot"]

@@ -1,0 +1,118 @@
+"""channels/pacing.py: per-destination spacing, the bot-wide budget, and its fair order."""
+
+from __future__ import annotations
+
+import asyncio
+import itertools
+import time
+
+import pytest
+
+from progresscast.channels.pacing import Budgets, Pacer
+
+SCALE = 0.05
+
+
+def budgets(bot_rate: float = 30.0, scale: float = SCALE) -> Budgets:
+    return Budgets(interval=lambda chat: 3.0 if isinstance(chat, int) and chat < 0 else 1.0, bot_rate=bot_rate,
+                   scale=scale)
+
+
+class Clock:
+    def __init__(self) -> None:
+        self.now = 1000.0
+
+    def __call__(self) -> float:
+        return self.now
+
+
+async def test_one_call_per_interval_per_destination() -> None:
+    pacer = Pacer(budgets(scale=1.0), clock=(clock := Clock()))
+    await pacer.acquire(42)
+    assert pacer.ready_in(42) == pytest.approx(1.0)
+    clock.now += 0.4
+    assert pacer.ready_in(42) == pytest.approx(0.6)
+    clock.now += 0.6
+    await pacer.acquire(42)
+    assert pacer.ready_in(42) == pytest.approx(1.0)
+    clock.now += 1.0
+    await pacer.acquire(-100)
+    assert pacer.ready_in(-100) == pytest.approx(3.0)
+    assert pacer.ready_in(7) == 0
+
+
+def test_retry_after_holds_the_destination_up_to_the_cap() -> None:
+    pacer = Pacer(budgets(scale=1.0), clock=Clock())
+    assert pacer.hold(42, 5) == 5
+    assert pacer.ready_in(42) == pytest.approx(5)
+    assert pacer.hold(42, 600) == 60
+    assert pacer.ready_in(42) == pytest.approx(60)
+    assert pacer.ready_in(43) == 0
+
+
+def test_the_time_scale_shortens_every_interval() -> None:
+    pacer = Pacer(budgets(scale=0.05), clock=Clock())
+    assert pacer.budgets.spacing(42) == pytest.approx(0.05)
+    assert pacer.budgets.bot_spacing == pytest.approx(0.05 / 30)
+    assert pacer.hold(42, 2) == pytest.approx(0.1)
+
+
+async def test_the_bot_is_paced_across_destinations() -> None:
+    pacer = Pacer(budgets(bot_rate=30.0))
+    granted: list[float] = []
+
+    async def one(chat: int) -> None:
+        await pacer.acquire(chat)
+        granted.append(time.monotonic())
+
+    await asyncio.gather(*(one(chat) for chat in range(1, 31)))
+    gaps = [b - a for a, b in itertools.pairwise(granted)]
+    spacing = SCALE / 30
+    assert all(gap >= spacing * 0.9 for gap in gaps), gaps
+    assert granted[-1] - granted[0] >= 29 * spacing * 0.9
+
+
+async def test_when_the_bot_budget_binds_urgent_changes_go_first_then_the_longest_waiting() -> None:
+    pacer = Pacer(budgets(bot_rate=10.0))
+    order: list[int] = []
+    await pacer.acquire(0)  # the bot slot is now taken: everyone else queues
+
+    async def one(chat: int, urgent: bool, since: float) -> None:
+        await pacer.acquire(chat, urgent=urgent, since=since)
+        order.append(chat)
+
+    tasks = [
+        asyncio.create_task(one(1, False, since=5.0)),  # tool lines only, waiting longest
+        asyncio.create_task(one(2, True, since=9.0)),  # a step changed state
+        asyncio.create_task(one(3, False, since=1.0)),  # tool lines only, waiting longer still
+        asyncio.create_task(one(4, True, since=2.0)),  # a step changed state, waiting longer
+    ]
+    await asyncio.gather(*tasks)
+    assert order == [4, 2, 3, 1]
+
+
+async def test_no_destination_starves_under_a_scaled_down_budget() -> None:
+    # 20 destinations keep asking (each a new change the moment its call went out) while
+    # the bot may make 20 calls a second in all: every destination is served in turn.
+    pacer = Pacer(budgets(bot_rate=20.0))
+    served: dict[int, int] = dict.fromkeys(range(20), 0)
+    stop = asyncio.Event()
+
+    async def chat(n: int) -> None:
+        since = time.monotonic()
+        while not stop.is_set():
+            await pacer.acquire(n, urgent=False, since=since)
+            served[n] += 1
+            since = time.monotonic()
+
+    tasks = [asyncio.create_task(chat(n)) for n in range(20)]
+    deadline = time.monotonic() + 5
+    while min(served.values()) < 3 and time.monotonic() < deadline:
+        await asyncio.sleep(0.01)
+    stop.set()
+    for task in tasks:
+        task.cancel()
+    await asyncio.gather(*tasks, return_exceptions=True)
+    await pacer.close()
+    assert min(served.values()) >= 3, served
+    assert max(served.values()) - min(served.values()) <= 2, served
