@@ -28,7 +28,7 @@ from progresscast.a2a.mapping import EXTENSION_URI
 
 Action = Callable[[TaskUpdater], Awaitable[None]]
 
-STATES = {name: pb.TaskState.Value(name) for name in pb.TaskState.keys()}
+STATES = {name: pb.TaskState.Value(name) for name in pb.TaskState.keys()}  # noqa: SIM118 (a protobuf enum)
 
 
 def status(state: str = "TASK_STATE_WORKING", *, at: str | None = None, plan: list[dict[str, Any]] | None = None,

@@ -6,6 +6,7 @@ import asyncio
 
 from redis.asyncio import Redis
 
+from a2a_updates import artifact, snapshot, status, steps, ts
 from progresscast import keys
 from progresscast.a2a.apply import Outcome, Source, UpdateApplier
 from progresscast.a2a.mapping import parse_update
@@ -13,8 +14,6 @@ from progresscast.card import Status
 from progresscast.owners import Owner
 from progresscast.store import CardStore
 from progresscast.view import RunState
-
-from a2a_updates import artifact, snapshot, status, steps, ts
 
 OWNER = Owner(agent_id="main", session_key="ctx-1")
 

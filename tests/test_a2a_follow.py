@@ -11,6 +11,8 @@ from collections.abc import AsyncIterator
 import pytest
 from redis.asyncio import Redis
 
+from a2a_agent import Agent, chunk, gate, status
+from a2a_updates import steps, ts
 from progresscast.a2a.apply import UpdateApplier
 from progresscast.a2a.follow import Follower, Pacing, agent_client
 from progresscast.a2a.mapping import TaskState
@@ -18,9 +20,6 @@ from progresscast.card import Status
 from progresscast.owners import Owner
 from progresscast.store import CardStore
 from progresscast.view import RunState
-
-from a2a_agent import Agent, chunk, gate, status
-from a2a_updates import steps, ts
 
 FAST = Pacing(backoff_initial=0.02, backoff_max=0.1, safety_poll=0.05, list_poll=0.05)
 LONG = "L" * 150
@@ -182,7 +181,7 @@ async def run_cli(*args: str, env: dict[str, str]) -> tuple[int, str, str]:
 
 
 async def test_the_follow_command(redis_url: str, redis: Redis, store: CardStore, agent: Agent) -> None:
-    code, out, err = await run_cli("--redis", redis_url, "a2a", "follow", agent.url, "--send", "fix it", env={})
+    code, _out, err = await run_cli("--redis", redis_url, "a2a", "follow", agent.url, "--send", "fix it", env={})
     assert code == 0, err
     last = err.strip().splitlines()[-1]
     assert last.endswith(" completed — Done") and "plan 5/20 — Writing the answer" in err, err
@@ -201,5 +200,5 @@ async def test_an_unreachable_agent_is_one_line(redis_url: str) -> None:
     s.bind(("127.0.0.1", 0))
     port = s.getsockname()[1]
     s.close()
-    code, out, err = await run_cli("--redis", redis_url, "a2a", "follow", f"http://127.0.0.1:{port}", "--task", "x", env={})
+    code, _out, err = await run_cli("--redis", redis_url, "a2a", "follow", f"http://127.0.0.1:{port}", "--task", "x", env={})
     assert code == 1 and err.count("\n") == 1 and "agent card" in err and "connection" in err, err

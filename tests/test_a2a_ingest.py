@@ -6,21 +6,18 @@ import io
 import itertools
 import json
 import random
-import subprocess
-import sys
 from pathlib import Path
 
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from redis.asyncio import Redis
 
+from a2a_updates import snapshot, status, steps, ts
 from progresscast.a2a.apply import UpdateApplier
 from progresscast.a2a.ingest import ingest_lines
 from progresscast.owners import Owner
 from progresscast.store import CardStore
 from progresscast.view import RunState
-
-from a2a_updates import snapshot, status, steps, ts
 from test_cli import CLI, cli  # noqa: F401  (the fixture)
 
 _contexts = itertools.count()

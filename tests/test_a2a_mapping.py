@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import pytest
 
+from a2a_updates import artifact, snapshot, status, steps, ts
 from progresscast.a2a.mapping import (
     EXTENSION_URI,
     AnswerChunk,
@@ -16,8 +17,6 @@ from progresscast.a2a.mapping import (
 )
 from progresscast.card import Status
 from progresscast.view import RunState
-
-from a2a_updates import artifact, snapshot, status, steps, ts
 
 
 def change(data: object) -> StatusChange:

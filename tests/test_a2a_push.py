@@ -10,6 +10,8 @@ import pytest
 from a2a.types import a2a_pb2 as pb
 from redis.asyncio import Redis
 
+from a2a_agent import Agent, gate, status
+from a2a_updates import artifact, snapshot, steps, ts
 from progresscast.a2a.apply import UpdateApplier
 from progresscast.a2a.follow import Follower, Pacing, agent_client
 from progresscast.card import Status
@@ -18,9 +20,6 @@ from progresscast.gateway.server import address, bind, run_gateway
 from progresscast.owners import Owner
 from progresscast.store import CardStore
 from progresscast.view import RunState
-
-from a2a_agent import Agent, gate, status
-from a2a_updates import artifact, snapshot, steps, ts
 
 
 def settings() -> Settings:

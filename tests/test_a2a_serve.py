@@ -9,15 +9,14 @@ import logging
 import pytest
 from redis.asyncio import Redis
 
+from a2a_agent import Agent, status
+from a2a_updates import ts
 from progresscast import keys
-from progresscast.a2a.follow import Follower, agent_client
 from progresscast.a2a.apply import UpdateApplier
+from progresscast.a2a.follow import Follower, agent_client
 from progresscast.config import Settings
 from progresscast.serve import serve
 from progresscast.testing import BotAPIEmulator
-
-from a2a_agent import Agent, status
-from a2a_updates import ts
 
 pytestmark = pytest.mark.filterwarnings("ignore::telegram.warnings.PTBDeprecationWarning")
 

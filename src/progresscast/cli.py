@@ -190,7 +190,8 @@ def main(argv: list[str] | None = None) -> None:
         elif args.command == "render":
             _render_command(args, settings)
         elif args.command == "a2a":
-            from .a2a.commands import CommandError, run as run_a2a
+            from .a2a.commands import CommandError
+            from .a2a.commands import run as run_a2a
 
             try:
                 run_a2a(args, settings)

@@ -38,7 +38,9 @@ def add_commands(commands: Any, common: argparse.ArgumentParser, parser_class: t
     what.add_argument("--context", metavar="ID", help="follow every task of a context (until interrupted)")
     what.add_argument("--send", metavar="TEXT", help="start a task with this message and follow it")
     follow.add_argument("--agent", metavar="ID", help="the cards' agent id (default: the default agent)")
-    follow.add_argument("--push", metavar="URL", help="have the agent push updates to this URL (the gateway's /v1/a2a/push)")
+    follow.add_argument(
+        "--push", metavar="URL", help="have the agent push updates to this URL (the gateway's /v1/a2a/push)"
+    )
     follow.add_argument("--push-token", metavar="T", help="the token the agent sends with each push")
     follow.add_argument("--quiet", action="store_true", help="no progress line per applied update")
 

@@ -21,7 +21,7 @@ from dataclasses import dataclass
 from typing import Any
 
 import httpx
-from a2a.client import A2AClientError, Client, ClientConfig, create_client
+from a2a.client import Client, ClientConfig, create_client
 from a2a.types import a2a_pb2 as pb
 from a2a.utils.errors import A2AError, TaskNotFoundError, UnsupportedOperationError
 from google.protobuf.json_format import MessageToDict
@@ -92,7 +92,8 @@ def _reason(exc: BaseException) -> str:
 
 def to_json(message: Any) -> dict[str, Any]:
     """An a2a-sdk protobuf message as the A2A camelCase JSON the mapping reads."""
-    return MessageToDict(message)
+    data: dict[str, Any] = MessageToDict(message)
+    return data
 
 
 class Follower:
@@ -275,7 +276,8 @@ class ContextCursor:
         return self._value
 
     async def seen(self, timestamp: str | None) -> None:
-        if timestamp and (self._value is None or (parse_timestamp(timestamp) or 0) > (parse_timestamp(self._value) or 0)):
+        newer = self._value is None or (parse_timestamp(timestamp) or 0) > (parse_timestamp(self._value) or 0)
+        if timestamp and newer:
             await self.store(timestamp)
 
     async def store(self, timestamp: str) -> None:
@@ -283,9 +285,8 @@ class ContextCursor:
 
 
 def _task_id(data: dict[str, Any]) -> str | None:
-    if "task" in data:
-        return data["task"].get("id")
-    for key in ("statusUpdate", "artifactUpdate"):
-        if key in data:
-            return data[key].get("taskId")
+    for key, field in (("task", "id"), ("statusUpdate", "taskId"), ("artifactUpdate", "taskId")):
+        value = data.get(key, {}).get(field)
+        if isinstance(value, str) and value:
+            return value
     return None

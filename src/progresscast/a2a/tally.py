@@ -29,7 +29,7 @@ class Tally:
     def summary(self) -> str:
         """`applied N, ignored M (stale S, duplicate D, malformed X)`, plus the rarer
         kinds (`untimed`, `messages`, `plans refused`) when there were any."""
-        parts = [f"stale {self.get('stale')}", f"duplicate {self.get('duplicate')}", f"malformed {self.get('malformed')}"]
+        parts = [f"{kind} {self.get(kind)}" for kind in ("stale", "duplicate", "malformed")]
         ignored = sum(self.get(k) for k in ("stale", "duplicate", "malformed", "untimed", "message"))
         if self.get("untimed"):
             parts.append(f"untimed {self.get('untimed')}")

@@ -67,7 +67,7 @@ async def follow_agents(settings: Settings, redis: Redis) -> None:
     agents = []
     for agent in settings.a2a.agents:
         if agent.agentId is not None and agent.agentId not in settings.agents.known_set:
-            log.error("a2a.agents: agentId '%s' is not a configured agent; %s is not followed", agent.agentId, agent.url)
+            log.error("a2a.agents: agentId '%s' is not a configured agent; not following %s", agent.agentId, agent.url)
             continue
         agents.append(agent)
     async with asyncio.TaskGroup() as group:
