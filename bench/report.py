@@ -43,6 +43,9 @@ it logged over the whole run.""",
 over HTTP and directly (p50, one connection), and in the full set a 200-chat fleet's
 p99 staleness at 10 and 50 steps. By chats: p50/p99 staleness (figure 1) and the RSS of
 `serve` (figures 1 and 5). Plot: [`{PLOT}`]({PLOT}).""",
+    "7": """**Hooks.** One `progresscast hook claude-code` call for a `TodoWrite` event,
+from spawning the process to its exit, on the bench Redis, against the same interpreter
+doing nothing (`python -c pass`). Most of a call is Python starting and importing.""",
 }
 
 

@@ -36,7 +36,7 @@ from progresscast.channels.drafts import (
 from progresscast.channels.outcome import Outcome, OutcomeKind
 from progresscast.config import Mode
 from progresscast.owners import Owner
-from progresscast.view import RunState, View
+from progresscast.view import EndedRun, RunState, View
 
 OWNER = Owner("main", "t1")
 
@@ -77,14 +77,31 @@ class Fake:
         if not parts:
             return None
         text = " / ".join(parts)
+        if v.paused:
+            text += " (paused)"
+        if v.activity.tools:
+            text += " / tools " + ",".join(v.activity.tools)
+        classic = Payload("sendMessage", {"text": text, "parse_mode": "HTML"}, "classic", lambda: plain(text))
         if self.rich:
             return Payload(
-                "sendRichMessage", {"rich_message": {"blocks": [{"type": "paragraph", "text": text}]}}, "rich"
+                "sendRichMessage",
+                {"rich_message": {"blocks": [{"type": "paragraph", "text": text}]}},
+                "rich",
+                lambda: classic,
             )
-        return Payload("sendMessage", {"text": text, "parse_mode": "HTML"})
+        return classic
 
     def answer(self, markdown: str) -> list[Payload]:
-        return [Payload("sendMessage", {"text": f"answer: {p}"}) for p in markdown.split("|") if p]
+        return [
+            Payload("sendMessage", {"text": f"answer: {p}"}, "classic", lambda p=p: plain(f"answer: {p}"))
+            for p in markdown.split("|")
+            if p
+        ]
+
+
+def plain(text: str) -> Payload:
+    """The fallbacks' last step: plain text (marked so tests can tell)."""
+    return Payload("sendMessage", {"text": f"plain {text}"}, "classic")
 
 
 def shown_text(payload: Payload) -> str:
@@ -100,6 +117,8 @@ class Chat:
     messages: dict[int, str] = field(default_factory=dict)
     next_id: int = 10
     calls: list[object] = field(default_factory=list)
+    refuse: set[str] = field(default_factory=set)
+    """Texts the chat refuses for their content (markup it cannot parse, say)."""
 
     def new_id(self) -> int:
         self.next_id += 1
@@ -131,7 +150,9 @@ def drive(state: DraftState, v: View, s: Sit, renderers: Fake, chat: Chat, limit
         if call is None:
             return state
         chat.calls.append(call)
-        if isinstance(call, Send):
+        if isinstance(call, Send | Edit) and shown_text(call.shown) in chat.refuse:
+            outcome = Outcome(OutcomeKind.refused_content)
+        elif isinstance(call, Send):
             mid = chat.new_id()
             chat.messages[mid] = shown_text(call.shown)
             outcome = Outcome(OutcomeKind.ok, message_id=mid)
@@ -477,6 +498,141 @@ def test_an_unsure_send_with_no_known_message_id_is_probed_from_the_first_id() -
     r, v = Fake(), view(card(1, ("a", "in_progress")))
     state, step = plan(unsure(mark=0), v, sit(now=200.0), r)
     assert state.intent is not None and step == Probe(1, state.intent)
+
+
+# --- lifecycle: runs that end unseen, cards written after the end ------------------------
+
+
+def test_a_run_that_ended_unseen_still_gets_its_answer_once() -> None:
+    # r1's draft is shown; r1 ends and r2 starts before the draft looks again (within one
+    # pacing interval): the store kept r1's ending, so its draft goes and its answer is sent.
+    chat, r = Chat(), Fake()
+    state = drive(DraftState(), view(card(1, ("a", "in_progress")), RunState.active), sit(run_id="r1"), r, chat)
+    old = state.message_id
+    assert state.seen_run == "r1"
+    r2 = replace(
+        view(card(1, ("a", "in_progress")), RunState.active),
+        previous=EndedRun("r1", RunState.completed, "the answer"),
+    )
+    state = drive(state, r2, sit(run_id="r2"), r, chat)
+    assert old not in chat.messages
+    assert list(chat.messages.values()) == ["answer: the answer", "card r1"]
+    calls = len(chat.calls)
+    state = drive(state, r2, sit(run_id="r2"), r, chat)  # once: nothing more
+    assert len(chat.calls) == calls and state.done_run is None and state.seen_run == "r2"
+
+
+def test_a_previous_run_this_draft_never_saw_is_not_announced() -> None:
+    chat, r = Chat(), Fake()
+    r2 = replace(
+        view(card(1, ("a", "in_progress")), RunState.active), previous=EndedRun("r1", RunState.completed, "old")
+    )
+    drive(DraftState(), r2, sit(run_id="r2"), r, chat)
+    assert list(chat.messages.values()) == ["card r1"]
+
+
+def late(c: Card, **activity: object) -> View:
+    """A card written after run r1 ended (the store says so: `after_end`)."""
+    return replace(view(c, RunState.completed, **activity), run_id="r1", paused=True, after_end=True)
+
+
+def test_a_card_written_after_the_run_ended_gets_a_new_draft_which_the_next_run_takes_over() -> None:
+    chat, r = Chat(), Fake()
+    s1 = sit(run_id="r1")
+    state = drive(DraftState(), view(card(1, ("a", "in_progress")), RunState.active), s1, r, chat)
+    state = drive(state, view(card(1, ("a", "in_progress")), RunState.completed, answer="done"), s1, r, chat)
+    assert list(chat.messages.values()) == ["answer: done"]
+    state = drive(state, late(card(2, ("a", "in_progress"), ("b", "pending"))), s1, r, chat)
+    assert list(chat.messages.values()) == ["answer: done", "card r2 (paused)"]
+    draft = state.message_id
+    state = drive(state, late(card(3, ("a", "completed"), ("b", "pending"))), s1, r, chat)
+    assert chat.messages[draft] == "card r3 (paused)" and len(chat.messages) == 2  # edited in place
+    state = drive(state, view(card(4, ("b", "in_progress")), RunState.active), sit(run_id="r2"), r, chat)
+    assert chat.messages[draft] == "card r4" and len(chat.messages) == 2  # the next run took it over
+    state = drive(state, view(card(4, ("b", "completed")), RunState.completed, answer="two"), sit(run_id="r2"), r, chat)
+    assert list(chat.messages.values()) == ["answer: done", "answer: two"]
+
+
+def test_a_late_card_leaves_a_kept_record_alone() -> None:
+    chat, r = Chat(), Fake()
+    s1 = sit(run_id="r1", keep_on_complete=True)
+    state = drive(DraftState(), view(card(1, ("a", "in_progress")), RunState.active), s1, r, chat)
+    record = state.message_id
+    state = drive(state, view(card(1, ("a", "completed")), RunState.completed), s1, r, chat)
+    state = drive(state, late(card(2, ("b", "in_progress"))), s1, r, chat)
+    assert chat.messages[record] == "card r1"
+    assert state.message_id != record and chat.messages[state.message_id] == "card r2 (paused)"
+
+
+def test_chats_that_followed_at_different_times_show_a_late_card_the_same_way() -> None:
+    r = Fake()
+    before, after = Chat(), Chat()
+    s1 = sit(run_id="r1")
+    a = drive(DraftState(), view(card(1, ("a", "in_progress")), RunState.active), s1, r, before)
+    a = drive(a, view(card(1, ("a", "in_progress")), RunState.completed, answer="x"), s1, r, before)
+    latest = late(card(2, ("a", "in_progress")))
+    a = drive(a, latest, s1, r, before)
+    b = drive(on_follow(DraftState(), latest), latest, s1, r, after)
+    assert before.messages[a.message_id] == after.messages[b.message_id] == "card r2 (paused)"
+    # Both follow the next write the same way: an edit of their draft.
+    nxt = late(card(3, ("a", "completed")))
+    a, b = drive(a, nxt, s1, r, before), drive(b, nxt, s1, r, after)
+    assert before.messages[a.message_id] == after.messages[b.message_id] == "card r3 (paused)"
+    assert isinstance(before.calls[-1], Edit) and isinstance(after.calls[-1], Edit)
+
+
+# --- refused content: the renderer's fallbacks, remembered with the draft ----------------
+
+
+def test_refused_content_goes_down_the_fallbacks_and_is_remembered() -> None:
+    r = Fake(rich=True)
+    chat = Chat(refuse={"card r1"})  # the rich payload and its classic fallback both show "card r1"
+    state = drive(DraftState(), view(card(1, ("a", "in_progress"))), sit(), r, chat)
+    assert list(chat.messages.values()) == ["plain card r1"] and state.level == 2
+    assert state.kind == "classic" and state.digest == r.draft(view(card(1, ("a", "in_progress")))).digest
+    # Stored with the draft: after a restart (a JSON round trip) nothing is tried again.
+    state = DraftState.from_json(state.to_json())
+    calls = len(chat.calls)
+    state = drive(state, view(card(1, ("a", "in_progress"))), sit(), r, chat)
+    assert len(chat.calls) == calls
+    # New content starts from the top again (rich), replacing the classic message.
+    chat.refuse.clear()
+    state = drive(state, view(card(2, ("a", "completed"))), sit(), r, chat)
+    assert list(chat.messages.values()) == ["card r2"] and state.kind == "rich"
+
+
+def test_content_with_no_fallback_left_is_given_up_until_it_changes() -> None:
+    r = Fake()
+    chat = Chat(refuse={"card r1", "plain card r1"})
+    state = drive(DraftState(), view(card(1, ("a", "in_progress"))), sit(), r, chat)
+    assert chat.messages == {} and len(chat.calls) == 2
+    state = drive(state, view(card(2, ("a", "in_progress"))), sit(), r, chat)
+    assert list(chat.messages.values()) == ["card r2"]
+
+
+def test_a_refused_answer_gets_the_same_plain_fallback_as_a_draft() -> None:
+    chat, r = Chat(refuse={"answer: x"}), Fake()
+    s1 = sit(run_id="r1")
+    state = drive(DraftState(), view(card(1, ("a", "in_progress")), RunState.active), s1, r, chat)
+    drive(state, view(card(1, ("a", "completed")), RunState.completed, answer="x|y"), s1, r, chat)
+    assert list(chat.messages.values()) == ["plain answer: x", "answer: y"]
+
+
+def test_replies_are_read_by_kind() -> None:
+    base = DraftState(message_id=5, digest=P1.digest, kind="classic")
+    edit = Edit(5, P2, P2, revision=2)
+    assert apply(base, edit, Outcome(OutcomeKind.not_modified)).digest == P2.digest
+    for kind in (OutcomeKind.gone, OutcomeKind.locked):
+        assert apply(base, edit, Outcome(kind)).message_id is None
+    for kind in (OutcomeKind.rate_limited, OutcomeKind.transient, OutcomeKind.unsure, OutcomeKind.unsupported):
+        assert apply(base, edit, Outcome(kind)) == base
+    assert apply(base, edit, Outcome(OutcomeKind.refused)).given_up == P2.digest
+    assert apply(base, Delete(5), Outcome(OutcomeKind.refused)).message_id is None
+    assert apply(base, Delete(5), Outcome(OutcomeKind.transient)) == base
+    send = Send(P1, P1)
+    assert apply(DraftState(), send, Outcome(OutcomeKind.refused)).given_up == P1.digest
+    answer = Send(P1, P1, "answer", 2)
+    assert apply(DraftState(), answer, Outcome(OutcomeKind.refused)).answer_sent == 3
 
 
 # --- a property: whatever the sequence, one message showing the last thing --------------

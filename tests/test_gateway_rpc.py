@@ -128,6 +128,7 @@ async def test_expected_revision_is_compare_and_set(client: httpx.AsyncClient, s
     ok(await call(client, "progressCard.put", sessionKey="ticket-1", markdown="two", expectedRevision=1))
     err = error(await call(client, "progressCard.put", sessionKey="ticket-1", markdown="three", expectedRevision=1), 409, "conflict")
     assert err["field"] == "expectedRevision" and "revision 2" in err["message"]
+    assert err["revision"] == 2  # where to retry from, for a compare-and-set writer
     card = await store.get(MAIN)
     assert card is not None and card.markdown == "two"
     for bad in ["1", 1.5, -1, True]:

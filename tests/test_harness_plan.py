@@ -107,3 +107,45 @@ def test_wrong_shapes_are_refused_naming_the_field(items: object, field: str, ru
         map_plan(items, PROGRESS_V1, field="steps")
     assert caught.value.field == field
     assert rule in caught.value.rule
+
+
+def test_a_checklist_has_its_first_unfinished_item_in_progress() -> None:
+    from progresscast.harness_plan import map_checklist
+
+    items = [{"text": "A", "completed": True}, {"text": "B", "completed": False}, {"text": "C", "completed": False}]
+    plan = map_checklist(items, field="items")
+    assert [(s.step, s.status) for s in plan.steps] == [
+        ("A", Status.completed), ("B", Status.in_progress), ("C", Status.pending)
+    ]
+    done = map_checklist([{"text": "A", "completed": True}], field="items")
+    assert [s.status for s in done.steps] == [Status.completed]
+
+
+@pytest.mark.parametrize(
+    ("items", "field", "rule"),
+    [
+        ("A", "items", "must be an array"),
+        ([{"text": "A", "completed": "yes"}], "items[0].completed", "must be true or false"),
+        ([{"text": 3, "completed": False}], "items[0].text", "must be a string"),
+        ([{"text": " ", "completed": False}], "items[0].text", "must not be empty"),
+    ],
+)
+def test_a_checklist_of_the_wrong_shape_names_the_field(items: object, field: str, rule: str) -> None:
+    from progresscast.harness_plan import map_checklist
+
+    with pytest.raises(PlanShapeError) as raised:
+        map_checklist(items, field="items")
+    assert (raised.value.field, raised.value.rule) == (field, rule)
+
+
+def test_gemini_and_claude_shapes() -> None:
+    from progresscast.harness_plan import CLAUDE_TASK, CLAUDE_TODO, GEMINI_TODO
+
+    gemini = map_plan(
+        [{"description": "A", "status": "cancelled"}, {"description": "B", "status": "blocked"}], GEMINI_TODO, field="todos"
+    )
+    assert [s.status for s in gemini.steps] == [Status.skipped, Status.blocked]
+    todo = map_plan([{"content": "A", "status": "in_progress", "activeForm": "Doing A"}], CLAUDE_TODO, field="todos")
+    assert [(s.step, s.status) for s in todo.steps] == [("A", Status.in_progress)]
+    task = map_plan([{"subject": "T", "status": "completed"}], CLAUDE_TASK, field="tasks")
+    assert [(s.step, s.status) for s in task.steps] == [("T", Status.completed)]

@@ -1,8 +1,10 @@
 """The Telegram adapter end to end: real python-telegram-bot over HTTP against the Bot
 API emulator, a real Redis, `run_adapter` as `progresscast serve` runs it.
 
-Pacing is Telegram's (1 call/s in a private chat, 20/min in a group); only the
-timeouts a test provokes are shortened.
+Pacing is Telegram's (1 call/s in a private chat, 20/min in a group), run at 1/20 of
+real time on both sides (`PROGRESSCAST_TIME_SCALE`, read by the adapter's pacer and by
+the emulator's); tests marked `realtime` keep real time. Only the timeouts a test
+provokes are shortened (they are not pacing, so they are not scaled).
 """
 
 from __future__ import annotations
@@ -22,7 +24,10 @@ from progresscast.owners import Owner
 from progresscast.store import CardStore
 from progresscast.telegram.bot import run_adapter
 from progresscast.telegram.options import AdapterOptions
+from progresscast.telegram.pacing import Pace
 from progresscast.testing import BotAPIEmulator, ShownMessage
+from progresscast.timescale import ENV as TIME_SCALE_ENV
+from progresscast.timescale import time_scale
 from progresscast.view import RunState
 
 pytestmark = pytest.mark.filterwarnings("ignore::telegram.warnings.PTBDeprecationWarning")  # PTB's own RetryAfter
@@ -33,8 +38,32 @@ GROUP = -1001234567890
 OWNER = Owner("main", "t1")
 
 
+SCALE = 0.05
+"""The time scale of most tests here: Telegram's pacing at 1/20 of real time."""
+
+
+@pytest.fixture(autouse=True)
+def scaled(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> float:
+    """Scale pacing (the adapter's and the emulator's) unless the test is `realtime`."""
+    if request.node.get_closest_marker("realtime") is None:
+        monkeypatch.setenv(TIME_SCALE_ENV, str(SCALE))
+    else:
+        monkeypatch.delenv(TIME_SCALE_ENV, raising=False)
+    return time_scale()
+
+
+def pacing(seconds: float) -> float:
+    """`seconds` of Telegram's time, in this test's real seconds."""
+    return seconds * time_scale()
+
+
+async def quiet(seconds: float) -> None:
+    """Let `seconds` of Telegram's time pass: for checks that nothing more happens."""
+    await asyncio.sleep(pacing(seconds))
+
+
 @pytest.fixture
-async def api():
+async def api(scaled: float):
     async with BotAPIEmulator() as emulator:
         yield emulator
 
@@ -142,6 +171,7 @@ def errors(api: BotAPIEmulator, chat: int) -> list[tuple[str, int, str | None]]:
 # --- the headline behaviour ---------------------------------------------------------
 
 
+@pytest.mark.realtime
 async def test_follow_then_30_writes_in_a_second(api: BotAPIEmulator, harness) -> None:
     h = await harness()
     reply = await h.command(PRIVATE, "/follow t1")
@@ -158,24 +188,25 @@ async def test_follow_then_30_writes_in_a_second(api: BotAPIEmulator, harness) -
     calls = api.calls_for(PRIVATE)
     assert len(calls) <= 4, [(c.method, c.at - start) for c in calls]
     assert errors(api, PRIVATE) == []
-    await asyncio.sleep(1.2)  # nothing more is sent once the chat shows the last card
+    await quiet(1.2)  # nothing more is sent once the chat shows the last card
     assert len(api.calls_for(PRIVATE)) == len(calls)
 
 
+@pytest.mark.realtime
 async def test_group_topic_is_paced_at_20_per_minute(api: BotAPIEmulator, harness) -> None:
     h = await harness()
     reply = await h.command(GROUP, "/follow t1", message_thread_id=7)
     assert reply.message_thread_id == 7
     for i in range(8):
         await h.put((f"Step {i}", "in_progress"))
-        await asyncio.sleep(0.5)
+        await quiet(0.5)
     last_write = time.monotonic()
     drafts = await h.shows(GROUP, "Step 7", timeout=5)
-    assert time.monotonic() - last_write <= 3.0 + 1.0 + 0.3
+    assert time.monotonic() - last_write <= pacing(3.0 + 1.0) + 0.3
     assert drafts[0].message_thread_id == 7
     calls = api.calls_for(GROUP)
     gaps = [b.at - a.at for a, b in itertools.pairwise(calls)]
-    assert all(gap >= 2.9 for gap in gaps), gaps
+    assert all(gap >= pacing(2.9) for gap in gaps), gaps
     assert errors(api, GROUP) == []
 
 
@@ -248,7 +279,7 @@ async def test_run_end_in_progress_mode_sends_the_answer_once(api: BotAPIEmulato
     await h.stop()
     await h.store.update_activity(OWNER, headline="idle")
     await h.start()
-    await asyncio.sleep(2.0)
+    await quiet(2.0)
     assert len(h.draft_sends(PRIVATE)) == sends
     assert [m.message_id for m in h.drafts(PRIVATE)] == [answer.message_id]
 
@@ -359,14 +390,14 @@ async def test_429_storm_ends_with_the_latest_card(api: BotAPIEmulator, harness)
     api.fail_next("editMessageText", status=429, retry_after=2, times=3, chat_id=PRIVATE)
     for i in range(1, 6):
         await h.put((f"Step {i}", "in_progress"))
-        await asyncio.sleep(0.2)
+        await quiet(0.2)
     await h.shows(PRIVATE, "Step 5", timeout=12)
     edits = api.calls_for(PRIVATE, "editMessageText")
     refused = [c for c in edits if c.status == 429]
     assert len(refused) == 3
     for before, after in itertools.pairwise(edits):
         if before.status == 429:
-            assert after.at - before.at >= 2.0 - 0.05  # retry_after honoured
+            assert after.at - before.at >= pacing(2.0) * 0.95  # retry_after honoured
     assert errors(api, PRIVATE) == []
 
 
@@ -469,7 +500,7 @@ async def test_chat_not_allowed_cannot_follow(api: BotAPIEmulator, harness, redi
     reply = await h.command(OTHER, "/follow t1")
     assert "not enabled for this chat" in reply.text
     await h.put(("Reproduce", "in_progress"))
-    await asyncio.sleep(1.0)
+    await quiet(1.0)
     assert h.drafts(OTHER) == []
     assert [k for k in await redis.keys("pc:*tg*")] == []
     reply = await h.command(PRIVATE, "/follow t1")
@@ -675,7 +706,7 @@ async def test_a_chat_removed_from_allowed_chats_gets_no_more_drafts(
     await h2.shows(PRIVATE, "1/1 complete")
     await h2.put(("Reproduce", "completed"), ("Fix", "in_progress"))
     await h2.shows(PRIVATE, "Fix")
-    await asyncio.sleep(0.5)
+    await quiet(1.0)
     assert len(api.calls_for(OTHER)) == calls
     assert sum("not in allowedChats" in r.getMessage() for r in caplog.records) == 1
 
@@ -714,3 +745,152 @@ def test_bounded_sets_forget_the_oldest() -> None:
     for i in range(5):
         seen.add(i)
     assert len(seen) == 3 and 0 not in seen and 1 not in seen and 4 in seen
+
+
+# --- the shared lifecycle ------------------------------------------------------------------
+
+
+async def test_a_run_that_ends_while_the_adapter_does_not_look_still_gets_its_answer_once(
+    api: BotAPIEmulator, harness
+) -> None:
+    h = await harness()
+    await h.command(PRIVATE, "/follow t1")
+    await h.store.start_run(OWNER, "r1")
+    await h.put(("Fix", "in_progress"))
+    await h.store.update_activity(OWNER, answer="The old answer.")
+    [draft] = await h.shows(PRIVATE, "Fix")
+    # r1 ends and r2 starts (clearing the activity, answer included) before the adapter
+    # looks again: here it is down meanwhile, so it surely sees only r2.
+    await h.stop()
+    await h.put(("Fix", "completed"))
+    await h.store.end_run(OWNER, "r1", RunState.completed)
+    await h.store.start_run(OWNER, "r2")
+    await h.put(("Ship", "in_progress"))
+    await h.start()
+    answer, _now = await h.shows(PRIVATE, "Ship", count=2)
+    assert "The old answer." in answer.text and draft.message_id in api.chat(PRIVATE).deleted
+    await quiet(2.0)
+    assert sum("The old answer." in m.text for m in h.drafts(PRIVATE)) == 1
+    assert errors(api, PRIVATE) == []
+
+
+async def test_a_run_that_ends_and_a_next_that_starts_within_one_pacing_interval(
+    api: BotAPIEmulator, harness
+) -> None:
+    h = await harness()
+    await h.command(PRIVATE, "/follow t1")
+    await h.store.start_run(OWNER, "r1")
+    await h.put(("Fix", "in_progress"))
+    await h.store.update_activity(OWNER, answer="The first answer.")
+    await h.shows(PRIVATE, "Fix")
+    await h.store.end_run(OWNER, "r1", RunState.completed)
+    await h.store.start_run(OWNER, "r2")
+    await h.put(("Ship", "in_progress"))
+    answer, _ = await h.shows(PRIVATE, "Ship", count=2)
+    assert "The first answer." in answer.text
+    await quiet(2.0)
+    assert sum("The first answer." in m.text for m in h.drafts(PRIVATE)) == 1
+
+
+async def test_an_unsure_first_send_in_a_chat_with_no_known_message_never_duplicates(
+    api: BotAPIEmulator, redis: Redis, harness
+) -> None:
+    # A config follow before anyone spoke: no message id is known in the chat. The first
+    # send lands, but its answer comes after the client gave up.
+    await CardStore(redis).put(OWNER, CardInput.parse({"plan": [{"step": "Reproduce", "status": "in_progress"}]}))
+    api.timeout_next("sendMessage", delay=3, apply=True, chat_id=PRIVATE)
+    h = await harness(chats=[{"id": PRIVATE, "follow": ["t1"]}])
+    [draft] = await h.shows(PRIVATE, "Reproduce")
+    await h.put(("Reproduce", "completed"), ("Fix", "in_progress"))
+    [now] = await h.shows(PRIVATE, "Fix", timeout=8)
+    assert now.message_id == draft.message_id
+    assert len(api.calls_for(PRIVATE, "sendMessage")) == 1  # found by probing, never sent again
+
+
+async def test_writes_after_a_run_ended_show_paused_in_every_chat_the_same_way(api: BotAPIEmulator, harness) -> None:
+    h = await harness()
+    await h.command(PRIVATE, "/follow t1")
+    await h.command(OTHER, "/follow t1")
+    await h.store.start_run(OWNER, "r1")
+    await h.store.update_activity(OWNER, tool="Running the test suite", answer="Done for now.")
+    await h.put(("Reproduce", "completed"), ("Fix", "in_progress"))
+    await h.shows(PRIVATE, "Running the test suite")
+    await h.shows(OTHER, "Running the test suite")
+    await h.store.end_run(OWNER, "r1", RunState.completed)
+    for chat in (PRIVATE, OTHER):
+        await h.shows(chat, "Done for now.")
+    # The agent writes on after its run ended: that is what it says now.
+    await h.put(("Reproduce", "completed"), ("Fix", "in_progress"), ("Ship", "pending"))
+    await h.put(("Reproduce", "completed"), ("Fix", "completed"), ("Ship", "pending"))
+    late = [(await h.shows(chat, "Ship", "2/3", count=2))[-1] for chat in (PRIVATE, OTHER)]
+    # A chat that follows afterwards shows the same.
+    await h.command(GROUP, "/follow t1")
+    [third] = await h.shows(GROUP, "Ship", "2/3")
+    texts = {m.text for m in [*late, third]}
+    assert len(texts) == 1, texts
+    [text] = texts
+    assert "⏸" in text  # the unfinished step is paused: no run is active
+    assert "Running the test suite" not in text  # the finished run's tool lines are not shown
+    assert all(errors(api, chat) == [] for chat in (PRIVATE, OTHER, GROUP))
+
+
+# --- freshness at the bot-wide limit ----------------------------------------------------------
+
+
+def _shown_rev(call: Any) -> str:
+    return str(call.params.get("text", ""))
+
+
+async def test_a_newer_card_written_while_calls_wait_for_the_bot_slot_is_all_that_is_sent(
+    api: BotAPIEmulator, harness
+) -> None:
+    chats = [PRIVATE + n for n in range(5)]
+    h = await harness(allowedChats=chats)
+    # The bot-wide budget binds: one call per 5 s of Telegram's time across all chats.
+    h.options = AdapterOptions(consumer="test", read_timeout=1.0, settle=1.0, pace=Pace(bot_rate=0.2))
+    await h.stop()
+    await h.start()
+    for chat in chats:
+        await h.command(chat, "/follow t1")
+    start = len(api.calls)
+    await h.put(("Version one", "in_progress"))
+    await api.wait_for(lambda: any("Version one" in _shown_rev(c) for c in api.calls[start:] if c.ok), 5)
+    await h.put(("Version two", "in_progress"))  # while the other chats wait for the bot slot
+    for chat in chats:
+        await h.shows(chat, "Version two", timeout=10)
+    sent = [c for c in api.calls[start:] if c.method in ("sendMessage", "editMessageText") and c.chat_id in chats]
+    ones = [c.chat_id for c in sent if "Version one" in _shown_rev(c)]
+    assert len(ones) == 1, ones  # only the call that had its slot before the newer card
+
+
+async def test_under_a_scaled_down_bot_budget_state_changes_go_first_and_no_chat_starves(
+    api: BotAPIEmulator, harness
+) -> None:
+    chats = [PRIVATE + n for n in range(6)]
+    owners = {chat: Owner("main", f"s{chat}") for chat in chats}
+    h = await harness(allowedChats=chats)
+    h.options = AdapterOptions(consumer="test", read_timeout=1.0, settle=1.0, pace=Pace(bot_rate=1.0))
+    await h.stop()
+    await h.start()
+    for chat, owner in owners.items():
+        await h.command(chat, f"/follow {owner.session_key}")
+        await h.put(("Build", "in_progress"), ("Ship", "pending"), owner=owner)
+    for chat in chats:
+        await h.shows(chat, "Build", timeout=10)
+    start = len(api.calls)
+    tools, states = chats[:3], chats[3:]
+    for chat in tools:  # these wait longest, but only their tool lines change
+        await h.store.update_activity(owners[chat], tool="Compiling module 7")
+    for chat in states:  # a step changes state
+        await h.put(("Build", "completed"), ("Ship", "in_progress"), owner=owners[chat])
+    for chat in tools:
+        await h.shows(chat, "Compiling module 7", timeout=15)
+    for chat in states:
+        await h.shows(chat, "1/2", timeout=15)
+    edits = [c.chat_id for c in api.calls[start:] if c.method == "editMessageText" and c.ok]
+    assert sorted(edits) == sorted(chats)  # every chat served once: none starved, none twice
+    # State changes first; at most one tool-line edit took a slot that was free at once.
+    first_state = min(edits.index(chat) for chat in states)
+    last_state = max(edits.index(chat) for chat in states)
+    assert sum(edits.index(chat) < last_state for chat in tools) <= 1, edits
+    assert first_state <= 1, edits

@@ -81,6 +81,26 @@ def _parser() -> argparse.ArgumentParser:
     serve = commands.add_parser("serve", help="gateway, web page, Telegram adapter, workers", parents=[common])
     serve.set_defaults(serve=True)
 
+    mcp = commands.add_parser("mcp", help="MCP server with the progress_card and update_plan tools", parents=[common])
+    mcp.add_argument(
+        "--session", metavar="KEY", help="session key (default: $PROGRESSCAST_SESSION, else this directory's name)"
+    )
+    mcp.add_argument("--agent", metavar="ID", help="agent id (default: the configured default agent)")
+    mcp.add_argument("--http", metavar="HOST:PORT", help="serve streamable HTTP on HOST:PORT instead of stdio")
+    mcp.add_argument("--gateway", metavar="URL", help="write through this gateway's RPC instead of the store")
+    mcp.add_argument("--token", metavar="T", help="gateway token (default: $PROGRESSCAST_TOKEN)")
+    mcp.add_argument("--tools", metavar="NAMES", help="tools to offer (default: progress_card,update_plan)")
+
+    hook = commands.add_parser(
+        "hook",
+        help="an agent's hook: its event JSON on stdin (never fails the agent)",
+        usage="progresscast hook claude-code|codex|gemini [--session KEY] [--agent ID] [-- codex exec --json …]",
+        parents=[common],
+    )
+    hook.add_argument("harness", choices=["claude-code", "codex", "gemini"])
+    hook.add_argument("--session", metavar="KEY", help="session key (default: the agent's own session id)")
+    hook.add_argument("--agent", metavar="ID")
+
     demo = commands.add_parser("demo", help="play the bundled example on the embedded store", parents=[common])
     demo.add_argument("--serve", action="store_true", help="keep serving after the example")
     demo.add_argument("--delay", type=float, default=None, help="seconds between steps")
@@ -180,9 +200,27 @@ def _render_command(args: argparse.Namespace, settings: Settings) -> None:
 
 
 def main(argv: list[str] | None = None) -> None:
-    args = _parser().parse_args(argv)
+    argv = sys.argv[1:] if argv is None else list(argv)
+    # `hook codex -- codex exec …`: what follows `--` is a command to run, not our options.
+    wrapped: list[str] = []
+    if "--" in argv:
+        argv, wrapped = argv[: argv.index("--")], argv[argv.index("--") + 1 :]
+    try:
+        args = _parser().parse_args(argv)
+    except SystemExit as exc:
+        # A hook must never block its agent (exit 2 blocks Claude Code and Gemini CLI).
+        if exc.code == 2 and "hook" in argv:
+            raise SystemExit(0) from None
+        raise
+    if wrapped and args.command != "hook":
+        _fail(f"unexpected arguments after --: {' '.join(wrapped)}")
+    args.wrapped = wrapped
     args.redis = getattr(args, "redis", None)
     args.config = getattr(args, "config", None)
+    if args.command == "hook":
+        from .hooks import run_hook
+
+        raise SystemExit(run_hook(args))
     settings = _settings(args)
     try:
         if args.command == "card":
@@ -201,6 +239,13 @@ def main(argv: list[str] | None = None) -> None:
             from .serve import run_serve
 
             run_serve(settings, redis_url(args.redis, settings))
+        elif args.command == "mcp":
+            from .mcp_server import McpUsageError, run_mcp
+
+            try:
+                asyncio.run(run_mcp(args, settings, None if args.gateway else redis_url(args.redis, settings)))
+            except McpUsageError as exc:
+                raise UsageError(str(exc)) from None
         elif args.command == "demo":
             from .demo import run_demo
 

@@ -9,6 +9,8 @@ from __future__ import annotations
 import os
 
 from redis.asyncio import Redis
+from redis.backoff import NoBackoff
+from redis.retry import Retry
 
 from .config import Settings
 from .embedded import ensure_embedded
@@ -29,3 +31,19 @@ StreamReply = list[tuple[str, list[StreamEntry]]]
 
 def connect(url: str) -> Redis:
     return Redis.from_url(url, decode_responses=True, health_check_interval=30)
+
+
+HOOK_TIMEOUT = 0.25
+"""Seconds a hook waits to connect to, or hear from, Redis: a hook must never hold its
+agent up, so a store that is down is given up on at once (and said so on stderr)."""
+
+
+def connect_quick(url: str) -> Redis:
+    """A client for short-lived callers (the agent hooks): short timeouts, no retries."""
+    return Redis.from_url(
+        url,
+        decode_responses=True,
+        socket_connect_timeout=HOOK_TIMEOUT,
+        socket_timeout=HOOK_TIMEOUT,
+        retry=Retry(NoBackoff(), 0),
+    )

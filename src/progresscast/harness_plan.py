@@ -35,7 +35,14 @@ TODO_STATES: Mapping[str, Status] = {
     "in_progress": Status.in_progress,
     "completed": Status.completed,
 }
-"""Codex `update_plan` and Claude Code `TodoWrite` statuses."""
+"""Codex `update_plan` and Claude Code `TodoWrite` / Task tools statuses."""
+
+GEMINI_TODO_STATES: Mapping[str, Status] = {
+    **TODO_STATES,
+    "cancelled": Status.skipped,
+    "blocked": Status.blocked,
+}
+"""Gemini CLI `write_todos` statuses: a cancelled item is shown as skipped."""
 
 
 class PlanShapeError(CardError):
@@ -63,6 +70,12 @@ class ItemShape:
 
 PROGRESS_V1 = ItemShape(label="label", state="state", note="note", states=PROGRESS_V1_STATES)
 CODEX_PLAN = ItemShape(label="step", state="status", states=TODO_STATES)
+CLAUDE_TODO = ItemShape(label="content", state="status", states=TODO_STATES)
+"""Claude Code `TodoWrite`: `{todos: [{content, status, activeForm}]}`."""
+CLAUDE_TASK = ItemShape(label="subject", state="status", states=TODO_STATES)
+"""Claude Code Task tools (`TaskCreate` / `TaskUpdate`): one task per call, `subject` + `status`."""
+GEMINI_TODO = ItemShape(label="description", state="status", states=GEMINI_TODO_STATES)
+"""Gemini CLI `write_todos`: `{todos: [{description, status}]}`."""
 
 
 def map_plan(items: Any, shape: ItemShape, *, field: str) -> HarnessPlan:
@@ -86,6 +99,29 @@ def map_plan(items: Any, shape: ItemShape, *, field: str) -> HarnessPlan:
     return HarnessPlan(
         steps=tuple(steps), dropped=max(0, len(items) - MAX_HARNESS_STEPS), demoted=demoted
     )
+
+
+def map_checklist(items: Any, *, field: str) -> HarnessPlan:
+    """A checklist of `{text, completed}` items (Codex's `todo_list`), where the first
+    item not completed is the one in progress, mapped like any other plan."""
+    if not isinstance(items, list):
+        raise PlanShapeError(field, "must be an array")
+    as_plan: list[Any] = []
+    active_seen = False
+    for index, item in enumerate(items):
+        if not isinstance(item, dict):
+            raise PlanShapeError(f"{field}[{index}]", "must be an object")
+        completed = item.get("completed")
+        if not isinstance(completed, bool):
+            raise PlanShapeError(f"{field}[{index}].completed", "must be true or false")
+        status = "completed" if completed else ("pending" if active_seen else "in_progress")
+        active_seen = active_seen or not completed
+        as_plan.append({"step": item.get("text"), "status": status})
+    try:
+        return map_plan(as_plan, CODEX_PLAN, field=field)
+    except PlanShapeError as exc:
+        # Name the checklist's own field (`text`), not the one it was mapped to.
+        raise PlanShapeError(exc.field.replace(".step", ".text"), exc.rule) from None
 
 
 def _item(item: Any, shape: ItemShape, where: str) -> tuple[str, Status, str | None]:

@@ -51,6 +51,16 @@ def a2a_order(owner: Owner) -> str:
     return f"{PREFIX}:{owner.tag}:a2a"
 
 
+def hook_tasks(owner: Owner) -> str:
+    """Hash of the Claude Code Task tools' list (hooks/tasks.py): `<taskId>:subject`,
+    `<taskId>:status`, `<taskId>:activeForm`, one field each so an update is one HSET."""
+    return f"{PREFIX}:{owner.tag}:hook:tasks"
+
+
+HOOK_TASKS_TTL = 7 * 24 * 3600
+"""Seconds a session's task list outlives its last change."""
+
+
 def owner_keys(owner: Owner) -> list[str]:
     return [card(owner), revision(owner), epoch(owner), run(owner), activity(owner), tools(owner), a2a_order(owner)]
 

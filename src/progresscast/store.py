@@ -24,6 +24,11 @@ from .view import TERMINAL, EndedRun, RunState, View
 class StoreError(CardError):
     """A well-formed write the store refuses (stale revision, reset in between)."""
 
+    def __init__(self, field: str, rule: str, *, revision: int | None = None) -> None:
+        super().__init__(field, rule)
+        self.revision = revision
+        """For a stale `expectedRevision`: the revision the card is at, to retry against."""
+
 
 # KEYS: card, rev, epoch, events, owners
 # ARGV: body ('' clears), expectedRevision ('' = any), admittedEpoch ('' = now),
@@ -175,7 +180,9 @@ class CardStore:
         )
         if status == "revision":
             raise StoreError(
-                "expectedRevision", f"is {expected_revision} but the card is at revision {value}"
+                "expectedRevision",
+                f"is {expected_revision} but the card is at revision {value}",
+                revision=int(value),
             )
         if status == "reset":
             raise StoreError("sessionKey", "the card was reset after this write was admitted")

@@ -316,7 +316,7 @@ def decide(state: DraftState, view: View, sit: Situation, renderers: Renderers) 
             s, part = _answer(s, renderers.answer(s.answer))
             if part is not None:
                 return s, part
-        if s.late and not s.answer_run:
+        if s.late:
             s = DraftState(
                 message_id=s.message_id, digest=s.digest, kind=s.kind, revision=s.revision, fresh=s.fresh,
                 refused=s.refused, level=s.level, given_up=s.given_up,

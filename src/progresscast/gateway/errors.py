@@ -16,7 +16,14 @@ from ..store import StoreError
 
 class ApiError(Exception):
     def __init__(
-        self, status: int, code: str, message: str, *, field: str | None = None, rule: str | None = None
+        self,
+        status: int,
+        code: str,
+        message: str,
+        *,
+        field: str | None = None,
+        rule: str | None = None,
+        revision: int | None = None,
     ) -> None:
         super().__init__(message)
         self.status = status
@@ -24,6 +31,7 @@ class ApiError(Exception):
         self.message = message
         self.field = field
         self.rule = rule
+        self.revision = revision
 
     def to_json(self) -> dict[str, Any]:
         error: dict[str, Any] = {"code": self.code, "message": self.message}
@@ -31,6 +39,8 @@ class ApiError(Exception):
             error["field"] = self.field
         if self.rule:
             error["rule"] = self.rule
+        if self.revision is not None:
+            error["revision"] = self.revision
         return {"ok": False, "error": error}
 
     def response(self, extra: dict[str, Any] | None = None) -> JSONResponse:
@@ -57,7 +67,8 @@ def from_card_error(exc: CardError) -> ApiError:
     """A rule broken by the request (400), or a write the store refused (409)."""
     field, rule = exc.field or None, exc.rule
     if isinstance(exc, StoreError):
-        return ApiError(409, "conflict", str(exc), field=field, rule=rule)
+        # `revision`: where the card is now, so a compare-and-set writer can retry against it.
+        return ApiError(409, "conflict", str(exc), field=field, rule=rule, revision=exc.revision)
     code = "invalid_params"
     if field == "agentId" and "not a configured agent" in rule:
         code = "unknown_agent"

@@ -5,12 +5,18 @@ Telegram publishes only approximations (about 1 message per second per chat,
 token bucket states exactly that and keeps the emulator deterministic enough to
 test against. A call refused with 429 takes no token, and a call the server then
 rejects (400) gets its token back — only calls that go through count.
+
+Time runs at `timescale.time_scale()` (`PROGRESSCAST_TIME_SCALE`), as the adapter's
+pacing does: at 0.05 a bucket refills 20 times faster, and a `retry_after` is counted
+in scaled seconds (the adapter scales it back).
 """
 
 from __future__ import annotations
 
 import math
 from dataclasses import dataclass, field
+
+from ..timescale import time_scale
 
 
 @dataclass(frozen=True)
@@ -31,9 +37,10 @@ class _Bucket:
     pace: Pace
     tokens: float
     updated: float
+    scale: float = 1.0
 
     def refill(self, now: float) -> None:
-        elapsed = max(0.0, now - self.updated)
+        elapsed = max(0.0, now - self.updated) / self.scale
         self.tokens = min(self.pace.burst, self.tokens + elapsed * self.pace.per_second)
         self.updated = now
 
@@ -51,6 +58,7 @@ class Pacer:
     private: Pace | None = PRIVATE_PACE
     group: Pace | None = GROUP_PACE
     bot: Pace | None = BOT_PACE
+    scale: float = field(default_factory=time_scale)
     _buckets: dict[object, _Bucket] = field(default_factory=dict)
 
     def take(self, chat_id: int, chat_type: str, now: float) -> int | None:
@@ -79,6 +87,6 @@ class Pacer:
             return None
         bucket = self._buckets.get(key)
         if bucket is None or bucket.pace != rule:
-            bucket = self._buckets[key] = _Bucket(rule, rule.burst, now)
+            bucket = self._buckets[key] = _Bucket(rule, rule.burst, now, self.scale)
         bucket.refill(now)
         return bucket

@@ -1,0 +1,365 @@
+"""`progresscast mcp` driven by a real MCP client from the `mcp` SDK.
+
+The server runs as its own process (stdio, or streamable HTTP on a free port) on a
+real Redis; cards are read back from the store. Gateway mode writes through a real
+gateway served on a free port.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import re
+import sys
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from pathlib import Path
+from typing import Any
+
+import httpx2
+import pytest
+from mcp import ClientSession
+from mcp.client.stdio import StdioServerParameters, stdio_client
+from mcp.client.streamable_http import streamable_http_client
+from redis.asyncio import Redis
+
+from progresscast import keys
+from progresscast.config import AgentSettings, GatewaySettings, GatewayToken, Settings
+from progresscast.gateway import create_app
+from progresscast.gateway.server import address, bind, serve_app
+from progresscast.owners import Owner
+from progresscast.store import CardStore
+
+PLAN = [
+    {"step": "Reproduce", "status": "completed"},
+    {"step": "Fix", "status": "in_progress"},
+    {"step": "Ship", "status": "pending"},
+]
+
+
+def server_env(redis_url: str, tmp_path: Path, **extra: str) -> dict[str, str]:
+    env = {k: v for k, v in os.environ.items() if not k.startswith("PROGRESSCAST_")}
+    env.update(PROGRESSCAST_REDIS_URL=redis_url, PROGRESSCAST_HOME=str(tmp_path / "home"), **extra)
+    return env
+
+
+@asynccontextmanager
+async def stdio_mcp(
+    env: dict[str, str], *args: str, cwd: Path | None = None, errlog: Path | None = None
+) -> AsyncIterator[ClientSession]:
+    params = StdioServerParameters(
+        command=sys.executable, args=["-m", "progresscast.cli", "mcp", *args], env=env, cwd=cwd
+    )
+    with open(errlog or os.devnull, "w") as err:
+        async with stdio_client(params, errlog=err) as (read, write):
+            async with ClientSession(read, write) as session:
+                await session.initialize()
+                yield session
+
+
+def text_of(result: Any) -> str:
+    return result.content[0].text
+
+
+async def raw_card(redis: Redis, owner: Owner) -> tuple[dict[str, str], str | None]:
+    """The card's stored hash and revision counter, byte for byte."""
+    return await redis.hgetall(keys.card(owner)), await redis.get(keys.revision(owner))
+
+
+# -- listing ---------------------------------------------------------------------
+
+
+async def test_lists_both_tools_with_their_schemas_and_no_session_fields(redis_url: str, tmp_path: Path) -> None:
+    async with stdio_mcp(server_env(redis_url, tmp_path), "--session", "t-list") as mcp:
+        tools = {t.name: t for t in (await mcp.list_tools()).tools}
+    assert set(tools) == {"progress_card", "update_plan"}
+    card = tools["progress_card"].input_schema
+    assert set(card["properties"]) == {"plan", "markdown"} and card["additionalProperties"] is False
+    item = card["properties"]["plan"]["items"]
+    assert set(item["properties"]) == {"step", "status", "note"} and item["required"] == ["step", "status"]
+    assert item["properties"]["status"]["enum"] == ["pending", "in_progress", "completed", "blocked", "skipped"]
+    plan = tools["update_plan"].input_schema
+    assert set(plan["properties"]) == {"steps", "explanation", "plan"}
+    assert plan["properties"]["steps"]["items"]["properties"]["state"]["enum"] == [
+        "pending", "active", "done", "blocked", "skipped"
+    ]
+    for tool in tools.values():
+        schema = json.dumps(tool.input_schema)
+        assert "sessionKey" not in schema and "agentId" not in schema and "session" not in schema
+        assert "at least two meaningful sequential steps" in tool.description
+        assert "never for greetings" in tool.description
+        assert tool.output_schema is not None
+
+
+async def test_tools_option_offers_only_the_named_tools(redis_url: str, tmp_path: Path) -> None:
+    async with stdio_mcp(server_env(redis_url, tmp_path), "--session", "t-one", "--tools", "progress_card") as mcp:
+        assert [t.name for t in (await mcp.list_tools()).tools] == ["progress_card"]
+        result = await mcp.call_tool("update_plan", {"steps": []})
+        assert result.is_error and "unknown tool 'update_plan'" in text_of(result)
+
+
+# -- progress_card ---------------------------------------------------------------------
+
+
+async def test_progress_card_answers_receipts_and_clears(redis_url: str, tmp_path: Path, store: CardStore) -> None:
+    owner = Owner("main", "t-card")
+    async with stdio_mcp(server_env(redis_url, tmp_path), "--session", "t-card") as mcp:
+        result = await mcp.call_tool("progress_card", {"plan": PLAN, "markdown": "Found **it**"})
+        assert not result.is_error
+        assert text_of(result) == "Progress card updated (rev 1, 1/3 done)"
+        assert result.structured_content == {"revision": 1, "steps": {"completed": 1, "total": 3}}
+        card = await store.get(owner)
+        assert card is not None and [s.to_json() for s in card.plan or []] == PLAN and card.markdown == "Found **it**"
+
+        result = await mcp.call_tool("progress_card", {"markdown": "just a note"})
+        assert text_of(result) == "Progress card updated (rev 2)" and result.structured_content["steps"] is None
+
+        result = await mcp.call_tool("progress_card", {})
+        assert text_of(result) == "Progress card cleared"
+        assert result.structured_content["revision"] == 3
+        assert await store.get(owner) is None
+
+
+async def test_a_wrong_shape_is_a_failed_result_and_the_card_is_unchanged(
+    redis_url: str, tmp_path: Path, redis: Redis
+) -> None:
+    owner = Owner("main", "t-bad")
+    async with stdio_mcp(server_env(redis_url, tmp_path), "--session", "t-bad") as mcp:
+        await mcp.call_tool("progress_card", {"plan": PLAN, "markdown": "keep me"})
+        before = await raw_card(redis, owner)
+        for arguments, field, rule in [
+            ({"plan": [{"step": "A", "status": "started"}]}, "plan[0].status", "must be one of"),
+            ({"plan": [{"step": "A", "status": "in_progress"}, {"step": "B", "status": "in_progress"}]}, "plan", "at most one step may be in_progress"),
+            ({"plan": PLAN, "sessionKey": "someone-else"}, "sessionKey", "is not a known field"),
+            ({"plan": [{"step": "x" * 513, "status": "pending"}]}, "plan[0].step", "must be at most 512 UTF-8 bytes"),
+            ({"markdown": 5}, "markdown", "must be a string"),
+        ]:
+            result = await mcp.call_tool("progress_card", arguments)
+            assert result.is_error, arguments
+            assert text_of(result).startswith(f"{field}: {rule}"), text_of(result)
+            assert "Nothing was stored" in text_of(result)
+            assert await raw_card(redis, owner) == before
+
+
+# -- update_plan ---------------------------------------------------------------------
+
+
+async def test_update_plan_cuts_long_labels_drops_the_21st_step_and_keeps_the_note(
+    redis_url: str, tmp_path: Path, store: CardStore, redis: Redis
+) -> None:
+    owner = Owner("main", "t-plan")
+    async with stdio_mcp(server_env(redis_url, tmp_path), "--session", "t-plan") as mcp:
+        await mcp.call_tool("progress_card", {"plan": PLAN, "markdown": "The note"})
+        steps = [{"label": "L" * 150, "state": "done", "note": "n" * 300}] + [
+            {"label": f"Step {i}", "state": "active" if i == 2 else "pending"} for i in range(2, 22)
+        ]
+        result = await mcp.call_tool("update_plan", {"steps": steps})
+        assert not result.is_error, text_of(result)
+        assert text_of(result) == "Plan updated"
+        assert result.structured_content == {"revision": 2, "steps": {"completed": 1, "total": 20}}
+        card = await store.get(owner)
+        assert card is not None and card.plan is not None and len(card.plan) == 20
+        assert card.plan[0].step == "L" * 119 + "…" and card.plan[0].note == "n" * 279 + "…"
+        assert card.plan[-1].step == "Step 20"  # the 21st step was dropped
+        assert card.plan[1].status == "in_progress" and card.markdown == "The note"
+
+        result = await mcp.call_tool(
+            "update_plan",
+            {"explanation": "Tests first", "plan": [{"step": "Write tests", "status": "in_progress"}, {"step": "Fix", "status": "pending"}]},
+        )
+        assert text_of(result) == "Plan updated"
+        card = await store.get(owner)
+        assert card is not None and [s.step for s in card.plan or []] == ["Write tests", "Fix"]
+        assert card.markdown == "The note"
+        assert (await store.activity(owner)).headline == "Tests first"
+
+        before = await raw_card(redis, owner)
+        for arguments, text in [
+            ({"steps": [{"label": "A", "state": "started"}]}, "steps[0].state: must be one of pending, active, done, blocked, skipped"),
+            ({"steps": "all of them"}, "steps: must be an array"),
+            ({"plan": [{"step": "A", "status": "done"}]}, "plan[0].status: must be one of pending, in_progress, completed"),
+            ({"explanation": "no plan"}, "steps: is required"),
+            ({"steps": [], "sessionKey": "x"}, "sessionKey: is not a known field"),
+        ]:
+            result = await mcp.call_tool("update_plan", arguments)
+            assert result.is_error and text_of(result).startswith(text), text_of(result)
+            assert await raw_card(redis, owner) == before
+
+
+# -- sessions --------------------------------------------------------------------------
+
+
+async def test_two_clients_with_different_sessions_never_write_each_others_card(
+    redis_url: str, tmp_path: Path, store: CardStore
+) -> None:
+    env = server_env(redis_url, tmp_path)
+    async with stdio_mcp(env, "--session", "alpha") as a, stdio_mcp(env, "--session", "beta", "--agent", "main") as b:
+        await asyncio.gather(
+            a.call_tool("progress_card", {"plan": [{"step": "Alpha work", "status": "in_progress"}]}),
+            b.call_tool("progress_card", {"plan": [{"step": "Beta work", "status": "pending"}], "markdown": "beta"}),
+        )
+        await a.call_tool("update_plan", {"steps": [{"label": "Alpha again", "state": "active"}]})
+        await b.call_tool("progress_card", {})
+    alpha = await store.get(Owner("main", "alpha"))
+    assert alpha is not None and [s.step for s in alpha.plan or []] == ["Alpha again"] and alpha.markdown is None
+    assert await store.get(Owner("main", "beta")) is None
+    assert await store.revision(Owner("main", "alpha")) == 2 and await store.revision(Owner("main", "beta")) == 2
+
+
+async def test_the_session_is_the_start_directory_by_default_and_is_said_once(
+    redis_url: str, tmp_path: Path, store: CardStore
+) -> None:
+    start = tmp_path / "my project"
+    start.mkdir()
+    errlog = tmp_path / "stderr.txt"
+    async with stdio_mcp(server_env(redis_url, tmp_path), cwd=start, errlog=errlog) as mcp:
+        await mcp.call_tool("progress_card", {"markdown": "from the directory"})
+    card = await store.get(Owner("main", "my-project"))
+    assert card is not None and card.markdown == "from the directory"
+    said = errlog.read_text()
+    assert said.count("session 'my-project'") == 1 and "/follow my-project main" in said
+
+
+async def test_the_session_may_come_from_the_environment(redis_url: str, tmp_path: Path, store: CardStore) -> None:
+    async with stdio_mcp(server_env(redis_url, tmp_path, PROGRESSCAST_SESSION="from-env"), cwd=tmp_path) as mcp:
+        await mcp.call_tool("progress_card", {"markdown": "env"})
+    assert (await store.get(Owner("main", "from-env"))) is not None
+
+
+async def test_bad_options_exit_2_with_one_line(redis_url: str, tmp_path: Path) -> None:
+    env = server_env(redis_url, tmp_path)
+    for args, message in [
+        (["--session", "a b"], "--session: must not contain spaces"),
+        (["--session", "x", "--agent", "nobody"], "--agent: 'nobody' is not a configured agent"),
+        (["--session", "x", "--tools", "progress_card,launch"], "--tools: 'launch' is not one of progress_card, update_plan"),
+        (["--session", "x", "--http", "nowhere"], "--http: 'nowhere' must be HOST:PORT"),
+        (["--session", "x", "--gateway", "http://127.0.0.1:9"], "--token: required with --gateway"),
+    ]:
+        proc = await asyncio.create_subprocess_exec(
+            sys.executable, "-m", "progresscast.cli", "mcp", *args, env=env,
+            stdin=asyncio.subprocess.DEVNULL, stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE,
+        )
+        _out, err = await asyncio.wait_for(proc.communicate(), 60)
+        assert proc.returncode == 2, (args, err)
+        lines = err.decode().strip().splitlines()
+        assert len(lines) == 1 and message in lines[0], (args, lines)
+
+
+# -- streamable HTTP ------------------------------------------------------------------------
+
+
+@asynccontextmanager
+async def http_server(env: dict[str, str], *args: str) -> AsyncIterator[str]:
+    proc = await asyncio.create_subprocess_exec(
+        sys.executable, "-m", "progresscast.cli", "mcp", "--http", "127.0.0.1:0", *args,
+        env=env, stdin=asyncio.subprocess.DEVNULL, stderr=asyncio.subprocess.PIPE,
+    )
+    assert proc.stderr is not None
+    try:
+        url = None
+        while url is None:
+            line = (await asyncio.wait_for(proc.stderr.readline(), 60)).decode()
+            assert line, "the server exited before it said where it listens"
+            found = re.search(r"streamable HTTP on (\S+)", line)
+            url = found.group(1) if found else None
+        yield url
+    finally:
+        proc.terminate()
+        await asyncio.wait_for(proc.wait(), 30)
+
+
+async def test_streamable_http_lists_and_calls_the_tools(redis_url: str, tmp_path: Path, store: CardStore) -> None:
+    async with http_server(server_env(redis_url, tmp_path), "--session", "over-http") as url:
+        async with httpx2.AsyncClient(timeout=30) as client:
+            async with streamable_http_client(url, http_client=client) as (read, write):
+                async with ClientSession(read, write) as mcp:
+                    await mcp.initialize()
+                    tools = {t.name: t for t in (await mcp.list_tools()).tools}
+                    assert set(tools) == {"progress_card", "update_plan"}
+                    assert set(tools["progress_card"].input_schema["properties"]) == {"plan", "markdown"}
+                    result = await mcp.call_tool("progress_card", {"plan": PLAN})
+                    assert text_of(result) == "Progress card updated (rev 1, 1/3 done)"
+                    bad = await mcp.call_tool("progress_card", {"plan": [{"step": "", "status": "pending"}]})
+                    assert bad.is_error and text_of(bad).startswith("plan[0].step: must not be empty")
+                    result = await mcp.call_tool("update_plan", {"steps": [{"label": "Only", "state": "done"}]})
+                    assert text_of(result) == "Plan updated"
+    card = await store.get(Owner("main", "over-http"))
+    assert card is not None and [s.to_json() for s in card.plan or []] == [{"step": "Only", "status": "completed"}]
+
+
+# -- through a gateway ---------------------------------------------------------------------
+
+
+@asynccontextmanager
+async def running_gateway(redis: Redis) -> AsyncIterator[str]:
+    rw = ["operator.read", "operator.write"]
+    settings = Settings(
+        agents=AgentSettings(default="main", known=["main", "research"]),
+        gateway=GatewaySettings(
+            listen="127.0.0.1:0",
+            tokens=[
+                GatewayToken(token="writer-token", scopes=rw),
+                GatewayToken(token="reader-token", scopes=["operator.read"]),
+                GatewayToken(token="team-token", scopes=rw, sessions=["team-*"]),
+            ],
+        ),
+    )
+    sock = bind("127.0.0.1:0")
+    url = address(sock)
+    started = asyncio.Event()
+    task = asyncio.create_task(serve_app(create_app(settings, redis), sock, started=started))
+    await asyncio.wait_for(started.wait(), 30)
+    try:
+        yield url
+    finally:
+        task.cancel()
+        with pytest.raises(asyncio.CancelledError):
+            await task
+
+
+async def test_gateway_mode_writes_through_the_rpc(redis_url: str, tmp_path: Path, redis: Redis, store: CardStore) -> None:
+    owner = Owner("research", "gw-1")
+    async with running_gateway(redis) as url:
+        env = server_env(redis_url, tmp_path, PROGRESSCAST_TOKEN="writer-token")
+        # The store URL points nowhere useful: gateway mode must not need it.
+        env["PROGRESSCAST_REDIS_URL"] = "redis://127.0.0.1:1"
+        async with stdio_mcp(env, "--gateway", url, "--session", "gw-1", "--agent", "research") as mcp:
+            result = await mcp.call_tool("progress_card", {"plan": PLAN, "markdown": "via the gateway"})
+            assert text_of(result) == "Progress card updated (rev 1, 1/3 done)"
+            assert result.structured_content == {"revision": 1, "steps": {"completed": 1, "total": 3}}
+            result = await mcp.call_tool("update_plan", {"explanation": "Nearly", "plan": [{"step": "Ship", "status": "in_progress"}]})
+            assert text_of(result) == "Plan updated"
+            bad = await mcp.call_tool("progress_card", {"plan": [{"step": "A", "status": "nope"}]})
+            assert bad.is_error and text_of(bad).startswith("plan[0].status: must be one of")
+            card = await store.get(owner)
+            assert card is not None and [s.step for s in card.plan or []] == ["Ship"]
+            assert card.markdown == "via the gateway" and card.revision == 2
+            assert (await store.activity(owner)).headline == "Nearly"
+            # A clear, then a plan: the gateway reads an empty card without its revision.
+            await mcp.call_tool("progress_card", {})
+            result = await mcp.call_tool("update_plan", {"steps": [{"label": "Again", "state": "active"}]})
+            assert text_of(result) == "Plan updated" and result.structured_content["revision"] == 4
+
+
+async def test_gateway_mode_refuses_a_read_only_token_and_foreign_sessions(
+    redis_url: str, tmp_path: Path, store: CardStore, redis: Redis
+) -> None:
+    async with running_gateway(redis) as url:
+        env = server_env(redis_url, tmp_path)
+        proc = await asyncio.create_subprocess_exec(
+            sys.executable, "-m", "progresscast.cli", "mcp", "--gateway", url, "--token", "reader-token",
+            "--session", "gw-2", env=env,
+            stdin=asyncio.subprocess.DEVNULL, stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE,
+        )
+        _, err = await asyncio.wait_for(proc.communicate(), 60)
+        assert proc.returncode == 2
+        assert err.decode().strip() == (
+            "progresscast: --token: this token lacks the scope operator.write, so it cannot write cards"
+        )
+
+        async with stdio_mcp({**env, "PROGRESSCAST_TOKEN": "team-token"}, "--gateway", url, "--session", "gw-2") as mcp:
+            result = await mcp.call_tool("progress_card", {"plan": PLAN})
+            assert result.is_error
+            assert "may not touch the session agent:main:gw-2" in text_of(result)
+    assert await store.get(Owner("main", "gw-2")) is None
