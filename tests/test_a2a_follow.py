@@ -202,3 +202,33 @@ async def test_an_unreachable_agent_is_one_line(redis_url: str) -> None:
     s.close()
     code, _out, err = await run_cli("--redis", redis_url, "a2a", "follow", f"http://127.0.0.1:{port}", "--task", "x", env={})
     assert code == 1 and err.count("\n") == 1 and "agent card" in err and "connection" in err, err
+
+
+async def test_a_bad_agent_card_is_one_line(redis_url: str) -> None:
+    import socket
+
+    import uvicorn
+    from starlette.applications import Starlette
+    from starlette.responses import JSONResponse
+    from starlette.routing import Route
+
+    async def card(request):  # a card that offers only gRPC
+        return JSONResponse({"name": "x", "description": "x", "version": "1", "supportedInterfaces": [
+            {"url": "grpc://127.0.0.1:1", "protocolBinding": "GRPC", "protocolVersion": "1.0"}],
+            "capabilities": {}, "defaultInputModes": [], "defaultOutputModes": [], "skills": []})
+
+    sock = socket.socket()
+    sock.bind(("127.0.0.1", 0))
+    server = uvicorn.Server(uvicorn.Config(Starlette(routes=[Route("/.well-known/agent-card.json", card)]),
+                                           log_level="warning", lifespan="off"))
+    job = asyncio.create_task(server.serve(sockets=[sock]))
+    while not server.started:
+        await asyncio.sleep(0.01)
+    try:
+        url = f"http://127.0.0.1:{sock.getsockname()[1]}"
+        code, _out, err = await run_cli("--redis", redis_url, "a2a", "follow", url, "--task", "x", env={})
+    finally:
+        server.should_exit = True
+        await job
+        sock.close()
+    assert code == 1 and err.count("\n") == 1 and "neither JSON-RPC nor HTTP+JSON" in err, err

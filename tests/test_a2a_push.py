@@ -100,3 +100,30 @@ async def test_a_wrong_token_is_refused_and_nothing_applied(gateway: str, redis:
                                 headers={"Authorization": "Bearer agent-push"})
         assert chunk.json()["result"]["outcome"] == "applied"
     assert (await store.activity(Owner("main", "ctx-p1"))).answer == "hi"
+
+
+async def test_push_registered_on_a_running_task(gateway: str, redis: Redis, store: CardStore) -> None:
+    go_on = asyncio.Event()
+    agent = await Agent([status(at=ts(1), plan=steps(2, 0)), gate(go_on),
+                         status("TASK_STATE_COMPLETED", at=ts(2), plan=steps(2, 2), text="Done")]).start()
+    known = frozenset({"main", "research"})
+    try:
+        async with agent_client(agent.url) as starter, agent_client(agent.url) as client:
+            start = asyncio.create_task(
+                Follower(starter, UpdateApplier(redis, agent_id="research", known_agents=known, default_agent="main"),
+                         pacing=Pacing(safety_poll=3600)).send("go", context_id="ctx-preg"))
+            task_id = await agent.executor.started.get()
+            follower = Follower(client, UpdateApplier(redis, agent_id=None, known_agents=known, default_agent="main"),
+                                pacing=Pacing(safety_poll=3600))
+            await follower.register_push(task_id, f"{gateway}/v1/a2a/push", "agent-push")
+            go_on.set()
+            owner = Owner("main", "ctx-preg")  # only the push writes the main agent's card
+            for _ in range(500):
+                if (await store.view(owner)).run is RunState.completed:
+                    break
+                await asyncio.sleep(0.01)
+            view = await store.view(owner)
+            assert view.run is RunState.completed and view.activity.headline == "Done"
+            await start
+    finally:
+        await agent.stop()

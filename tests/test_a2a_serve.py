@@ -72,7 +72,8 @@ async def test_serve_follows_a_configured_agent_into_a_telegram_draft(
                     await asyncio.gather(start, return_exceptions=True)
         finally:
             serving.cancel()
-            await asyncio.gather(serving, return_exceptions=True)
-            await agent.stop()
+            # a stop that hangs fails
+            await asyncio.wait_for(asyncio.gather(serving, return_exceptions=True), 20)
+            await asyncio.wait_for(agent.stop(), 20)
     cursor = await redis.keys(keys.a2a_agent_cursor("*"))
     assert cursor and (await redis.get(cursor[0])) == ts(3)

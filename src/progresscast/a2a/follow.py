@@ -59,6 +59,15 @@ def _quiet(update: Update, applied: Applied) -> None:
     return None
 
 
+def still_wanted() -> None:
+    """Raise CancelledError if this task was asked to stop. A library call may swallow
+    the CancelledError (Python 3.11's wait_for race); a loop that checks this at each
+    turn still ends, so `serve` and Ctrl-C never hang on a follower."""
+    task = asyncio.current_task()
+    if task is not None and task.cancelling():
+        raise asyncio.CancelledError
+
+
 @asynccontextmanager
 async def agent_client(url: str, *, timeout: float = 30.0) -> AsyncIterator[Client]:
     """An a2a-sdk client for the agent at `url` (its card resolved), closed on exit."""
@@ -114,6 +123,7 @@ class Follower:
 
     async def handle(self, data: dict[str, Any], source: Source) -> TaskState | None:
         """Apply one event; the task state it carries (None for artifacts and messages)."""
+        still_wanted()
         try:
             update = parse_update(data)
         except UpdateError as exc:
@@ -137,6 +147,7 @@ class Follower:
         """Follow a task's stream until it ends, resubscribing when the stream drops."""
         delay = self.pacing.backoff_initial
         while True:
+            still_wanted()
             try:
                 async for event in self.client.subscribe(pb.SubscribeToTaskRequest(id=task_id)):
                     state = await self.handle(to_json(event), Source.stream)
@@ -201,6 +212,7 @@ class Follower:
     async def watch_with_push(self, task_id: str) -> TaskState:
         """Push notifications carry the updates; poll GetTask now and then as a safety net."""
         while True:
+            still_wanted()
             state = await self._poll_quietly(task_id)
             if state in TERMINAL:
                 return state
@@ -227,6 +239,7 @@ class Follower:
         live: dict[str, asyncio.Task[TaskState]] = {}
         try:
             while True:
+                still_wanted()
                 try:
                     for task in await self._list(context_id, await cursor.load()):
                         if accept is not None and not accept(task.context_id or task.id):

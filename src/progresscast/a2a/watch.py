@@ -20,7 +20,7 @@ from redis.asyncio import Redis
 from .. import keys
 from ..config import A2AAgentSettings, Settings
 from .apply import UpdateApplier
-from .follow import AgentUnavailable, ContextCursor, Follower, Pacing, agent_client
+from .follow import AgentUnavailable, ContextCursor, Follower, Pacing, agent_client, still_wanted
 
 log = logging.getLogger("progresscast.a2a")
 
@@ -86,6 +86,7 @@ async def follow_agent(agent: A2AAgentSettings, settings: Settings, redis: Redis
     base = agent_key(agent, settings)
     delay = pacing.backoff_initial
     while True:
+        still_wanted()
         try:
             async with agent_client(agent.url) as client:
                 log.info("A2A: following %s (contexts %s)", agent.url, ", ".join(agent.contexts))
