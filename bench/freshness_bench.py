@@ -23,6 +23,9 @@ def report(ctx: Context, fig: str, res: FleetResult, prefix: str) -> None:
                    f"≤ 1.1 × limit + 0.25 s = {target:.2f} s", res.p99 <= target and res.unresolved == 0))
     ctx.add(Result(fig, f"{prefix}convergence after the last write", res.convergence, "s", res.limit,
                    res.convergence / res.limit, f"≤ {target:.2f} s", res.convergence <= target))
+    most = res.chats / res.limit  # the most calls a second the pacing allows: min(N, 30)
+    ctx.add(Result(fig, f"{prefix}draft calls a second", res.calls_per_s, "calls/s", most, res.calls_per_s / most))
+    ctx.add(Result(fig, f"{prefix}serve CPU while writing", res.write_cpu * 100, "% of a core"))
     bad = res.status.get(429, 0) + res.status.get(400, 0)
     ctx.add(Result(fig, f"{prefix}429 + 400 answers", bad, "calls", None, None, "0", bad == 0))
     ctx.add(Result(fig, f"{prefix}superseded sends (of {res.draft_calls})", res.superseded, "calls", None, None, "0",
@@ -45,4 +48,5 @@ async def run(ctx: Context) -> None:
         ctx.series("p50 staleness s by chats", chats, res.p50)
         ctx.series("p99 staleness s by chats", chats, res.p99)
         ctx.series("limit s by chats", chats, res.limit)
-        ctx.series("serve RSS MB by chats", chats, res.rss_mb)
+        ctx.series("p99 staleness / limit by chats", chats, res.p99 / res.limit)
+        ctx.series("serve RSS MB by chats", chats, max(res.rss_mb, res.rss_end_mb))

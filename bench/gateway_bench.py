@@ -120,8 +120,12 @@ async def run(ctx: Context) -> None:
                            percentile(dlat1, 99) * 1e3))
             ctx.add(Result("2", "put over HTTP, 1 connection", rate1, "writes/s", drate1, rate1 / drate1))
 
-            rate64, lat64, err64 = await http_run(serve.port, 64, seconds)
-            drate64, _ = await direct_run(redis, 64, seconds)
+            # Interleaved rounds, best of each: a neighbour's burst only ever slows a round.
+            rate64, lat64, err64 = await http_run(serve.port, 64, seconds / 2)
+            drate64, _ = await direct_run(redis, 64, seconds / 2)
+            again, lat64b, err64b = await http_run(serve.port, 64, seconds / 2)
+            drate64 = max(drate64, (await direct_run(redis, 64, seconds / 2))[0])
+            rate64, lat64, err64 = max(rate64, again), lat64 + lat64b, err64 + err64b
             ratio = rate64 / drate64
             ctx.add(Result("2", "put over HTTP, 64 connections", rate64, "writes/s", drate64, ratio,
                            "≥ 0.5 × direct", ratio >= 0.5))

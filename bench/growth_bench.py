@@ -33,25 +33,31 @@ async def run(ctx: Context) -> None:
     try:
         async with Serve(ctx.redis_url) as serve:
             conn = HTTPConnection("127.0.0.1", serve.port)
+            best_http: dict[int, float] = {}
+            best_direct: dict[int, float] = {}
+            for _ in range(3):  # interleaved rounds, best p50 of each: the least disturbed
+                for steps in STEPS:
+                    bodies = [json.dumps({"method": "progressCard.put",
+                                          "params": {"sessionKey": f"growth-{steps}", **card_params(v, steps)}}).encode()
+                              for v in range(count // 3)]
+                    for b in bodies[:5]:
+                        await conn.post("/v1/rpc", b, headers)
+                    http = []
+                    for b in bodies:
+                        t = time.perf_counter()
+                        await conn.post("/v1/rpc", b, headers)
+                        http.append(time.perf_counter() - t)
+                    owner = Owner("main", f"growth-direct-{steps}")
+                    direct = []
+                    for v in range(count // 3):
+                        t = time.perf_counter()
+                        await store.put(owner, CardInput.parse(card_params(v, steps)))
+                        direct.append(time.perf_counter() - t)
+                    best_http[steps] = min(best_http.get(steps, float("inf")), percentile(http, 50) * 1e6)
+                    best_direct[steps] = min(best_direct.get(steps, float("inf")), percentile(direct, 50) * 1e6)
             for steps in STEPS:
-                bodies = [json.dumps({"method": "progressCard.put",
-                                      "params": {"sessionKey": f"growth-{steps}", **card_params(v, steps)}}).encode()
-                          for v in range(count)]
-                for b in bodies[:20]:
-                    await conn.post("/v1/rpc", b, headers)
-                http = []
-                for b in bodies:
-                    t = time.perf_counter()
-                    await conn.post("/v1/rpc", b, headers)
-                    http.append(time.perf_counter() - t)
-                owner = Owner("main", f"growth-direct-{steps}")
-                direct = []
-                for v in range(count):
-                    t = time.perf_counter()
-                    await store.put(owner, CardInput.parse(card_params(v, steps)))
-                    direct.append(time.perf_counter() - t)
-                ctx.series("write µs by steps (HTTP p50)", steps, percentile(http, 50) * 1e6)
-                ctx.series("write µs by steps (direct p50)", steps, percentile(direct, 50) * 1e6)
+                ctx.series("write µs by steps (HTTP p50)", steps, best_http[steps])
+                ctx.series("write µs by steps (direct p50)", steps, best_direct[steps])
             await conn.close()
     finally:
         await redis.aclose()

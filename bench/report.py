@@ -5,7 +5,7 @@ from __future__ import annotations
 import datetime as dt
 from pathlib import Path
 
-from ._common import Context, fmt
+from ._common import ROOT, Context, fmt
 
 PLOT = "bench/growth.png"
 
@@ -17,7 +17,10 @@ emulator's arrival time). The physical limit is max(1 s, N / 30 s): one call a s
 private chat, 30 a second for the bot. Convergence: from the last write until every chat
 shows its last card. A *superseded send* is a draft call that reached the emulator more
 than 50 ms after a newer card had been acknowledged by the gateway; a *duplicate draft*
-is a second `sendMessage` in a chat (one draft per chat is edited in place).""",
+is a second `sendMessage` in a chat (one draft per chat is edited in place). *Draft calls
+a second*: what the emulator saw from the first write until convergence, against the
+most the pacing allows, min(N, 30); when it falls short, the limit is not reached
+because `serve` runs out of CPU (*serve CPU while writing*, in % of one core).""",
     "2": """**Gateway.** `progressCard.put` over HTTP (a minimal keep-alive HTTP/1.1 client,
 one request in flight per connection) against `CardInput.parse` + `CardStore.put` called
 directly from the benchmark process, on the same Redis, one after the other in the same
@@ -89,7 +92,7 @@ def write_report(
             out += [f"- {line}"]
         if ctx.notes.get(fig):
             out += [""]
-    limits = path.parent / "bench" / "LIMITS.md"
+    limits = ROOT / "bench" / "LIMITS.md"
     if limits.exists():
         out += [limits.read_text().strip(), ""]
     if ctx.growth:

@@ -27,6 +27,7 @@ FIGURES = {
     "2": ("Gateway: progressCard.put over HTTP vs CardStore.put", "gateway_bench"),
     "3": ("Store: CardStore.put vs pipelined raw SET+XADD", "store_bench"),
     "4": ("Render: Telegram classic vs the simplest renderers", "render_bench"),
+    "5": ("Memory and idle: one serve with many followed chats", "memory_bench"),
     "6": ("Growth: steps and chats", "growth_bench"),
     "7": ("Hooks: one Claude Code hook call, spawn to exit", "hook_bench"),
 }

@@ -25,6 +25,7 @@ from .gateway_bench import card_params
 # The baseline's own keys: not the store's schema, only the same amount of data.
 RAW_CARD = "bench:raw:{}:card"
 RAW_EVENTS = "bench:raw:events"
+ROUNDS = 4
 
 
 def inputs(count: int = 20) -> list[CardInput]:
@@ -70,12 +71,13 @@ async def run(ctx: Context) -> None:
     try:
         await store.put(Owner("main", "warm"), cards[0])
         for writers, label in ((1, "sequential"), (50, "50 concurrent writers")):
-            # Interleaved halves, so that a neighbour's burst on the machine hits both sides.
-            s1 = await rate(writers, seconds / 2, lambda i, u: _store_writer(store, i, cards, u))
-            r1 = await rate(writers, seconds / 2, lambda i, u: _raw_writer(redis, i, cards, u))
-            s2 = await rate(writers, seconds / 2, lambda i, u: _store_writer(store, i, cards, u))
-            r2 = await rate(writers, seconds / 2, lambda i, u: _raw_writer(redis, i, cards, u))
-            s, r = (s1 + s2) / 2, (r1 + r2) / 2
+            # Interleaved rounds, best of each: a neighbour's burst on a shared machine only
+            # ever slows a round down, so the best round is the least disturbed.
+            stores, raws = [], []
+            for _ in range(ROUNDS):
+                stores.append(await rate(writers, seconds / ROUNDS, lambda i, u: _store_writer(store, i, cards, u)))
+                raws.append(await rate(writers, seconds / ROUNDS, lambda i, u: _raw_writer(redis, i, cards, u)))
+            s, r = max(stores), max(raws)
             ctx.add(Result("3", f"CardStore.put, {label}", s, "writes/s", r, s / r, "≥ 0.7 × raw SET+XADD", s / r >= 0.7))
     finally:
         await redis.aclose()

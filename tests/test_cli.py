@@ -148,7 +148,9 @@ def test_render_prints_each_channel_payload(tmp_path: Path) -> None:
     paused = json.loads(cli("render", str(card), "--channel", "text", "--paused").stdout)["text"]
     assert paused != json.loads(cli("render", str(card), "--channel", "text").stdout)["text"]
     web = json.loads(cli("render", str(card), "--channel", "web").stdout)["html"]
-    assert web.startswith('<progress aria-label="Steps · 1/4"') and "<script>" not in web
+    assert web.startswith('<div class="pc-progress"><progress aria-label="Steps · 1/4"') and "<script>" not in web
+    one = json.loads(cli("render", str(card), "--channel", "text", "--max-lines", "1").stdout)["text"]
+    assert one == "[!] <b>x</b> & <script> · 1/4"  # one line: what needs a person, and the count
 
 
 @pytest.mark.parametrize(
@@ -156,9 +158,9 @@ def test_render_prints_each_channel_payload(tmp_path: Path) -> None:
     [
         (["--channel", "text"], "{oops", "not valid JSON"),
         (["--channel", "text"], '{"plan": [{"step": "a", "status": "nope"}]}', "plan[0].status"),
-        (["--channel", "text", "--max-lines", "1"], "{}", "--max-lines"),
         (["--channel", "text", "--max-lines", "0"], "{}", "--max-lines"),
         (["--channel", "text", "--max-line-chars", "0"], "{}", "--max-line-chars"),
+        (["--channel", "text", "--max-line-chars", "19"], "{}", "--max-line-chars"),
         (["--channel", "fax"], "{}", "--channel"),
     ],
 )

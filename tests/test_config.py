@@ -37,3 +37,38 @@ def test_agent_ids_that_would_break_keys_are_refused(tmp_path: Path, agent: str)
     path.write_text(f'[agents]\nknown = ["main", "{agent}"]\n')
     with pytest.raises(ConfigError, match="agents.known"):
         load_settings(path)
+
+
+def test_preview_checklist_lines_default_to_max_lines(tmp_path: Path) -> None:
+    from progresscast.telegram.follows import ChatPrefs, render_settings
+
+    path = tmp_path / "c.toml"
+    path.write_text(
+        "[channels.telegram.streaming.progress]\nmaxLines = 5\n"
+        "[channels.telegram.streaming.partial]\nchecklistLines = 2\n"
+    )
+    telegram = load_settings(path).channels.telegram
+    assert telegram is not None
+    streaming = telegram.streaming
+    assert streaming.checklist_lines(Mode.partial) == 2
+    assert streaming.checklist_lines(Mode.block) == 5  # unset: progress.maxLines
+    assert streaming.checklist_lines(Mode.progress) == 5
+    assert render_settings(telegram, 1, ChatPrefs(mode=Mode.partial)).checklistLines == 2
+    assert render_settings(telegram, 1, ChatPrefs(mode=Mode.block)).checklistLines == 5
+
+
+@pytest.mark.parametrize(
+    "toml, field",
+    [
+        ("[channels.telegram.streaming.block]\nchecklistLines = 0\n", "channels.telegram.streaming.block.checklistLines"),
+        ("[channels.telegram.streaming.progress]\nmaxLines = 0\n", "channels.telegram.streaming.progress.maxLines"),
+        ("[channels.telegram.streaming.progress]\nmaxLineChars = 19\n", "channels.telegram.streaming.progress.maxLineChars"),
+    ],
+)
+def test_line_limits_are_checked(tmp_path: Path, toml: str, field: str) -> None:
+    path = tmp_path / "c.toml"
+    path.write_text(toml)
+    with pytest.raises(ConfigError, match=field):
+        load_settings(path)
+    path.write_text("[channels.telegram.streaming.progress]\nmaxLines = 1\n")
+    assert load_settings(path).channels.telegram.streaming.progress.maxLines == 1  # type: ignore[union-attr]

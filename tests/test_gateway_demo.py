@@ -40,7 +40,7 @@ async def test_demo_plays_the_example_through_the_gateway_and_exits(redis_url: s
     assert text.count("Telegram draft:") == len(example_session())
     assert "progressCard.put → Progress card updated (rev 2, 0/4 done)" in text
     blocked = next(part for part in text.split("\n[") if "2/4 done" in part.splitlines()[0])
-    assert "Fix and add a regression test" in blocked and "blocked" in blocked.lower()  # as Telegram shows it
+    assert "⛔ Fix and add a regression test" in blocked  # as Telegram shows it: the blocked mark
     assert "run.end → completed" in text
     assert "progressCard.put → Progress card cleared" in text
     # It went through the real store, and ended with the card cleared.

@@ -166,7 +166,7 @@ async def test_card_fragment_is_json_with_html_and_update_time(client: httpx.Asy
     assert response.headers["cache-control"] == "no-store"
     result = response.json()["result"]
     assert result["revision"] == 1 and result["displayKey"] == "agent:main:ticket-1"
-    assert result["html"].startswith('<progress aria-label="Steps · 1/2"') and result["updatedAt"].endswith("Z")
+    assert result["html"].startswith('<div class="pc-progress"><progress aria-label="Steps · 1/2"') and result["updatedAt"].endswith("Z")
     empty = (await client.get("/v1/card", params={"sessionKey": "nothing"})).json()["result"]
     assert empty["revision"] is None and empty["updatedAt"] is None and "No progress card" in empty["html"]
 

@@ -114,6 +114,23 @@ def test_todowrite_keeps_the_note_and_names_a_session_given_on_the_command_line(
     assert view_of(redis_url, CLAUDE).card is None
 
 
+@pytest.mark.parametrize(
+    ("harness", "start", "end"),
+    [
+        ("claude-code", fx.CLAUDE_TODOWRITE_SESSION[0], fx.claude("SessionEnd", reason="logout")),
+        ("gemini", fx.GEMINI_SESSION[1], fx.GEMINI_SESSION[-1]),
+    ],
+)
+def test_a_session_that_ends_mid_turn_cancels_the_run(
+    hook: Hook, redis_url: str, harness: str, start: dict[str, Any], end: dict[str, Any]
+) -> None:
+    owner = CLAUDE if harness == "claude-code" else GEMINI
+    hook(harness, start)
+    assert view_of(redis_url, owner).run is RunState.active
+    hook(harness, end)
+    assert view_of(redis_url, owner).run is RunState.canceled
+
+
 def test_a_todo_list_that_breaks_the_card_rules_is_cut_to_fit(hook: Hook, redis_url: str) -> None:
     todos = [fx.todo("é" * 600, "in_progress", "Working")] + [
         fx.todo(f"Item {i}", "in_progress" if i == 3 else "pending", f"Doing {i}") for i in range(2, 61)
@@ -210,6 +227,7 @@ def test_a_codex_exec_json_transcript_on_stdin(hook: Hook, redis_url: str) -> No
     assert plan_of(view) == [(a, "completed"), (b, "completed"), (c, "completed")]
     assert view.run is RunState.completed
     assert view.activity.answer == "Patched the parser; the suite passes."
+    assert view.activity.tools == ("$ bash -lc 'pytest -x'",)
     assert view.card is not None and view.card.revision == 4
 
 
@@ -284,33 +302,36 @@ def free_port() -> int:
 
 
 @pytest.mark.parametrize("harness", ["claude-code", "gemini"])
-def test_with_the_store_down_the_hook_exits_0_within_a_second_and_says_why(harness: str) -> None:
+def test_with_the_store_down_the_hook_exits_0_and_says_why(harness: str) -> None:
     event = fx.CLAUDE_TODOWRITE_SESSION[1] if harness == "claude-code" else fx.GEMINI_SESSION[2]
-    started = time.monotonic()
     done = subprocess.run(
         [sys.executable, "-m", "progresscast.cli", "hook", harness, "--redis", f"redis://127.0.0.1:{free_port()}"],
         input=json.dumps(event).encode(), capture_output=True, timeout=60,
     )
-    elapsed = time.monotonic() - started
     assert done.returncode == 0
-    assert elapsed < 1.0, f"the hook took {elapsed:.2f} s"
     assert b"the card store is not answering" in done.stderr and b"nothing was recorded" in done.stderr
     assert done.stdout == (b"{}\n" if harness == "gemini" else b"")
 
 
-def test_a_store_that_accepts_but_never_answers_is_given_up_on(tmp_path: Path) -> None:
+def test_a_store_that_is_down_or_silent_is_given_up_on_within_a_second(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # Timed in this process, so the interpreter's own start (which a loaded machine can
+    # stretch past a second by itself) is not counted: only what the hook does.
     with socket.socket() as silent:
         silent.bind(("127.0.0.1", 0))
         silent.listen(8)  # connections complete in the kernel; nothing ever answers
-        started = time.monotonic()
-        done = subprocess.run(
-            [sys.executable, "-m", "progresscast.cli", "hook", "claude-code",
-             "--redis", f"redis://127.0.0.1:{silent.getsockname()[1]}"],
-            input=json.dumps(fx.CLAUDE_TODOWRITE_SESSION[0]).encode(), capture_output=True, timeout=60,
-        )
-        elapsed = time.monotonic() - started
-    assert done.returncode == 0 and elapsed < 1.0, elapsed
-    assert b"Timeout" in done.stderr
+        for url, why in [
+            (f"redis://127.0.0.1:{free_port()}", "Connect call failed"),
+            (f"redis://127.0.0.1:{silent.getsockname()[1]}", "Timeout"),
+        ]:
+            hook = Hook(url, monkeypatch, capsys)
+            started = time.monotonic()
+            status, out, err = hook("claude-code", fx.CLAUDE_TODOWRITE_SESSION[1])
+            elapsed = time.monotonic() - started
+            assert (status, out) == (0, "")
+            assert elapsed < 1.0, f"the hook took {elapsed:.2f} s"
+            assert "the card store is not answering" in err and why in err, err
 
 
 def test_hook_usage_mistakes_never_exit_2(hook: Hook) -> None:

@@ -2,7 +2,7 @@
 
 The server runs as its own process (stdio, or streamable HTTP on a free port) on a
 real Redis; cards are read back from the store. Gateway mode writes through a real
-gateway served on a free port.
+`progresscast serve` on a free port.
 """
 
 from __future__ import annotations
@@ -11,23 +11,21 @@ import asyncio
 import json
 import os
 import re
+import socket
 import sys
+import time
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from pathlib import Path
 from typing import Any
 
 import httpx2
-import pytest
 from mcp import ClientSession
 from mcp.client.stdio import StdioServerParameters, stdio_client
 from mcp.client.streamable_http import streamable_http_client
 from redis.asyncio import Redis
 
 from progresscast import keys
-from progresscast.config import AgentSettings, GatewaySettings, GatewayToken, Settings
-from progresscast.gateway import create_app
-from progresscast.gateway.server import address, bind, serve_app
 from progresscast.owners import Owner
 from progresscast.store import CardStore
 
@@ -291,36 +289,53 @@ async def test_streamable_http_lists_and_calls_the_tools(redis_url: str, tmp_pat
 # -- through a gateway ---------------------------------------------------------------------
 
 
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
 @asynccontextmanager
-async def running_gateway(redis: Redis) -> AsyncIterator[str]:
-    rw = ["operator.read", "operator.write"]
-    settings = Settings(
-        agents=AgentSettings(default="main", known=["main", "research"]),
-        gateway=GatewaySettings(
-            listen="127.0.0.1:0",
-            tokens=[
-                GatewayToken(token="writer-token", scopes=rw),
-                GatewayToken(token="reader-token", scopes=["operator.read"]),
-                GatewayToken(token="team-token", scopes=rw, sessions=["team-*"]),
-            ],
-        ),
+async def running_gateway(redis_url: str, tmp_path: Path) -> AsyncIterator[str]:
+    """`progresscast serve` in its own process, on the test's Redis and a free port."""
+    port = free_port()
+    config = tmp_path / "serve.toml"
+    config.write_text(
+        f"[store]\nurl = {json.dumps(redis_url)}\n\n"
+        '[agents]\ndefault = "main"\nknown = ["main", "research"]\n\n'
+        f'[gateway]\nlisten = "127.0.0.1:{port}"\n'
+        '[[gateway.tokens]]\ntoken = "writer-token"\nscopes = ["operator.read", "operator.write"]\n'
+        '[[gateway.tokens]]\ntoken = "reader-token"\nscopes = ["operator.read"]\n'
+        '[[gateway.tokens]]\ntoken = "team-token"\nscopes = ["operator.read", "operator.write"]\nsessions = ["team-*"]\n'
     )
-    sock = bind("127.0.0.1:0")
-    url = address(sock)
-    started = asyncio.Event()
-    task = asyncio.create_task(serve_app(create_app(settings, redis), sock, started=started))
-    await asyncio.wait_for(started.wait(), 30)
+    env = {k: v for k, v in os.environ.items() if not k.startswith("PROGRESSCAST_")}
+    env["PROGRESSCAST_HOME"] = str(tmp_path / "serve-home")
+    proc = await asyncio.create_subprocess_exec(
+        sys.executable, "-m", "progresscast.cli", "serve", "--config", str(config),
+        env=env, stdin=asyncio.subprocess.DEVNULL, stdout=asyncio.subprocess.DEVNULL,
+        stderr=asyncio.subprocess.DEVNULL,
+    )
     try:
-        yield url
+        deadline = time.monotonic() + 60
+        while True:  # until it accepts connections
+            assert proc.returncode is None, "serve exited"
+            assert time.monotonic() < deadline, "serve did not listen within 60 s"
+            try:
+                _, writer = await asyncio.open_connection("127.0.0.1", port)
+            except OSError:
+                await asyncio.sleep(0.05)
+                continue
+            writer.close()
+            break
+        yield f"http://127.0.0.1:{port}"
     finally:
-        task.cancel()
-        with pytest.raises(asyncio.CancelledError):
-            await task
+        proc.terminate()
+        await asyncio.wait_for(proc.wait(), 30)
 
 
-async def test_gateway_mode_writes_through_the_rpc(redis_url: str, tmp_path: Path, redis: Redis, store: CardStore) -> None:
+async def test_gateway_mode_writes_through_the_rpc(redis_url: str, tmp_path: Path, store: CardStore) -> None:
     owner = Owner("research", "gw-1")
-    async with running_gateway(redis) as url:
+    async with running_gateway(redis_url, tmp_path) as url:
         env = server_env(redis_url, tmp_path, PROGRESSCAST_TOKEN="writer-token")
         # The store URL points nowhere useful: gateway mode must not need it.
         env["PROGRESSCAST_REDIS_URL"] = "redis://127.0.0.1:1"
@@ -343,9 +358,9 @@ async def test_gateway_mode_writes_through_the_rpc(redis_url: str, tmp_path: Pat
 
 
 async def test_gateway_mode_refuses_a_read_only_token_and_foreign_sessions(
-    redis_url: str, tmp_path: Path, store: CardStore, redis: Redis
+    redis_url: str, tmp_path: Path, store: CardStore
 ) -> None:
-    async with running_gateway(redis) as url:
+    async with running_gateway(redis_url, tmp_path) as url:
         env = server_env(redis_url, tmp_path)
         proc = await asyncio.create_subprocess_exec(
             sys.executable, "-m", "progresscast.cli", "mcp", "--gateway", url, "--token", "reader-token",
@@ -363,3 +378,20 @@ async def test_gateway_mode_refuses_a_read_only_token_and_foreign_sessions(
             assert result.is_error
             assert "may not touch the session agent:main:gw-2" in text_of(result)
     assert await store.get(Owner("main", "gw-2")) is None
+
+
+async def test_a_stored_plan_whose_explanation_fails_is_still_reported_updated(store: CardStore) -> None:
+    from progresscast.mcp_server import AgentTools
+    from progresscast.sinks import SinkError, StoreSink
+
+    class NoActivity(StoreSink):
+        async def activity(self, *, headline: str | None = None, answer: str | None = None, tool: str | None = None) -> None:
+            raise SinkError("the card store is not answering")
+
+    owner = Owner("main", "t-partial")
+    result = await AgentTools(NoActivity(store, owner)).call(
+        "update_plan", {"explanation": "Why", "plan": [{"step": "A", "status": "pending"}]}
+    )
+    assert not result.is_error
+    assert text_of(result) == "Plan updated; the explanation was not shown: the card store is not answering"
+    assert (await store.get(owner)) is not None

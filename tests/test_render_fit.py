@@ -1,12 +1,12 @@
-"""Which steps fit and how lines are cut: fit.py and ir.py."""
+"""The priority order of steps (fit.py) and how lines are cut (ir.py)."""
 
 from __future__ import annotations
 
 import pytest
 
 from progresscast.card import Step
-from progresscast.render.fit import Omitted, select_steps, squeeze, step_state, water_cap
-from progresscast.render.ir import Line, Span, cut_line, end_cut, middle_cut, u16
+from progresscast.render.fit import Omitted, Priority, best, squeeze, step_ranks, step_state, water_cap
+from progresscast.render.ir import Line, Span, clusters, cut_line, cut_spans, end_cut, middle_cut, u16
 
 
 def plan(statuses: str) -> list[Step]:
@@ -15,60 +15,67 @@ def plan(statuses: str) -> list[Step]:
     return [Step(step=f"s{i}", status=names[ch]) for i, ch in enumerate(statuses)]
 
 
+def shown(steps: list[Step], rows: int) -> list[int]:
+    return best(step_ranks(steps), rows)
+
+
 def test_a_plan_that_fits_is_shown_whole() -> None:
-    assert select_steps(plan("ccap"), 4) == ([0, 1, 2, 3], None)
+    assert shown(plan("ccap"), 4) == [0, 1, 2, 3]
 
 
-def test_window_around_the_active_step_in_plan_order() -> None:
-    steps = plan("c" * 10 + "a" + "p" * 10)
-    kept, omitted = select_steps(steps, 6)
-    # active, then pending/done alternately: 11, 9, 12, 8, 13 — shown in plan order
-    assert kept == [8, 9, 10, 11, 12]
-    assert omitted == Omitted(done=8, pending=8, blocked=0)
+def test_blocked_outranks_active_outranks_pending_outranks_done() -> None:
+    steps = plan("ccbcap" + "p" * 5)
+    ranks = step_ranks(steps)
+    assert ranks[2][0] == Priority.NEEDS_PERSON
+    assert ranks[4][0] == Priority.ACTIVE
+    assert ranks[5][0] == Priority.NEXT and ranks[6][0] == Priority.NEXT and ranks[7][0] == Priority.REST
+    assert ranks[3][0] == Priority.RECENT and ranks[1][0] == Priority.REST
+    assert shown(steps, 1) == [2]
+    assert shown(steps, 2) == [2, 4]
+    assert shown(steps, 4) == [2, 4, 5, 6]  # the next pending steps before the last done one
+    assert shown(steps, 5) == [2, 3, 4, 5, 6]
+    # what is left: more pending steps first, then more done steps
+    assert shown(steps, 7) == [2, 3, 4, 5, 6, 7, 8]
+    assert shown(steps, 11) == list(range(11))
 
 
-def test_blocked_steps_are_kept_before_the_window() -> None:
-    steps = plan("c" * 5 + "a" + "p" * 10 + "b" + "p" * 3)
-    kept, omitted = select_steps(steps, 4)
-    assert kept == [5, 6, 16]  # active, blocked, then the next pending
-    assert omitted == Omitted(done=5, pending=12, blocked=0)
-
-
-def test_active_step_kept_even_with_a_single_row() -> None:
-    steps = plan("c" * 30 + "a" + "p" * 10)
-    assert select_steps(steps, 1) == ([30], Omitted(done=30, pending=10))
-
-
-def test_without_an_active_step_the_first_pending_and_last_done_are_kept() -> None:
-    steps = plan("cccpppp")
-    kept, omitted = select_steps(steps, 4)
-    assert kept == [2, 3, 4]  # the first pending (3), the last done (2), the next pending (4)
-    assert omitted == Omitted(done=2, pending=2, blocked=0)
-
-
-def test_pending_before_the_active_step_come_after_those_following_it() -> None:
+def test_next_pending_come_after_the_active_step_first() -> None:
     steps = plan("pcccapp")
-    kept, _ = select_steps(steps, 4)
-    assert kept == [3, 4, 5]  # active 4, next pending 5, most recent done 3
+    assert shown(steps, 3) == [4, 5, 6]  # active 4, next pending 5 and 6
+    assert shown(steps, 4) == [3, 4, 5, 6]  # then the most recent done step
 
 
-def test_skipped_counts_as_done_in_the_summary() -> None:
-    steps = plan("sssscap")
-    kept, omitted = select_steps(steps, 3)
-    assert kept == [5, 6]
-    assert omitted == Omitted(done=5, pending=0, blocked=0)
+def test_without_an_active_step_the_first_pending_and_last_done_rank_first() -> None:
+    steps = plan("cccpppp")
+    assert shown(steps, 3) == [2, 3, 4]  # the first two pending, the last done
 
 
-@pytest.mark.parametrize("rows", range(1, 12))
+def test_every_blocked_step_ranks_before_the_active_one() -> None:
+    steps = plan("b" * 4 + "a" + "p" * 3)
+    assert shown(steps, 4) == [0, 1, 2, 3]
+    assert shown(steps, 5) == [0, 1, 2, 3, 4]
+
+
+def test_omitted_counts_every_kind_and_adds_up() -> None:
+    steps = plan("ccsbcapbpp")
+    omitted = Omitted.of(steps, {3})
+    assert omitted == Omitted(blocked=1, active=1, done=4, pending=3)
+    assert omitted.total + 1 == len(steps)
+
+
+@pytest.mark.parametrize("rows", range(0, 12))
 def test_selection_invariants(rows: int) -> None:
     steps = plan("ccsbcpapbpp")
-    kept, omitted = select_steps(steps, rows)
-    assert kept == sorted(kept)
-    assert 6 in kept  # the active step
-    shown_rows = len(kept) + (1 if omitted and len(kept) < rows else 0)
-    assert shown_rows <= max(rows, 1)
-    left = len(steps) - len(kept)
-    assert (omitted.total if omitted else 0) == left
+    kept = shown(steps, rows)
+    assert kept == sorted(kept) and len(kept) == min(rows, len(steps))
+    blocked = [i for i, s in enumerate(steps) if s.status.value == "blocked"]
+    if rows >= len(blocked):
+        assert set(blocked) <= set(kept)  # what needs a person first
+    else:
+        assert set(kept) <= set(blocked)
+    if rows > len(blocked):
+        assert 6 in kept  # the active step, right after what needs a person
+
 
 
 def test_paused_applies_to_unfinished_steps_only() -> None:
@@ -108,3 +115,30 @@ def test_water_cap_and_squeeze() -> None:
     out = squeeze(lines, 100)
     assert sum(line.length for line in out) + len(out) - 1 <= 100
     assert out[0].text == "y" * 10  # short lines are not touched
+
+
+MULTI = ["👩\u200d👩\u200d👧\u200d👦", "🇺🇦", "👍🏽", "❤️", "1️⃣", "🏴\U000e0067\U000e0062\U000e0073\U000e0063\U000e0074\U000e007f", "e\u0301"]
+
+
+@pytest.mark.parametrize("emoji", MULTI)
+def test_cuts_never_split_a_multi_codepoint_character(emoji: str) -> None:
+    text = "ab" + emoji * 6 + "cd"
+    whole = set(clusters(text))
+    for limit in range(1, u16(text) + 1):
+        for cut in (middle_cut(text, limit), end_cut(text, limit)):
+            assert u16(cut) <= limit
+            for part in cut.split("…"):
+                # every piece is made of whole clusters of the original
+                assert part == "" or part in text
+                start = text.find(part) if part and text.startswith(part) else text.rfind(part)
+                assert start in whole and start + len(part) in whole, (limit, cut)
+
+
+def test_cut_spans_keep_whole_clusters_across_marks() -> None:
+    spans = (Span("🇺🇦" * 5, ("b",)), Span(" and " + "👍🏽" * 5))
+    for limit in range(1, 40):
+        out = cut_spans(spans, limit)
+        text = "".join(s.text for s in out)
+        assert u16(text) <= limit
+        assert "\U0001f3fd" not in text.replace("👍🏽", "")  # no lone skin tone
+        assert text.replace("🇺🇦", "").count("\U0001f1fa") == 0  # no lone regional indicator

@@ -77,6 +77,10 @@ NOTE = (
 FIFTY = [(f"Step {i + 1}: migrate table t{i + 1}", "completed" if i < 19 else ("in_progress" if i == 19 else "pending")) for i in range(50)]
 FIFTY[30] = ("Step 31: migrate table t31", "blocked", "lock timeout")
 FIFTY[5] = ("Step 6: migrate table t6", "skipped")
+BAR_NOTE = (
+    '<progress aria-label="Tests · 3/7" value="3" max="7"></progress>\n\n'
+    "**Checking** [results](https://example.com).<br>Next step.<script>ignored()</script>"
+)
 ACTIVE = Activity(headline="Running the EU checkout tests", tools=("run: pytest tests/checkout -k eu", "read: src/checkout/queries.py"))
 ANSWER = Activity(
     answer="The timeout comes from a **missing index**.\n\n" + "Details follow. " * 40 + "\n\n```py\nslow_query()\n```"
@@ -112,6 +116,12 @@ CASES: dict[str, Case] = {
     "partial_no_card": Case(View(OWNER, None, ANSWER, RunState.active), RenderSettings(mode=Mode.partial)),
     "block_fifty": Case(View(OWNER, card(FIFTY, NOTE), ANSWER, RunState.active), RenderSettings(mode=Mode.block)),
     "off": Case(View(OWNER, card(FOUR), ACTIVE, RunState.active), RenderSettings(mode=Mode.off)),
+    "one_line": Case(View(OWNER, card(ALL_STATES, NOTE), ACTIVE, RunState.active), RenderSettings(maxLines=1)),
+    "two_lines": Case(View(OWNER, card(ALL_STATES, NOTE), ACTIVE, RunState.failed), RenderSettings(maxLines=2)),
+    "note_bar": Case(View(OWNER, card(FOUR, BAR_NOTE), ACTIVE, RunState.active)),
+    "partial_bounded": Case(
+        View(OWNER, card(FIFTY, BAR_NOTE), ANSWER, RunState.active), RenderSettings(mode=Mode.partial, checklistLines=4)
+    ),
 }
 
 

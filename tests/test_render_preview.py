@@ -24,7 +24,7 @@ def test_telegram_classic_from_a_write_input() -> None:
     out = payload_for(WRITE, "telegram", RenderSettings(), False)
     assert out["method"] == "sendMessage" and set(out) == {"method", "params"}
     text = parse(out["params"]["text"]).text
-    assert text.startswith("main · preview\n📋 1/2 complete")
+    assert text.startswith("main · preview · 1/2 complete\n✅ Build\n▶️ Test")
 
 
 def test_telegram_from_what_card_get_prints_keeps_the_owner() -> None:

@@ -5,7 +5,7 @@ characters — long step notes, 8 KB Markdown notes with raw HTML, streamed answ
 for each: the Telegram HTML is accepted by Telegram's HTML rules (our strict parser,
 `progresscast.testing.telegram_html`), visible text ≤ 4,096, raw ≤ 32,768 bytes;
 a progress draft has ≤ maxLines lines each ≤ maxLineChars; the active step is
-always visible; no agent text turns into markup; rich messages pass the emulator's
+visible whenever nothing that needs a person outranks it; no agent text turns into markup; rich messages pass the emulator's
 InputRichMessage check; the web card keeps only ordinary formatting.
 """
 
@@ -164,8 +164,9 @@ def views(draw: Any) -> View:
 render_settings = st.builds(
     RenderSettings,
     mode=st.sampled_from(list(Mode)),
-    maxLines=st.one_of(st.sampled_from([3, 4, 8, 50]), st.integers(3, 50)),
+    maxLines=st.one_of(st.sampled_from([1, 2, 3, 4, 8, 50]), st.integers(1, 50)),
     maxLineChars=st.one_of(st.sampled_from([20, 21, 40, 120, 4096]), st.integers(20, 4096)),
+    checklistLines=st.one_of(st.none(), st.integers(1, 50)),
     rich=st.just(False),
     label=st.one_of(st.none(), st.sampled_from(["<b>Ops</b> & co", "😀" * 300, "ops"])),
 )
@@ -195,7 +196,7 @@ def extreme_view(mode_answer: bool, paused: bool, run: RunState = RunState.activ
 EXTREMES = [
     (extreme_view(answer, paused, run), RenderSettings(mode=mode, maxLines=lines, maxLineChars=chars))
     for mode in (Mode.progress, Mode.partial, Mode.block)
-    for lines, chars in ((3, 20), (8, 120), (50, 4096), (50, 20), (3, 4096))
+    for lines, chars in ((1, 20), (2, 21), (3, 20), (8, 120), (50, 4096), (50, 20), (3, 4096))
     for answer, paused, run in ((True, False, RunState.active), (True, True, RunState.failed))
 ] + [
     (extreme_view(True, paused, RunState.active, steps), RenderSettings(mode=mode, maxLines=lines, maxLineChars=chars))
@@ -246,17 +247,20 @@ def active_visible(lines: list[str], view: View, icons: dict[str, str]) -> bool:
         if not line.startswith(icon):
             continue
         body = line[len(icon) :]
-        same = 0
-        while same < min(len(body), len(full)) and body[same] == full[same]:
-            same += 1
-        # the start of the step, then nothing or the `…` of a cut
-        if same >= 1 and (same == len(body) or body[same] == "…"):
-            return True
+        # the start of the step, then nothing, the `…` of a cut or the joined count
+        for k in range(1, len(body) + 1):
+            if not full.startswith(body[:k]):
+                break
+            if k == len(body) or body[k] == "…" or body[k:].startswith(" · "):
+                return True
     return False
 
 
 def has_active(view: View) -> bool:
-    return view.card is not None and view.card.active_step is not None
+    """An active step that nothing needing a person (a blocked step, a failed run) outranks."""
+    if view.card is None or view.card.active_step is None or view.run is RunState.failed:
+        return False
+    return not any(s.status is Status.blocked for s in view.card.plan or ())
 
 
 def check_lines(lines: list[str], s: RenderSettings) -> None:
@@ -325,7 +329,10 @@ def test_rich_payload_is_accepted_and_within_limits(view: View, s: RenderSetting
     blocks = rich["blocks"]
     assert {b["type"] for b in blocks} <= {"paragraph", "list"}
     lists = [b for b in blocks if b["type"] == "list"]
-    assert len(lists) == (1 if view.card and view.card.plan else 0)
+    rows = s.maxLines if s.mode is Mode.progress else (s.checklistLines or s.maxLines)
+    assert len(lists) <= (1 if view.card and view.card.plan else 0)
+    if view.card and view.card.plan and rows >= 2:
+        assert len(lists) == 1  # one line may go to the count alone; two always show a step
     lines: list[str] = []
     for block in blocks:
         if block["type"] == "paragraph":
@@ -397,7 +404,10 @@ def test_web_card_is_sanitised(view: View) -> None:
     plan = view.card.plan if view.card else None
     if plan:
         done = sum(s.done for s in plan)
-        assert html.startswith(f'<progress aria-label="Steps · {done}/{len(plan)}" value="{done}" max="{len(plan)}">')
+        assert html.startswith(
+            f'<div class="pc-progress"><progress aria-label="Steps · {done}/{len(plan)}" value="{done}" max="{len(plan)}">'
+        )
+        assert f">{done} of {len(plan)} done</span>" in html
         items = [attrs for tag, attrs in collector.tags if tag == "li" and "pc-step" in (attrs.get("class") or "")]
         assert len(items) == len(plan)
         for step, attrs in zip(plan, items, strict=False):

@@ -70,7 +70,7 @@ def test_every_state_is_distinct_and_paused_too() -> None:
     assert paused_icons["dropped step"] == icons["dropped step"]
     pause = {paused_icons[k] for k in ("active step", "waiting step", "stuck step")}
     assert len(pause) == 1 and pause.isdisjoint(icons.values())
-    assert "paused" in paused[1]  # the headline says so too
+    assert paused[0] == "main · ticket-4821 · 2/5 complete · paused"  # the header says so too
 
 
 def test_active_step_is_bold_in_classic() -> None:
@@ -78,39 +78,49 @@ def test_active_step_is_bold_in_classic() -> None:
     assert "<b>active step</b>" in html
 
 
-def test_progress_layout_label_headline_attention_checklist() -> None:
+def test_progress_layout_header_attention_activity_checklist() -> None:
     view = View(OWNER, card(ALL), Activity(headline="Running tests", tools=("pytest -q",)), RunState.failed)
     lines = shown(view, maxLines=20)
-    assert lines[0] == "main · ticket-4821"
-    assert lines[1] == "📋 2/5 complete · Running tests"  # skipped counts as done
-    assert lines[2] == "❌ Run failed"
-    assert lines[3] == "⚠️ Blocked: stuck step"
-    assert lines[4] == "🔧 pytest -q"
-    assert lines[5:] == ["✅ done step", "▶️ active step", "⬜ waiting step", "⛔ stuck step", "⏭️ dropped step"]
+    assert lines[0] == "main · ticket-4821 · 2/5 complete"  # label and count share a line; skipped counts as done
+    assert lines[1] == "❌ Run failed"
+    assert lines[2] == "💬 Running tests"
+    assert lines[3] == "🔧 pytest -q"
+    # the blocked step is said once: as its checklist row
+    assert lines[4:] == ["✅ done step", "▶️ active step", "⬜ waiting step", "⛔ stuck step", "⏭️ dropped step"]
 
 
 def test_label_setting_and_note_headline_without_plan() -> None:
     view = View(OWNER, card(None, "## Looking at **the logs**\n\nSecond paragraph."))
     lines = shown(view, label="Ops bot")
-    assert lines == ["Ops bot", "📋 Looking at the logs", "Second paragraph."]
+    assert lines == ["Ops bot", "Looking at the logs", "Second paragraph."]
+    # one line left for the note: its lines joined with a space
+    assert shown(view, label="Ops bot", maxLines=1) == ["Looking at the logs Second paragraph."]
 
 
-def test_long_plan_keeps_active_and_summary_within_max_lines() -> None:
+def test_long_plan_keeps_active_next_and_latest_within_max_lines() -> None:
     plan = steps(*[(f"step {i}", "completed") for i in range(30)], ("now", "in_progress"), *[(f"later {i}", "pending") for i in range(19)])
     lines = shown(View(OWNER, card(plan)), maxLines=5)
-    assert lines == [
-        "main · ticket-4821",
-        "📋 30/50 complete",
-        "▶️ now",
-        "⬜ later 0",
-        "… 48 more: 30 done, 18 pending",
+    # no summary line: with 30/50 on screen, the hidden steps are no news
+    assert lines == ["main · ticket-4821 · 30/50 complete", "✅ step 29", "▶️ now", "⬜ later 0", "⬜ later 1"]
+
+
+def test_one_and_two_lines() -> None:
+    plan = steps(("Check", "completed"), ("Confirm access", "blocked"), ("Repair", "in_progress"), ("Verify", "pending"))
+    assert shown(View(OWNER, card(plan)), maxLines=1) == ["⛔ Confirm access · 1/4"]
+    assert shown(View(OWNER, card(plan)), maxLines=2) == ["⛔ Confirm access · 1/4", "▶️ Repair"]
+    unblocked = steps(("Check", "completed"), ("Repair", "in_progress"), ("Verify", "pending"))
+    assert shown(View(OWNER, card(unblocked)), maxLines=1) == ["▶️ Repair · 1/3"]
+    assert shown(View(OWNER, card(unblocked)), maxLines=2) == ["main · ticket-4821 · 1/3 complete", "▶️ Repair"]
+
+
+def test_blocked_steps_left_out_are_summarised() -> None:
+    plan = steps(*[(f"b{i}", "blocked") for i in range(5)], ("now", "in_progress"), ("next", "pending"))
+    assert shown(View(OWNER, card(plan)), maxLines=1) == ["⛔ b0 · 0/7 · +4 blocked"]
+    assert shown(View(OWNER, card(plan)), maxLines=3) == [
+        "⛔ b0 · 0/7",
+        "⛔ b1",
+        "… 5 more: 3 blocked, 1 in progress, 1 pending",
     ]
-
-
-def test_three_lines_merge_label_and_headline() -> None:
-    plan = steps(*[(f"step {i}", "pending") for i in range(9)], ("now", "in_progress"))
-    lines = shown(View(OWNER, card(plan)), maxLines=3)
-    assert lines == ["main · ticket-4821 · 0/10 complete", "▶️ now", "… 9 more: 9 pending"]
 
 
 def test_long_lines_cut_in_the_middle() -> None:
@@ -171,20 +181,25 @@ def test_a_note_of_raw_html_only_shows_nothing() -> None:
 def test_clear_keeps_other_activity() -> None:
     view = View(OWNER, None, Activity(headline="Thinking", tools=("grep -r x",)))
     lines = shown(view)
-    assert lines == ["main · ticket-4821", "📋 Thinking", "🔧 grep -r x"]
+    assert lines == ["main · ticket-4821", "💬 Thinking", "🔧 grep -r x"]
 
 
 def test_partial_attaches_checklist_below_the_answer_trimmed_from_the_front() -> None:
     answer = "".join(f"Line {i} of the answer.\n\n" for i in range(1000))
-    plan = steps(*[(f"step {i} " + "x" * 80, "completed") for i in range(40)], ("now", "in_progress"))
+    plan = steps(*[(f"step {i} " + "x" * 80, "completed") for i in range(40)], ("now", "in_progress"), ("stuck", "blocked"))
     view = View(OWNER, card(plan, "note"), Activity(answer=answer))
     html = classic(view, mode=Mode.partial)
     text = parse(html).text
     assert visible_length(html) <= 4096
     assert text.startswith("…")
     assert "Line 999 of the answer." in text and "Line 0 of" not in text
-    assert text.index("Line 999") < text.index("📋 40/41 complete") < text.index("▶️ now")
-    assert sum(line.startswith("✅") for line in text.split("\n")) == 40  # the whole checklist
+    assert text.index("Line 999") < text.index("40/42 complete") < text.index("▶️ now") < text.index("⛔ stuck")
+    # the checklist keeps to its own line limit (default: maxLines), by the same priorities
+    card_lines = text[text.index("40/42 complete") :].split("\n\n")[0].split("\n")
+    assert len(card_lines) == 8
+    assert sum(line.startswith("✅") for line in card_lines) == 5
+    wider = parse(classic(view, mode=Mode.partial, checklistLines=20)).text
+    assert sum(line.startswith("✅") for line in wider.split("\n")) == 17
 
 
 def test_block_mode_renders_like_partial() -> None:
@@ -240,10 +255,11 @@ def test_rich_checklist_is_one_list_of_checkboxes() -> None:
 
 def test_rich_selection_numbers_show_the_gaps() -> None:
     plan = steps(*[(f"step {i}", "completed") for i in range(20)], ("now", "in_progress"), *[(f"later {i}", "pending") for i in range(29)])
+    plan[40]["status"] = "blocked"
     message = rich(View(OWNER, card(plan)))
     items = next(b for b in message["blocks"] if b["type"] == "list")["items"]
-    assert 21 in [i["value"] for i in items]
-    assert rich_text(message["blocks"][-1]["text"]).startswith("… ")
+    assert [i["value"] for i in items] == [20, 21, 22, 23, 24, 25, 41]
+    assert rich_text(message["blocks"][0]["text"]) == "main · ticket-4821 · 20/50 complete"
 
 
 def test_rich_paused_and_empty() -> None:

@@ -42,7 +42,7 @@ def test_environment_is_built_once_and_autoescapes_html_only() -> None:
 def test_theme_override_changes_icons_and_keeps_the_rest(tmp_path: Path) -> None:
     (tmp_path / "telegram").mkdir()
     (tmp_path / "telegram" / "theme.j2").write_text(
-        '{%- set icons = {"in_progress": "🚧", "pending": "◻️"} -%}{%- set words = {"complete": "{done} of {total}"} -%}'
+        '{%- set icons = {"in_progress": "🚧", "pending": "◻️"} -%}{%- set words = {"count": "{done} of {total}"} -%}'
     )
     th = theme("telegram", tmp_path)
     assert th.icons["in_progress"] == "🚧" and th.icons["completed"] == "✅"  # missing keys fall back

@@ -35,9 +35,23 @@ def labels(html: str) -> list[str]:
     return re.findall(r'<li class="pc-step pc-step--[a-z_]+" aria-label="([^"]*)"', html)
 
 
-def test_leading_progress_element() -> None:
+def test_leading_progress_element_with_visible_count() -> None:
     html = render_web(view(PLAN), RenderSettings())
-    assert html.startswith('<progress aria-label="Steps · 2/5" value="2" max="5">')
+    assert html.startswith('<div class="pc-progress"><progress aria-label="Steps · 2/5" value="2" max="5">')
+    assert '<span class="pc-progress__text" aria-hidden="true">2 of 5 done</span>' in html
+
+
+def test_what_needs_a_person_comes_before_the_checklist() -> None:
+    html = render_web(view(PLAN, "note", run=RunState.failed), RenderSettings())
+    assert html.index("Run failed") < html.index("Blocked: d") < html.index('<ol class="pc-steps"') < html.index("pc-note")
+
+
+def test_state_marks_without_emoji_and_state_in_words() -> None:
+    html = render_web(view(PLAN), RenderSettings())
+    marks = re.findall(r'<span class="pc-mark pc-mark--([a-z_]+)" aria-hidden="true"></span>', html)
+    assert marks == ["blocked", "completed", "skipped", "in_progress", "blocked", "pending"]  # the alert, then the steps
+    assert re.findall(r'<span class="pc-sr">, ([a-z ]+)</span>', html) == ["completed", "skipped", "in progress", "blocked", "pending"]
+    assert not re.search("[\U0001F000-\U0001FFFF\u2600-\u27BF\u2B00-\u2BFF\uFE0F]", html)
 
 
 def test_each_state_has_its_own_label_and_class() -> None:
@@ -68,6 +82,42 @@ def test_note_only_card_has_no_progress() -> None:
     html = render_web(view(None, "just a note"), RenderSettings())
     assert "<progress" not in html and "<ol" not in html
     assert html.startswith('<div class="pc-note"')
+
+
+def test_the_notes_own_bar_is_pinned_above_the_note_with_its_label() -> None:
+    note = '<progress aria-label="Tests · 3/7" value="3" max="7" onclick="x()" style="width:0"></progress>\n\nRunning **them**.'
+    html = render_web(view(PLAN, note), RenderSettings())
+    assert (
+        '<div class="pc-note-bar"><span class="pc-note-bar__label" dir="auto">Tests · 3/7</span> '
+        '<progress aria-label="Tests · 3/7" value="3" max="7">3/7</progress></div>\n'
+        '<div class="pc-note" dir="auto"><p>Running <strong>them</strong>.</p></div>'
+    ) in html
+    assert "onclick" not in html and "style" not in html and "<p></p>" not in html
+
+
+def test_a_bar_that_does_not_check_out_is_dropped() -> None:
+    for bar in ('<progress value="8" max="7">', '<progress value="x" max="7">', '<progress value="1">', '<progress value="1" max="0">'):
+        html = render_web(view(None, bar + "\n\nText."), RenderSettings())
+        assert "progress" not in html and html == '<div class="pc-note" dir="auto"><p>Text.</p></div>'
+    # not first in the note: raw HTML like any other
+    html = render_web(view(None, 'Text.\n\n<progress aria-label="x" value="1" max="2"></progress>'), RenderSettings())
+    assert "<progress" not in html
+
+
+def test_br_breaks_the_line_and_script_like_text_never_shows() -> None:
+    for tag in ("script", "style", "iframe", "object", "template", "noscript", "textarea"):
+        for hidden in (f"<{tag}>secret()</{tag}>", f"<{tag}>\n\nsecret()\n\n</{tag}>"):
+            html = render_web(view(None, f"First.<br>Second.{hidden} Third.\n\n{hidden}\n\nLast."), RenderSettings())
+            assert "secret" not in html, (tag, html)
+            assert "First.<br>\nSecond." in html and "<p>Last.</p>" in html and "<p></p>" not in html
+
+
+def test_a_note_that_is_only_a_bar() -> None:
+    html = render_web(view(None, '<progress aria-label="Upload" value="0.5" max="1"></progress>'), RenderSettings())
+    assert html == (
+        '<div class="pc-note-bar"><span class="pc-note-bar__label" dir="auto">Upload</span> '
+        '<progress aria-label="Upload" value="0.5" max="1">0.5/1</progress></div>'
+    )
 
 
 def test_empty_view_and_activity() -> None:

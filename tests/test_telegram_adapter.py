@@ -846,8 +846,8 @@ async def test_a_newer_card_written_while_calls_wait_for_the_bot_slot_is_all_tha
 ) -> None:
     chats = [PRIVATE + n for n in range(5)]
     h = await harness(allowedChats=chats)
-    # The bot-wide budget binds: one call per 5 s of Telegram's time across all chats.
-    h.options = AdapterOptions(consumer="test", read_timeout=1.0, settle=1.0, pace=Pace(bot_rate=0.2))
+    # The bot-wide budget binds: one call per 10 s of Telegram's time across all chats.
+    h.options = AdapterOptions(consumer="test", read_timeout=1.0, settle=1.0, pace=Pace(bot_rate=0.1))
     await h.stop()
     await h.start()
     for chat in chats:
@@ -877,20 +877,52 @@ async def test_under_a_scaled_down_bot_budget_state_changes_go_first_and_no_chat
         await h.put(("Build", "in_progress"), ("Ship", "pending"), owner=owner)
     for chat in chats:
         await h.shows(chat, "Build", timeout=10)
+    # Every change is made while the adapter is down, so that at its start all six chats
+    # want a call at once and queue for the bot-wide slot (one per 5 s of Telegram's time).
+    await h.stop()
+    h.options = AdapterOptions(consumer="test", read_timeout=1.0, settle=1.0, pace=Pace(bot_rate=0.2))
     start = len(api.calls)
     tools, states = chats[:3], chats[3:]
-    for chat in tools:  # these wait longest, but only their tool lines change
+    for chat in tools:  # looked at first (they wait longest), but only their tool lines change
         await h.store.update_activity(owners[chat], tool="Compiling module 7")
     for chat in states:  # a step changes state
         await h.put(("Build", "completed"), ("Ship", "in_progress"), owner=owners[chat])
+    await h.start()
     for chat in tools:
         await h.shows(chat, "Compiling module 7", timeout=15)
     for chat in states:
         await h.shows(chat, "1/2", timeout=15)
     edits = [c.chat_id for c in api.calls[start:] if c.method == "editMessageText" and c.ok]
     assert sorted(edits) == sorted(chats)  # every chat served once: none starved, none twice
-    # State changes first; at most one tool-line edit took a slot that was free at once.
+    # State changes first; at most one tool-line edit took the slot that was free at once.
     first_state = min(edits.index(chat) for chat in states)
     last_state = max(edits.index(chat) for chat in states)
     assert sum(edits.index(chat) < last_state for chat in tools) <= 1, edits
     assert first_state <= 1, edits
+
+
+async def test_following_a_finished_session_is_remembered_before_the_chat_is_looked_at(
+    api: BotAPIEmulator, harness
+) -> None:
+    # The session's run ended before the chat followed: its answer is not announced —
+    # also when the adapter restarts before the chat's lane looked at the new follow
+    # (here the lane is stuck sending the reply when the adapter stops).
+    h = await harness()
+    await h.store.start_run(OWNER, "r1")
+    await h.put(("Fix", "completed"))
+    await h.store.update_activity(OWNER, answer="An answer given before this chat followed.")
+    await h.store.end_run(OWNER, "r1", RunState.completed)
+    api.timeout_next("sendMessage", delay=30, chat_id=PRIVATE)
+    before = len(api.calls)
+    api.send_user_message(PRIVATE, "/follow t1")
+    await api.wait_for(lambda: any(c.method == "sendMessage" for c in api.calls[before:]), 5)
+    await h.stop()
+    await h.start()
+
+    def shown() -> list[ShownMessage]:
+        return [m for m in api.chat(PRIVATE).visible() if not m.text.startswith("Following")]
+
+    await api.wait_for(lambda: any("Fix" in m.text for m in shown()), 5)
+    await quiet(2.0)
+    assert [m.text for m in shown() if "An answer given" in m.text] == []
+    assert len(shown()) == 1

@@ -123,3 +123,86 @@ async def test_login_form_in_the_browser(live: Live, page: Any) -> None:
     token = next(c for c in cookies if c["name"] == "progresscast_token")
     assert token["httpOnly"] and token["sameSite"] == "Strict"
     assert await page.evaluate("document.cookie") == ""  # scripts cannot read the token
+
+
+SCREENSHOT = Path(__file__).resolve().parents[1] / "docs" / "web-card-states.png"
+BAR_NOTE = (
+    '<progress aria-label="Tests · 3/7" value="3" max="7" onclick="window.__pwned=1"></progress>\n\n'
+    "**Checking** [results](https://example.com).<br>Next step.<script>window.__pwned=2</script>\n\n"
+    + "\n\n".join(f"Finding {i}: the query plan scans `orders` again." for i in range(1, 4))
+)
+STATES = ["completed", "in_progress", "pending", "blocked", "skipped", "paused"]
+
+
+async def test_web_card_states_read_without_emoji_and_what_needs_a_person_comes_first(live: Live, page: Any, tmp_path: Path) -> None:
+    """Every step state (and a failed run) on two cards: the note's bar pinned with its
+    label, `k of N done` visible, the blocked line above the checklist, six distinct
+    marks drawn without any emoji font. UPDATE_SCREENSHOTS=1 refreshes the picture in docs/."""
+    live_plan = plan(
+        ("Read the ticket", "completed"),
+        ("Skip the flaky benchmark", "skipped"),
+        ("Write the migration", "in_progress"),
+        ("Get DBA approval", "blocked"),
+        ("Deploy to staging", "pending"),
+    )
+    live_plan[3]["note"] = "waiting for the on-call DBA"
+    await rpc(live.base, "run.start", sessionKey="states-live", runId="r1")
+    await rpc(live.base, "progressCard.put", sessionKey="states-live", plan=live_plan, markdown=BAR_NOTE)
+    await rpc(live.base, "activity.put", sessionKey="states-live", headline="Running the migration tests")
+    await rpc(live.base, "run.start", sessionKey="states-paused", runId="r2")
+    await rpc(
+        live.base, "progressCard.put", sessionKey="states-paused",
+        plan=plan(("Reproduce", "completed"), ("Fix", "in_progress"), ("Ship", "pending")), markdown="Stopped for the night.",
+    )
+    await rpc(live.base, "run.end", sessionKey="states-paused", runId="r2", state="failed")
+
+    await page.goto(f"{live.base}/sessions/states-live?token=writer")
+    card = page.locator("#pc-card")
+    await expect(card.locator(".pc-activity__headline")).to_have_text("Running the migration tests")
+    # where things are, measured in one go (the live page may swap the card in between calls)
+    where = await page.evaluate(
+        """() => Object.fromEntries(['.pc-attention--blocked', '.pc-steps', '.pc-note-bar', '.pc-note',
+            '.pc-step--blocked .pc-sr'].map(s => [s, document.querySelector('#pc-card ' + s).getBoundingClientRect().toJSON()]))"""
+    )
+    # k of N, visible beside the steps bar
+    count = card.locator(".pc-progress__text")
+    await expect(count).to_be_visible()
+    await expect(count).to_have_text("2 of 5 done")
+    # what needs a person, above the checklist
+    blocked = card.locator(".pc-attention--blocked")
+    await expect(blocked).to_have_text("Blocked: Get DBA approval")
+    assert where[".pc-attention--blocked"]["bottom"] <= where[".pc-steps"]["top"]
+    # the note's own bar: kept (its refused attribute dropped), pinned above the note, label shown
+    bar = card.locator(".pc-note-bar")
+    await expect(bar.locator(".pc-note-bar__label")).to_be_visible()
+    await expect(bar.locator(".pc-note-bar__label")).to_have_text("Tests · 3/7")
+    await expect(bar.locator('progress[aria-label="Tests · 3/7"][value="3"][max="7"]')).to_have_count(1)
+    assert await bar.locator("progress").get_attribute("onclick") is None
+    note = card.locator(".pc-note")
+    assert where[".pc-note-bar"]["bottom"] <= where[".pc-note"]["top"]
+    assert await bar.evaluate("el => getComputedStyle(el).position") == "sticky"
+    # <br> breaks the line; the script's text never shows, and nothing ran
+    assert "Checking results.\nNext step." in await note.inner_text()
+    assert "__pwned" not in await card.inner_text()
+    assert await page.evaluate("typeof window.__pwned") == "undefined"
+    # the state in words for screen readers, hidden from sight
+    sr = card.locator(".pc-step--blocked .pc-sr")
+    await expect(sr).to_have_text(", blocked")
+    box = where[".pc-step--blocked .pc-sr"]
+    assert box["width"] <= 1 and box["height"] <= 1
+
+    # both cards on the index page: every state once, marks told apart by pixels alone
+    await page.goto(f"{live.base}/")
+    await expect(page.locator(".pc-summary")).to_have_count(2)
+    pictures = {}
+    for state in STATES:
+        mark = page.locator(f".pc-step--{state} .pc-mark").first
+        await expect(mark).to_be_visible()
+        assert (await mark.inner_text()) == ""  # drawn by CSS, not a glyph
+        pictures[state] = await mark.screenshot()
+    assert len(set(pictures.values())) == len(STATES), "two states look the same"
+    failed = page.locator(".pc-attention--failed .pc-mark")
+    assert await failed.screenshot() not in pictures.values()
+    shot = SCREENSHOT if os.environ.get("UPDATE_SCREENSHOTS") == "1" else tmp_path / SCREENSHOT.name
+    shot.parent.mkdir(parents=True, exist_ok=True)
+    await page.screenshot(path=str(shot), full_page=True)

@@ -70,14 +70,9 @@ class Activity(BaseModel):
             raise CardError("activity", "must be a JSON object")
         from pydantic import ValidationError
 
+        from .validation import field_and_rule
+
         try:
             return cls.model_validate(data)
         except ValidationError as exc:
-            err = exc.errors(include_url=False)[0]
-            field = ".".join(str(p) for p in err["loc"]) or "activity"
-            rule = str(err.get("msg", "is invalid")).removeprefix("Value error, ")
-            if err["type"] == "string_type":
-                rule = "must be a string"
-            if err["type"] == "extra_forbidden":
-                rule = "is not a known field"
-            raise CardError(field, rule) from None
+            raise CardError(*field_and_rule(exc, "activity")) from None

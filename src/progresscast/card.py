@@ -12,6 +12,8 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, ValidationError, field_validator
 
+from .validation import field_and_rule
+
 MAX_STEPS = 50
 MAX_STEP_BYTES = 512
 MAX_NOTE_CHARS = 280
@@ -147,21 +149,7 @@ class CardInput(BaseModel):
 
 
 def _card_error(exc: ValidationError) -> CardError:
-    err = exc.errors(include_url=False)[0]
-    loc = err["loc"]
-    field = ""
-    for part in loc:
-        field += f"[{part}]" if isinstance(part, int) else (f".{part}" if field else str(part))
-    kind = err["type"]
-    if kind == "extra_forbidden":
-        return CardError(field, "is not a known field")
-    if kind in ("string_type", "list_type", "model_type", "dict_type"):
-        expected = {"string_type": "a string", "list_type": "an array"}.get(kind, "an object")
-        return CardError(field, f"must be {expected}")
-    if kind == "missing":
-        return CardError(field, "is required")
-    message = str(err.get("msg", "is invalid"))
-    return CardError(field, message.removeprefix("Value error, "))
+    return CardError(*field_and_rule(exc))
 
 
 class StepCounts(BaseModel):

@@ -14,11 +14,12 @@ from pydantic import ValidationError
 from redis.exceptions import RedisError
 
 from .card import CardError, CardInput
-from .config import ConfigError, Mode, RenderSettings, Settings, load_settings
+from .config import ConfigError, Mode, RenderSettings, Settings, StreamingSettings, load_settings
 from .connections import connect, redis_url
 from .embedded import EmbeddedRedisError
 from .owners import Owner, resolve_owner
 from .store import CardStore
+from .validation import field_and_rule
 
 
 class UsageError(Exception):
@@ -97,9 +98,9 @@ def _parser() -> argparse.ArgumentParser:
         usage="progresscast hook claude-code|codex|gemini [--session KEY] [--agent ID] [-- codex exec --json …]",
         parents=[common],
     )
-    hook.add_argument("harness", choices=["claude-code", "codex", "gemini"])
+    hook.add_argument("harness", choices=["claude-code", "codex", "gemini"], help="whose events these are")
     hook.add_argument("--session", metavar="KEY", help="session key (default: the agent's own session id)")
-    hook.add_argument("--agent", metavar="ID")
+    hook.add_argument("--agent", metavar="ID", help="agent id (default: the configured default agent)")
 
     demo = commands.add_parser("demo", help="play the bundled example on the embedded store", parents=[common])
     demo.add_argument("--serve", action="store_true", help="keep serving after the example")
@@ -182,19 +183,21 @@ def _render_command(args: argparse.Namespace, settings: Settings) -> None:
             raise UsageError(f"{args.card_file}: not UTF-8 text") from None
     data = _read_json(text, args.card_file)
     telegram = settings.channels.telegram
-    streaming = telegram.streaming if telegram else None
+    streaming = telegram.streaming if telegram else StreamingSettings()
     try:
+        mode = Mode(args.mode) if args.mode else streaming.mode
         render_settings = RenderSettings(
-            mode=args.mode or (streaming.mode if streaming else Mode.progress),
-            maxLines=_given(args.max_lines, streaming.progress.maxLines if streaming else 8),
-            maxLineChars=_given(args.max_line_chars, streaming.progress.maxLineChars if streaming else 120),
+            mode=mode,
+            maxLines=_given(args.max_lines, streaming.progress.maxLines),
+            maxLineChars=_given(args.max_line_chars, streaming.progress.maxLineChars),
+            # the card's lines under a partial/block answer: the config's, else --max-lines
+            checklistLines=streaming.checklist_lines(mode) if args.max_lines is None else None,
             rich=args.rich,
         )
     except ValidationError as exc:
-        err = exc.errors(include_url=False)[0]
-        name = str(err["loc"][0])
+        name, rule = field_and_rule(exc)
         flag = {"maxLines": "--max-lines", "maxLineChars": "--max-line-chars"}.get(name, name)
-        raise UsageError(f"{flag}: {err['msg']}") from None
+        raise UsageError(f"{flag}: {rule}") from None
     payload = payload_for(data, args.channel, render_settings, paused=args.paused, templates_dir=settings.templates.dir)
     print(json.dumps(payload, ensure_ascii=False, indent=2))
 

@@ -8,12 +8,14 @@ from __future__ import annotations
 import os
 import tomllib
 from enum import StrEnum
+from functools import cached_property
 from pathlib import Path
 from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
 from .owners import AGENT_ID
+from .validation import field_and_rule
 
 
 class ConfigError(ValueError):
@@ -90,24 +92,56 @@ class GatewaySettings(_Model):
         return host or "127.0.0.1", int(port)
 
 
+MAX_LINES = 8
+"""Default `streaming.progress.maxLines`: the whole progress draft, every line counted."""
+MAX_LINE_CHARS = 120
+"""Default `streaming.progress.maxLineChars`: longer lines are cut with a middle `…`."""
+
+
+def _max_lines() -> Any:
+    return Field(MAX_LINES, ge=1, le=50)
+
+
+def _max_line_chars() -> Any:
+    return Field(MAX_LINE_CHARS, ge=20, le=4096)
+
+
 class ProgressSettings(_Model):
-    maxLines: int = Field(8, ge=3, le=50)
-    maxLineChars: int = Field(120, ge=20, le=4096)
+    maxLines: int = _max_lines()
+    maxLineChars: int = _max_line_chars()
+
+
+class PreviewSettings(_Model):
+    """`streaming.partial` / `streaming.block`: the card's lines under the answer text."""
+
+    checklistLines: int | None = Field(None, ge=1, le=50)
+    """At most this many lines of checklist and status; unset: `progress.maxLines`."""
 
 
 class StreamingSettings(_Model):
     mode: Mode = Mode.progress
     progress: ProgressSettings = Field(default_factory=ProgressSettings)
+    partial: PreviewSettings = Field(default_factory=PreviewSettings)
+    block: PreviewSettings = Field(default_factory=PreviewSettings)
     blockChars: int = Field(3000, ge=200, le=4000)
     """In `block` mode, a preview past this many characters rotates to a new message."""
+
+    def checklist_lines(self, mode: Mode) -> int:
+        """The line limit of the card's lines in a draft of `mode`."""
+        preview = {Mode.partial: self.partial, Mode.block: self.block}.get(mode)
+        if preview is not None and preview.checklistLines is not None:
+            return preview.checklistLines
+        return self.progress.maxLines
 
 
 class RenderSettings(_Model):
     """What a renderer needs from the channel settings, for one chat."""
 
     mode: Mode = Mode.progress
-    maxLines: int = Field(8, ge=3, le=50)
-    maxLineChars: int = Field(120, ge=20, le=4096)
+    maxLines: int = _max_lines()
+    maxLineChars: int = _max_line_chars()
+    checklistLines: int | None = Field(None, ge=1, le=50)
+    """`partial`/`block`: the card's lines under the answer; None: `maxLines`."""
     rich: bool = False
     label: str | None = None
 
@@ -125,6 +159,9 @@ class TelegramSettings(_Model):
     richMessages: bool = False
     keepOnComplete: bool = False
     allowedChats: list[int] = Field(default_factory=list)
+    botCallsPerSecond: float | None = Field(None, gt=0, le=10_000)
+    """Bot API calls a second for the whole bot; unset: Telegram's ≈ 30. Raise it only
+    for a Bot API server that allows more (or a benchmark against the emulator)."""
     streaming: StreamingSettings = Field(default_factory=StreamingSettings)
     chats: list[ChatSettings] = Field(default_factory=list)
 
@@ -132,6 +169,20 @@ class TelegramSettings(_Model):
     @classmethod
     def _token(cls, value: str | None) -> str | None:
         return _from_env(value)
+
+    # Looked up for every draft the adapter handles: a scan of the lists would make
+    # 10,000 configured chats cost 10,000 comparisons per draft.
+    @cached_property
+    def chats_by_id(self) -> dict[int, ChatSettings]:
+        """`chats` by id (the first entry of an id wins)."""
+        out: dict[int, ChatSettings] = {}
+        for chat in self.chats:
+            out.setdefault(chat.id, chat)
+        return out
+
+    @cached_property
+    def allowed_chat_ids(self) -> frozenset[int]:
+        return frozenset(self.allowedChats)
 
 
 class ChannelSettings(_Model):
@@ -188,6 +239,5 @@ def load_settings(path: str | Path | None = None) -> Settings:
     try:
         return Settings.model_validate(data)
     except ValidationError as exc:
-        err = exc.errors(include_url=False)[0]
-        field = ".".join(str(p) for p in err["loc"])
-        raise ConfigError(f"config {path}: {field}: {err['msg']}") from None
+        field, rule = field_and_rule(exc)
+        raise ConfigError(f"config {path}: {field}: {rule}") from None

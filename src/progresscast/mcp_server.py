@@ -208,7 +208,10 @@ class AgentTools:
             raise PlanShapeError("steps", "is required (or plan, in Codex's shape)")
         result = await replace_plan(self.sink, mapped.steps)
         if explanation is not None:
-            await self.sink.activity(headline=explanation)
+            try:
+                await self.sink.activity(headline=explanation)
+            except SinkError as exc:  # the plan is stored: say so, and what is missing
+                return _answered(f"Plan updated; the explanation was not shown: {exc}", result)
         return _answered("Plan updated", result)
 
 

@@ -3,13 +3,12 @@
 - `drafts`  — pure: the draft state, `decide` (the next call) and `apply` (a reply's meaning)
 - `outcome` — the kinds of reply a channel's client reports
 - `pacing`  — budgets per destination and bot, served fairly, rendering only once granted
-- `backoff` — the one retry policy
+  (retries use the one policy in `progresscast.backoff`)
 - `state`   — follows, overrides, drafts and message ids in Redis
 - `worker`  — change stream → lanes → paced calls
 - `channel` — what a channel plugs in: renderer, client, budgets (and its commands)
 """
 
-from .backoff import Backoff
 from .channel import Channel, Client
 from .drafts import Call, DraftState, Renderers, apply, decide
 from .outcome import Outcome, OutcomeKind
@@ -18,7 +17,6 @@ from .state import ChannelState, ChatPrefs, DraftKey
 from .worker import ChannelWorker, WorkerOptions
 
 __all__ = [
-    "Backoff",
     "Budgets",
     "Call",
     "Channel",

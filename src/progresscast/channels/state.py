@@ -161,6 +161,10 @@ class ChannelState:
         else:
             await self.redis.set(self._draft_key(key), state.to_json())
 
+    async def start_draft(self, key: DraftKey, state: DraftState) -> bool:
+        """Store the first state of a draft that has none yet (never over a lane's)."""
+        return bool(await self.redis.set(self._draft_key(key), state.to_json(), nx=True))
+
     async def forget_draft(self, key: DraftKey) -> None:
         await self.redis.delete(self._draft_key(key))
 

@@ -28,13 +28,14 @@ from dataclasses import dataclass, field, replace
 
 from redis.asyncio import Redis
 
+from ..backoff import Backoff
 from ..events import EventGroup, coalesce
 from ..render.payload import Payload
 from ..store import CardStore
 from ..view import View
-from .backoff import Backoff
 from .channel import Channel
 from .drafts import Call, Delete, DraftState, Edit, Probe, Send, Situation, Wait, apply, begin, decide, on_follow
+from .failure_log import INTERVAL, FailureLog
 from .outcome import Outcome, OutcomeKind
 from .pacing import Pacer
 from .state import DraftKey, Id
@@ -59,6 +60,11 @@ class WorkerOptions:
     consumer: str | None = None
     """Consumer name; default the host name, so a restarted adapter re-reads what it
     had received but not acknowledged."""
+    catch_up: int = 32
+    """Drafts looked at together when every follow is read again (start-up, a lost
+    change stream): a queue, not 10,000 lanes hitting Redis at once."""
+    failure_log_interval: float = INTERVAL
+    """A kind of failure is logged at most once per this many seconds."""
 
 
 class Bounded:
@@ -158,8 +164,10 @@ class Lane:
                     await worker.deliver(self, self.outbox.popleft())
                 except asyncio.CancelledError:
                     raise
-                except Exception:  # Redis down: drop the reply rather than stall the chat
-                    worker.log.exception("a message to chat %s failed", self.chat_id)
+                except Exception as exc:  # Redis down: drop the reply rather than stall the chat
+                    worker.failures.exception(
+                        f"message failed: {type(exc).__name__}", "a message to chat %s failed", self.chat_id
+                    )
                 continue
             key = next(iter(self.pending))
             del self.pending[key]
@@ -167,14 +175,17 @@ class Lane:
                 delay = await worker.process(key)
             except asyncio.CancelledError:
                 raise
-            except Exception:  # Redis down, a renderer bug: log, and look again later
-                worker.log.exception("draft %s in chat %s failed", key.owner.display_key, key.chat_id)
+            except Exception as exc:  # Redis down, a renderer bug: log, and look again later
+                worker.failures.exception(
+                    f"draft failed: {type(exc).__name__}", "draft %s in chat %s failed", key.owner.display_key,
+                    key.chat_id,
+                )
                 delay = worker.backoff(self.chat_id)
-            if delay is None:
-                continue
-            if delay <= 0:
+            if delay is not None and delay <= 0:
                 self.pending.setdefault(key, None)  # after the chat's other drafts
-            else:
+                continue
+            worker.looked_at(key)  # done with it for now: the next follow may be looked at
+            if delay is not None:
                 self.later(key, delay)
 
     async def close(self) -> None:
@@ -216,6 +227,10 @@ class ChannelWorker:
         """Since when (monotonic) a draft has waited for a change: fairness only."""
         self._failures: dict[Id, int] = {}
         self._logged = Bounded(self.options.remember)
+        self.failures = FailureLog(self.log, self.options.failure_log_interval)
+        self._handed: dict[DraftKey, Callable[[], None]] = {}
+        """Drafts the catch-up handed to their lanes: called once the lane looked at it."""
+        self._catch_up: asyncio.Task[None] | None = None
         self._events: asyncio.Task[None] | None = None
         self._closing = False
 
@@ -224,15 +239,57 @@ class ChannelWorker:
     async def start(self) -> None:
         group = EventGroup(self.redis, self.options.group, self.options.consumer or socket.gethostname())
         await group.ensure()  # before reconciling, so no change falls between the two
-        for key in await self.channel.config_follows():
-            if await self.state.follow(key):
-                self.touch(key, followed=True)
-        for key in await self.state.all_follows():
-            self.touch(key)  # a restart catches up with what changed while it was down
         self._events = asyncio.create_task(self._consume(group), name=f"{self.channel.name}-events")
+        self.catch_up(config=True)
+
+    def catch_up(self, *, config: bool = False) -> None:
+        """Look at every followed draft once more, in the background (a restart catches up
+        with what changed while it was down); `config`: subscribe the config's follows first."""
+        if self._catch_up is not None:
+            self._catch_up.cancel()
+        self._catch_up = asyncio.create_task(self._catching_up(config), name=f"{self.channel.name}-catch-up")
+
+    async def _catching_up(self, config: bool) -> None:
+        # At most `catch_up` drafts handed to their lanes and not yet looked at: with
+        # 10,000 follows, Redis sees a steady queue, and the bot polls from the start.
+        slots = asyncio.Semaphore(self.options.catch_up)
+
+        handed: set[DraftKey] = set()
+
+        async def hand(key: DraftKey, *, followed: bool = False) -> None:
+            if key in handed:  # a config follow is among the stored ones: once is enough
+                return
+            handed.add(key)
+            await slots.acquire()
+            if not self.touch(key, followed=followed, looked_at=slots.release):
+                slots.release()
+
+        failures = 0
+        while True:
+            try:
+                if config:
+                    for key in await self.channel.config_follows():
+                        if await self.state.follow(key):
+                            await self.remember_follow(key)
+                            await hand(key, followed=True)
+                    config = False
+                for key in await self.state.all_follows():
+                    await hand(key)
+                return
+            except asyncio.CancelledError:
+                raise
+            except Exception as exc:  # Redis down at start-up: try again
+                self.failures.exception(f"catch-up failed: {type(exc).__name__}", "reading the follows failed")
+                await asyncio.sleep(self.options.backoff.delay(failures))
+                failures += 1
 
     async def close(self) -> None:
         self._closing = True
+        if self._catch_up is not None:
+            self._catch_up.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await self._catch_up
+            self._catch_up = None
         if self._events is not None:
             self._events.cancel()
             try:
@@ -272,11 +329,10 @@ class ChannelWorker:
                     self.log.warning("the change stream or its consumer group is gone: recreating it")
                     with contextlib.suppress(Exception):
                         await group.ensure()
-                        for key in await self.state.all_follows():
-                            self.touch(key)
+                        self.catch_up()
                     await asyncio.sleep(delay)
                     continue
-                self.log.exception("reading the change stream failed")
+                self.failures.exception(f"change stream: {type(exc).__name__}", "reading the change stream failed")
                 await asyncio.sleep(delay)
 
     # --- what commands and events ask for ------------------------------------------------
@@ -303,15 +359,38 @@ class ChannelWorker:
         self.log_once("not-allowed", chat_id, "chat %s follows sessions but is not in allowedChats: skipped", chat_id)
         return False
 
-    def touch(self, key: DraftKey, *, followed: bool = False, fresh: bool = False) -> None:
+    def touch(
+        self, key: DraftKey, *, followed: bool = False, fresh: bool = False, looked_at: Callable[[], None] | None = None
+    ) -> bool:
         """Look at this draft again soon. `followed`: the destination just subscribed (a
-        run that already ended is not announced); `fresh`: show it again at the bottom."""
+        run that already ended is not announced); `fresh`: show it again at the bottom;
+        `looked_at`: called once its lane has looked at it. False when it is not allowed."""
         if not self.allowed(key.chat_id):
-            return
+            return False
         if followed or fresh:
             old = self._requests.get(key, _Request())
             self._requests[key] = _Request(old.followed or followed, old.fresh or fresh)
+        if looked_at is not None:
+            earlier = self._handed.pop(key, None)
+            if earlier is not None:
+                earlier()
+            self._handed[key] = looked_at
         self.lane(key.chat_id).touch(key)
+        return True
+
+    async def remember_follow(self, key: DraftKey) -> None:
+        """A destination just subscribed: what that means for its draft (a run that had
+        already ended is not announced) is stored at once, so a restart before its lane
+        looks changes nothing. Call before `touch(key, followed=True)`."""
+        state = on_follow(DraftState(), await self.store.view(key.owner))
+        if state != DraftState():
+            await self.state.start_draft(key, state)  # a draft with a state already: the lane applies it
+
+    def looked_at(self, key: DraftKey) -> None:
+        """The lane looked at this draft (whatever came of it)."""
+        done = self._handed.pop(key, None)
+        if done is not None:
+            done()
 
     def say(self, chat_id: Id, thread_id: Id, text: str) -> None:
         """Send a plain-text message (a command reply) before the destination's drafts."""
@@ -422,15 +501,17 @@ class ChannelWorker:
             self._ok(chat)
         if k is OutcomeKind.rate_limited:
             held = self.pacer.hold(chat, outcome.retry_after)
-            self.log.warning("chat %s: flood control, waiting %.1f s", chat, held)
+            self.failures.warning("flood control", "chat %s: flood control, waiting %.1f s", chat, held)
             return 0  # `process` waits for the destination to be ready, with the newest content
         if k is OutcomeKind.unsure and isinstance(call, Send):
             # It may have landed: the intent stays, `decide` probes for it after `settle`.
-            self.log.warning("chat %s: send of %s may or may not have landed (%s)", chat, name, outcome.detail)
+            self.failures.warning(
+                "unsure send", "chat %s: send of %s may or may not have landed (%s)", chat, name, outcome.detail
+            )
             self._failures[chat] = self._failures.get(chat, 0) + 1
             return 0
         if k in (OutcomeKind.transient, OutcomeKind.unsure):
-            self.log.warning("chat %s: %s (%s); retrying", chat, k, outcome.detail)
+            self.failures.warning(f"{k} call", "chat %s: %s (%s); retrying", chat, k, outcome.detail)
             return self.backoff(chat)
         if k is OutcomeKind.unsupported:
             await self.channel.unsupported(outcome.detail)
@@ -506,7 +587,10 @@ class ChannelWorker:
             await self.channel.unsupported(outcome.detail)
             self.log.warning("chat %s: a rich message was not delivered: %s", chat, outcome.detail)
         else:
-            self.log.warning("chat %s: a message was not delivered (%s): %s", chat, outcome.kind, outcome.detail)
+            self.failures.warning(
+                f"not delivered: {outcome.kind}", "chat %s: a message was not delivered (%s): %s", chat, outcome.kind,
+                outcome.detail,
+            )
 
 
 __all__ = ["Bounded", "ChannelWorker", "Lane", "WorkerOptions"]

@@ -16,9 +16,12 @@ from redis.asyncio import Redis
 from redis.exceptions import RedisError
 
 from .. import events
+from ..backoff import Backoff
 from ..events import Event
 from ..owners import Owner
 
+BACKOFF = Backoff()
+"""The one retry policy (backoff.py)."""
 log = logging.getLogger("progresscast.gateway")
 
 QUEUE_SIZE = 64
@@ -90,11 +93,11 @@ class EventHub:
                 ready.exception()  # retrieved: subscribers re-raise it, nobody logs it twice
             raise
         ready.set_result(None)
-        backoff = 0.2
+        failures = 0
         while True:
             try:
                 async for event in events.tail(self.redis, start=position, block_ms=self.block_ms):
-                    backoff = 0.2
+                    failures = 0
                     if event is None:
                         continue
                     position = event.id
@@ -103,6 +106,7 @@ class EventHub:
                             sub.offer(event)
             except RedisError as exc:
                 # Keep the position: after Redis comes back, nothing in between is lost.
-                log.warning("event stream read failed (%s); retrying in %.1f s", exc, backoff)
-                await asyncio.sleep(backoff)
-                backoff = min(backoff * 2, 5.0)
+                delay = BACKOFF.delay(failures)
+                failures += 1
+                log.warning("event stream read failed (%s); retrying in %.1f s", exc, delay)
+                await asyncio.sleep(delay)

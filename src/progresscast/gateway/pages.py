@@ -10,14 +10,12 @@ HTML it inserts is the fragment the server rendered and sanitized.
 
 from __future__ import annotations
 
-import importlib.resources
 from dataclasses import dataclass
 from functools import lru_cache
-from pathlib import Path
 from typing import Any
 from urllib.parse import parse_qsl, quote, urlencode
 
-from jinja2 import Environment, FileSystemLoader, StrictUndefined
+from jinja2 import Environment, StrictUndefined
 from markupsafe import Markup
 from redis.exceptions import RedisError
 from starlette.requests import Request
@@ -26,6 +24,7 @@ from starlette.responses import HTMLResponse, JSONResponse, RedirectResponse, Re
 from ..card import CardError
 from ..config import RenderSettings
 from ..owners import Owner
+from ..render.templates import loader
 from ..view import View
 from . import errors
 from .auth import COOKIE, READ, Grant, cookie
@@ -38,19 +37,10 @@ MAX_LISTED = 200
 # -- templates ----------------------------------------------------------------
 
 
-def _template_roots(override: str | None) -> list[str]:
-    """Same lookup as the renderers: an override dir, the repository's `templates/`,
-    then the copy installed inside the package."""
-    roots = [str(Path(override).expanduser())] if override else []
-    repo = Path(__file__).resolve().parents[3] / "templates"
-    roots.append(str(repo) if repo.is_dir() else str(importlib.resources.files("progresscast") / "templates"))
-    return roots
-
-
 @lru_cache(maxsize=4)
 def _environment(override: str | None) -> Environment:
     env = Environment(
-        loader=FileSystemLoader(_template_roots(override)),
+        loader=loader(override),  # the renderers' lookup: override, then packaged templates
         autoescape=True,
         undefined=StrictUndefined,
         auto_reload=False,

@@ -9,7 +9,7 @@
 Every function takes a keyword `templates_dir` (the config's `templates.dir`).
 No I/O besides reading templates once; no Redis.
 
-Layout: `draft.py` (what a draft shows), `fit.py` (which steps and lines fit),
+Layout: `draft.py` (what a draft shows), `fit.py` (the priority order, line caps),
 `markdown.py` (Markdown → lines / sanitised HTML, cached by content), `ir.py` (the
 line model and UTF-16 cuts), `telegram.py`, `rich.py`, `text.py`, `web.py`,
 `templates.py` (template lookup, Jinja environments, themes), `preview.py` (CLI).

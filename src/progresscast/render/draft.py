@@ -1,44 +1,43 @@
-"""What a draft shows, fitted to its limits — shared by the Telegram (classic and
-rich) and text renderers; each then only serialises the lines.
+"""What a draft shows, fitted to its limits — shared by every chat channel's renderer
+(Telegram classic and rich, text, and later ones); each then only serialises the lines.
 
 Mode `progress` — one status draft while the agent works, at most `maxLines` lines
-(every line counted), each at most `maxLineChars` (a longer line is cut with a middle
-`…`):
+(every line counted, any `maxLines` ≥ 1), each at most `maxLineChars` (a longer line
+is cut with a middle `…`). The lines it may show, in display order:
 
-    label          the owner, `<agent> · <session>` (or `settings.label`), bold
-    headline       `k/N complete` for a plan, else the note's first line as plain text;
-                   then ` · paused` when unfinished steps show as paused, then
-                   ` · <activity headline>` when the activity has one — the count comes
-                   first because it is the card's own status, the activity headline
-                   says what the agent does right now
-    attention      `Run failed` (a failed run), what the agent waits for (the
-                   activity's attention line, `Waiting for input: …`),
-                   `Blocked: <step> — <note>` (or `N steps blocked: a; b`)
-    tool lines     the most recent activity tool lines
-    checklist      the steps (see fit.select_steps when they do not fit), then one
-                   summary line `… 12 more: 9 done, 3 pending`
-    note           the rest of the note, as many lines as are left, no blank lines
+    header         `<agent> · <session> · k/N done[ · paused]` — the label (or
+                   `settings.label`) and the count share a line when both fit
+    attention      `Run failed` (and any other line that needs a person)
+    activity       the activity headline, then the most recent tool lines
+    checklist      steps in plan order (`<icon> <step> — <note>`), then a summary
+                   line `… 5 more: 2 blocked, 3 pending` only when blocked steps were
+                   left out
+    bar            the note's own progress bar, `▰▰▰▱▱▱▱ Tests · 3/7`
+    note           the rest of the note (without a plan, its first line ranks with
+                   the count), no blank lines
 
-Lines are given out in this order of priority: the active step and the summary
-line (when the plan has more than one step), the headline, the label (without a line
-of its own it joins the headline: `<label> · k/N complete …`), `Run failed`, the
-blocked line, checklist rows up to a window of four, the tool lines (most recent
-first), more checklist rows, and last the note.
+Which of them are shown is decided by one priority order (see `fit.py`): what needs a
+person, the active step, `k/N`, the note's bar, the label, the next pending and
+latest done steps, the activity, then the rest. A blocked step is shown as its
+checklist row (with its note): there is no separate `Blocked:` line repeating it —
+the row keeps the step's place in the plan, and one line says it once. When the
+header has no line of its own, the count joins the first line: `⛔ Confirm access ·
+1/4`. A note that gets a single line shows its lines joined with one space.
 
 Within a line, what matters is kept whole and the rest is cut first: a step's note
-before its text, the headline's ` · paused · <activity>` before `k/N complete`, the
-label to a third of a joined line; the summary line drops its counts by kind
-(`… 12 more`) when they do not fit. Only then is a line cut with a middle `…`.
-Lengths are UTF-16 units (see `ir.py`); the whole draft also stays within the
-channel's budget (4,096 for Telegram classic and text): the note goes first, then
-the longest lines are cut shorter.
+before its text, the label before the count. Only then is a line cut with a middle
+`…`. Lengths are UTF-16 units (see `ir.py`); the whole draft also stays within the
+channel's budget (4,096 for Telegram classic and text): the note goes first, then the
+longest lines are cut shorter.
 
 Modes `partial` and `block` — the answer text streamed so far (Markdown, trimmed
-from the front, marked with `…`), a blank line, the headline (when there is a card),
-attention lines and the whole checklist, a blank line, the note (cut at its end).
-The checklist structure is never dropped: when it is long its lines are cut shorter
-(middle `…`) so that the answer keeps at least half of the message when it needs it.
-`block` renders like `partial`; rotating to a new message is the adapter's job.
+from the front, marked with `…`), a blank line, the card's lines chosen by the same
+priorities within `checklistLines` lines (the count, what needs a person, the
+checklist, the activity headline, the note's bar; no label and no tool lines), a
+blank line, the note (cut at its end). When the card's lines are long they are cut
+shorter (middle `…`) so that the answer keeps at least half of the message when it
+needs it. `block` renders like `partial`; rotating to a new message is the adapter's
+job.
 
 Mode `off` — nothing (None).
 
@@ -58,25 +57,33 @@ from ..view import RunState, View
 from .fit import (
     UNFINISHED,
     Omitted,
+    Priority,
+    Rank,
+    best,
     cap_lines,
-    select_steps,
     squeeze,
+    step_ranks,
     step_state,
     strip_blank,
     take_head,
     take_tail,
 )
-from .ir import Line, Span, cut_spans, middle_cut, plain, u16, visible_units
-from .markdown import compact_lines, markdown_lines
+from .ir import Line, Span, cut_spans, plain, u16, visible_units
+from .markdown import NoteBar, compact_lines, markdown_lines, note_parts, note_summary
 from .templates import Theme
 
 BLANK = Line((), kind="blank")
-CHECKLIST_WINDOW = 4
-"""Checklist rows the progress layout keeps before it gives lines to tool lines."""
-
 
 MIN_EXTRA = 16
-"""A secondary part (a note, the activity headline) shorter than this is dropped, not cut."""
+"""A secondary part (a step's note) shorter than this is dropped, not cut."""
+MIN_LABEL = 12
+"""A label cut shorter than this to share the count's line is left out instead."""
+MIN_MAIN = 8
+"""A line's main text keeps at least this many units (or all of it) before a joined
+tail (` · 1/4 · paused`) gives up its parts, last part first."""
+
+# Display order of the line kinds (steps then sort by their plan position).
+_HEADER, _ATTENTION, _HEADLINE, _TOOL, _STEP, _SUMMARY, _BAR, _NOTE = range(8)
 
 
 def _icon(text: str) -> tuple[Span, ...]:
@@ -94,21 +101,26 @@ def _fitted(
     extra: Sequence[Span],
     cap: int,
     *,
+    tail: Sequence[Span] = (),
     state: str | None = None,
     index: int = -1,
 ) -> Line:
-    """A line of `head` (the icon, kept), `main` (kept whole while it fits) and `extra`
-    (cut with a middle `…` first, dropped when fewer than MIN_EXTRA units are left),
-    at most `cap` units."""
-    avail = cap - _units(head)
+    """A line of `head` (the icon, kept), `main` (kept whole while it fits), `extra`
+    (cut with a middle `…` first, dropped when fewer than MIN_EXTRA units are left)
+    and `tail` (kept while `main` keeps MIN_MAIN units; else its spans go, last
+    first), at most `cap` units."""
     main_n, extra_n = _units(main), _units(extra)
+    tail = tuple(tail)
+    while tail and cap - _units(head) - _units(tail) < min(main_n, MIN_MAIN):
+        tail = tail[:-1]
+    avail = cap - _units(head) - _units(tail)
     if main_n + extra_n <= avail:
         body = (*main, *extra)
     elif avail - main_n >= MIN_EXTRA:
         body = (*main, *cut_spans(tuple(extra), avail - main_n))
     else:
         body = cut_spans(tuple(main), max(avail, 1))
-    return Line((*head, *body), kind=kind, state=state, prefix=len(head), index=index)
+    return Line((*head, *body, *tail), kind=kind, state=state, prefix=len(head), index=index)
 
 
 def label_text(view: View, settings: RenderSettings, theme: Theme) -> str:
@@ -117,97 +129,199 @@ def label_text(view: View, settings: RenderSettings, theme: Theme) -> str:
     return plain(theme.word("label", agent=view.owner.agent_id, session=view.owner.session_key))
 
 
-def step_line(index: int, step: Step, paused: bool, theme: Theme, cap: int) -> Line:
-    """`<icon> <step> — <note>`: the note is cut (or dropped) before the step text."""
+def step_line(index: int, step: Step, paused: bool, theme: Theme, cap: int, tail: Sequence[Span] = ()) -> Line:
+    """`<icon> <step> — <note>[<tail>]`: the note is cut (or dropped) before the step text."""
     state = step_state(step, paused)
     marks = ("b",) if step.status is Status.in_progress else ()
     note = plain(step.note) if step.note else ""
     extra = (Span(theme.word("note")), Span(note)) if note else ()
     head = _icon(theme.icons.get(state, ""))
-    return _fitted("step", head, (Span(plain(step.step), marks),), extra, cap, state=state, index=index)
+    main = (Span(plain(step.step), marks),)
+    return _fitted("step", head, main, extra, cap, tail=tail, state=state, index=index)
 
 
 def summary_line(omitted: Omitted, theme: Theme, cap: int) -> Line:
-    """`… 12 more: 9 done, 3 pending`, or `… 12 more` when that does not fit."""
+    """`… 12 more: 2 blocked, 1 in progress, 6 done, 3 pending` — kinds dropped from the
+    end while it does not fit, down to `… 12 more`."""
     parts = [
         theme.word(key, count=count)
-        for key, count in (("done", omitted.done), ("pending", omitted.pending), ("blocked", omitted.blocked))
+        for key, count in (
+            ("blocked", omitted.blocked),
+            ("active", omitted.active),
+            ("done", omitted.done),
+            ("pending", omitted.pending),
+        )
         if count
     ]
-    text = theme.word("more", count=omitted.total, parts=theme.word("parts").join(parts))
-    if u16(text) > cap:
-        text = theme.word("more_short", count=omitted.total)
+    text = theme.word("more_short", count=omitted.total)
+    for k in range(len(parts), 0, -1):
+        full = theme.word("more", count=omitted.total, parts=theme.word("parts").join(parts[:k]))
+        if u16(full) <= cap:
+            text = full
+            break
     return _fitted("summary", (), (Span(text),), (), cap)
 
 
-def _headline(
-    view: View, theme: Theme, plan: Sequence[Step], note: Sequence[Line]
-) -> tuple[str | None, str, list[Line]]:
-    """The headline's main part, its extra part (` · paused · <activity headline>`),
-    and the note lines left for the body."""
-    main: str | None = None
-    body = list(note)
-    if plan:
-        done = sum(s.done for s in plan)
-        main = theme.word("complete", done=done, total=len(plan))
-    else:
-        for k, line in enumerate(note):
-            text = plain(line.text)
-            if text:
-                main = text
-                body = strip_blank(note[k + 1 :])
-                break
-    parts = [main] if main else []
-    if view.paused and any(s.status in UNFINISHED for s in plan):
-        parts.append(theme.word("paused"))
-    if view.activity.headline:
-        parts.append(plain(view.activity.headline))
-    if not parts:
-        return None, "", body
-    joiner = theme.word("joiner")
-    return parts[0], "".join(joiner + p for p in parts[1:]), body
+def bar_line(bar: NoteBar, theme: Theme, cap: int) -> Line:
+    """The note's own progress bar as text: `▰▰▰▱▱▱▱ Tests · 3/7`."""
+    width = bar.width()
+    filled = bar.cells()
+    cells = theme.marks.get("bar_full", "▰") * filled + theme.marks.get("bar_empty", "▱") * (width - filled)
+    return _fitted("bar", (Span(cells + " "),), (Span(bar.caption),), (), cap)
 
 
-def _headline_line(main: str, extra: str, theme: Theme, cap: int, label: Span | None = None) -> Line:
-    if label is None:
-        head = _icon(theme.marks.get("headline", ""))
-        return _fitted("headline", head, (Span(main),), (Span(extra),) if extra else (), cap)
-    # the label joins the headline: the label gets at most a third of the line
-    short = Span(middle_cut(label.text, max(cap // 3, 12)), label.marks)
-    main_spans = (short, Span(theme.word("joiner") + main))
-    return _fitted("headline", (), main_spans, (Span(extra),) if extra else (), cap)
-
-
-def _attention(view: View, theme: Theme, plan: Sequence[Step], cap: int) -> list[Line]:
-    """Attention lines in priority order: the failed run, what the agent waits for,
-    then blocked steps."""
+def attention_lines(view: View, theme: Theme) -> list[tuple[str, str, str]]:
+    """What needs a person besides blocked steps (those are checklist rows), in rank
+    order: (state, mark key, text) — a failed run, then what the agent waits for (the
+    activity's attention line, `Waiting for input: …`)."""
     out = []
     if view.run is RunState.failed:
-        head = _icon(theme.marks.get("failed", ""))
-        out.append(_fitted("attention", head, (Span(theme.word("failed")),), (), cap, state="failed"))
+        out.append(("failed", "failed", theme.word("failed")))
     if view.activity.attention:
-        head = _icon(theme.marks.get("blocked", ""))
-        out.append(_fitted("attention", head, (Span(plain(view.activity.attention)),), (), cap, state="blocked"))
-    blocked = [s for s in plan if s.status is Status.blocked]
-    head = _icon(theme.marks.get("blocked", ""))
-    if len(blocked) == 1:
-        main = Span(theme.word("blocked_one", step=plain(blocked[0].step)))
-        note = plain(blocked[0].note) if blocked[0].note else ""
-        extra = (Span(theme.word("note") + note),) if note else ()
-        out.append(_fitted("attention", head, (main,), extra, cap, state="blocked"))
-    elif blocked:
-        names = theme.word("blocked_list").join(plain(s.step) for s in blocked[:12])
-        text = theme.word("blocked_many", count=len(blocked), steps=names)
-        out.append(_fitted("attention", head, (Span(text),), (), cap, state="blocked"))
+        out.append(("blocked", "blocked", plain(view.activity.attention)))
     return out
 
 
-def _checklist(plan: Sequence[Step], rows: int, paused: bool, theme: Theme, cap: int) -> list[Line]:
-    kept, omitted = select_steps(plan, rows)
-    lines = [step_line(i, plan[i], paused, theme, cap) for i in kept]
-    if omitted is not None and len(kept) < rows:
-        lines.append(summary_line(omitted, theme, cap))
-    return lines
+def _attention_line(item: tuple[str, str, str], theme: Theme, cap: int, tail: Sequence[Span] = ()) -> Line:
+    state, mark, text = item
+    head = _icon(theme.marks.get(mark, ""))
+    return _fitted("attention", head, (Span(text),), (), cap, tail=tail, state=state)
+
+
+_Candidate = tuple[Rank, tuple[int, int], int, int]
+"""(rank, display order, kind, step/tool/note index): plain tuples, built per render."""
+
+
+def _card_lines(
+    view: View,
+    settings: RenderSettings,
+    theme: Theme,
+    *,
+    rows: int,
+    plan: Sequence[Step],
+    bar: NoteBar | None,
+    note: Sequence[Line],
+    owner: bool,
+    tools: bool,
+) -> list[Line]:
+    """The best `rows` lines of what the card and activity could show (see fit.py),
+    in display order, each within `settings.maxLineChars`."""
+    cap = settings.maxLineChars
+    activity = view.activity
+    cands: list[_Candidate] = []
+    attention = attention_lines(view, theme)
+    for k in range(len(attention)):  # after the blocked steps (group 0)
+        cands.append(((Priority.NEEDS_PERSON, 1, k), (_ATTENTION, k), _ATTENTION, k))
+    ranks = step_ranks(plan)
+    cands += [(rank, (_STEP, i), _STEP, i) for i, rank in enumerate(ranks)]
+    if plan:
+        cands.append(((Priority.COUNT, 0, 0), (_HEADER, 0), _HEADER, 0))
+    elif owner:
+        cands.append(((Priority.OWNER, 0, 0), (_HEADER, 0), _HEADER, 0))
+    if bar is not None:
+        cands.append(((Priority.NOTE_BAR, 0, 0), (_BAR, 0), _BAR, 0))
+    if activity.headline and plain(activity.headline):
+        cands.append(((Priority.ACTIVITY, 0, 0), (_HEADLINE, 0), _HEADLINE, 0))
+    if tools:
+        n_tools = len(activity.tools)
+        for r in range(n_tools):
+            cands.append(((Priority.ACTIVITY, 1, r), (_TOOL, n_tools - 1 - r), _TOOL, n_tools - 1 - r))
+    # note lines rank in their own order, so no more than `rows` of them can be shown
+    for k in range(min(len(note), rows)):
+        rank = (Priority.COUNT, 1, 0) if k == 0 and not plan else (Priority.REST, 2, k)
+        cands.append((rank, (_NOTE, k), _NOTE, k))
+
+    chosen = [cands[i] for i in best([c[0] for c in cands], rows)]
+    blocked_n = sum(1 for r in ranks if r[0] == Priority.NEEDS_PERSON)
+    shown_blocked = sum(1 for c in chosen if c[2] == _STEP and c[0][0] == Priority.NEEDS_PERSON)
+    omitted = Omitted()
+    hidden_blocked = 0
+    if blocked_n > shown_blocked:  # a summary line, only when blocked steps are left out
+        if rows >= 2:
+            chosen.remove(max(chosen, key=lambda c: c[0]))
+            omitted = Omitted.of(plan, {c[3] for c in chosen if c[2] == _STEP})
+            chosen.append(((0, 0, 0), (_SUMMARY, 0), _SUMMARY, 0))
+        else:
+            hidden_blocked = blocked_n - shown_blocked
+    chosen.sort(key=lambda c: c[1])
+    spare = rows - len(chosen)
+
+    joiner = theme.word("joiner")
+    paused = view.paused and any(s.status in UNFINISHED for s in plan)
+    count = ""
+    parts: list[str] = []
+    if plan:
+        done = sum(s.done for s in plan)
+        has_header = any(c[2] == _HEADER for c in chosen)
+        count = theme.word("count" if has_header else "count_short", done=done, total=len(plan))
+        # what else the count says, in the order it gives way when room is short
+        if hidden_blocked:
+            parts.append(theme.word("more_blocked", count=hidden_blocked))
+        if paused:
+            parts.append(theme.word("paused"))
+        if has_header:
+            count = joiner.join((count, *parts))
+    tail: tuple[Span, ...] = ()
+    if plan and not any(c[2] == _HEADER for c in chosen):
+        tail = (Span(joiner + count), *(Span(joiner + part) for part in parts))
+
+    lines: list[Line] = []
+    shown_note = [c[3] for c in chosen if c[2] == _NOTE]
+    for _, _, kind, ref in chosen:
+        end = () if lines else tail
+        if kind == _HEADER:
+            lines += _header(view, settings, theme, count, cap, owner=owner, spare=spare > 0)
+        elif kind == _ATTENTION:
+            lines.append(_attention_line(attention[ref], theme, cap, end))
+        elif kind == _STEP:
+            lines.append(step_line(ref, plan[ref], view.paused, theme, cap, end))
+        elif kind == _HEADLINE:
+            head = _icon(theme.marks.get("headline", ""))
+            lines.append(_fitted("headline", head, (Span(plain(activity.headline or "")),), (), cap))
+        elif kind == _TOOL:
+            head = _icon(theme.marks.get("tool", ""))
+            lines.append(_fitted("tool", head, (Span(plain(activity.tools[ref])),), (), cap))
+        elif kind == _BAR:
+            assert bar is not None
+            lines.append(bar_line(bar, theme, cap))
+        elif kind == _NOTE:
+            lines.append(_note_line(view, note, ref, shown_note, theme))
+        elif kind == _SUMMARY:
+            lines.append(summary_line(omitted, theme, cap))
+    return cap_lines(lines, cap)
+
+
+def _header(
+    view: View, settings: RenderSettings, theme: Theme, count: str, cap: int, *, owner: bool, spare: bool
+) -> list[Line]:
+    """The label and the count on one line when both fit; else the label on a line of
+    its own when there is one spare, else cut (or left out) to leave the count whole."""
+    label = Span(label_text(view, settings, theme), ("b",)) if owner else None
+    if not count:
+        return [_fitted("label", (), (label,), (), cap)] if label is not None else []
+    joined = Span(theme.word("joiner") + count)
+    if label is None:
+        return [_fitted("header", (), (Span(count),), (), cap)]
+    if _units((label, joined)) <= cap:
+        return [Line((label, joined), kind="header")]
+    if spare:
+        return [_fitted("label", (), (label,), (), cap), _fitted("header", (), (Span(count),), (), cap)]
+    room = cap - _units((joined,))
+    if room >= MIN_LABEL:
+        return [Line((*cut_spans((label,), room), joined), kind="header")]
+    return [_fitted("header", (), (Span(count),), (), cap)]
+
+
+def _note_line(view: View, note: Sequence[Line], k: int, shown: list[int], theme: Theme) -> Line:
+    """Note line `k`; a note given one line shows the note on one line (its lines
+    joined with a space, `note_summary`), and the last shown line of a note cut short
+    ends with `…`."""
+    if len(shown) == 1 and len(note) > 1 and view.card is not None and view.card.markdown:
+        return Line((Span(note_summary(view.card.markdown) or ""),), kind="note")
+    line = note[k]
+    if k == shown[-1] and k < len(note) - 1:
+        return line.with_spans((*line.spans, Span(" " + theme.word("trimmed"))))
+    return line
 
 
 def _mark_trimmed_end(lines: list[Line], theme: Theme) -> None:
@@ -230,50 +344,24 @@ def compose(
     return _preview(view, settings, theme, budget, max_items)
 
 
+def _note_of(view: View) -> tuple[NoteBar | None, str]:
+    card = view.card
+    if card is None or not card.markdown:
+        return None, ""
+    return note_parts(card.markdown)
+
+
 def _progress(view: View, settings: RenderSettings, theme: Theme, budget: int) -> list[Line] | None:
     card = view.card
     plan: Sequence[Step] = (card.plan or ()) if card else ()
-    note = compact_lines(card.markdown, "note") if card and card.markdown else ()
+    bar, rest = _note_of(view)
+    note = compact_lines(rest, "note") if rest else ()
     activity = view.activity
-    if not (plan or note or activity.headline or activity.tools or activity.attention):
+    if not (plan or note or bar or activity.headline or activity.tools or activity.attention):
         return None
-    cap = settings.maxLineChars
-    main, extra, body = _headline(view, theme, plan, note)
-    label = Span(label_text(view, settings, theme), ("b",))
-
-    n = len(plan)
-    need = min(n, 2)  # the active step (or the next one) and the summary line
-    window = min(n, CHECKLIST_WINDOW)
-    left = settings.maxLines - need
-    head: list[Line] = []
-    if main is not None:
-        left -= 1
-    if left >= 1:
-        head = [_fitted("label", (), (label,), (), cap)]
-        if main is not None:
-            head.append(_headline_line(main, extra, theme, cap))
-        left -= 1
-    else:  # the label joins the headline on one line
-        assert main is not None
-        head = [_headline_line(main, extra, theme, cap, label)]
-    attention = []
-    for line in _attention(view, theme, plan, cap):
-        if left >= 1:
-            attention.append(line)
-            left -= 1
-    tools_n = min(len(activity.tools), max(0, left - max(window - need, 0)))
-    recent = activity.tools[len(activity.tools) - tools_n :] if tools_n else ()
-    tool_icon = _icon(theme.marks.get("tool", ""))
-    tools = [_fitted("tool", tool_icon, (Span(plain(t)),), (), cap) for t in recent]
-    left -= tools_n
-    rows = need + left
-    checklist = _checklist(plan, rows, view.paused, theme, cap) if plan else []
-    note_rows = rows - len(checklist)
-    note_lines = body[: max(note_rows, 0)]
-    if len(body) > len(note_lines) and note_lines:
-        _mark_trimmed_end(note_lines, theme)
-
-    lines = cap_lines([*head, *attention, *tools, *checklist, *note_lines], cap)
+    lines = _card_lines(
+        view, settings, theme, rows=settings.maxLines, plan=plan, bar=bar, note=note, owner=True, tools=True
+    )
     if visible_units(lines) > budget:
         while lines and lines[-1].kind == "note" and visible_units(lines) > budget:
             lines.pop()
@@ -307,20 +395,27 @@ def _preview(
 ) -> list[Line] | None:
     card = view.card
     plan: Sequence[Step] = (card.plan or ()) if card else ()
-    note = list(markdown_lines(card.markdown, "note")) if card and card.markdown else []
+    bar, rest = _note_of(view)
+    note = list(markdown_lines(rest, "note")) if rest else []
     answer = view.activity.answer
     answer_lines = list(markdown_lines(_answer_window(answer, budget), "answer")) if answer else []
-    if not (plan or note or answer_lines):
+    if not (plan or note or bar or answer_lines):
         return None
 
     struct: list[Line] = []
     body: list[Line] = []
-    if plan or note:
-        cap = settings.maxLineChars
-        main, extra, body = _headline(view, theme, plan, note)
-        struct = [_headline_line(main, extra, theme, cap)] if main is not None else []
-        struct += _attention(view, theme, plan, cap)
-        struct += [step_line(i, s, view.paused, theme, cap) for i, s in enumerate(plan)]
+    if plan or note or bar:
+        head: list[Line] = []
+        body = note
+        if not plan:  # the note's first line stands in for the count
+            top = next((k for k, line in enumerate(note) if not line.blank), None)
+            if top is not None:
+                head = [note[top]]
+                body = strip_blank(note[top + 1 :])
+        rows = settings.checklistLines or settings.maxLines
+        struct = _card_lines(
+            view, settings, theme, rows=rows, plan=plan, bar=bar, note=head, owner=False, tools=False
+        )
     answer_units = visible_units(answer_lines)
     reserve = min(answer_units, budget // 2)
     room = budget - reserve - (2 if answer_lines else 0) - (2 if body else 0)
@@ -367,4 +462,4 @@ def _preview(
     return strip_blank(lines) or None
 
 
-__all__ = ["compose", "label_text", "step_line", "summary_line"]
+__all__ = ["attention_lines", "bar_line", "compose", "label_text", "step_line", "summary_line"]

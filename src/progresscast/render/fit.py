@@ -1,29 +1,61 @@
-"""Which steps and lines fit: step selection, line caps, budgets.
+"""What a draft shows when it cannot show everything: one priority order for every
+channel, then line caps and budgets.
 
-Pure helpers over the `ir` model; `draft.py` decides what goes into a draft and calls
-these to make it fit.
+Every line a draft could show is a candidate with a `Rank`; a draft of `maxLines`
+lines keeps the best-ranked candidates and shows them in their own display order
+(steps in plan order). The order, best first:
 
-Selection — a plan with more steps than rows keeps, in the plan's own order:
+1. what needs a person — the blocked steps in plan order, then the attention lines
+   (`draft.attention_lines`: a failed run, what the agent waits for);
+2. the active (`in_progress`) step;
+3. progress `k/N` (the header line; it joins another line when it has none of its own);
+4. the note's own progress bar;
+5. which agent and session (the label: on the `k/N` line when both fit);
+6. the next pending steps (`NEXT_STEPS` of them: after the active step first, then
+   any left before it);
+7. the most recent completed or skipped steps (`RECENT_STEPS`: nearest before the
+   active step first);
+8. the activity: its headline, then the tool lines, most recent first;
+9. what is left, in this order: more pending steps, more done steps, then the note.
 
-1. the active (`in_progress`) step — always, even when only one row is left;
-2. blocked steps;
-3. then, alternately, the next pending steps (those after the active step first,
-   then any left pending before it) and the most recent done steps (completed or
-   skipped, nearest before the active step first), pending first — so the rows form
-   a window around where the agent is;
-
-and one summary row counting what was left out by kind (done, pending, blocked).
+A summary line of what was left out (`… 5 more: 2 blocked, 3 pending`) is shown only
+when it tells something no other line does: when blocked steps had to be left out
+(with `k/N` on screen, hidden done and pending steps are no news). It takes the
+place of the last line given out. On a single line it shrinks to `+2 blocked` after
+the count.
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
+from enum import IntEnum
 
 from ..card import DONE_STATUSES, Status, Step
 from .ir import Line, cut_line
 
 UNFINISHED = frozenset({Status.pending, Status.in_progress, Status.blocked})
+
+NEXT_STEPS = 2
+"""Pending steps ranked (6); more of them rank after the activity lines."""
+RECENT_STEPS = 1
+"""Done steps ranked (7); more of them rank after the activity lines."""
+
+
+class Priority(IntEnum):
+    NEEDS_PERSON = 1
+    ACTIVE = 2
+    COUNT = 3
+    NOTE_BAR = 4
+    OWNER = 5
+    NEXT = 6
+    RECENT = 7
+    ACTIVITY = 8
+    REST = 9
+
+
+Rank = tuple[int, int, int]
+"""(priority, group within the priority, position within the group): smaller is better."""
 
 
 def step_state(step: Step, paused: bool) -> str:
@@ -33,70 +65,76 @@ def step_state(step: Step, paused: bool) -> str:
     return step.status.value
 
 
+def step_ranks(plan: Sequence[Step]) -> list[Rank]:
+    """The rank of every step of the plan (by position)."""
+    n = len(plan)
+    ranks: list[Rank] = [_REST_DONE] * n
+    active: int | None = None
+    pending: list[int] = []
+    blocked = 0
+    for i, s in enumerate(plan):  # one pass: blocked ranks, the active step, pending steps
+        status = s.status
+        if status is Status.pending:
+            pending.append(i)
+        elif status is Status.blocked:
+            ranks[i] = (Priority.NEEDS_PERSON, 0, blocked)
+            blocked += 1
+        elif status is Status.in_progress:
+            active = i
+    if active is not None:
+        ranks[active] = (Priority.ACTIVE, 0, 0)
+        pending = [i for i in pending if i > active] + [i for i in pending if i < active]
+    for r, i in enumerate(pending):
+        ranks[i] = (Priority.NEXT, 0, r) if r < NEXT_STEPS else (Priority.REST, 0, r)
+    # done steps: nearest before the active step first (from the end without one), then
+    # those after it from the end
+    start = n - 1 if active is None else active - 1
+    r = 0
+    for i in (*range(start, -1, -1), *range(n - 1, start + 1 if active is None else active, -1)):
+        if plan[i].status in DONE_STATUSES:
+            ranks[i] = (Priority.RECENT, 0, r) if r < RECENT_STEPS else (Priority.REST, 1, r)
+            r += 1
+    return ranks
+
+
+_REST_DONE: Rank = (Priority.REST, 1, 0)
+
+
+def best(ranks: Sequence[Rank], lines: int) -> list[int]:
+    """Positions of the `lines` best-ranked candidates (ties: the earlier one)."""
+    if lines >= len(ranks):
+        return list(range(len(ranks)))
+    return sorted(sorted(range(len(ranks)), key=ranks.__getitem__)[: max(lines, 0)])
+
+
 @dataclass(frozen=True)
 class Omitted:
-    """What a selection left out, by kind."""
+    """The steps a draft left out, by kind."""
 
+    blocked: int = 0
+    active: int = 0
     done: int = 0
     pending: int = 0
-    blocked: int = 0
 
     @property
     def total(self) -> int:
-        return self.done + self.pending + self.blocked
+        return self.blocked + self.active + self.done + self.pending
 
-
-def select_steps(plan: Sequence[Step], rows: int) -> tuple[list[int], Omitted | None]:
-    """Indices of the steps to show in `rows` rows (one of them the summary row when
-    steps are left out), in plan order, and what was left out (None when nothing).
-
-    With a single row and an active step, that row is the active step (no summary)."""
-    n = len(plan)
-    if n <= rows:
-        return list(range(n)), None
-    active = next((i for i, s in enumerate(plan) if s.status is Status.in_progress), None)
-    slots = rows - 1  # one row for the summary
-    chosen: set[int] = set()
-    if active is not None:
-        chosen.add(active)  # even when that leaves no row for the summary
-    for i, s in enumerate(plan):
-        if len(chosen) >= slots:
-            break
-        if s.status is Status.blocked:
-            chosen.add(i)
-    if active is None:
-        pending = [i for i, s in enumerate(plan) if s.status is Status.pending]
-        done = [i for i in range(n - 1, -1, -1) if plan[i].status in DONE_STATUSES]
-    else:
-        pending = [i for i in range(active + 1, n) if plan[i].status is Status.pending]
-        pending += [i for i in range(active) if plan[i].status is Status.pending]
-        done = [i for i in range(active - 1, -1, -1) if plan[i].status in DONE_STATUSES]
-        done += [i for i in range(n - 1, active, -1) if plan[i].status in DONE_STATUSES]
-    p = d = 0
-    turn_pending = True
-    while len(chosen) < slots and (p < len(pending) or d < len(done)):
-        if (turn_pending and p < len(pending)) or d >= len(done):
-            chosen.add(pending[p])
-            p += 1
-        else:
-            chosen.add(done[d])
-            d += 1
-        turn_pending = not turn_pending
-    kept = sorted(chosen)
-    done_n = pending_n = blocked_n = 0
-    for i, s in enumerate(plan):
-        if i in chosen:
-            continue
-        if s.status is Status.pending:
-            pending_n += 1
-        elif s.status is Status.blocked:
-            blocked_n += 1
-        elif s.status in DONE_STATUSES:
-            done_n += 1
-        # The active step is always chosen, so it never counts as left out.
-    if not done_n + pending_n + blocked_n:
-        return kept, None
-    return kept, Omitted(done=done_n, pending=pending_n, blocked=blocked_n)
+    @classmethod
+    def of(cls, plan: Sequence[Step], shown: set[int] | frozenset[int]) -> Omitted:
+        counts = {"blocked": 0, "active": 0, "done": 0, "pending": 0}
+        for i, s in enumerate(plan):
+            if i in shown:
+                continue
+            if s.status is Status.blocked:
+                counts["blocked"] += 1
+            elif s.status is Status.in_progress:
+                counts["active"] += 1
+            elif s.status is Status.pending:
+                counts["pending"] += 1
+            else:
+                counts["done"] += 1
+        return cls(**counts)
 
 
 def water_cap(lengths: Sequence[int], budget: int) -> int:
@@ -189,10 +227,15 @@ def strip_blank(lines: Sequence[Line]) -> list[Line]:
 
 
 __all__ = [
+    "NEXT_STEPS",
+    "RECENT_STEPS",
     "Omitted",
+    "Priority",
+    "Rank",
+    "best",
     "cap_lines",
-    "select_steps",
     "squeeze",
+    "step_ranks",
     "step_state",
     "strip_blank",
     "take_head",

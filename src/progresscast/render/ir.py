@@ -13,7 +13,9 @@ number of characters.
 
 from __future__ import annotations
 
+import itertools
 import re
+import unicodedata
 from dataclasses import dataclass, field, replace
 from functools import lru_cache
 
@@ -26,11 +28,10 @@ MARK_ORDER = ("b", "i", "u", "s", "code")
 # running text: C0/C1 controls (tab and newline included), line/paragraph separators.
 _BREAKERS = re.compile("[\x00-\x1f\x7f-\x9f\u2028\u2029]")
 _SURROGATES = re.compile("[\ud800-\udfff]")
-# Code points that must not be left dangling at a cut: joiners, variation selectors,
-# combining marks of the common blocks, emoji modifiers.
-_DANGLING = "\u200d\ufe0e\ufe0f\u0300-\u036f\u20d0-\u20ff\U0001f3fb-\U0001f3ff"
-_DANGLING_TAIL = re.compile(f"[{_DANGLING}\\s]+$")
-_DANGLING_HEAD = re.compile(f"^[{_DANGLING}\\s]+")
+# Whitespace left at either side of a cut `…` is dropped. (Cuts themselves only fall
+# between user-perceived characters: see `clusters`.)
+_DANGLING_TAIL = re.compile(r"\s+$")
+_DANGLING_HEAD = re.compile(r"^\s+")
 
 
 def u16(text: str) -> int:
@@ -55,31 +56,80 @@ def clean_code(text: str) -> str:
     return re.sub("[\x00-\x08\x0a-\x1f\x7f-\x9f\u2028\u2029]", " ", text)
 
 
+def _attaches(ch: str) -> bool:
+    """Whether `ch` belongs to the character before it (one user-perceived character):
+    joiners, variation selectors, emoji modifiers, tag characters, the keycap mark and
+    combining marks."""
+    o = ord(ch)
+    if o < 0x300:
+        return False
+    return (
+        o == 0x200D
+        or 0xFE00 <= o <= 0xFE0F
+        or 0x1F3FB <= o <= 0x1F3FF
+        or 0xE0020 <= o <= 0xE007F
+        or o == 0x20E3
+        or unicodedata.category(ch) in ("Mn", "Me", "Mc")
+    )
+
+
+def _is_regional(ch: str) -> bool:
+    return "\U0001f1e6" <= ch <= "\U0001f1ff"
+
+
+def clusters(text: str) -> list[int]:
+    """Where each user-perceived character (an approximation of Unicode's extended
+    grapheme clusters good for emoji: ZWJ sequences, flags, keycaps, skin tones, tag
+    sequences, combining marks) starts, plus len(text). Cuts happen only there."""
+    starts: list[int] = []
+    i, n = 0, len(text)
+    while i < n:
+        starts.append(i)
+        j = i + 1
+        if _is_regional(text[i]) and j < n and _is_regional(text[j]):
+            j += 1  # a flag is a pair of regional indicators
+        while j < n and (_attaches(text[j]) or text[j - 1] == "\u200d"):
+            j += 1
+        i = j
+    starts.append(n)
+    return starts
+
+
+def _simple(text: str) -> bool:
+    """No astral characters and nothing that attaches to its neighbour: cut anywhere."""
+    return text.isascii() or (u16(text) == len(text) and not any(_attaches(ch) for ch in text))
+
+
 def _prefix_units(text: str, units: int) -> str:
-    """The longest prefix of `text` at most `units` UTF-16 units long."""
+    """The longest prefix of `text` at most `units` UTF-16 units long that ends between
+    two user-perceived characters."""
     if units <= 0:
         return ""
-    if text.isascii() or u16(text) == len(text):
+    if _simple(text):
         return text[:units]
     used = 0
-    for i, ch in enumerate(text):
-        used += 2 if ord(ch) > 0xFFFF else 1
+    starts = clusters(text)
+    for a, b in itertools.pairwise(starts):
+        used += u16(text[a:b])
         if used > units:
-            return text[:i]
+            return text[:a]
     return text
 
 
 def _suffix_units(text: str, units: int) -> str:
-    """The longest suffix of `text` at most `units` UTF-16 units long."""
+    """The longest suffix of `text` at most `units` UTF-16 units long that starts at a
+    user-perceived character."""
     if units <= 0:
         return ""
-    if text.isascii() or u16(text) == len(text):
+    if _simple(text):
         return text[-units:] if units < len(text) else text
     used = 0
-    for i in range(len(text) - 1, -1, -1):
-        used += 2 if ord(text[i]) > 0xFFFF else 1
+    starts = clusters(text)
+    for k in range(len(starts) - 1, 0, -1):
+        a, b = starts[k - 1], starts[k]
+        used += u16(text[a:b])
         if used > units:
-            return text[i + 1 :]
+            return text[b:]
     return text
 
 
@@ -117,7 +167,8 @@ class Span:
 class Line:
     spans: tuple[Span, ...] = ()
     kind: str = "text"
-    """label, headline, attention, tool, step, summary, note, answer, blank."""
+    """header (the label and `k/N`), label (the label alone), attention, headline (the
+    activity's), tool, step, summary, bar (the note's own bar), note, answer, blank."""
     state: str | None = None
     """For steps: completed, in_progress, pending, blocked, skipped or paused."""
     block: str | None = None

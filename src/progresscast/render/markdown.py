@@ -1,32 +1,45 @@
 """Markdown notes and answers, converted once per content (functools.lru_cache).
 
+* `note_parts(source)` — a note's own progress bar and the rest of the note: a
+  `<progress aria-label="…" value="k" max="N">` (with or without `</progress>`) that
+  comes first in the note is kept as a `NoteBar` when its numbers check out
+  (0 ≤ value ≤ max, max > 0; other attributes are ignored), and dropped otherwise.
+  A `<progress>` anywhere else is raw HTML like any other, and is dropped.
 * `markdown_lines(source, kind)` — markdown-it-py tokens → `ir.Line`s, the form the
   Telegram (classic and rich) and text renderers fit and serialise: headings become
   bold lines, list items `•` / `1.` lines (nested ones indented), code blocks `pre`
   lines (with their language), block quotes `quote` lines, tables `a | b` rows,
   emphasis/strong/strikethrough marks, links `href` spans for http(s) URLs only.
-  Raw HTML (blocks and inline tags) is dropped; images show their alt text; soft
-  line breaks stay line breaks, as a chat shows them.
-* `markdown_web_html(source)` — markdown-it-py HTML with raw HTML dropped, images
-  reduced to their alt text, headings shifted down two levels (the card is not the
-  page), links `rel="nofollow noopener noreferrer"`; then sanitised with bleach to
-  ordinary formatting tags, http/https/mailto links and no other attributes.
+  Images show their alt text; soft line breaks stay line breaks, as a chat shows them.
+* `markdown_web_html(source)` — markdown-it-py HTML, images reduced to their alt text,
+  headings shifted down two levels (the card is not the page), links
+  `rel="nofollow noopener noreferrer"`; then sanitised with bleach to ordinary
+  formatting tags, http/https/mailto links and no other attributes.
+* `note_summary(source)` — the note on one line (its lines joined with one space),
+  "Progress updated" for a note that is only a bar.
 
-Both are pure functions of the text, so the caches are safe to share.
+Raw HTML, the same for every channel: an inline `<br>` is a line break; the text
+inside `<script>`, `<style>`, `<iframe>`, `<object>`, `<template>`, `<noscript>` and
+`<textarea>` is dropped with the tags, inline or as blocks (an element left open
+hides the rest of the note, as it would in a browser); every other tag is dropped and
+its text kept.
+
+All are pure functions of the text, so the caches are safe to share.
 """
 
 from __future__ import annotations
 
 import re
+from dataclasses import dataclass
 from functools import lru_cache
-from html import escape
+from html import escape, unescape
 from typing import Any
 
 import bleach
 from markdown_it import MarkdownIt
 from markdown_it.token import Token
 
-from .ir import Line, Span, clean_code
+from .ir import Line, Span, clean_code, middle_cut, plain
 
 MAX_HREF = 2048
 """Longer link targets are shown as plain text."""
@@ -41,6 +54,141 @@ def _parser() -> MarkdownIt:
 
 
 _MD = _parser()
+
+# --- raw HTML that is not simply dropped ---------------------------------------------
+
+_HIDDEN_TAG = re.compile(r"<(/?)(script|style|iframe|object|template|noscript|textarea)(?=[\s/>])[^>]*>", re.I)
+_BR = re.compile(r"</?br\s*/?>", re.I)
+
+
+def _scan_hidden(html: str, hidden: str | None) -> str | None:
+    """The script-like element we are inside after `html` (None: outside any)."""
+    for match in _HIDDEN_TAG.finditer(html):
+        closing, name = match.group(1), match.group(2).lower()
+        if hidden is None and not closing:
+            hidden = name
+        elif closing and name == hidden:
+            hidden = None
+    return hidden
+
+
+def _visible_tokens(tokens: list[Token]) -> list[Token]:
+    """Tokens with the content of script-like elements removed (inline and across
+    blocks) and an inline `<br>` turned into a hard break. Closing tokens are kept so
+    marks and links stay balanced; a paragraph left without text goes."""
+    hidden: str | None = None
+    out: list[Token] = []
+    skip_close = False
+    for token in tokens:
+        if token.type == "html_block":
+            hidden = _scan_hidden(token.content, hidden)
+            out.append(token)  # shown by no renderer
+            continue
+        if token.type == "inline":
+            children: list[Token] = []
+            for child in token.children or ():
+                if child.type == "html_inline":
+                    if hidden is None and _BR.fullmatch(child.content.strip()):
+                        children.append(Token("hardbreak", "br", 0))
+                    else:
+                        hidden = _scan_hidden(child.content, hidden)
+                    continue
+                if hidden is None or child.nesting == -1:
+                    children.append(child)
+            token.children = children
+            if out and out[-1].type == "paragraph_open" and not any(_shows(c) for c in children):
+                out.pop()
+                skip_close = True
+                continue
+            out.append(token)
+            continue
+        if token.type == "paragraph_close" and skip_close:
+            skip_close = False
+            continue
+        if hidden is not None and token.type in ("fence", "code_block"):
+            continue
+        out.append(token)
+    return out
+
+
+def _shows(token: Token) -> bool:
+    if token.type in ("text", "code_inline"):
+        return bool(token.content.strip())
+    return token.type == "image"
+
+
+# --- the note's own progress bar -------------------------------------------------------
+
+_BAR = re.compile(
+    r"""\A\s*<progress((?:\s+[^\s"'>/=]+(?:\s*=\s*(?:"[^"]*"|'[^']*'|[^\s"'=<>`]+))?)*)\s*/?>"""
+    r"(?:[^<]*</progress\s*>)?",
+    re.I,
+)
+_ATTR = re.compile(r"""([^\s"'>/=]+)(?:\s*=\s*(?:"([^"]*)"|'([^']*)'|([^\s"'=<>`]+)))?""")
+_NUMBER = re.compile(r"\d{1,9}(?:\.\d{1,6})?|\.\d{1,6}")
+MAX_BAR_LABEL = 120
+"""A longer bar label is cut with a middle `…`."""
+
+
+@dataclass(frozen=True, slots=True)
+class NoteBar:
+    """A note's own progress bar: `<progress aria-label value max>` first in the note."""
+
+    label: str
+    """The aria-label as plain text ("" when it had none)."""
+    value: float
+    max: float
+
+    @property
+    def count(self) -> str:
+        """`value/max`, integers without a decimal point."""
+        return f"{number_text(self.value)}/{number_text(self.max)}"
+
+    @property
+    def caption(self) -> str:
+        """What the bar says: its label, or `value/max` without one."""
+        return self.label or self.count
+
+    def cells(self, width: int = 10) -> int:
+        """How many of the cells of a text bar are filled (full only when done)."""
+        if self.value >= self.max:
+            return self.width(width)
+        return int(self.value * self.width(width) // self.max)
+
+    def width(self, width: int = 10) -> int:
+        """Cells of a text bar: one per unit for a small whole max, else `width`."""
+        return int(self.max) if self.max == int(self.max) and self.max <= width else width
+
+
+def number_text(value: float) -> str:
+    """A bar's number as written: integers without a decimal point."""
+    return str(int(value)) if value == int(value) else f"{value:g}"
+
+
+def _bar(attrs: str) -> NoteBar | None:
+    found: dict[str, str] = {}
+    for match in _ATTR.finditer(attrs):
+        name = match.group(1).lower()
+        if name in ("aria-label", "value", "max") and name not in found:
+            raw = next((g for g in match.groups()[1:] if g is not None), "")
+            found[name] = unescape(raw)
+    value, top = found.get("value", "").strip(), found.get("max", "").strip()
+    if not (_NUMBER.fullmatch(value) and _NUMBER.fullmatch(top)):
+        return None
+    if float(top) <= 0 or float(value) > float(top):
+        return None
+    label = middle_cut(plain(found.get("aria-label", "")), MAX_BAR_LABEL)
+    return NoteBar(label=label, value=float(value), max=float(top))
+
+
+@lru_cache(maxsize=256)
+def note_parts(source: str) -> tuple[NoteBar | None, str]:
+    """The note's own progress bar (None without a valid one) and the rest of the note.
+    A leading `<progress>` element is always taken out: kept as the bar when valid."""
+    match = _BAR.match(source)
+    if match is None:
+        return None, source
+    return _bar(match.group(1)), source[match.end() :]
 
 
 def _inline_text(text: str) -> str:
@@ -248,7 +396,7 @@ def markdown_lines(source: str, kind: str = "note") -> tuple[Line, ...]:
     """The Markdown `source` as lines (blank lines between blocks), cached by content."""
     if not source or not source.strip():
         return ()
-    return tuple(_Converter(kind).run(_MD.parse(source)))
+    return tuple(_Converter(kind).run(_visible_tokens(_MD.parse(source))))
 
 
 @lru_cache(maxsize=256)
@@ -322,4 +470,20 @@ def markdown_web_html(source: str) -> str:
     """The Markdown `source` as a sanitised HTML fragment, cached by content."""
     if not source or not source.strip():
         return ""
-    return str(_CLEANER.clean(_WEB_MD.render(source))).strip()
+    tokens = _visible_tokens(_WEB_MD.parse(source))
+    return str(_CLEANER.clean(_WEB_MD.renderer.render(tokens, _WEB_MD.options, {}))).strip()
+
+
+@lru_cache(maxsize=256)
+def note_summary(source: str) -> str | None:
+    """The note on one line: its text lines joined with one space (the bar left out);
+    "Progress updated" for a note that is only a bar; None for a note with nothing to show."""
+    bar, rest = note_parts(source)
+    text = " ".join(line.text.strip() for line in compact_lines(rest) if line.text.strip())
+    if text:
+        return text
+    return PROGRESS_UPDATED if bar is not None else None
+
+
+PROGRESS_UPDATED = "Progress updated"
+"""What a note that is only a progress bar says where a one-line summary is needed."""

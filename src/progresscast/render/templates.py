@@ -52,12 +52,19 @@ def environment(templates_dir: str | Path | None = None) -> Environment:
     return _environment(_key(templates_dir))
 
 
-@lru_cache(maxsize=8)
-def _environment(override: str | None) -> Environment:
+def loader(templates_dir: str | Path | None = None) -> ChoiceLoader:
+    """The one template lookup (renderers and web pages alike): the override directory's
+    files first, then the packaged templates."""
+    override = _key(templates_dir)
     loaders = [FileSystemLoader(override)] if override else []
     loaders.append(FileSystemLoader(str(template_root())))
+    return ChoiceLoader(loaders)
+
+
+@lru_cache(maxsize=8)
+def _environment(override: str | None) -> Environment:
     return Environment(
-        loader=ChoiceLoader(loaders),
+        loader=loader(override),
         autoescape=_autoescape,
         undefined=StrictUndefined,
         keep_trailing_newline=False,

@@ -21,8 +21,8 @@ from telegram import BotCommand, Message, Update
 from telegram.error import InvalidToken, NetworkError
 from telegram.ext import Application, ApplicationBuilder, CommandHandler, ContextTypes, MessageHandler, filters
 
+from ..backoff import Backoff
 from ..card import CardError
-from ..channels.backoff import Backoff
 from ..channels.state import DraftKey
 from ..config import Mode, Settings, TelegramSettings
 from ..owners import Owner, resolve_owner
@@ -149,6 +149,8 @@ class Commands:
             text = f"Following {name}."
         if mode is Mode.off:
             text += " Live cards are off in this chat (/mode off): only final answers are sent."
+        if added:
+            await self.worker.remember_follow(key)
         self.reply(message, text)
         self.worker.touch(key, followed=added)
 

@@ -16,7 +16,7 @@ from ..config import ChatSettings, Mode, RenderSettings, TelegramSettings
 
 
 def chat_config(telegram: TelegramSettings, chat_id: int) -> ChatSettings | None:
-    return next((c for c in telegram.chats if c.id == chat_id), None)
+    return telegram.chats_by_id.get(chat_id)
 
 
 def effective_mode(telegram: TelegramSettings, chat_id: int, prefs: ChatPrefs) -> Mode:
@@ -42,16 +42,18 @@ def render_settings(
     telegram: TelegramSettings, chat_id: int, prefs: ChatPrefs, *, rich_available: bool = True
 ) -> RenderSettings:
     progress = telegram.streaming.progress
+    mode = effective_mode(telegram, chat_id, prefs)
     return RenderSettings(
-        mode=effective_mode(telegram, chat_id, prefs),
+        mode=mode,
         maxLines=progress.maxLines,
         maxLineChars=progress.maxLineChars,
+        checklistLines=telegram.streaming.checklist_lines(mode),
         rich=rich_available and wants_rich(telegram, chat_id, prefs),
     )
 
 
 def allowed(telegram: TelegramSettings, chat_id: int) -> bool:
-    return not telegram.allowedChats or chat_id in telegram.allowedChats
+    return not telegram.allowedChats or chat_id in telegram.allowed_chat_ids
 
 
 class TelegramState(ChannelState):

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from ..channels.backoff import CAP, Backoff
+from ..backoff import CAP, Backoff
 from ..channels.worker import WorkerOptions
 from .pacing import Pace
 
@@ -43,6 +43,8 @@ class AdapterOptions:
     consumer: str | None = None
     """Consumer name; default the host name, so a restarted adapter re-reads what it
     had received but not acknowledged."""
+    catch_up: int = 32
+    """Drafts looked at together when every follow is read again (start-up)."""
 
     @property
     def backoff(self) -> Backoff:
@@ -57,4 +59,5 @@ class AdapterOptions:
             remember=self.remember,
             group=self.group,
             consumer=self.consumer,
+            catch_up=self.catch_up,
         )

@@ -6,6 +6,7 @@ from __future__ import annotations
 import logging
 import time
 from collections.abc import Callable
+from dataclasses import replace
 
 from redis.asyncio import Redis
 from telegram import Bot
@@ -37,7 +38,10 @@ class TelegramChannel:
         self.bot = bot
         self.state = TelegramState(redis)
         self.client = TelegramClient(bot)
-        self.budgets = options.pace.budgets()
+        pace = options.pace
+        if telegram.botCallsPerSecond is not None:  # raised (or lowered) on purpose
+            pace = replace(pace, bot_rate=telegram.botCallsPerSecond)
+        self.budgets = pace.budgets()
         self.keep_on_complete = telegram.keepOnComplete
         self.block_chars = telegram.streaming.blockChars
         self.rich_refused: str | None = None

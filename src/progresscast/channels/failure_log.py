@@ -1,0 +1,51 @@
+"""At most one log line per kind of failure per interval.
+
+When Redis or the channel's API is down, every destination's lane fails the same way at
+about the same time: 10,000 followed chats would log 10,000 lines per retry. A kind of
+failure (a short fixed name, such as `draft failed: ConnectionError`) is logged the
+first time, then at most once per `interval`, that line saying how many more were seen.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Callable
+
+INTERVAL = 60.0
+
+
+class FailureLog:
+    def __init__(
+        self, log: logging.Logger, interval: float = INTERVAL, *, clock: Callable[[], float] = time.monotonic
+    ) -> None:
+        self.log = log
+        self.interval = interval
+        self.clock = clock
+        self._last: dict[str, float] = {}
+        self._unsaid: dict[str, int] = {}
+
+    def warning(self, kind: str, message: str, *args: object) -> None:
+        self._emit(logging.WARNING, kind, message, args, exc_info=False)
+
+    def error(self, kind: str, message: str, *args: object) -> None:
+        self._emit(logging.ERROR, kind, message, args, exc_info=False)
+
+    def exception(self, kind: str, message: str, *args: object) -> None:
+        """An error with the current exception's traceback (call it in an `except`)."""
+        self._emit(logging.ERROR, kind, message, args, exc_info=True)
+
+    def _emit(self, level: int, kind: str, message: str, args: tuple[object, ...], *, exc_info: bool) -> None:
+        now = self.clock()
+        last = self._last.get(kind)
+        if last is not None and now - last < self.interval:
+            self._unsaid[kind] = self._unsaid.get(kind, 0) + 1
+            return
+        self._last[kind] = now
+        unsaid = self._unsaid.pop(kind, 0)
+        if unsaid:
+            message += f" (and {unsaid} more like it in the last {self.interval:.0f} s)"
+        self.log.log(level, message, *args, exc_info=exc_info)
+
+
+__all__ = ["INTERVAL", "FailureLog"]
