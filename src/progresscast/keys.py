@@ -160,3 +160,16 @@ def a2a_agent_cursor(agent_key: str) -> str:
     """String: the newest `status.timestamp` (RFC 3339) seen from one followed agent;
     `agent_key` is the agent id and a digest of its URL."""
     return f"{PREFIX}:a2a:agent:{agent_key}:cursor"
+
+
+# --- Slack ---------------------------------------------------------------------------
+# The Slack adapter's keys: the chat-channel keys above under the name `slack`
+# (destinations are channel ids, threads their `thread_ts`, the "bot" the workspace).
+
+SLACK = "slack"
+
+
+def slack_recipient(channel_id: str, thread_ts: str) -> str:
+    """String `<user id> <team id>`: the person a thread's plan display streams to (the
+    one who followed there with the plan display on)."""
+    return f"{PREFIX}:{SLACK}:recipient:{channel_id}:{thread_ts}"
