@@ -1,6 +1,7 @@
 """`progresscast serve`: the gateway and web page, plus the Telegram and Slack adapters
 when their tokens are configured and the A2A followers of `[[a2a.agents]]`, in one
-process on one event loop. Slack's slash commands are routes of the gateway (`/slack/commands`, `/slack/events`).
+process on one event loop. Slack's slash commands are routes of the gateway
+(`/slack/commands`, `/slack/events`).
 
 Start-up mistakes (an unset `env:` secret, a port in use, a refused bot token) are a
 ConfigError: one line, exit status 2. SIGTERM (systemd, `docker stop`) shuts down the
