@@ -25,14 +25,32 @@ class CommandError(Exception):
     """Bad input on the command line or in a file (exit 2)."""
 
 
+def _example(*lines: str) -> str:
+    return "example:\n" + "\n".join(f"  {line}" for line in lines)
+
+
 def add_commands(commands: Any, common: argparse.ArgumentParser, parser_class: type) -> None:
-    a2a = commands.add_parser("a2a", help="follow A2A agents (progress/v1)", parents=[common])
+    a2a = commands.add_parser(
+        "a2a", help="follow A2A agents (progress/v1)", parents=[common],
+        description="Show A2A agents' plans, status and answers as progress cards (see docs/a2a.md).",
+        epilog=_example("progresscast a2a follow http://127.0.0.1:9999 --send 'Fix ticket 4821'"),
+    )
     sub = a2a.add_subparsers(dest="a2a_command", required=True, parser_class=parser_class)
-    ingest = sub.add_parser("ingest", help="apply JSON lines of A2A updates", parents=[common])
+    ingest = sub.add_parser(
+        "ingest", help="apply JSON lines of A2A updates", parents=[common],
+        description="Apply JSON lines of A2A updates in timestamp order; prints what was applied and ignored.",
+        epilog=_example("progresscast a2a ingest events.jsonl --agent research"),
+    )
     ingest.add_argument("file", metavar="FILE|-", help="JSON lines of StreamResponse / Task / TaskStatusUpdateEvent")
     ingest.add_argument("--agent", metavar="ID", help="the cards' agent id (default: the default agent)")
-    follow = sub.add_parser("follow", help="follow an A2A agent's task live", parents=[common])
-    follow.add_argument("url", metavar="AGENT_URL")
+    follow = sub.add_parser(
+        "follow", help="follow an A2A agent's task live", parents=[common],
+        description="Follow an A2A agent with the a2a-sdk client until the task ends (--context: until Ctrl-C).",
+        epilog=_example("progresscast a2a follow http://127.0.0.1:9999 --task 6f0c1d2e --agent research"),
+    )
+    follow.add_argument(
+        "url", metavar="AGENT_URL", help="the agent's base URL (its card is at /.well-known/agent-card.json)"
+    )
     what = follow.add_mutually_exclusive_group(required=True)
     what.add_argument("--task", metavar="ID", help="subscribe to a running task")
     what.add_argument("--context", metavar="ID", help="follow every task of a context (until interrupted)")
