@@ -68,8 +68,8 @@ def _parser() -> argparse.ArgumentParser:
     render.add_argument(
         "card_file", metavar="CARD.json", help="a card (as `card get` prints) or a write's input; - for stdin"
     )
-    render.add_argument("--channel", choices=["telegram", "text", "web"], required=True)
-    render.add_argument("--rich", action="store_true", help="Telegram rich message")
+    render.add_argument("--channel", choices=["telegram", "slack", "text", "web"], required=True)
+    render.add_argument("--rich", action="store_true", help="Telegram rich message; Slack plan display")
     render.add_argument("--mode", choices=[m.value for m in Mode], default=None)
     render.add_argument("--max-lines", type=int, metavar="N")
     render.add_argument("--max-line-chars", type=int, metavar="N")
@@ -178,8 +178,8 @@ def _render_command(args: argparse.Namespace, settings: Settings) -> None:
         except UnicodeDecodeError:
             raise UsageError(f"{args.card_file}: not UTF-8 text") from None
     data = _read_json(text, args.card_file)
-    telegram = settings.channels.telegram
-    streaming = telegram.streaming if telegram else StreamingSettings()
+    channel = settings.channels.slack if args.channel == "slack" else settings.channels.telegram
+    streaming = channel.streaming if channel else StreamingSettings()
     try:
         mode = Mode(args.mode) if args.mode else streaming.mode
         render_settings = RenderSettings(

@@ -6,13 +6,14 @@ Secrets may be written as "env:NAME" and are read from the environment at load.
 from __future__ import annotations
 
 import os
+import re
 import tomllib
 from enum import StrEnum
 from functools import cached_property
 from pathlib import Path
 from typing import Any
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
 from .owners import AGENT_ID
 from .validation import field_and_rule
@@ -185,8 +186,74 @@ class TelegramSettings(_Model):
         return frozenset(self.allowedChats)
 
 
+# --- Slack ------------------------------------------------------------------------------
+
+SLACK_CHANNEL_ID = re.compile(r"[CGD][A-Z0-9]{2,20}")
+"""Slack conversation ids: C… (channels), G… (private channels, older), D… (DMs)."""
+
+
+def _slack_channel_id(value: str) -> str:
+    if not SLACK_CHANNEL_ID.fullmatch(value):
+        raise ValueError(f"channel id {value!r} must look like C0123456789 (C, G or D, then capitals and digits)")
+    return value
+
+
+class SlackChannelSettings(_Model):
+    """Per-channel overrides; `follow` subscribes the channel at start-up."""
+
+    id: str
+    richMessages: bool | None = None
+    mode: Mode | None = None
+    follow: list[str] = Field(default_factory=list)
+
+    @field_validator("id")
+    @classmethod
+    def _id(cls, value: str) -> str:
+        return _slack_channel_id(value)
+
+
+class SlackSettings(_Model):
+    token: str | None = None
+    """The bot token (xoxb-…); without it `serve` does not run the Slack adapter."""
+    signingSecret: str | None = None
+    """Verifies that slash commands and events come from Slack; required with a token."""
+    apiBaseUrl: str = "https://slack.com/api/"
+    """Slack's Web API, or a test emulator (slack_sdk's `base_url`; ends with `/`)."""
+    richMessages: bool = False
+    """Slack's plan display (a stream in a thread) where it applies, else Block Kit."""
+    keepOnComplete: bool = False
+    allowedChannels: list[str] = Field(default_factory=list)
+    """Empty: any channel may follow; else only these channel ids."""
+    streaming: StreamingSettings = Field(default_factory=StreamingSettings)
+    channels: list[SlackChannelSettings] = Field(default_factory=list)
+
+    @field_validator("token", "signingSecret")
+    @classmethod
+    def _secret(cls, value: str | None) -> str | None:
+        return _from_env(value)
+
+    @field_validator("apiBaseUrl")
+    @classmethod
+    def _base_url(cls, value: str) -> str:
+        if not re.match(r"https?://[^\s/]+", value):
+            raise ValueError("must be an http(s) URL")
+        return value if value.endswith("/") else value + "/"
+
+    @field_validator("allowedChannels")
+    @classmethod
+    def _allowed(cls, value: list[str]) -> list[str]:
+        return [_slack_channel_id(v) for v in value]
+
+    @model_validator(mode="after")
+    def _needs_secret(self) -> SlackSettings:
+        if self.token and not self.signingSecret:
+            raise ValueError("signingSecret is required when token is set (it verifies slash commands)")
+        return self
+
+
 class ChannelSettings(_Model):
     telegram: TelegramSettings | None = None
+    slack: SlackSettings | None = None
 
 
 class TemplateSettings(_Model):

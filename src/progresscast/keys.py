@@ -142,3 +142,16 @@ def tg_chat_sent(chat_id: int) -> str:
 
 def tg_bot_no_rich(bot_id: int) -> str:
     return channel_no_rich(TG, bot_id)
+
+
+# --- Slack ---------------------------------------------------------------------------
+# The Slack adapter's keys: the chat-channel keys above under the name `slack`
+# (destinations are channel ids, threads their `thread_ts`, the "bot" the workspace).
+
+SLACK = "slack"
+
+
+def slack_recipient(channel_id: str, thread_ts: str) -> str:
+    """String `<user id> <team id>`: the person a thread's plan display streams to (the
+    one who followed there with the plan display on)."""
+    return f"{PREFIX}:{SLACK}:recipient:{channel_id}:{thread_ts}"

@@ -1,5 +1,6 @@
-"""`progresscast serve`: the gateway and web page, plus the Telegram adapter when a
-token is configured, in one process on one event loop."""
+"""`progresscast serve`: the gateway and web page, plus the Telegram and Slack adapters
+when their tokens are configured, in one process on one event loop. Slack's slash
+commands are routes of the gateway (`/slack/commands`, `/slack/events`)."""
 
 from __future__ import annotations
 
@@ -29,7 +30,18 @@ async def serve(settings: Settings, url: str) -> None:
     from .gateway import run_gateway
 
     redis = connect(url)
-    jobs = [run_gateway(settings, redis)]
+    jobs = []
+    routes = []
+    slack = settings.channels.slack
+    if slack and slack.token:
+        from .slack.adapter import SlackAdapter
+
+        adapter = SlackAdapter(settings, redis)
+        routes = adapter.routes()  # the slash commands arrive at the gateway
+        jobs.append(adapter.run())
+    else:
+        log.info("no channels.slack.token: the Slack adapter is off")
+    jobs.append(run_gateway(settings, redis, routes=routes))
     telegram = settings.channels.telegram
     if telegram and telegram.token:
         from .telegram.bot import run_adapter

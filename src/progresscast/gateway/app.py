@@ -4,12 +4,12 @@ from __future__ import annotations
 
 import contextlib
 import logging
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Sequence
 from pathlib import Path
 
 from redis.asyncio import Redis
 from starlette.applications import Starlette
-from starlette.routing import Mount, Route
+from starlette.routing import BaseRoute, Mount, Route
 from starlette.staticfiles import StaticFiles
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
@@ -71,8 +71,11 @@ class SecurityHeaders:
         await self.app(scope, receive, send_with_headers)
 
 
-def create_app(settings: Settings, redis: Redis, *, heartbeat: float = 15.0) -> Starlette:
-    """The gateway for `settings` on `redis`. `heartbeat`: seconds between SSE comments."""
+def create_app(
+    settings: Settings, redis: Redis, *, heartbeat: float = 15.0, routes: Sequence[BaseRoute] = ()
+) -> Starlette:
+    """The gateway for `settings` on `redis`. `heartbeat`: seconds between SSE comments;
+    `routes`: more routes, from the channel adapters (Slack's commands)."""
     hub = EventHub(redis)
     gateway = Gateway(
         settings=settings,
@@ -101,6 +104,7 @@ def create_app(settings: Settings, redis: Redis, *, heartbeat: float = 15.0) -> 
             Route("/v1/events", sse.events, methods=["GET"]),
             Route("/v1/card", pages.card_fragment, methods=["GET"]),
             Mount("/static", StaticFiles(directory=STATIC), name="static"),
+            *routes,
         ],
         lifespan=lifespan,
     )

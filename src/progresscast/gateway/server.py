@@ -7,10 +7,12 @@ import contextlib
 import errno
 import logging
 import socket
+from collections.abc import Sequence
 
 import uvicorn
 from redis.asyncio import Redis
 from starlette.applications import Starlette
+from starlette.routing import BaseRoute
 
 from ..config import Settings
 from .app import create_app
@@ -51,11 +53,13 @@ async def run_gateway(
     *,
     sock: socket.socket | None = None,
     started: asyncio.Event | None = None,
+    routes: Sequence[BaseRoute] = (),
 ) -> None:
-    """Serve the gateway on `settings.gateway.listen` (or `sock`) until cancelled."""
+    """Serve the gateway on `settings.gateway.listen` (or `sock`) until cancelled;
+    `routes`: more routes, from the channel adapters."""
     sock = sock or bind(settings.gateway.listen)
     log.info("gateway and web page on %s", address(sock))
-    await serve_app(create_app(settings, redis), sock, started=started)
+    await serve_app(create_app(settings, redis, routes=routes), sock, started=started)
 
 
 async def serve_app(app: Starlette, sock: socket.socket, *, started: asyncio.Event | None = None) -> None:

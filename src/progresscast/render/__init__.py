@@ -4,6 +4,8 @@
     render_text(view, settings)               -> str | None
     render_web(view, settings)                -> str (HTML fragment)
     render_final_answer_messages(markdown)    -> [sendMessage payloads]
+    render_slack(view, settings)              -> {"method", "params", "fallback"} | None
+    render_slack_final_answer(markdown)       -> [chat.postMessage payloads]
     payload_for(data, channel, settings, paused) -> what `progresscast render` prints
 
 Every function takes a keyword `templates_dir` (the config's `templates.dir`).
@@ -11,7 +13,7 @@ No I/O besides reading templates once; no Redis.
 
 Layout: `draft.py` (what a draft shows), `fit.py` (the priority order, line caps),
 `markdown.py` (Markdown → lines / sanitised HTML, cached by content), `ir.py` (the
-line model and UTF-16 cuts), `telegram.py`, `rich.py`, `text.py`, `web.py`,
+line model and UTF-16 cuts), `telegram.py`, `rich.py`, `slack.py`, `text.py`, `web.py`,
 `templates.py` (template lookup, Jinja environments, themes), `preview.py` (CLI).
 """
 
@@ -19,6 +21,7 @@ from __future__ import annotations
 
 from .preview import payload_for, view_from_data
 from .rich import render_rich
+from .slack import render_slack, render_slack_final_answer
 from .telegram import render_final_answer_messages, render_telegram
 from .text import render_text
 from .web import render_web
@@ -27,6 +30,8 @@ __all__ = [
     "payload_for",
     "render_final_answer_messages",
     "render_rich",
+    "render_slack",
+    "render_slack_final_answer",
     "render_telegram",
     "render_text",
     "render_web",

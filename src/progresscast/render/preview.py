@@ -10,11 +10,12 @@ from ..card import Card, CardError, CardInput
 from ..config import RenderSettings
 from ..owners import Owner
 from ..view import View
+from .slack import render_slack
 from .telegram import render_telegram
 from .text import render_text
 from .web import render_web
 
-CHANNELS = ("telegram", "text", "web")
+CHANNELS = ("telegram", "slack", "text", "web")
 PREVIEW_SESSION = "preview"
 PREVIEW_AGENT = "main"
 _PLACEHOLDER_TIME = "1970-01-01T00:00:00Z"
@@ -83,14 +84,19 @@ def payload_for(
 ) -> dict[str, Any]:
     """What `progresscast render` prints: `{"method", "params"}` for Telegram (the
     call that would send the draft; `deleteMessage` with no params when the draft
-    would be empty or the mode is off), `{"text": str | None}` for text, `{"html": str}`
-    for web. Raises CardError for bad input, ValueError for an unknown channel."""
+    would be empty or the mode is off), the same for Slack (`chat.postMessage` or,
+    rich, `chat.startStream`, each with its `fallback`; `chat.delete` when empty),
+    `{"text": str | None}` for text, `{"html": str}` for web. Raises CardError for
+    bad input, ValueError for an unknown channel."""
     if channel not in CHANNELS:
         raise ValueError(f"channel must be one of {', '.join(CHANNELS)}")
     view = view_from_data(data, paused)
     if channel == "telegram":
         payload = render_telegram(view, settings, templates_dir=templates_dir)
         return payload if payload is not None else {"method": "deleteMessage", "params": {}}
+    if channel == "slack":
+        payload = render_slack(view, settings, templates_dir=templates_dir)
+        return payload if payload is not None else {"method": "chat.delete", "params": {}}
     if channel == "text":
         return {"text": render_text(view, settings, templates_dir=templates_dir)}
     return {"html": render_web(view, settings, templates_dir=templates_dir)}

@@ -2,11 +2,17 @@
 
 - :class:`BotAPIEmulator` — a loopback Telegram Bot API server that behaves like Telegram.
 - :func:`parse` / :func:`visible_length` — Telegram's HTML parse mode, with its exact errors.
+- :class:`SlackAPIEmulator` — a loopback Slack Web API that behaves like Slack (Block Kit
+  limits, error strings, rate limits), and sends slash commands signed like Slack.
+- :func:`read_mrkdwn` / :func:`blocks_text` / :func:`check_blocks` — Slack's formats as a reader sees them.
 """
 
 from ._pacing import BOT_PACE, GROUP_PACE, PRIVATE_PACE, Pace
+from ._slack_state import SlackCall, SlackChannel, SlackMessage
 from ._state import Call, ChatState, ShownMessage
 from .botapi import DEFAULT_TOKEN, BotAPIEmulator
+from .slack_blocks import InvalidBlocks, Shown, blocks_text, check_blocks, read_mrkdwn
+from .slackapi import SlackAPIEmulator
 from .telegram_html import (
     MAX_TEXT,
     Entity,
@@ -28,12 +34,21 @@ __all__ = [
     "Call",
     "ChatState",
     "Entity",
+    "InvalidBlocks",
     "Pace",
     "ParsedText",
+    "Shown",
     "ShownMessage",
+    "SlackAPIEmulator",
+    "SlackCall",
+    "SlackChannel",
+    "SlackMessage",
     "TelegramHTMLError",
+    "blocks_text",
+    "check_blocks",
     "fix_text",
     "parse",
+    "read_mrkdwn",
     "utf16_len",
     "visible_length",
 ]

@@ -1,0 +1,126 @@
+"""What the Slack adapter sends, as `Payload`s with their fallbacks — every decision
+about how a Slack message looks, the fallbacks included, is made here.
+
+- A draft: Block Kit (`chat.postMessage` with blocks), falling back to its plain text
+  when Slack refuses the blocks; or, where the plan display applies (a thread and the
+  person it streams to) and the settings ask for it, the plan (`chat.startStream`,
+  `chat.stopStream` once the run ended), falling back to Block Kit.
+- A final answer: one Block Kit message per part, each falling back to its plain text.
+- A `/progresscast card` snapshot: the progress draft, also when the mode shows none.
+
+A draft in a thread carries its `thread_ts`: the adapter then finds an unsure post in
+the thread when it looks for it.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from ..config import Mode, RenderSettings
+from ..view import View
+from .payload import Payload
+from .slack import render_blocks, render_plan, render_slack_final_answer
+
+BLOCKS = "blocks"
+PLAN = "plan"
+STREAM_METHODS = frozenset({"chat.startStream", "chat.stopStream"})
+
+
+@dataclass(frozen=True)
+class Recipient:
+    """Whom a plan display streams to (Slack requires it in channels)."""
+
+    user_id: str
+    team_id: str
+
+
+def _payload(call: dict[str, Any] | None, thread_ts: str | None, recipient: Recipient | None = None) -> Payload | None:
+    """A rendered call (`{"method", "params", "fallback"}`) as a Payload, its fallbacks chained."""
+    if call is None:
+        return None
+    params = dict(call["params"])
+    if thread_ts:
+        params["thread_ts"] = thread_ts
+    stream = call["method"] in STREAM_METHODS
+    if stream and recipient is not None:
+        params["recipient_user_id"] = recipient.user_id
+        params["recipient_team_id"] = recipient.team_id
+    fallback = call.get("fallback")
+    kind = PLAN if stream else BLOCKS
+    return Payload(str(call["method"]), params, kind, lambda: _payload(fallback, thread_ts) if fallback else None)
+
+
+def slack_draft(
+    view: View,
+    settings: RenderSettings,
+    *,
+    thread_ts: str | None = None,
+    recipient: Recipient | None = None,
+    templates_dir: str | Path | None = None,
+) -> Payload | None:
+    """The draft for this view with these settings (None: no draft). `settings.rich`
+    asks for the plan display: set it only where a stream applies (a thread, and a
+    recipient)."""
+    if settings.rich and thread_ts and recipient is not None:
+        return _payload(render_plan(view, settings, templates_dir=templates_dir), thread_ts, recipient)
+    blocks = settings.model_copy(update={"rich": False}) if settings.rich else settings
+    return _payload(render_blocks(view, blocks, templates_dir=templates_dir), thread_ts)
+
+
+def slack_answer(markdown: str, *, thread_ts: str | None = None) -> list[Payload]:
+    """A run's final answer as normal messages ([] for an empty answer)."""
+    out = []
+    for call in render_slack_final_answer(markdown):
+        payload = _payload(call, thread_ts)
+        if payload is not None:
+            out.append(payload)
+    return out
+
+
+def slack_snapshot(
+    view: View, settings: RenderSettings, *, thread_ts: str | None = None, templates_dir: str | Path | None = None
+) -> Payload | None:
+    """A one-off of the progress draft (Block Kit), whatever the destination's mode."""
+    update: dict[str, Any] = {"rich": False}
+    if settings.mode is Mode.off:
+        update["mode"] = Mode.progress
+    return slack_draft(view, settings.model_copy(update=update), thread_ts=thread_ts, templates_dir=templates_dir)
+
+
+class SlackRenderers:
+    """`channels.drafts.Renderers` for one Slack destination (channel, thread)."""
+
+    def __init__(
+        self,
+        settings: RenderSettings,
+        thread_ts: str | None = None,
+        templates_dir: str | Path | None = None,
+        recipient: Recipient | None = None,
+    ) -> None:
+        self.settings = settings
+        self.mode = settings.mode
+        self.thread_ts = thread_ts
+        self.templates_dir = templates_dir
+        self.recipient = recipient
+
+    def draft(self, view: View) -> Payload | None:
+        return slack_draft(
+            view, self.settings, thread_ts=self.thread_ts, recipient=self.recipient, templates_dir=self.templates_dir
+        )
+
+    def answer(self, markdown: str) -> list[Payload]:
+        return slack_answer(markdown, thread_ts=self.thread_ts)
+
+
+__all__ = [
+    "BLOCKS",
+    "PLAN",
+    "STREAM_METHODS",
+    "Recipient",
+    "SlackRenderers",
+    "slack_answer",
+    "slack_draft",
+    "slack_snapshot",
+]

@@ -1,0 +1,103 @@
+"""The Slack adapter: the draft worker on the change stream, and the command routes
+the gateway serves, run together on the caller's event loop.
+
+    adapter = SlackAdapter(settings, redis)
+    routes = adapter.routes()          # POST /slack/commands, /slack/events (gateway)
+    await adapter.run()                # until cancelled
+
+`auth.test` first (retried while Slack is unreachable; a bad token stops the
+adapter), then the worker: `[[channels.slack.channels]]` follows are subscribed, every
+follow is looked at once (a restart catches up), and then every change event.
+State lives in Redis, so a restarted adapter keeps editing the same messages.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from dataclasses import dataclass, field
+
+from redis.asyncio import Redis
+from slack_sdk.errors import SlackApiError
+from slack_sdk.web.async_client import AsyncWebClient
+from starlette.routing import Route
+
+from ..backoff import Backoff
+from ..channels.worker import ChannelWorker, WorkerOptions
+from ..config import Settings
+from .channel import SlackChannel, SlackPace, SlackState
+from .client import SlackClient
+from .commands import SlackCommands
+
+log = logging.getLogger("progresscast.slack")
+
+
+@dataclass(frozen=True)
+class SlackOptions:
+    pace: SlackPace = field(default_factory=SlackPace)
+    timeout: float = 10.0
+    """Seconds slack_sdk waits for an answer: past it, a post is unsure and looked for."""
+    worker: WorkerOptions = field(default_factory=lambda: WorkerOptions(group="slack"))
+    backoff: Backoff = field(default_factory=Backoff)
+
+
+class SlackWorker(ChannelWorker):
+    """The Slack adapter's draft worker."""
+
+    def __init__(self, channel: SlackChannel, redis: Redis, options: WorkerOptions) -> None:
+        super().__init__(channel, redis, options=options, log=log)
+        self.slack_channel = channel
+        self.state: SlackState = channel.state
+
+
+class SlackAdapter:
+    def __init__(self, settings: Settings, redis: Redis, *, options: SlackOptions | None = None) -> None:
+        slack = settings.channels.slack
+        if slack is None or not slack.token:
+            raise ValueError("channels.slack.token is not set")
+        self.options = options or SlackOptions()
+        # No retry handlers: slack_sdk would repeat a post whose outcome is unknown.
+        self.web = AsyncWebClient(
+            token=slack.token, base_url=slack.apiBaseUrl, timeout=int(max(self.options.timeout, 1)), retry_handlers=[]
+        )
+        self.client = SlackClient(self.web)
+        self.channel = SlackChannel(settings, redis, self.client, "", self.options.pace)
+        self.worker = SlackWorker(self.channel, redis, self.options.worker)
+        self.commands = SlackCommands(settings, self.worker)
+        self.started = asyncio.Event()
+
+    def routes(self) -> list[Route]:
+        return self.commands.routes()
+
+    async def _identify(self) -> None:
+        """auth.test: the workspace and the app's user; retried while Slack is unreachable."""
+        failures = 0
+        while True:
+            try:
+                reply = await self.web.auth_test()
+                self.channel.team_id = str(reply.get("team_id") or "")
+                self.client.bot_user_id = str(reply.get("user_id") or "") or None
+                return
+            except SlackApiError as exc:
+                if exc.response.get("error") in ("invalid_auth", "not_authed", "account_inactive", "token_revoked"):
+                    raise ValueError(f"channels.slack.token: Slack says {exc.response.get('error')}") from None
+                delay = self.options.backoff.delay(failures)
+            except Exception as exc:  # Slack unreachable
+                delay = self.options.backoff.delay(failures)
+                log.warning("cannot reach Slack (%s); retrying in %.0f s", exc, delay)
+            failures += 1
+            await asyncio.sleep(delay)
+
+    async def run(self) -> None:
+        """Run until cancelled."""
+        try:
+            await self._identify()
+            await self.worker.start()
+            self.started.set()
+            log.info("Slack adapter running in workspace %s", self.channel.team_id)
+            await asyncio.Event().wait()
+        finally:
+            await self.worker.close()
+
+
+__all__ = ["SlackAdapter", "SlackOptions", "SlackWorker"]

@@ -1,0 +1,199 @@
+"""The Slack client: Web API calls for drafts (slack_sdk's AsyncWebClient), and what
+their replies mean.
+
+Every call returns a `channels.Outcome` instead of raising; the shared lifecycle acts
+on its kind:
+
+- `rate_limited`: HTTP 429 / `ratelimited`, wait `Retry-After`. Nothing was applied.
+- `gone`: `message_not_found` — deleted by a person, or a bad `ts`: a new draft.
+- `locked`: `cant_update_message`, `cant_delete_message`, `edit_window_closed`,
+  `message_not_in_streaming_state` (a plan display that has ended): a new draft.
+- `refused_content`: `invalid_blocks`, `invalid_blocks_format`, `msg_too_long`,
+  `no_text`, `invalid_chunks`: the payload's fallback is shown.
+- `unsupported`: the workspace does not offer the plan display (`unknown_method`,
+  `not_allowed_token_type`, `invalid_arguments` on a stream): Block Kit from now on.
+- `transient`: the request surely never left (connection refused).
+- `unsure`: it may have been applied (a timeout, a broken connection, a 5xx,
+  `internal_error`, `fatal_error`, `service_unavailable`, `request_timeout`): edits
+  and deletes are retried; a first post is looked for, never repeated blindly.
+- `refused`: everything else (`channel_not_found`, `not_in_channel`, `is_archived`,
+  `invalid_auth`, …): not tried again until the content changes.
+
+slack_sdk retries nothing here (`retry_handlers=[]`): its connection-error handler
+would repeat a post whose outcome is unknown.
+
+An unsure post is looked for in the channel's history (or its thread's replies):
+a message of this app posted since shortly before the send, with exactly the text
+that was sent, is the post (`found`); none is `absent`, and it is safe to post again.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from typing import Any
+
+import aiohttp
+from slack_sdk.errors import SlackApiError
+from slack_sdk.web.async_client import AsyncWebClient
+
+from ..channels.drafts import Intent
+from ..channels.outcome import MessageId, Outcome, OutcomeKind
+from ..channels.state import Id
+from ..render.payload import Payload
+from ..render.slack import escape
+from ..render.slack_payload import STREAM_METHODS
+
+log = logging.getLogger("progresscast.slack")
+K = OutcomeKind
+
+GONE = frozenset({"message_not_found", "thread_not_found"})
+LOCKED = frozenset(
+    {"cant_update_message", "cant_delete_message", "edit_window_closed", "message_not_in_streaming_state"}
+)
+REFUSED_CONTENT = frozenset({"invalid_blocks", "invalid_blocks_format", "msg_too_long", "no_text", "invalid_chunks"})
+UNSUPPORTED = frozenset({"unknown_method", "not_allowed_token_type", "method_deprecated", "invalid_arguments"})
+UNSURE = frozenset({"internal_error", "fatal_error", "service_unavailable", "request_timeout"})
+
+PROBE_MARGIN = 120.0
+"""Seconds before the unsure send's time from which history is searched (clock skew)."""
+
+_UPDATE_PARAMS = ("text", "blocks", "link_names", "parse", "metadata")
+_STREAM_PARAMS = ("chunks", "markdown_text")
+
+
+def classify(exc: BaseException, *, stream: bool = False) -> Outcome:
+    """What a slack_sdk exception (or a transport error) means for a draft."""
+    if isinstance(exc, SlackApiError):
+        response = exc.response
+        error = str(response.get("error", "") or "")
+        status = response.status_code
+        if status == 429 or error == "ratelimited":
+            raw = next((v for k, v in dict(response.headers).items() if k.lower() == "retry-after"), "1")
+            try:
+                seconds = float(raw[0] if isinstance(raw, list) else raw)
+            except (TypeError, ValueError):
+                seconds = 1.0
+            return Outcome(K.rate_limited, retry_after=seconds, detail=error or "ratelimited")
+        if error in GONE:
+            return Outcome(K.gone, detail=error)
+        if error in LOCKED:
+            return Outcome(K.locked, detail=error)
+        if error in REFUSED_CONTENT:
+            return Outcome(K.refused_content, detail=error)
+        if stream and error in UNSUPPORTED:
+            return Outcome(K.unsupported, detail=error)
+        if error in UNSURE or status >= 500:
+            return Outcome(K.unsure, detail=error or f"HTTP {status}")
+        return Outcome(K.refused, detail=error or f"HTTP {status}")
+    if isinstance(exc, aiohttp.ClientConnectorError):
+        return Outcome(K.transient, detail=str(exc) or "connection refused")
+    if isinstance(exc, (TimeoutError, asyncio.TimeoutError, aiohttp.ClientError)):
+        return Outcome(K.unsure, detail=str(exc) or type(exc).__name__)
+    return Outcome(K.unsure, detail=repr(exc))
+
+
+def _thread(thread_id: Id) -> str | None:
+    text = str(thread_id or "")
+    return None if text in ("", "0") else text
+
+
+class SlackClient:
+    """`channels.Client` for one Slack app in one workspace."""
+
+    def __init__(self, web: AsyncWebClient, bot_user_id: str | None = None) -> None:
+        self.web = web
+        self.bot_user_id = bot_user_id
+
+    async def send(self, chat_id: Id, thread_id: Id, payload: Payload) -> Outcome:
+        params: dict[str, Any] = {"channel": str(chat_id), **payload.params}
+        thread = _thread(thread_id)
+        if thread and not params.get("thread_ts"):
+            params["thread_ts"] = thread
+        if payload.method in STREAM_METHODS:
+            return await self._start_stream(params, stop=payload.method == "chat.stopStream")
+        try:
+            reply = await self.web.api_call(payload.method, json=params)
+        except Exception as exc:
+            return classify(exc)
+        return Outcome(K.ok, message_id=str(reply["ts"]))
+
+    async def _start_stream(self, params: dict[str, Any], *, stop: bool) -> Outcome:
+        """A new plan display; one whose run has ended is started and stopped at once."""
+        try:
+            reply = await self.web.api_call("chat.startStream", json=params)
+        except Exception as exc:
+            return classify(exc, stream=True)
+        ts = str(reply["ts"])
+        if stop:
+            try:
+                await self.web.api_call("chat.stopStream", json={"channel": params["channel"], "ts": ts})
+            except Exception as exc:  # shown all the same; an unstopped stream ends by itself
+                log.warning("stopping the plan display %s failed: %s", ts, classify(exc, stream=True).detail)
+        return Outcome(K.ok, message_id=ts)
+
+    async def edit(self, chat_id: Id, message_id: MessageId, payload: Payload) -> Outcome:
+        """Make message `message_id` show the payload: `chat.update` (blocks replaced, so
+        a plain fallback sends `blocks: []`), or for the plan display `chat.appendStream`
+        with the tasks (updated in place by their ids) — `chat.stopStream` once the run
+        has ended."""
+        stream = payload.method in STREAM_METHODS
+        if stream:
+            method = "chat.stopStream" if payload.method == "chat.stopStream" else "chat.appendStream"
+            params = {k: v for k, v in payload.params.items() if k in _STREAM_PARAMS}
+        else:
+            method = "chat.update"
+            params = {k: v for k, v in payload.params.items() if k in _UPDATE_PARAMS}
+            params.setdefault("blocks", [])
+        try:
+            await self.web.api_call(method, json={"channel": str(chat_id), "ts": str(message_id), **params})
+        except Exception as exc:
+            return classify(exc, stream=stream)
+        return Outcome(K.ok, message_id=message_id)
+
+    async def delete(self, chat_id: Id, message_id: MessageId) -> Outcome:
+        try:
+            await self.web.chat_delete(channel=str(chat_id), ts=str(message_id))
+        except Exception as exc:
+            return classify(exc)
+        return Outcome(K.ok, message_id=message_id)
+
+    async def probe(self, chat_id: Id, message_id: int, intent: Intent) -> Outcome:
+        """Look for the unsure send in the channel (or its thread): our message since
+        shortly before it, with exactly the text that was sent."""
+        channel = str(chat_id)
+        thread = intent.params.get("thread_ts")
+        oldest = f"{max(intent.at - PROBE_MARGIN, 0):.6f}"
+        try:
+            if thread:
+                reply = await self.web.conversations_replies(channel=channel, ts=str(thread), oldest=oldest, limit=200)
+            else:
+                reply = await self.web.conversations_history(channel=channel, oldest=oldest, limit=200)
+        except Exception as exc:
+            outcome = classify(exc)
+            return outcome if outcome.retryable else Outcome(K.absent, detail=outcome.detail)
+        text = intent.params.get("text")
+        for message in reply.get("messages") or []:
+            if not isinstance(message, dict) or message.get("ts") == thread:
+                continue
+            ours = message.get("bot_id") is not None and (
+                self.bot_user_id is None or message.get("user") in (None, self.bot_user_id)
+            )
+            if ours and text is not None and message.get("text") == text:
+                return Outcome(K.found, message_id=str(message["ts"]))
+        return Outcome(K.absent, detail="not in the history")
+
+    async def say(self, chat_id: Id, thread_id: Id, text: str) -> Outcome:
+        """A plain-text message (escaped: it may quote what a person typed)."""
+        params: dict[str, Any] = {"channel": str(chat_id), "text": escape(text)}
+        thread = _thread(thread_id)
+        if thread:
+            params["thread_ts"] = thread
+        try:
+            reply = await self.web.chat_postMessage(**params)
+        except Exception as exc:
+            return classify(exc)
+        return Outcome(K.ok, message_id=str(reply["ts"]))
+
+
+__all__ = ["SlackClient", "classify"]

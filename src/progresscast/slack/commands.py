@@ -1,0 +1,293 @@
+"""The Slack command surface: `/progresscast follow|unfollow|card|mode|rich|help`,
+received over HTTP on the gateway, verified with the app's signing secret.
+
+    POST /slack/commands   a slash command (form-encoded, signed)
+    POST /slack/events     the Events API: answers `url_verification`; other events
+                           are acknowledged and ignored
+
+Every request is checked with `slack_sdk.signature.SignatureVerifier`
+(`X-Slack-Signature` over `v0:<timestamp>:<body>`, timestamps older than five
+minutes refused): a bad or stale signature answers 401 and nothing is done. A command
+is answered at once (Slack waits three seconds) with an ephemeral reply, seen only by
+the person who typed it; the drafts it asks for go through the channel's lane.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+from urllib.parse import parse_qsl
+
+from slack_sdk.signature import SignatureVerifier
+from starlette.requests import Request
+from starlette.responses import JSONResponse, Response
+from starlette.routing import Route
+
+from ..card import CardError
+from ..channels.state import DraftKey
+from ..config import Mode, Settings, SlackSettings
+from ..owners import Owner, resolve_owner
+from ..render.slack_payload import Recipient, slack_draft, slack_snapshot
+from .channel import NO_THREAD, allowed, effective_mode
+
+if TYPE_CHECKING:
+    from .adapter import SlackWorker
+
+log = logging.getLogger("progresscast.slack")
+
+MAX_BODY = 64 * 1024
+
+COMMANDS = [
+    ("follow", "SESSION [AGENT] — show this session's progress card in this channel"),
+    ("unfollow", "[SESSION [AGENT]] — stop following (all sessions without an argument)"),
+    ("card", "show the followed cards again at the bottom of the channel"),
+    ("mode", "progress|partial|block|off — what the draft shows"),
+    ("rich", "on|off — Slack's plan display where it applies"),
+    ("help", "what this app does and what this channel follows"),
+]
+
+USAGE = {
+    "follow": "Usage: /progresscast follow SESSION [AGENT]",
+    "unfollow": "Usage: /progresscast unfollow [SESSION [AGENT]]",
+    "mode": "Usage: /progresscast mode progress|partial|block|off",
+    "rich": "Usage: /progresscast rich on|off",
+}
+
+
+def _reply(text: str) -> JSONResponse:
+    # Ephemeral: only the person who typed the command sees it. Plain text, no markup
+    # of what they typed: Slack shows `text` as mrkdwn, so it is escaped.
+    escaped = text.replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;")
+    return JSONResponse({"response_type": "ephemeral", "text": escaped})
+
+
+@dataclass(frozen=True)
+class Invocation:
+    """One slash command: where it was typed, its arguments, and who typed it."""
+
+    channel: str
+    args: list[str]
+    user_id: str = ""
+    team_id: str = ""
+
+
+class SlackCommands:
+    def __init__(self, settings: Settings, worker: SlackWorker) -> None:
+        assert settings.channels.slack is not None and settings.channels.slack.signingSecret
+        self.settings = settings
+        self.slack: SlackSettings = settings.channels.slack
+        self.worker = worker
+        self.state = worker.state
+        self.store = worker.store
+        self.verifier = SignatureVerifier(settings.channels.slack.signingSecret)
+        self.handlers: dict[str, Callable[[Invocation], Awaitable[str]]] = {
+            "follow": self.follow,
+            "unfollow": self.unfollow,
+            "card": self.card,
+            "mode": self.mode,
+            "rich": self.rich,
+            "help": self.help,
+        }
+
+    def routes(self) -> list[Route]:
+        return [
+            Route("/slack/commands", self.command, methods=["POST"]),
+            Route("/slack/events", self.event, methods=["POST"]),
+        ]
+
+    async def _verified(self, request: Request) -> bytes | None:
+        body = await request.body()
+        if len(body) > MAX_BODY or not self.verifier.is_valid_request(body, dict(request.headers)):
+            return None
+        return body
+
+    # --- HTTP ----------------------------------------------------------------------------
+
+    async def command(self, request: Request) -> Response:
+        body = await self._verified(request)
+        if body is None:
+            return JSONResponse({"error": "invalid signature"}, status_code=401)
+        form = dict(parse_qsl(body.decode("utf-8", "replace"), keep_blank_values=True))
+        channel = form.get("channel_id", "")
+        words = form.get("text", "").split()
+        name = words[0].lower() if words else "help"
+        if name != "help" and not allowed(self.slack, channel):
+            return _reply(
+                "Sorry, progresscast is not enabled for this channel. Ask its operator to add "
+                f"channel id {channel} to channels.slack.allowedChannels."
+            )
+        invocation = Invocation(channel, words[1:], form.get("user_id", ""), form.get("team_id", ""))
+        handler = self.handlers.get(name)
+        if handler is None:
+            return _reply(f"Unknown command {name!r}. " + await self.help(invocation))
+        try:
+            return _reply(await handler(invocation))
+        except Exception:  # Redis down: say so rather than time out
+            log.exception("slash command %r in %s failed", name, channel)
+            return _reply("Sorry, that did not work (the store is unavailable). Try again in a moment.")
+
+    async def event(self, request: Request) -> Response:
+        body = await self._verified(request)
+        if body is None:
+            return JSONResponse({"error": "invalid signature"}, status_code=401)
+        try:
+            payload = json.loads(body)
+        except ValueError:
+            return JSONResponse({"error": "body must be JSON"}, status_code=400)
+        if isinstance(payload, dict) and payload.get("type") == "url_verification":
+            return JSONResponse({"challenge": str(payload.get("challenge", ""))})
+        return Response(status_code=200)
+
+    # --- commands ------------------------------------------------------------------------
+
+    def _owner(self, args: list[str]) -> Owner:
+        agents = self.settings.agents
+        return resolve_owner(
+            args[0], args[1] if len(args) > 1 else None, known_agents=agents.known_set, default_agent=agents.default
+        )
+
+    @staticmethod
+    def _problem(exc: CardError) -> str:
+        return f"{exc.field} {exc.rule}" if exc.field else exc.rule
+
+    async def follow(self, inv: Invocation) -> str:
+        channel, args = inv.channel, inv.args
+        if not 1 <= len(args) <= 2:
+            return USAGE["follow"]
+        try:
+            owner = self._owner(args)
+        except CardError as exc:
+            return f"Sorry, I can't follow {args[0]}: {self._problem(exc)}."
+        key = DraftKey(channel, NO_THREAD, owner)
+        if await self._plan_display(channel) and inv.user_id and inv.team_id:
+            thread = await self._open_thread(channel, owner)
+            if thread is not None:
+                key = DraftKey(channel, thread, owner)
+                await self.state.set_recipient(channel, thread, Recipient(inv.user_id, inv.team_id))
+        added = await self.state.follow(key)
+        view = await self.store.view(owner)
+        mode = effective_mode(self.slack, channel, await self.state.prefs(channel))
+        name = owner.display_key
+        if not added:
+            text = f"This channel already follows {name}."
+        elif view.empty:
+            text = f"Following {name}. Its progress card will show here when the agent writes one."
+        else:
+            text = f"Following {name}."
+        if mode is Mode.off:
+            text += " Live cards are off in this channel (mode off): only final answers are posted."
+        self.worker.touch(key, followed=added)
+        return text
+
+    async def _plan_display(self, channel: str) -> bool:
+        settings = await self.worker.slack_channel.render_settings(channel)
+        return settings.rich
+
+    async def _open_thread(self, channel: str, owner: Owner) -> str | None:
+        """The plan display streams in a thread: a message that starts one (None when it
+        could not be posted: the follow is then in the channel, as Block Kit)."""
+        outcome = await self.worker.slack_channel.client.say(
+            channel, NO_THREAD, f"Progress of {owner.display_key}, in this thread."
+        )
+        return str(outcome.message_id) if outcome.delivered and outcome.message_id else None
+
+    async def unfollow(self, inv: Invocation) -> str:
+        channel, args = inv.channel, inv.args
+        if len(args) > 2:
+            return USAGE["unfollow"]
+        current = await self.state.follows(channel)
+        if args:
+            try:
+                owner = self._owner(args)
+            except CardError as exc:
+                return f"Sorry, {args[0]} is not a session I can follow: {self._problem(exc)}."
+            targets = [k for k in current if k.owner == owner]
+            if not targets:
+                return f"This channel does not follow {owner.display_key}."
+        else:
+            targets = current
+            if not targets:
+                return "This channel follows no session."
+        for key in targets:
+            await self.state.unfollow(key)
+            if str(key.thread_id) != NO_THREAD:
+                await self.state.forget_recipient(channel, str(key.thread_id))
+            self.worker.touch(key)  # the lane deletes the live draft
+        return f"Stopped following {', '.join(k.owner.display_key for k in targets)}."
+
+    async def card(self, inv: Invocation) -> str:
+        channel = inv.channel
+        follows = await self.state.follows(channel)
+        if not follows:
+            return "This channel follows no session. Use /progresscast follow SESSION [AGENT]."
+        render = await self.worker.slack_channel.render_settings(channel)
+        templates_dir = self.settings.templates.dir
+        nothing, shown = [], []
+        for key in follows:
+            view = await self.store.view(key.owner)
+            if render.mode is Mode.off:
+                payload = slack_snapshot(view, render, templates_dir=templates_dir)
+                if payload is None:
+                    nothing.append(key.owner.display_key)
+                else:
+                    self.worker.send_once(key.chat_id, key.thread_id, payload)
+                    shown.append(key.owner.display_key)
+            elif slack_draft(view, render, templates_dir=templates_dir) is None:
+                nothing.append(key.owner.display_key)
+            else:
+                self.worker.touch(key, fresh=True)
+                shown.append(key.owner.display_key)
+        parts = []
+        if shown:
+            parts.append(f"Showing {', '.join(shown)} again below.")
+        if nothing:
+            parts.append(f"Nothing to show yet for {', '.join(nothing)}.")
+        return " ".join(parts)
+
+    async def mode(self, inv: Invocation) -> str:
+        channel, args = inv.channel, inv.args
+        if len(args) != 1 or args[0].lower() not in Mode.__members__:
+            now = effective_mode(self.slack, channel, await self.state.prefs(channel))
+            return f"{USAGE['mode']} (now: {now.value})."
+        mode = Mode(args[0].lower())
+        await self.state.set_mode(channel, mode)
+        await self._touch_channel(channel)
+        return f"Mode for this channel: {mode.value}."
+
+    async def rich(self, inv: Invocation) -> str:
+        channel, args = inv.channel, inv.args
+        words = [a.lower() for a in args]
+        if len(words) != 1 or words[0] not in ("on", "off"):
+            return USAGE["rich"]
+        on = words[0] == "on"
+        await self.state.set_rich(channel, on)
+        await self._touch_channel(channel)
+        text = f"Plan display {'on' if on else 'off'} for this channel."
+        if on:
+            text += " Follows made from now on get their own thread, with the plan streamed to you."
+            if await self.worker.slack_channel.plan_refused():
+                text += " This workspace refused the plan display lately, so drafts stay Block Kit."
+        return text
+
+    async def help(self, inv: Invocation) -> str:
+        channel = inv.channel
+        lines = ["progresscast shows an AI agent's progress card here, in one message kept up to date."]
+        lines += [f"/progresscast {name} {text}" for name, text in COMMANDS]
+        if allowed(self.slack, channel):
+            follows = await self.state.follows(channel)
+            mode = effective_mode(self.slack, channel, await self.state.prefs(channel))
+            followed = ", ".join(k.owner.display_key for k in follows) or "nothing"
+            lines += ["", f"Here: following {followed}; mode {mode.value}."]
+        else:
+            lines += ["", "This channel is not enabled for this app."]
+        return "\n".join(lines)
+
+    async def _touch_channel(self, channel: str) -> None:
+        for key in await self.state.follows(channel):
+            self.worker.touch(key)
+
+
+__all__ = ["COMMANDS", "SlackCommands"]

@@ -1,0 +1,391 @@
+"""The Slack adapter end to end: real slack_sdk over HTTP against the Slack emulator,
+a real Redis, slash commands signed like Slack POSTed to the gateway's routes.
+
+Pacing runs on the shared time scale (`PROGRESSCAST_TIME_SCALE`, set by the tests
+below to 1/20): the adapter's and the emulator's clocks both follow it.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import itertools
+import socket
+import time
+from typing import Any
+
+import httpx
+import pytest
+from redis.asyncio import Redis
+
+from progresscast.card import CardInput
+from progresscast.config import Settings
+from progresscast.gateway.app import create_app
+from progresscast.gateway.server import serve_app
+from progresscast.owners import Owner
+from progresscast.slack.adapter import SlackAdapter, SlackOptions
+from progresscast.slack.channel import SlackPace
+from progresscast.store import CardStore
+from progresscast.testing import SlackAPIEmulator, SlackMessage
+from progresscast.testing.slackapi import PERSON_ID
+from progresscast.timescale import ENV
+from progresscast.view import RunState
+
+C = "C0TEST0001"
+OTHER = "C0TEST0002"
+OWNER = Owner("main", "t1")
+SCALE = 0.05
+
+
+@pytest.fixture(autouse=True)
+def fast(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv(ENV, str(SCALE))
+
+
+@pytest.fixture
+async def slack():
+    async with SlackAPIEmulator(channels=[C, OTHER]) as emulator:
+        yield emulator
+
+
+class Harness:
+    """One adapter (restartable) with its command routes served on a free port."""
+
+    def __init__(self, slack: SlackAPIEmulator, redis: Redis, **config: Any) -> None:
+        self.slack = slack
+        self.redis = redis
+        self.store = CardStore(redis)
+        self.settings = Settings.model_validate(
+            {
+                "agents": {"default": "main", "known": ["main", "research"]},
+                "channels": {
+                    "slack": {
+                        "token": slack.token,
+                        "signingSecret": slack.signing_secret,
+                        "apiBaseUrl": slack.base_url,
+                        **config,
+                    }
+                },
+            }
+        )
+        self.adapter: SlackAdapter | None = None
+        self.task: asyncio.Task[None] | None = None
+        self.server: asyncio.Task[None] | None = None
+        self.url = ""
+
+    async def start(self, *, timeout: float = 10.0) -> None:
+        from progresscast.channels.worker import WorkerOptions
+
+        options = SlackOptions(
+            pace=SlackPace(), timeout=timeout, worker=WorkerOptions(group="slack", consumer="test", settle=1.0)
+        )
+        self.adapter = SlackAdapter(self.settings, self.redis, options=options)
+        sock = socket.socket()
+        sock.bind(("127.0.0.1", 0))
+        sock.listen(16)
+        sock.setblocking(False)
+        self.url = f"http://127.0.0.1:{sock.getsockname()[1]}"
+        started = asyncio.Event()
+        app = create_app(self.settings, self.redis, routes=self.adapter.routes())
+        self.server = asyncio.create_task(serve_app(app, sock, started=started))
+        self.task = asyncio.create_task(self.adapter.run())
+        await asyncio.wait_for(started.wait(), 5)
+        waiter = asyncio.create_task(self.adapter.started.wait())
+        await asyncio.wait([waiter, self.task], timeout=5, return_when=asyncio.FIRST_COMPLETED)
+        if self.task.done():
+            self.task.result()
+
+    async def stop(self) -> None:
+        for task in (self.task, self.server):
+            if task is not None:
+                task.cancel()
+                try:
+                    await asyncio.wait_for(asyncio.shield(task), 15)
+                except asyncio.CancelledError:
+                    pass
+
+    async def command(self, text: str, channel: str = C, **kw: Any) -> dict[str, Any]:
+        response = await self.slack.send_slash_command(f"{self.url}/slack/commands", text, channel_id=channel, **kw)
+        assert response.status_code == 200, response.text
+        body: dict[str, Any] = response.json()
+        assert body["response_type"] == "ephemeral"
+        return body
+
+    async def shows(self, *needles: str, channel: str = C, count: int = 1, timeout: float = 6.0) -> list[SlackMessage]:
+        """Wait until the channel shows exactly `count` app messages, the last with every needle."""
+
+        def ok() -> tuple[list[SlackMessage]] | None:
+            shown = self.slack.channel(channel).visible()
+            if len(shown) == count and (count == 0 or all(n in shown[-1].visible_text for n in needles)):
+                return (shown,)
+            return None
+
+        try:
+            return (await self.slack.wait_for(ok, timeout))[0]
+        except TimeoutError:
+            texts = [m.visible_text for m in self.slack.channel(channel).visible()]
+            raise AssertionError(f"channel {channel} shows {texts}") from None
+
+    async def put(self, *steps: tuple[str, str], markdown: str | None = None, owner: Owner = OWNER) -> None:
+        plan = [{"step": s, "status": st} for s, st in steps] or None
+        await self.store.put(owner, CardInput.parse({"plan": plan, "markdown": markdown}))
+
+    def posts(self, channel: str = C) -> list[Any]:
+        return [c for c in self.slack.calls_for(channel, "chat.postMessage") if c.ok]
+
+
+@pytest.fixture
+async def harness(slack: SlackAPIEmulator, redis: Redis):
+    made: list[Harness] = []
+
+    async def make(**config: Any) -> Harness:
+        h = Harness(slack, redis, **config)
+        made.append(h)
+        await h.start()
+        return h
+
+    yield make
+    for h in made:
+        await h.stop()
+
+
+def refused(slack: SlackAPIEmulator) -> list[tuple[str, str | None]]:
+    """Calls Slack refused on its own (not injected): none, when the adapter paces right."""
+    return [(c.method, c.error) for c in slack.calls if not c.ok and not c.injected]
+
+
+async def test_follow_by_signed_slash_command_shows_the_card(slack: SlackAPIEmulator, harness) -> None:
+    h = await harness()
+    await h.put(("Reproduce", "completed"), ("Fix <!channel>", "in_progress"))
+    reply = await h.command("follow t1")
+    assert reply["text"] == "Following agent:main:t1."
+    [draft] = await h.shows("1/2 complete", "Fix <!channel>")
+    assert draft.shown().mentions == [] and draft.blocks
+    assert (await h.command("follow t1"))["text"] == "This channel already follows agent:main:t1."
+    help_text = (await h.command("help"))["text"]
+    assert "/progresscast follow" in help_text and "following agent:main:t1" in help_text
+    assert refused(slack) == []
+
+
+async def test_wrong_or_stale_signature_is_refused_and_nothing_is_done(slack: SlackAPIEmulator, harness) -> None:
+    h = await harness()
+    url = f"{h.url}/slack/commands"
+    forged = await slack.send_slash_command(url, "follow t1", channel_id=C, secret="not-the-secret")
+    stale = await slack.send_slash_command(url, "follow t1", channel_id=C, timestamp=int(time.time()) - 600)
+    assert (forged.status_code, stale.status_code) == (401, 401)
+    assert await h.adapter.channel.state.follows(C) == []
+    events = await slack.send_event(f"{h.url}/slack/events", {"type": "url_verification", "challenge": "abc"})
+    assert events.json() == {"challenge": "abc"}
+    bad = await slack.send_event(f"{h.url}/slack/events", {"type": "url_verification", "challenge": "x"}, secret="no")
+    assert bad.status_code == 401
+
+
+async def test_a_burst_of_writes_is_coalesced_into_paced_updates_of_one_message(slack, harness) -> None:
+    h = await harness()
+    await h.command("follow t1")
+    await h.put(("Step 0", "in_progress"))
+    [draft] = await h.shows("Step 0")
+    for i in range(1, 30):
+        await h.put(*[(f"Step {k}", "completed") for k in range(i)], (f"Step {i}", "in_progress"))
+    [last] = await h.shows("29/30 complete", "Step 29", timeout=10)
+    assert last.ts == draft.ts and len(h.posts()) == 1
+    updates = [c for c in slack.calls_for(C, "chat.update") if c.ok]
+    assert 1 <= len(updates) < 29  # coalesced: the newest card at each slot
+    gaps = [b.at - a.at for a, b in itertools.pairwise(updates)]
+    assert all(g >= 0.9 * SCALE for g in gaps)  # about one call a second per channel, scaled
+    assert refused(slack) == []
+
+
+async def test_clear_deletes_the_empty_draft(slack: SlackAPIEmulator, harness) -> None:
+    h = await harness()
+    await h.command("follow t1")
+    await h.put(("Reproduce", "in_progress"))
+    [draft] = await h.shows("Reproduce")
+    await h.store.clear(OWNER)
+    await h.shows(count=0)
+    assert draft.ts in slack.channel(C).deleted
+
+
+async def test_run_end_posts_the_answer_once(slack: SlackAPIEmulator, harness) -> None:
+    h = await harness()
+    await h.command("follow t1")
+    await h.store.start_run(OWNER, "r1")
+    await h.put(("Reproduce", "completed"), ("Fix", "in_progress"))
+    await h.store.update_activity(OWNER, answer="The bug was an **off-by-one** in the pager & &lt;!here&gt;.")
+    [draft] = await h.shows("Fix")
+    await h.put(("Reproduce", "completed"), ("Fix", "completed"))
+    await h.store.end_run(OWNER, "r1", RunState.completed)
+    [answer] = await h.shows("off-by-one in the pager & <!here>.")
+    assert draft.ts in slack.channel(C).deleted and answer.shown().mentions == []
+    assert "*off-by-one*" in answer.blocks[0]["text"]["text"]
+    posts = len(h.posts())
+    await h.stop()
+    await h.store.update_activity(OWNER, headline="idle")
+    await h.start()
+    await asyncio.sleep(40 * SCALE)
+    assert len(h.posts()) == posts
+
+
+async def test_restart_keeps_editing_the_same_message(slack: SlackAPIEmulator, harness) -> None:
+    h = await harness()
+    await h.command("follow t1")
+    await h.put(("Reproduce", "in_progress"))
+    [draft] = await h.shows("Reproduce")
+    await h.stop()
+    await h.put(("Reproduce", "completed"), ("Fix", "in_progress"))
+    await h.start()
+    [now] = await h.shows("Fix")
+    assert now.ts == draft.ts and len(h.posts()) == 1
+
+
+async def test_ratelimited_is_honoured_with_zero_repeats(slack: SlackAPIEmulator, harness) -> None:
+    h = await harness()
+    await h.command("follow t1")
+    await h.put(("Reproduce", "in_progress"))
+    [draft] = await h.shows("Reproduce")
+    slack.fail_next("chat.update", "ratelimited", retry_after=4, channel=C)
+    await h.put(("Reproduce", "completed"), ("Fix", "in_progress"))
+    [now] = await h.shows("Fix", timeout=10)
+    limited, after = [c for c in slack.calls_for(C, "chat.update")][-2:]
+    assert limited.error == "ratelimited" and after.ok and now.ts == draft.ts
+    assert after.at - limited.at >= 4 * SCALE * 0.9  # no call before Retry-After
+    assert len(h.posts()) == 1 and refused(slack) == []
+
+
+async def test_a_deleted_or_uneditable_draft_is_replaced(slack: SlackAPIEmulator, harness) -> None:
+    h = await harness()
+    await h.command("follow t1")
+    await h.put(("Reproduce", "in_progress"))
+    [first] = await h.shows("Reproduce")
+    slack.delete_by_user(C, first.ts)
+    await h.put(("Reproduce", "completed"), ("Fix", "in_progress"))
+    [second] = await h.shows("Fix")
+    assert second.ts != first.ts
+    assert [c.error for c in slack.calls_for(C, "chat.update")][-1:] == ["message_not_found"]
+    slack.make_uneditable(C, second.ts)
+    await h.put(("Reproduce", "completed"), ("Fix", "completed"), ("Ship", "in_progress"))
+    [old, third] = await h.shows("Ship", count=2)  # the uneditable one stays: it cannot be removed either
+    assert old.ts == second.ts and third.ts not in (first.ts, second.ts)
+    assert [c.error for c in slack.calls_for(C, "chat.update")][-1:] == ["cant_update_message"]
+
+
+async def test_refused_blocks_fall_back_to_plain_text(slack: SlackAPIEmulator, harness) -> None:
+    h = await harness()
+    await h.command("follow t1")
+    slack.fail_next("chat.postMessage", "invalid_blocks", channel=C)
+    await h.put(("Reproduce", "in_progress"))
+    [draft] = await h.shows("Reproduce")
+    assert draft.blocks == [] and "▶️ Reproduce" in draft.text
+    # The same content is not tried again as blocks; new content is.
+    await h.put(("Reproduce", "completed"), ("Fix", "in_progress"))
+    [now] = await h.shows("Fix")
+    assert now.ts == draft.ts and now.blocks
+
+
+async def test_unsure_post_is_looked_for_never_repeated(slack: SlackAPIEmulator, harness) -> None:
+    h = await harness()
+    await h.stop()
+    await h.start(timeout=1.0)
+    await h.command("follow t1")
+    slack.timeout_next("chat.postMessage", delay=2.0, channel=C)
+    await h.put(("Reproduce", "in_progress"))
+    [draft] = await h.shows("Reproduce")
+    await h.put(("Reproduce", "completed"), ("Fix", "in_progress"))
+    [now] = await h.shows("Fix", timeout=10)
+    assert now.ts == draft.ts and len(h.posts()) == 1
+    assert slack.calls_for(C, "conversations.history")
+
+
+async def test_allowed_channels_and_config_follows(slack: SlackAPIEmulator, redis: Redis, harness) -> None:
+    await CardStore(redis).put(OWNER, CardInput.parse({"plan": [{"step": "From config", "status": "in_progress"}]}))
+    h = await harness(allowedChannels=[C], channels=[{"id": C, "follow": ["t1"]}])
+    await h.shows("From config")
+    reply = await h.command("follow t1", channel=OTHER)
+    assert "not enabled for this channel" in reply["text"]
+    assert await h.adapter.channel.state.follows(OTHER) == []
+
+
+# --- the plan display -------------------------------------------------------------------
+
+
+async def test_plan_display_streams_in_a_thread_of_its_own(slack: SlackAPIEmulator, harness) -> None:
+    h = await harness(richMessages=True)
+    await h.store.start_run(OWNER, "r1")
+    await h.put(("Reproduce", "completed"), ("Fix", "in_progress"), ("Ship", "pending"))
+    reply = await h.command("follow t1")
+    assert reply["text"] == "Following agent:main:t1."
+    [anchor, plan] = await h.shows("[in_progress] Fix", count=2)
+    assert "Progress of agent:main:t1, in this thread." in anchor.visible_text
+    assert plan.stream and plan.thread_ts == anchor.ts and plan.recipient_user_id == PERSON_ID
+    assert plan.task_display_mode == "plan" and plan.streaming
+    await h.put(("Reproduce", "completed"), ("Fix", "blocked"), ("Ship", "pending"))
+    await h.shows("[error] Fix — Blocked", count=2)
+    assert [c.ok for c in slack.calls_for(C, "chat.appendStream")] == [True]
+    await h.store.update_activity(OWNER, answer="Shipped after all.")
+    await h.put(("Reproduce", "completed"), ("Fix", "completed"), ("Ship", "completed"))
+    await h.store.end_run(OWNER, "r1", RunState.completed)
+    # progress mode: the plan goes, the answer is posted in the thread
+    [_, answer] = await h.shows("Shipped after all.", count=2)
+    assert answer.thread_ts == anchor.ts and plan.ts in slack.channel(C).deleted
+    assert refused(slack) == []
+    assert (await h.command("unfollow"))["text"] == "Stopped following agent:main:t1."
+    assert await h.adapter.channel.state.recipient(C, anchor.ts) is None
+    assert await h.adapter.channel.state.follows(C) == []
+
+
+async def test_a_workspace_without_the_plan_display_gets_block_kit_and_it_is_remembered(redis: Redis) -> None:
+    async with SlackAPIEmulator(channels=[C, OTHER], streaming=False) as slack:
+        h = Harness(slack, redis, richMessages=True)
+        await h.start()
+        try:
+            await h.put(("Fix", "in_progress"))
+            await h.command("follow t1")
+            [anchor, draft] = await h.shows("Fix", count=2)
+            assert not draft.stream and draft.blocks and draft.thread_ts == anchor.ts
+            assert [c.error for c in slack.calls if c.method == "chat.startStream"] == ["unknown_method"]
+            await h.command("follow t1", channel=OTHER)
+            await h.shows("Fix", channel=OTHER, count=1)  # no thread, no second try
+            assert len([c for c in slack.calls if c.method == "chat.startStream"]) == 1
+            assert "refused the plan display" in (await h.command("rich on"))["text"]
+        finally:
+            await h.stop()
+
+
+async def test_serve_runs_the_slack_adapter_and_its_command_routes(slack: SlackAPIEmulator, redis_url: str) -> None:
+    from progresscast.serve import serve
+
+    probe = socket.socket()
+    probe.bind(("127.0.0.1", 0))
+    port = probe.getsockname()[1]
+    probe.close()
+    settings = Settings.model_validate(
+        {
+            "gateway": {"listen": f"127.0.0.1:{port}"},
+            "channels": {
+                "slack": {"token": slack.token, "signingSecret": slack.signing_secret, "apiBaseUrl": slack.base_url}
+            },
+        }
+    )
+    task = asyncio.create_task(serve(settings, redis_url))
+    try:
+        url = f"http://127.0.0.1:{port}/slack/commands"
+
+        async def answered() -> bool:
+            try:
+                response = await slack.send_slash_command(url, "follow t1", channel_id=C)
+            except httpx.HTTPError:  # not listening yet
+                return False
+            return response.status_code == 200 and "Following" in response.json()["text"]
+
+        await slack.wait_for(answered, 10)
+        client = Redis.from_url(redis_url, decode_responses=True)
+        try:
+            await CardStore(client).put(OWNER, CardInput.parse({"plan": [{"step": "Served", "status": "in_progress"}]}))
+            await slack.wait_for(lambda: any("Served" in t for t in slack.channel(C).texts()), 10)
+        finally:
+            await client.aclose()
+    finally:
+        task.cancel()
+        try:
+            await asyncio.wait_for(task, 15)
+        except asyncio.CancelledError:
+            pass
