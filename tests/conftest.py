@@ -21,6 +21,16 @@ TEST_DB = 15
 BACKENDS = ["embedded"] + (["server"] if os.environ.get("REDIS_URL") else [])
 
 
+def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter) -> None:
+    if "server" not in BACKENDS:
+        terminalreporter.write_line(
+            "REDIS_URL is not set: the store tests against a Redis server (the [server] variants) were not "
+            "collected; only the embedded Redis was tested. Run `REDIS_URL=redis://127.0.0.1:6379 make test` "
+            "for both (database 15 is flushed).",
+            yellow=True,
+        )
+
+
 def server_url() -> str:
     """REDIS_URL pointed at the test database."""
     base = os.environ["REDIS_URL"].rstrip("/")

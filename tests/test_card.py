@@ -92,8 +92,30 @@ def test_cleaning_removes_invisible_and_bidi_characters() -> None:
     assert card.plan[0].step == "Build"
     assert card.plan[0].note == "note"
     assert card.markdown == "**bold**"
-    # Visible text around the ranges survives.
-    assert CardInput.parse({"markdown": "a\u2065b\u2069c"}).markdown == "a\u2065b\u2069c"
+    # Characters just outside the ranges survive (U+FE0F: emoji presentation).
+    kept = "a\u061bb\u2070c\u2400d\ufe0fe\U000e1000f\u180ag"
+    assert CardInput.parse({"markdown": kept}).markdown == kept
+
+
+def _chars(*spans: tuple[int, int]) -> list[str]:
+    return [chr(c) for first, last in spans for c in range(first, last + 1)]
+
+
+# Written out from docs/card.md, independently of the code's pattern.
+BIDI_CONTROL = _chars((0x061C, 0x061C), (0x200E, 0x200F), (0x202A, 0x202E), (0x2066, 0x2069))
+INVISIBLE = _chars(
+    (0x00AD, 0x00AD), (0x034F, 0x034F), (0x115F, 0x1160), (0x17B4, 0x17B5), (0x180B, 0x180F),
+    (0x200B, 0x200D), (0x2060, 0x2065), (0x206A, 0x206F), (0x3164, 0x3164), (0xFE00, 0xFE0E),
+    (0xFEFF, 0xFEFF), (0xFFA0, 0xFFA0), (0x1D173, 0x1D17A), (0xE0000, 0xE0FFF),
+)
+
+
+def test_every_removed_character_as_a_whole_step_is_refused() -> None:
+    for ch in BIDI_CONTROL + INVISIBLE:
+        err = rejected({"plan": [step(ch * 3)]})
+        assert (err.field, err.rule) == ("plan[0].step", "must not be empty"), f"U+{ord(ch):04X}"
+        card = CardInput.parse({"plan": [step(f"a{ch}b", note=f"c{ch}d")], "markdown": f"e{ch}f"})
+        assert (card.plan[0].step, card.plan[0].note, card.markdown) == ("ab", "cd", "ef"), f"U+{ord(ch):04X}"
 
 
 @pytest.mark.parametrize(

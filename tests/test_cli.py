@@ -208,3 +208,98 @@ def test_embedded_home_may_contain_spaces_and_quotes(tmp_path: Path) -> None:
     assert cli("card", "put", "--session", "t-1", stdin=json.dumps(PLAN)).returncode == 0
     assert json.loads(cli("card", "get", "--session", "t-1").stdout)["revision"] == 1
     stop_embedded(home)
+
+
+def test_card_get_escapes_c1_controls_a_terminal_would_act_on(cli: CLI) -> None:
+    note = "red \x9b31m alert \x85 next\u2028line \x7f"
+    assert cli("card", "put", "--session", "t-1", stdin=json.dumps({"markdown": note})).returncode == 0
+    got = cli("card", "get", "--session", "t-1")
+    assert got.returncode == 0, got.stderr
+    assert not any(ch in got.stdout for ch in "\x9b\x85\u2028\x7f"), repr(got.stdout)
+    assert "\\u009b" in got.stdout and "\\u0085" in got.stdout
+    assert json.loads(got.stdout)["markdown"] == note  # still the same text, as JSON
+
+
+def test_an_empty_agent_is_refused(cli: CLI) -> None:
+    result = cli("card", "put", "--session", "t-1", "--agent", "", stdin=json.dumps(PLAN))
+    assert result.returncode == 2 and result.stderr.startswith("progresscast: agentId: must not be empty"), result.stderr
+
+
+@pytest.mark.parametrize(
+    ("args", "env", "message"),
+    [
+        (["card", "get", "--session", "t-1", "--redis", "notaurl"], {},
+         "--redis: 'notaurl' is not a Redis URL (it must start with redis://, rediss://, unix://)"),
+        (["card", "get", "--session", "t-1"], {"PROGRESSCAST_REDIS_URL": "localhost:6379"},
+         "PROGRESSCAST_REDIS_URL: 'localhost:6379' is not a Redis URL"),
+        (["card", "get", "--session", "t-1"], {"PROGRESSCAST_HOME": "{file}/home"},
+         "PROGRESSCAST_HOME: cannot use {file}/home for the embedded Redis (Not a directory)"),
+        (["card", "get", "--sesion", "t-1"], {}, "unknown option --sesion — did you mean --session?"),
+        (["card", "get"], {}, "--session is required (see 'progresscast card get --help')"),
+        (["render", "x.json"], {}, "--channel is required"),
+    ],
+)
+def test_environment_and_usage_mistakes_are_one_line_exit_2(tmp_path: Path, args: list[str], env: dict[str, str], message: str) -> None:
+    afile = tmp_path / "afile"
+    afile.write_text("")
+    cli = CLI("embedded", tmp_path / "home")
+    cli.env.update({k: v.format(file=afile) for k, v in env.items()})
+    result = cli(*args)
+    assert result.returncode == 2, result.stderr
+    lines = result.stderr.splitlines()
+    assert len(lines) == 1 and lines[0].startswith(f"progresscast: {message.format(file=afile)}"), result.stderr
+
+
+def test_version_and_every_option_described_with_an_example(cli: CLI) -> None:
+    import argparse
+
+    from progresscast.cli import _parser
+
+    version = cli("--version")
+    assert version.returncode == 0 and version.stdout.startswith("progresscast ")
+
+    def walk(parser: argparse.ArgumentParser, name: str) -> list[str]:
+        seen = [name]
+        assert parser.epilog and "example:\n  " in parser.epilog and "progresscast " in parser.epilog, name
+        for action in parser._actions:
+            if isinstance(action, argparse._SubParsersAction):
+                for sub, subparser in action.choices.items():
+                    seen += walk(subparser, f"{name} {sub}")
+            elif action.help != argparse.SUPPRESS:
+                assert action.help and len(action.help) > 3, (name, action.dest)
+        return seen
+
+    commands = walk(_parser(), "progresscast")
+    assert {"progresscast card put", "progresscast render", "progresscast serve", "progresscast demo"} <= set(commands)
+    shown = cli("card", "put", "--help")
+    assert "example:\n  progresscast card put --session ticket-4821 < examples/plan.json" in shown.stdout
+
+
+def test_render_shows_text_when_asked_and_json_to_a_pipe(cli: CLI) -> None:
+    plan = str(Path(__file__).parents[1] / "examples" / "plan.json")
+    shown = cli("render", plan, "--channel", "telegram", "--format", "text")
+    assert shown.returncode == 0, shown.stderr
+    assert "▶️ Fix and add a regression test" in shown.stdout and "<b>" not in shown.stdout
+    piped = cli("render", plan, "--channel", "telegram")
+    assert json.loads(piped.stdout)["method"] == "sendMessage"
+
+
+def test_card_put_at_a_terminal_says_it_waits_for_json(tmp_path: Path) -> None:
+    import pty
+
+    cli = CLI("embedded", tmp_path / "home")
+    leader, follower = pty.openpty()
+    try:
+        proc = subprocess.Popen(
+            [sys.executable, "-m", "progresscast.cli", "card", "put", "--session", "t-1"],
+            stdin=follower, stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=cli.env, text=True,
+        )
+        os.write(leader, json.dumps(PLAN).encode() + b"\n\x04")
+        out, err = proc.communicate(timeout=60)
+    finally:
+        os.close(leader)
+        os.close(follower)
+        stop_embedded(tmp_path / "home")
+    assert proc.returncode == 0, err
+    assert "waiting for the card's JSON on stdin" in err
+    assert out == "Progress card updated (rev 1, 1/3 done)\n"

@@ -39,6 +39,52 @@ def test_agent_ids_that_would_break_keys_are_refused(tmp_path: Path, agent: str)
         load_settings(path)
 
 
+@pytest.mark.parametrize(
+    ("toml", "message"),
+    [
+        ("[channels.telegram]\nrichMessage = true\n",
+         "unknown setting `channels.telegram.richMessage` — did you mean `richMessages`?"),
+        ("[[gateway.tokens]]\ntokn = 'x'\n", "unknown setting `gateway.tokens[0].tokn` — did you mean `token`?"),
+        ("[channels.telegram.streaming.progress]\nmaxLine = 5\n",
+         "unknown setting `channels.telegram.streaming.progress.maxLine` — did you mean `maxLines`?"),
+        ("[storage]\nurl = 'redis://x'\n", "unknown setting `storage`"),
+        ("[[gateway.tokens]]\ntoken = 'x'\nscopes = ['read']\n",
+         "gateway.tokens[0].scopes: 'read' is not a scope; the scopes are operator.read and operator.write"),
+        ("[channels.telegram]\napiBaseUrl = 'https://api.telegram.org/'\n",
+         "channels.telegram.apiBaseUrl: 'https://api.telegram.org/' must be the Bot API's URL ending in /bot"),
+        ("[gateway]\nlisten = '8787'\n", "gateway.listen: '8787' must read host:port"),
+        ("[[gateway.tokens]]\nscopes = []\n", "gateway.tokens[0].token: is required"),
+    ],
+)
+def test_config_mistakes_are_named_in_a_users_words(tmp_path: Path, toml: str, message: str) -> None:
+    path = tmp_path / "progresscast.toml"
+    path.write_text(toml)
+    with pytest.raises(ConfigError) as info:
+        load_settings(path)
+    assert str(info.value).startswith(f"config {path}: {message}"), str(info.value)
+
+
+def test_unset_env_secrets_are_named_only_when_required(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.delenv("PC_TEST_UNSET", raising=False)
+    monkeypatch.setenv("PC_TEST_SET", "123:abc")
+    path = tmp_path / "progresscast.toml"
+    path.write_text("[[gateway.tokens]]\ntoken = 'env:PC_TEST_UNSET'\n[channels.telegram]\ntoken = 'env:PC_TEST_SET'\n")
+    settings = load_settings(path)  # card commands do not need the secrets
+    assert settings.env_name("channels.telegram.token") == "PC_TEST_SET"
+    with pytest.raises(ConfigError, match=r"gateway.tokens\[0\].token: the environment variable PC_TEST_UNSET is not set"):
+        settings.require_env()
+    monkeypatch.setenv("PC_TEST_UNSET", "s3cret")
+    load_settings(path).require_env()
+
+
+def test_the_config_is_found_through_PROGRESSCAST_CONFIG(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    path = tmp_path / "elsewhere.toml"
+    path.write_text("[agents]\nknown = ['main', 'research']\n")
+    monkeypatch.setenv("PROGRESSCAST_CONFIG", str(path))
+    assert load_settings().agents.known_set == {"main", "research"}
+    assert load_settings(ROOT / "config" / "progresscast.toml").gateway.listen == "127.0.0.1:8787"  # --config wins
+
+
 def test_preview_checklist_lines_default_to_max_lines(tmp_path: Path) -> None:
     from progresscast.telegram.follows import ChatPrefs, render_settings
 

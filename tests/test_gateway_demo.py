@@ -4,14 +4,18 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
 import io
 import os
 import re
+import select
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import httpx
+import pytest
 from redis.asyncio import Redis
 
 from progresscast.config import GatewaySettings, Settings
@@ -29,20 +33,33 @@ def settings() -> Settings:
     return Settings(gateway=GatewaySettings(listen="127.0.0.1:0"))
 
 
-async def test_demo_plays_the_example_through_the_gateway_and_exits(redis_url: str, redis: Redis) -> None:
+async def test_demo_plays_the_example_to_a_real_adapter_and_prints_what_the_chat_shows(
+    redis_url: str, redis: Redis, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Pacing (one call a second per private chat) at a tenth of real time; steps 0.2 s
+    # apart still leave the chat time to show several of them.
+    monkeypatch.setenv("PROGRESSCAST_TIME_SCALE", "0.1")
     out = io.StringIO()
-    await asyncio.wait_for(run_demo(demo_args(redis_url), settings(), out=out), 60)
+    args = demo_args(redis_url)
+    args.delay = 0.2
+    await asyncio.wait_for(run_demo(args, settings(), out=out, interactive=False), 90)
     text = out.getvalue()
     page = re.search(r"Watch the card live: (http://127\.0\.0\.1:\d+/sessions/agent:main:demo-ticket-4821\?token=\S+)", text)
     assert page, text
-    # Every entry of the example is one numbered step, each followed by the Telegram draft.
-    assert len(re.findall(r"^\[\d+\] ", text, re.M)) == len(example_session())
-    assert text.count("Telegram draft:") == len(example_session())
+    # Every entry of the example is one numbered step.
+    assert len(re.findall(r"^\[\d+\] agent: ", text, re.M)) == len(example_session())
     assert "progressCard.put → Progress card updated (rev 2, 0/4 done)" in text
-    blocked = next(part for part in text.split("\n[") if "2/4 done" in part.splitlines()[0])
-    assert "⛔ Fix and add a regression test" in blocked  # as Telegram shows it: the blocked mark
-    assert "run.end → completed" in text
-    assert "progressCard.put → Progress card cleared" in text
+    assert "run.end → completed" in text and "progressCard.put → Progress card cleared" in text
+    # What the chat shows, as a person reads it: the draft is sent, edited, deleted at the
+    # run's end, and the answer is posted — never raw HTML.
+    assert re.search(r"＋ the bot sends message (\d+):\n    │ main · demo-ticket-4821", text), text
+    assert "✎ the bot edits message" in text and "✕ the bot deletes message" in text
+    answer = next(e["activity"]["answer"] for e in example_session() if "answer" in e.get("activity", {}))
+    assert "    │ Fixed: checkout for EU users was slow because orders_by_region scanned" in text
+    assert "&gt;" not in text and "<b>" not in text and "<code>" not in text
+    tail = text[text.rindex("✕ the bot deletes message"):]
+    assert "the bot sends message" in tail and answer[:20] in tail  # the answer comes after the draft is gone
+    assert "Demo done (stdin is not a terminal" in text
     # It went through the real store, and ended with the card cleared.
     store = CardStore(redis)
     owner = Owner("main", SESSION)
@@ -86,10 +103,43 @@ def test_progresscast_demo_command_exits_by_itself(tmp_path: Path) -> None:
     try:
         done = subprocess.run(
             [sys.executable, "-m", "progresscast.cli", "demo", "--config", str(config), "--delay", "0"],
-            env=env, capture_output=True, text=True, timeout=60,
+            env=env, capture_output=True, text=True, timeout=120, stdin=subprocess.DEVNULL,
         )
     finally:
         stop_embedded(home)
     assert done.returncode == 0, done.stderr
     assert "Watch the card live: http://127.0.0.1:" in done.stdout
-    assert "Progress card cleared" in done.stdout and "Demo done." in done.stdout
+    assert "Progress card cleared" in done.stdout and "Demo done" in done.stdout
+
+
+def test_at_a_terminal_the_demo_keeps_the_page_up_until_enter(tmp_path: Path) -> None:
+    import pty
+
+    home = tmp_path / "home"
+    env = {**os.environ, "PROGRESSCAST_HOME": str(home)}
+    env.pop("PROGRESSCAST_REDIS_URL", None)
+    config = tmp_path / "pc.toml"
+    config.write_text('[gateway]\nlisten = "127.0.0.1:0"\n')
+    pid, fd = pty.fork()
+    if pid == 0:  # the child: the demo, with the pty as its terminal
+        os.execve(sys.executable, [sys.executable, "-m", "progresscast.cli", "demo", "--config", str(config), "--delay", "0"], env)
+    try:
+        seen = b""
+        deadline = time.monotonic() + 90
+        while b"Press Enter" not in seen:
+            assert time.monotonic() < deadline, seen.decode(errors="replace")
+            ready, _, _ = select.select([fd], [], [], 1)
+            if ready:
+                seen += os.read(fd, 65536)
+        page = re.search(rb"The page stays up at (\S+)", seen)
+        assert page, seen
+        assert httpx.get(page.group(1).decode(), follow_redirects=True, timeout=10).status_code == 200
+        os.write(fd, b"\n")
+        _, status = os.waitpid(pid, 0)
+        assert os.waitstatus_to_exitcode(status) == 0
+    finally:
+        with contextlib.suppress(ProcessLookupError, ChildProcessError):
+            os.kill(pid, 9)
+            os.waitpid(pid, 0)
+        os.close(fd)
+        stop_embedded(home)

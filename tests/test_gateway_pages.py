@@ -218,3 +218,13 @@ async def test_session_page_marks_unfinished_steps_paused_when_the_run_ended(cli
     page = (await client.get("/sessions/ticket-1")).text
     assert 'aria-label="Fix &lt;it&gt;, paused"' in page
     assert (await client.get("/v1/card", params={"sessionKey": "ticket-1"})).json()["result"]["paused"] is True
+
+
+async def test_the_token_redirect_keeps_escapes_so_it_names_the_same_session(client: httpx.AsyncClient, store: CardStore) -> None:
+    await put(store, "pct%41", {"markdown": "the escaped one"})
+    await put(store, "pctA", {"markdown": "a different session"})
+    response = await client.get("/sessions/agent:main:pct%2541?token=reader&x=a%26b")
+    assert response.status_code == 303
+    assert response.headers["location"] == "/sessions/agent:main:pct%2541?x=a%26b"
+    shown = await signed_in(client, "reader").get(response.headers["location"])
+    assert "the escaped one" in shown.text and "a different session" not in shown.text

@@ -16,6 +16,7 @@ from redis.asyncio import Redis
 from progresscast.card import CardInput
 from progresscast.config import AgentSettings, GatewaySettings, GatewayToken, Settings
 from progresscast.gateway import create_app
+from progresscast.gateway.auth import Tokens
 from progresscast.gateway.rpc import MAX_BODY
 from progresscast.owners import Owner
 from progresscast.store import CardStore
@@ -80,7 +81,7 @@ def error(response: httpx.Response, status: int, code: str) -> dict[str, Any]:
 async def test_hello_lists_methods_and_the_agent_scope_capability(client: httpx.AsyncClient) -> None:
     result = ok(await call(client, "hello"))
     assert "progress-card-agent-scope-v1" in result["features"]["capabilities"]
-    assert {"progressCard.get", "progressCard.put", "progressCard.reset", "run.start", "run.end", "activity.put"} <= set(
+    assert {"progressCard.get", "progressCard.put", "progressCard.clear", "progressCard.reset", "run.start", "run.end", "activity.put"} <= set(
         result["features"]["methods"]
     )
     assert result["agents"] == {"default": "main", "known": ["main", "research"]}
@@ -159,6 +160,18 @@ async def test_reset_clears_and_bumps_the_revision(client: httpx.AsyncClient, st
     assert result["revision"] == 2 and result["cleared"] is True and result["receipt"] == "Progress card cleared"
     assert await store.get(MAIN) is None
     assert await store.admit(MAIN) == 1  # the reset epoch moved: older admissions are refused
+
+
+async def test_clear_like_the_cli_with_an_optional_expected_revision(client: httpx.AsyncClient, store: CardStore) -> None:
+    ok(await call(client, "progressCard.put", sessionKey="ticket-1", plan=PLAN))
+    err = error(await call(client, "progressCard.clear", sessionKey="ticket-1", expectedRevision=5), 409, "conflict")
+    assert err["field"] == "expectedRevision"
+    assert (await store.get(MAIN)) is not None
+    result = ok(await call(client, "progressCard.clear", sessionKey="ticket-1", expectedRevision=1))
+    assert result == {"receipt": "Progress card cleared", "revision": 2, "steps": None, "cleared": True}
+    assert await store.get(MAIN) is None
+    assert await store.admit(MAIN) == 0  # a clear is not a reset
+    error(await call(client, "progressCard.clear", token="reader", sessionKey="ticket-1"), 403, "forbidden")
 
 
 async def test_run_start_and_end(client: httpx.AsyncClient, store: CardStore) -> None:
@@ -251,11 +264,27 @@ async def test_no_valid_bearer_token_is_401(client: httpx.AsyncClient, redis: Re
     assert await redis.keys("pc:*") == []
 
 
-async def test_a_token_whose_env_var_is_unset_never_matches(client: httpx.AsyncClient, monkeypatch: pytest.MonkeyPatch) -> None:
+async def test_a_token_whose_env_var_is_unset_never_matches(redis: Redis, monkeypatch: pytest.MonkeyPatch) -> None:
+    # Unset *before* the settings are built: the token then loads as "".
     monkeypatch.delenv("PROGRESSCAST_TEST_UNSET_TOKEN", raising=False)
-    error(await call(client, "hello", token=""), 401, "unauthorized")
-    response = await client.post("/v1/rpc", json={"method": "hello"}, headers={"Authorization": "Bearer"})
-    error(response, 401, "unauthorized")
+    settings = Settings(gateway=GatewaySettings(tokens=[GatewayToken(token="env:PROGRESSCAST_TEST_UNSET_TOKEN", scopes=RW)]))
+    assert settings.gateway.tokens[0].token == ""
+    tokens = Tokens.from_settings(settings)
+    assert not tokens  # no usable token: the gateway warns at start
+    assert tokens.grant("") is None and tokens.grant(None) is None
+    app = create_app(settings, redis)
+    async with httpx.AsyncClient(transport=httpx.ASGITransport(app=app), base_url="http://gw") as c:
+        for headers in ({"Authorization": "Bearer "}, {"Authorization": "Bearer"}, {"Cookie": "progresscast_token="}):
+            response = await c.post("/v1/rpc", json={"method": "hello"}, headers=headers)
+            error(response, 401, "unauthorized")
+            page = await c.get("/", headers=headers)
+            assert page.status_code == 401
+
+
+async def test_an_empty_agent_id_is_refused_not_the_default(client: httpx.AsyncClient, redis: Redis) -> None:
+    err = error(await call(client, "progressCard.put", sessionKey="ticket-1", agentId="", plan=PLAN), 400, "invalid_params")
+    assert err["field"] == "agentId" and "empty" in err["rule"]
+    assert await redis.keys("pc:*") == []
 
 
 @pytest.mark.parametrize(

@@ -8,7 +8,7 @@ from progresscast.card import Card, CardInput
 from progresscast.config import RenderSettings
 from progresscast.owners import Owner
 from progresscast.render import render_telegram, render_text, render_web
-from progresscast.render.templates import environment, template_root, theme
+from progresscast.render.templates import template, template_root, theme
 from progresscast.testing.telegram_html import parse, visible_length
 from progresscast.view import View
 
@@ -33,8 +33,8 @@ def test_packaged_templates_are_found() -> None:
 
 
 def test_environment_is_built_once_and_autoescapes_html_only() -> None:
-    assert environment() is environment(None)
-    env = environment()
+    env = template("web/card.j2").environment
+    assert env is template("text/draft.j2").environment is template("telegram/draft.j2", None).environment
     assert env.autoescape("web/card.j2") and env.autoescape("telegram/draft.j2")  # type: ignore[operator]
     assert not env.autoescape("text/draft.j2")  # type: ignore[operator]
 

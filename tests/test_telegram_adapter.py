@@ -516,6 +516,9 @@ async def test_follow_errors_are_polite(api: BotAPIEmulator, harness, redis: Red
     assert reply.text == "Usage: /follow SESSION [AGENT]"
     reply = await h.command(PRIVATE, "/follow agent:research:x main")
     assert "conflicts" in reply.text
+    # What the bot echoes is cleaned: no U+202E turning its own words around.
+    reply = await h.command(PRIVATE, "/follow evil\u202eknat\u2066 nob\u200body")
+    assert reply.text == "Sorry, I can't follow evilknat: sessionKey must not contain spaces, control characters or braces."
     assert await redis.smembers(keys.tg_chat_follows(PRIVATE)) == set()
 
 
@@ -554,7 +557,12 @@ async def test_mode_override_wins_over_config_and_persists(api: BotAPIEmulator, 
     await h.start()
     [now] = await h.shows(PRIVATE, "1/1 complete")
     assert "main · t1" in now.text and now.message_id == draft.message_id
-    reply = await h.command(PRIVATE, "/mode sideways")
+    reply = await h.command(PRIVATE, "/mode fast")
+    assert reply.text == (
+        "fast is not a mode; the modes are progress, partial, block, off. "
+        "Usage: /mode progress|partial|block|off (now: progress)."
+    )
+    reply = await h.command(PRIVATE, "/mode")
     assert reply.text == "Usage: /mode progress|partial|block|off (now: progress)."
 
 

@@ -19,10 +19,17 @@ MAX_STEP_BYTES = 512
 MAX_NOTE_CHARS = 280
 MAX_MARKDOWN_BYTES = 8192
 
-# Invisible and bidirectional control characters, removed before anything is stored.
-_INVISIBLE = re.compile(
-    "[\u200b-\u200f\u202a-\u202e\u2060-\u2064\u206a-\u206f\ufeff\U000e0000-\U000e007f]"
+# Removed before anything is stored (docs/card.md lists them): every Unicode
+# Bidi_Control character, and the invisible fillers and selectors. U+FE0F (emoji
+# presentation) stays.
+REMOVED_CHARACTERS = (
+    "\u061c\u200e\u200f\u202a-\u202e\u2066-\u2069"  # Bidi_Control
+    "\u00ad\u034f\u115f\u1160\u17b4\u17b5\u180b-\u180f\u200b-\u200d\u2060-\u2065"
+    "\u206a-\u206f\u3164\ufe00-\ufe0e\ufeff\uffa0\U0001d173-\U0001d17a\U000e0000-\U000e0fff"
 )
+_REMOVED = re.compile(f"[{REMOVED_CHARACTERS}]")
+_LONE_SURROGATE = re.compile("[\ud800-\udfff]")
+SURROGATE_RULE = "must be valid Unicode text (no lone surrogates)"
 
 
 class Status(StrEnum):
@@ -47,7 +54,34 @@ class CardError(ValueError):
 
 
 def clean_text(text: str) -> str:
-    return _INVISIBLE.sub("", text)
+    return _REMOVED.sub("", text)
+
+
+def has_lone_surrogate(text: str) -> bool:
+    # JSON's "\ud800" and argv's undecodable bytes both arrive as lone surrogates, which
+    # no encoder (Redis, a log line, a response) accepts.
+    return not text.isascii() and _LONE_SURROGATE.search(text) is not None
+
+
+def _field_name(key: str) -> str:
+    return key.encode("ascii", "backslashreplace").decode() if has_lone_surrogate(key) else key
+
+
+def reject_lone_surrogates(data: Any, field: str = "") -> None:
+    """Raise CardError naming the first string (value or object key) in JSON-shaped `data`
+    holding a lone surrogate. Every input is checked with this once, where it comes in."""
+    if isinstance(data, str):
+        if has_lone_surrogate(data):
+            raise CardError(field or "input", SURROGATE_RULE)
+    elif isinstance(data, dict):
+        for key, value in data.items():
+            name = f"{field}.{_field_name(str(key))}" if field else _field_name(str(key))
+            if isinstance(key, str) and has_lone_surrogate(key):
+                raise CardError(name, SURROGATE_RULE)
+            reject_lone_surrogates(value, name)
+    elif isinstance(data, list):
+        for i, value in enumerate(data):
+            reject_lone_surrogates(value, f"{field}[{i}]")
 
 
 def cut(text: str, limit: int) -> str:
@@ -169,12 +203,6 @@ class Card(BaseModel):
     plan: list[Step] | None = None
     markdown: str | None = None
     updatedAt: str
-
-    @property
-    def counts(self) -> StepCounts | None:
-        if not self.plan:
-            return None
-        return StepCounts(completed=sum(s.done for s in self.plan), total=len(self.plan))
 
     @property
     def active_step(self) -> Step | None:

@@ -4,16 +4,19 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import difflib
 import json
+import re
 import sys
 from collections.abc import Awaitable, Callable
+from importlib.metadata import PackageNotFoundError, version
 from pathlib import Path
 from typing import Any, NoReturn
 
 from pydantic import ValidationError
 from redis.exceptions import RedisError
 
-from .card import CardError, CardInput
+from .card import SURROGATE_RULE, CardError, CardInput, has_lone_surrogate, reject_lone_surrogates
 from .config import ConfigError, Mode, RenderSettings, Settings, StreamingSettings, load_settings
 from .connections import connect, redis_url
 from .embedded import EmbeddedRedisError
@@ -31,54 +34,135 @@ def _fail(message: str) -> NoReturn:
     raise SystemExit(2)
 
 
+_OPTIONS: set[str] = set()
+"""Every option string of every command, for "did you mean" on a misspelt one."""
+
+
 class _Parser(argparse.ArgumentParser):
     """argparse, but a usage mistake is one line on stderr like every other bad input."""
 
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        kwargs.setdefault("formatter_class", argparse.RawDescriptionHelpFormatter)
+        super().__init__(*args, **kwargs)
+
+    def add_argument(self, *args: Any, **kwargs: Any) -> argparse.Action:
+        action = super().add_argument(*args, **kwargs)
+        _OPTIONS.update(action.option_strings)
+        return action
+
     def error(self, message: str) -> NoReturn:
+        if message.startswith("unrecognized arguments: "):
+            first = message.removeprefix("unrecognized arguments: ").split()[0]
+            if first.startswith("-"):
+                name = first.split("=", 1)[0]
+                close = difflib.get_close_matches(name, sorted(_OPTIONS), n=1, cutoff=0.6)
+                hint = f" — did you mean {close[0]}?" if close else ""
+                _fail(f"unknown option {name}{hint} (see '{self.prog} --help')")
         _fail(f"{message} (see '{self.prog} --help')")
+
+
+def _example(*lines: str) -> str:
+    return "example:\n" + "\n".join(f"  {line}" for line in lines)
+
+
+def _version() -> str:
+    try:
+        return version("progresscast")
+    except PackageNotFoundError:  # a source tree that was never installed
+        return "unknown"
 
 
 def _parser() -> argparse.ArgumentParser:
     # SUPPRESS: a subcommand that does not repeat --redis/--config must not reset the
     # value given before it (`progresscast --redis URL card get …`).
     common = _Parser(add_help=False)
-    common.add_argument("--redis", metavar="URL", default=argparse.SUPPRESS, help="Redis URL (default: embedded)")
     common.add_argument(
-        "--config", metavar="FILE", default=argparse.SUPPRESS, help="TOML config (default: $PROGRESSCAST_CONFIG)"
+        "--redis", metavar="URL", default=argparse.SUPPRESS,
+        help="Redis URL, e.g. redis://127.0.0.1:6379/0 (default: $PROGRESSCAST_REDIS_URL, the config's store.url, "
+        "else the embedded Redis under $PROGRESSCAST_HOME)",
+    )
+    common.add_argument(
+        "--config", metavar="FILE", default=argparse.SUPPRESS,
+        help="TOML config, e.g. config/progresscast.toml (default: $PROGRESSCAST_CONFIG, else built-in defaults)",
     )
 
-    parser = _Parser(prog="progresscast", parents=[common])
-    commands = parser.add_subparsers(dest="command", required=True, parser_class=_Parser)
+    parser = _Parser(
+        prog="progresscast",
+        parents=[common],
+        description="Live progress cards of AI agents: in Telegram, on the web, as text. Docs: docs/README.md",
+        epilog=_example("progresscast card put --session ticket-4821 < examples/plan.json", "progresscast serve"),
+    )
+    parser.add_argument("--version", action="version", version=f"progresscast {_version()}")
+    commands = parser.add_subparsers(dest="command", required=True, parser_class=_Parser, metavar="COMMAND")
 
-    card = commands.add_parser("card", help="read and write progress cards", parents=[common])
-    card_commands = card.add_subparsers(dest="card_command", required=True, parser_class=_Parser)
-    for name, text in [
-        ("put", "write a card from JSON on stdin; prints the receipt"),
-        ("get", "print the card as JSON, or null"),
-        ("clear", "clear the card"),
-        ("reset", "clear the card at a boundary"),
+    card = commands.add_parser(
+        "card", help="read and write progress cards", parents=[common],
+        epilog=_example("progresscast card get --session ticket-4821"),
+    )
+    card_commands = card.add_subparsers(dest="card_command", required=True, parser_class=_Parser, metavar="ACTION")
+    for name, text, example in [
+        ("put", "write a card from JSON on stdin; prints the receipt",
+         "progresscast card put --session ticket-4821 < examples/plan.json"),
+        ("get", "print the card as JSON, or null", "progresscast card get --session ticket-4821 --agent research"),
+        ("clear", "clear the card", "progresscast card clear --session ticket-4821"),
+        ("reset", "clear the card at a boundary: writes admitted before it are refused",
+         "progresscast card reset --session ticket-4821"),
     ]:
-        sub = card_commands.add_parser(name, help=text, parents=[common])
-        sub.add_argument("--session", required=True, metavar="KEY")
-        sub.add_argument("--agent", metavar="ID")
+        sub = card_commands.add_parser(name, help=text, description=text, parents=[common], epilog=_example(example))
+        # Checked after parsing, so that a misspelt option is named as such first.
+        sub.add_argument("--session", metavar="KEY", help="the session key, e.g. ticket-4821 (required)")
+        sub.add_argument("--agent", metavar="ID", help="the agent owning the card (default: agents.default)")
         if name == "put":
-            sub.add_argument("--expected-revision", type=int, metavar="N")
+            sub.add_argument(
+                "--expected-revision", type=int, metavar="N",
+                help="write only if the card's revision is still N (compare-and-set)",
+            )
 
-    render = commands.add_parser("render", help="preview what a channel shows", parents=[common])
+    render = commands.add_parser(
+        "render", help="preview what a channel shows", parents=[common],
+        description="Preview what a channel would show for a card: as text at a terminal, else as JSON.",
+        epilog=_example(
+            "progresscast render examples/plan.json --channel telegram",
+            "progresscast card get --session ticket-4821 | progresscast render - --channel text --format json",
+        ),
+    )
     render.add_argument(
         "card_file", metavar="CARD.json", help="a card (as `card get` prints) or a write's input; - for stdin"
     )
-    render.add_argument("--channel", choices=["telegram", "slack", "text", "web"], required=True)
-    render.add_argument("--rich", action="store_true", help="Telegram rich message; Slack plan display")
-    render.add_argument("--mode", choices=[m.value for m in Mode], default=None)
-    render.add_argument("--max-lines", type=int, metavar="N")
-    render.add_argument("--max-line-chars", type=int, metavar="N")
+    render.add_argument(
+        "--channel", choices=["telegram", "slack", "text", "web"], help="the channel to preview (required)"
+    )
+    render.add_argument(
+        "--format", choices=["text", "json"], default=None,
+        help="text: what a person sees; json: the payload the channel gets (default: text at a terminal, else json)",
+    )
+    render.add_argument(
+        "--rich", action="store_true", help="Telegram rich message (checkboxes) instead of HTML; Slack plan display"
+    )
+    render.add_argument(
+        "--mode", choices=[m.value for m in Mode], default=None,
+        help="what the draft shows (default: the config's streaming.mode, else progress)",
+    )
+    render.add_argument("--max-lines", type=int, metavar="N", help="lines of the progress draft (default: 8)")
+    render.add_argument(
+        "--max-line-chars", type=int, metavar="N", help="longer lines are cut with a middle … (default: 120)"
+    )
     render.add_argument("--paused", action="store_true", help="show unfinished steps as paused")
 
-    serve = commands.add_parser("serve", help="gateway, web page, Telegram adapter, workers", parents=[common])
+    serve = commands.add_parser(
+        "serve", help="gateway, web page, Telegram adapter, workers", parents=[common],
+        description="Run the HTTP gateway and web page, and the Telegram adapter when a bot token is configured. "
+        "Ctrl-C or SIGTERM stops it.",
+        epilog=_example(
+            "PROGRESSCAST_TOKEN=$(openssl rand -hex 16) progresscast serve --config config/progresscast.toml"
+        ),
+    )
     serve.set_defaults(serve=True)
 
-    mcp = commands.add_parser("mcp", help="MCP server with the progress_card and update_plan tools", parents=[common])
+    mcp = commands.add_parser(
+        "mcp", help="MCP server with the progress_card and update_plan tools", parents=[common],
+        epilog=_example("progresscast mcp --session ticket-4821", "progresscast mcp --http 127.0.0.1:8788"),
+    )
     mcp.add_argument(
         "--session", metavar="KEY", help="session key (default: $PROGRESSCAST_SESSION, else this directory's name)"
     )
@@ -88,20 +172,52 @@ def _parser() -> argparse.ArgumentParser:
     mcp.add_argument("--token", metavar="T", help="gateway token (default: $PROGRESSCAST_TOKEN)")
     mcp.add_argument("--tools", metavar="NAMES", help="tools to offer (default: progress_card,update_plan)")
 
+
     hook = commands.add_parser(
         "hook",
         help="an agent's hook: its event JSON on stdin (never fails the agent)",
         usage="progresscast hook claude-code|codex|gemini [--session KEY] [--agent ID] [-- codex exec --json …]",
         parents=[common],
+        epilog=_example("progresscast hook claude-code < event.json"),
     )
     hook.add_argument("harness", choices=["claude-code", "codex", "gemini"], help="whose events these are")
     hook.add_argument("--session", metavar="KEY", help="session key (default: the agent's own session id)")
     hook.add_argument("--agent", metavar="ID", help="agent id (default: the configured default agent)")
 
-    demo = commands.add_parser("demo", help="play the bundled example on the embedded store", parents=[common])
+    emulator = commands.add_parser(
+        "emulator", help="run a service emulator on its own (no token needed)", parents=[common],
+        epilog=_example("progresscast emulator telegram --port 8081"),
+    )
+    emulators = emulator.add_subparsers(dest="emulator", required=True, parser_class=_Parser, metavar="SERVICE")
+    telegram = emulators.add_parser(
+        "telegram", help="the Bot API emulator; type on stdin as a chat user", parents=[common],
+        description="The Bot API emulator the tests use, on its own: point channels.telegram.apiBaseUrl at it, "
+        "type lines as a user of one chat, and see what the chat shows.",
+        epilog=_example("progresscast emulator telegram --port 8081 --chat 4821"),
+    )
+    telegram.add_argument("--port", type=int, default=0, metavar="N", help="port to listen on (default: a free one)")
+    telegram.add_argument(
+        "--chat", type=int, default=4821, metavar="ID", help="the chat you type in (default: 4821, a private chat)"
+    )
+
+    demo = commands.add_parser(
+        "demo", help="play the bundled example on the embedded store", parents=[common],
+        epilog=_example("progresscast demo", "progresscast demo --serve --delay 2"),
+    )
     demo.add_argument("--serve", action="store_true", help="keep serving after the example")
-    demo.add_argument("--delay", type=float, default=None, help="seconds between steps")
+    demo.add_argument("--delay", type=float, default=None, metavar="SECONDS", help="seconds between steps")
     return parser
+
+
+_ARGUMENTS = {"card_file": "CARD.json"}
+# DEL, the C1 controls and the line/paragraph separators are valid in JSON strings but
+# act on a terminal: escape them (they can only occur inside strings).
+_TERMINAL_CONTROLS = re.compile("[\x7f-\x9f\u2028\u2029]")
+
+
+def _print_json(data: Any) -> None:
+    text = json.dumps(data, ensure_ascii=False, indent=2)
+    print(_TERMINAL_CONTROLS.sub(lambda m: f"\\u{ord(m.group()):04x}", text))
 
 
 def _settings(args: argparse.Namespace) -> Settings:
@@ -129,7 +245,9 @@ def _stdin() -> str:
 
 def _read_json(text: str, what: str) -> Any:
     try:
-        return json.loads(text)
+        data = json.loads(text)
+        reject_lone_surrogates(data)
+        return data
     except json.JSONDecodeError as exc:
         raise UsageError(f"{what}: not valid JSON: {exc.msg} at line {exc.lineno} column {exc.colno}") from None
     except RecursionError:
@@ -147,6 +265,12 @@ async def _with_store(args: argparse.Namespace, settings: Settings, work: Callab
 def _card_command(args: argparse.Namespace, settings: Settings) -> None:
     owner = _owner(args, settings)
     if args.card_command == "put":
+        if sys.stdin.isatty():
+            print(
+                "progresscast: waiting for the card's JSON on stdin (end it with Ctrl-D), "
+                "e.g. card put --session KEY < examples/plan.json",
+                file=sys.stderr,
+            )
         card = CardInput.parse(_read_json(_stdin(), "stdin"))
         result = asyncio.run(
             _with_store(args, settings, lambda s: s.put(owner, card, expected_revision=args.expected_revision))
@@ -154,7 +278,7 @@ def _card_command(args: argparse.Namespace, settings: Settings) -> None:
         print(result.receipt)
     elif args.card_command == "get":
         found = asyncio.run(_with_store(args, settings, lambda s: s.get(owner)))
-        print(json.dumps(found.to_json() if found else None, ensure_ascii=False, indent=2))
+        _print_json(found.to_json() if found else None)
     elif args.card_command == "clear":
         print(asyncio.run(_with_store(args, settings, lambda s: s.clear(owner))).receipt)
     else:
@@ -195,7 +319,42 @@ def _render_command(args: argparse.Namespace, settings: Settings) -> None:
         flag = {"maxLines": "--max-lines", "maxLineChars": "--max-line-chars"}.get(name, name)
         raise UsageError(f"{flag}: {rule}") from None
     payload = payload_for(data, args.channel, render_settings, paused=args.paused, templates_dir=settings.templates.dir)
-    print(json.dumps(payload, ensure_ascii=False, indent=2))
+    if (args.format or ("text" if sys.stdout.isatty() else "json")) == "json":
+        _print_json(payload)
+    else:
+        print(_TERMINAL_CONTROLS.sub(lambda m: f"\\u{ord(m.group()):04x}", _as_shown(payload)))
+
+
+def _as_shown(payload: dict[str, Any]) -> str:
+    """A payload as a person reads it: Telegram's visible text, the text card, the web HTML."""
+    from .testing._rich import rich_text
+    from .testing.telegram_html import parse
+
+    if "html" in payload:
+        return str(payload["html"])
+    if "text" in payload:
+        return str(payload["text"] or "(nothing to show)")
+    params = payload.get("params", {})
+    if payload.get("method") == "deleteMessage":
+        return "(no draft: the chat's draft would be deleted)"
+    if str(payload.get("method", "")).startswith("chat."):  # Slack: its plain text
+        fallback = payload.get("fallback")
+        fallback_text = fallback.get("params", {}).get("text") if isinstance(fallback, dict) else None
+        return str(fallback_text or params.get("text") or "")
+    rich = params.get("rich_message")
+    if rich is not None:
+        return "\n".join(rich_text(block.get("text", "")) or _list_text(block) for block in rich.get("blocks", []))
+    return parse(str(params.get("text", ""))).text
+
+
+def _list_text(block: dict[str, Any]) -> str:
+    from .testing._rich import rich_text
+
+    lines = []
+    for item in block.get("items", []):
+        box = ("☑ " if item.get("is_checked") else "☐ ") if item.get("has_checkbox") else "• "
+        lines.append(box + "".join(rich_text(b.get("text", "")) for b in item.get("blocks", [])))
+    return "\n".join(lines)
 
 
 def main(argv: list[str] | None = None) -> None:
@@ -220,6 +379,14 @@ def main(argv: list[str] | None = None) -> None:
         from .hooks import run_hook
 
         raise SystemExit(run_hook(args))
+    # Undecodable bytes in argv arrive as lone surrogates (surrogateescape).
+    for name, value in vars(args).items():
+        if isinstance(value, str) and has_lone_surrogate(value):
+            _fail(f"{_ARGUMENTS.get(name, '--' + name.replace('_', '-'))}: {SURROGATE_RULE}")
+    for command, option, value in (("card", "--session", "session"), ("render", "--channel", "channel")):
+        if args.command == command and getattr(args, value, None) is None:
+            where = f"{command} {args.card_command}" if command == "card" else command
+            _fail(f"{option} is required (see 'progresscast {where} --help')")
     settings = _settings(args)
     try:
         if args.command == "card":
@@ -241,7 +408,11 @@ def main(argv: list[str] | None = None) -> None:
             from .demo import run_demo
 
             asyncio.run(run_demo(args, settings))
-    except (CardError, UsageError) as exc:
+        elif args.command == "emulator":
+            from .emulator_cli import run_emulator
+
+            asyncio.run(run_emulator(args))
+    except (CardError, UsageError, ConfigError) as exc:
         _fail(str(exc))
     except (RedisError, EmbeddedRedisError) as exc:
         print(f"progresscast: Redis: {exc}", file=sys.stderr)

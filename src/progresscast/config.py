@@ -5,6 +5,7 @@ Secrets may be written as "env:NAME" and are read from the environment at load.
 
 from __future__ import annotations
 
+import difflib
 import os
 import re
 import tomllib
@@ -13,14 +14,19 @@ from functools import cached_property
 from pathlib import Path
 from typing import Any
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
+from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, ValidationError, field_validator, model_validator
 
 from .owners import AGENT_ID
-from .validation import field_and_rule
+from .validation import field_and_rule, field_path
 
 
 class ConfigError(ValueError):
-    pass
+    """A config or environment mistake: reported on one line, exit status 2."""
+
+
+READ_SCOPE = "operator.read"
+WRITE_SCOPE = "operator.write"
+SCOPES = (READ_SCOPE, WRITE_SCOPE)
 
 
 class Mode(StrEnum):
@@ -74,8 +80,16 @@ class AgentSettings(_Model):
 
 class GatewayToken(_Model):
     token: str
-    scopes: list[str] = Field(default_factory=lambda: ["operator.read"])
+    scopes: list[str] = Field(default_factory=lambda: [READ_SCOPE])
     sessions: list[str] = Field(default_factory=lambda: ["*"])
+
+    @field_validator("scopes")
+    @classmethod
+    def _scopes(cls, value: list[str]) -> list[str]:
+        for scope in value:
+            if scope not in SCOPES:
+                raise ValueError(f"{scope!r} is not a scope; the scopes are {' and '.join(SCOPES)}")
+        return value
 
     @field_validator("token")
     @classmethod
@@ -86,6 +100,14 @@ class GatewayToken(_Model):
 class GatewaySettings(_Model):
     listen: str = "127.0.0.1:8787"
     tokens: list[GatewayToken] = Field(default_factory=list)
+
+    @field_validator("listen")
+    @classmethod
+    def _listen(cls, value: str) -> str:
+        _, colon, port = value.rpartition(":")
+        if not colon or not port.isdigit() or int(port) > 65535:
+            raise ValueError(f"{value!r} must read host:port, e.g. 127.0.0.1:8787")
+        return value
 
     @property
     def host_port(self) -> tuple[str, int]:
@@ -170,6 +192,17 @@ class TelegramSettings(_Model):
     @classmethod
     def _token(cls, value: str | None) -> str | None:
         return _from_env(value)
+
+    @field_validator("apiBaseUrl")
+    @classmethod
+    def _api_base_url(cls, value: str) -> str:
+        # python-telegram-bot appends "<token>/<method>" to it.
+        if not value.startswith(("http://", "https://")) or not value.endswith("/bot"):
+            raise ValueError(
+                f"{value!r} must be the Bot API's URL ending in /bot (the token follows it), "
+                "e.g. https://api.telegram.org/bot"
+            )
+        return value
 
     # Looked up for every draft the adapter handles: a scan of the lists would make
     # 10,000 configured chats cost 10,000 comparisons per draft.
@@ -267,20 +300,95 @@ class Settings(_Model):
     channels: ChannelSettings = Field(default_factory=ChannelSettings)
     templates: TemplateSettings = Field(default_factory=TemplateSettings)
 
+    _source: str | None = PrivateAttr(default=None)
+    _unset_env: list[tuple[str, str]] = PrivateAttr(default_factory=list)
+    _env_names: dict[str, str] = PrivateAttr(default_factory=dict)
+
+    def env_name(self, field: str) -> str | None:
+        """The variable an `"env:NAME"` setting (`channels.telegram.token`) was read from."""
+        return self._env_names.get(field)
+
+    def require_env(self) -> None:
+        """Raise ConfigError naming the first `"env:NAME"` setting whose variable is unset
+        (checked by the commands that use secrets, not by every command)."""
+        if self._unset_env:
+            field, name = self._unset_env[0]
+            raise ConfigError(
+                f"config {self._source}: {field}: the environment variable {name} is not set "
+                f"(export {name}=…, or remove the setting)"
+            )
+
+
+def _model_at(loc: tuple[int | str, ...]) -> type[BaseModel] | None:
+    """The settings model a location inside the config points into."""
+    model: type[BaseModel] = Settings
+    for part in loc:
+        if isinstance(part, int):
+            continue
+        field = model.model_fields.get(part)
+        inner = _model_in(field.annotation) if field else None
+        if inner is None:
+            return None
+        model = inner
+    return model
+
+
+def _model_in(annotation: Any) -> type[BaseModel] | None:
+    """The model in an annotation such as `X`, `X | None` or `list[X]`."""
+    if isinstance(annotation, type) and issubclass(annotation, BaseModel):
+        return annotation
+    for arg in getattr(annotation, "__args__", ()):
+        found = _model_in(arg)
+        if found is not None:
+            return found
+    return None
+
+
+def _unknown_setting(path: str | Path, loc: tuple[int | str, ...]) -> ConfigError:
+    name = str(loc[-1])
+    model = _model_at(loc[:-1])
+    known = sorted(model.model_fields) if model else []
+    close = difflib.get_close_matches(name, known, n=1, cutoff=0.6)
+    hint = f" — did you mean `{close[0]}`?" if close else (f" (known here: {', '.join(known)})" if known else "")
+    return ConfigError(f"config {path}: unknown setting `{field_path(loc)}`{hint}")
+
+
+def _env_settings(data: Any, loc: tuple[int | str, ...] = ()) -> list[tuple[str, str]]:
+    """(setting, NAME) of every `"env:NAME"` value in the raw config."""
+    if isinstance(data, str):
+        return [(field_path(loc), data[4:])] if data.startswith("env:") else []
+    if isinstance(data, dict):
+        return [found for key, value in data.items() for found in _env_settings(value, (*loc, key))]
+    if isinstance(data, list):
+        return [found for i, value in enumerate(data) for found in _env_settings(value, (*loc, i))]
+    return []
+
 
 def load_settings(path: str | Path | None = None) -> Settings:
-    """Read a TOML config; with no path, the defaults (or PROGRESSCAST_CONFIG if set)."""
+    """Read a TOML config: `path`, else the file PROGRESSCAST_CONFIG names, else the defaults."""
     path = path or os.environ.get("PROGRESSCAST_CONFIG")
     if not path:
         return Settings()
     try:
-        data: dict[str, Any] = tomllib.loads(Path(path).read_text())
+        data: dict[str, Any] = tomllib.loads(Path(path).read_text(encoding="utf-8"))
     except FileNotFoundError:
         raise ConfigError(f"config {path}: no such file") from None
+    except IsADirectoryError:
+        raise ConfigError(f"config {path}: is a directory, not a TOML file") from None
+    except (OSError, UnicodeDecodeError) as exc:
+        raise ConfigError(f"config {path}: cannot be read: {getattr(exc, 'strerror', None) or exc}") from None
     except tomllib.TOMLDecodeError as exc:
         raise ConfigError(f"config {path}: not valid TOML: {exc}") from None
     try:
-        return Settings.model_validate(data)
+        settings = Settings.model_validate(data)
     except ValidationError as exc:
+        unknown = [e for e in exc.errors(include_url=False) if e["type"] == "extra_forbidden"]
+        if unknown:  # a misspelt key explains the "missing" one next to it
+            raise _unknown_setting(path, tuple(unknown[0]["loc"])) from None
         field, rule = field_and_rule(exc)
         raise ConfigError(f"config {path}: {field}: {rule}") from None
+    settings._source = str(path)
+    from_env = _env_settings(data)
+    settings._env_names = dict(from_env)
+    settings._unset_env = [(field, name) for field, name in from_env if not os.environ.get(name)]
+    return settings

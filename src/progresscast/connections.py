@@ -12,15 +12,24 @@ from redis.asyncio import Redis
 from redis.backoff import NoBackoff
 from redis.retry import Retry
 
-from .config import Settings
+from .config import ConfigError, Settings
 from .embedded import ensure_embedded
+
+URL_SCHEMES = ("redis://", "rediss://", "unix://")
 
 
 def redis_url(cli_url: str | None = None, settings: Settings | None = None) -> str:
-    url = cli_url or os.environ.get("PROGRESSCAST_REDIS_URL")
-    if not url and settings is not None:
-        url = settings.store.url
-    return url or ensure_embedded()
+    """The URL to use; raises ConfigError naming where a malformed one came from."""
+    for source, url in (
+        ("--redis", cli_url),
+        ("PROGRESSCAST_REDIS_URL", os.environ.get("PROGRESSCAST_REDIS_URL")),
+        ("store.url", settings.store.url if settings is not None else None),
+    ):
+        if url:
+            if not url.startswith(URL_SCHEMES):
+                raise ConfigError(f"{source}: {url!r} is not a Redis URL (it must start with {', '.join(URL_SCHEMES)})")
+            return url
+    return ensure_embedded()
 
 
 # A client made by `connect` decodes every reply to str, which redis-py's annotations

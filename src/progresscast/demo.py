@@ -1,10 +1,13 @@
-"""`progresscast demo`: the bundled example session, played through the gateway.
+"""`progresscast demo`: the bundled example session, played through the gateway to a
+Telegram chat — the real adapter, talking to the shipped Bot API emulator.
 
-The demo starts the gateway and web page on the store (the embedded Redis unless
-told otherwise), mints a one-off token, and plays the example through `POST /v1/rpc`
-— the same path an agent harness takes — printing the web address and, after each
-step, the text the Telegram renderer would send. It exits when the example is done
-(well within a minute); with `--serve` it keeps serving until interrupted.
+The demo starts the Bot API emulator, the gateway and web page on the store (the
+embedded Redis unless told otherwise) and the Telegram adapter with a chat that
+follows the demo session; mints a one-off token; and plays the example through
+`POST /v1/rpc` — the path an agent harness takes. What the chat shows is printed as
+it happens: each message the bot sends, edits or deletes, as a person reads it.
+At a terminal the page then stays up until Enter or Ctrl-C; otherwise (`make demo`
+in CI, stdin closed) the demo ends by itself. `--serve` keeps serving until Ctrl-C.
 
 Entries of the example (`examples/session.json`), in order:
 
@@ -18,28 +21,34 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import contextlib
 import json
+import os
 import secrets
 import sys
-import textwrap
 from importlib import resources
 from typing import Any, TextIO
 from urllib.parse import quote
 
 import httpx
 
-from .config import GatewayToken, RenderSettings, Settings
+from .config import ChatSettings, GatewayToken, Settings, TelegramSettings
 from .connections import connect, redis_url
 from .gateway.auth import READ, WRITE
 from .gateway.server import address, bind, run_gateway
 from .owners import Owner
-from .store import CardStore
+from .testing import BotAPIEmulator
+from .testing.console import ChatConsole
 
 SESSION = "demo-ticket-4821"
 RUN_ID = "demo-run"
 DEFAULT_DELAY = 0.8
 SERVE_DELAY = 2.0  # someone is about to open the page: give them time to watch
+CHAT = 4821
+"""The emulated private chat that follows the demo session."""
+SHUTDOWN_SECONDS = 12.0
+"""How long each part of the demo may take to stop."""
+SETTLE_SECONDS = 30.0
+"""How long the demo waits for the chat to show the final answer."""
 
 
 class DemoError(RuntimeError):
@@ -73,30 +82,25 @@ class Rpc:
         return body["result"]
 
 
-def telegram_text(payload: dict[str, Any] | None) -> str:
-    if payload is None:
-        return "(nothing to show: the adapter deletes the draft)"
-    params = payload.get("params", {})
-    return str(params.get("text") or json.dumps(params, ensure_ascii=False))
+def demo_settings(settings: Settings, token: str, api: BotAPIEmulator) -> Settings:
+    """The settings plus a one-off token, and a Telegram adapter on the emulator whose
+    chat `CHAT` follows the demo session (a configured Telegram section is set aside)."""
+    settings = with_demo_token(settings, token)
+    telegram = TelegramSettings(
+        token=api.token, apiBaseUrl=api.base_url, chats=[ChatSettings(id=CHAT, follow=[SESSION])]
+    )
+    channels = settings.channels.model_copy(update={"telegram": telegram})
+    return settings.model_copy(update={"channels": channels})
 
 
-async def play(
-    rpc: Rpc,
-    store: CardStore,
-    owner: Owner,
-    settings: Settings,
-    *,
-    delay: float,
-    out: TextIO,
-) -> None:
-    """Play the example through the gateway, printing the Telegram draft after each step."""
-    from .render import render_telegram
+async def play(rpc: Rpc, owner: Owner, *, delay: float, out: TextIO, run_id: str = RUN_ID) -> None:
+    """Play the example through the gateway; the chat's changes are printed meanwhile."""
 
     def say(text: str = "") -> None:
         print(text, file=out, flush=True)
 
     await rpc("progressCard.reset", sessionKey=owner.session_key, agentId=owner.agent_id)
-    await rpc("run.start", sessionKey=owner.session_key, agentId=owner.agent_id, runId=RUN_ID)
+    await rpc("run.start", sessionKey=owner.session_key, agentId=owner.agent_id, runId=run_id)
     who = {"sessionKey": owner.session_key, "agentId": owner.agent_id}
     for number, entry in enumerate(example_session(), 1):
         if "card" in entry:
@@ -107,54 +111,101 @@ async def play(
             what = "activity.put → " + ", ".join(f"{k}: {v}" for k, v in entry["activity"].items())
         elif "run" in entry:
             state = entry["run"].get("state", "completed")
-            await rpc("run.end", **who, runId=RUN_ID, state=state)
+            await rpc("run.end", **who, runId=run_id, state=state)
             what = f"run.end → {state}"
         elif entry.get("reset"):
             result = await rpc("progressCard.reset", **who)
             what = f"progressCard.reset → {result['receipt']}"
         else:
             raise DemoError(f"example entry {number}: expected card, activity, run or reset")
-        # What a Telegram chat following this session would show now (classic HTML).
-        view = await store.view(owner)
-        shown = telegram_text(render_telegram(view, RenderSettings(), templates_dir=settings.templates.dir))
-        say(f"[{number}] {what}")
-        say("    Telegram draft:")
-        say(textwrap.indent(shown, "    │ "))
-        say()
+        say(f"[{number}] agent: {what}")
         await asyncio.sleep(delay)
 
 
-async def run_demo(args: argparse.Namespace, settings: Settings, *, out: TextIO | None = None) -> None:
+async def _enter_pressed() -> None:
+    """Until a line (or end of input) arrives on stdin, without a thread that would
+    keep the process alive after Ctrl-C."""
+    loop = asyncio.get_running_loop()
+    ready = asyncio.Event()
+    loop.add_reader(sys.stdin.fileno(), ready.set)
+    try:
+        await ready.wait()
+    finally:
+        loop.remove_reader(sys.stdin.fileno())
+
+
+def _interactive() -> bool:
+    try:
+        return sys.stdin.isatty() and os.getpgrp() == os.tcgetpgrp(sys.stdin.fileno())
+    except OSError:
+        return False
+
+
+async def run_demo(
+    args: argparse.Namespace, settings: Settings, *, out: TextIO | None = None, interactive: bool | None = None
+) -> None:
+    from .telegram.bot import run_adapter
+
     out = out or sys.stdout
+    interactive = _interactive() if interactive is None else interactive
     token = secrets.token_urlsafe(18)
-    settings = with_demo_token(settings, token)
     serving = bool(getattr(args, "serve", False))
     delay = args.delay if args.delay is not None else (SERVE_DELAY if serving else DEFAULT_DELAY)
-    redis = connect(redis_url(args.redis, settings))
-    store = CardStore(redis)
-    owner = Owner(agent_id=settings.agents.default, session_key=SESSION)
-    # The configured address, or any free port when something else holds it.
-    sock = bind(settings.gateway.listen, fallback=True)
-    base = address(sock)
-    started = asyncio.Event()
-    gateway = asyncio.create_task(run_gateway(settings, redis, sock=sock, started=started))
-    try:
-        await asyncio.wait_for(started.wait(), 10)
-        page = f"{base}/sessions/{quote(owner.display_key, safe=':')}?token={token}"
-        print(f"progresscast demo: gateway and web page on {base}", file=out)
-        print(f"Watch the card live: {page}", file=out)
-        print(f"(RPC: POST {base}/v1/rpc with 'Authorization: Bearer {token}')", file=out)
-        print(file=out, flush=True)
-        headers = {"Authorization": f"Bearer {token}"}
-        async with httpx.AsyncClient(base_url=base, headers=headers, timeout=10) as client:
-            await play(Rpc(client), store, owner, settings, delay=delay, out=out)
-        if serving:
-            print(f"Still serving on {base} — press Ctrl-C to stop.", file=out, flush=True)
-            await gateway
-        else:
-            print("Demo done. `progresscast demo --serve` keeps the page up.", file=out, flush=True)
-    finally:
-        gateway.cancel()
-        with contextlib.suppress(asyncio.CancelledError):
-            await gateway
-        await redis.aclose()
+    tasks: list[asyncio.Task[Any]] = []
+    async with BotAPIEmulator() as api:
+        settings = demo_settings(settings, token, api)
+        redis = connect(redis_url(args.redis, settings))
+        owner = Owner(agent_id=settings.agents.default, session_key=SESSION)
+        # The configured address, or any free port when something else holds it.
+        sock = bind(settings.gateway.listen, fallback=True)
+        base = address(sock)
+        started = asyncio.Event()
+        console = ChatConsole(api, CHAT, out)
+        try:
+            tasks.append(asyncio.create_task(run_gateway(settings, redis, sock=sock, started=started)))
+            tasks.append(asyncio.create_task(run_adapter(settings, redis)))
+            await asyncio.wait_for(started.wait(), 10)
+            # The adapter polls once it has subscribed the chat to the demo session.
+            await api.wait_for(lambda: any(c.method == "getUpdates" for c in api.calls), 30)
+            page = f"{base}/sessions/{quote(owner.display_key, safe=':')}?token={token}"
+            print(f"progresscast demo: gateway and web page on {base}", file=out)
+            print(f"Watch the card live: {page}", file=out)
+            print(f"(RPC: POST {base}/v1/rpc with 'Authorization: Bearer {token}')", file=out)
+            print(
+                f"A Telegram chat follows {owner.display_key}: the real adapter, talking to the Bot API "
+                "emulator. What the chat shows is printed below as it happens.",
+                file=out,
+            )
+            print(file=out, flush=True)
+            tasks.append(asyncio.create_task(console.run()))
+            headers = {"Authorization": f"Bearer {token}"}
+            async with httpx.AsyncClient(base_url=base, headers=headers, timeout=10) as client:
+                # A new run id each time: the chat's draft state remembers runs it finished.
+                await play(Rpc(client), owner, delay=delay, out=out, run_id=f"{RUN_ID}-{secrets.token_hex(4)}")
+            answer = next(e["activity"]["answer"] for e in example_session() if "answer" in e.get("activity", {}))
+            try:
+                await api.wait_for(lambda: any(answer[:40] in t for t in api.chat(CHAT).texts()), SETTLE_SECONDS)
+            except TimeoutError:
+                print(f"(the chat did not show the final answer within {SETTLE_SECONDS:.0f} s)", file=out)
+            console.catch_up()
+            print(file=out)
+            if serving:
+                print(f"Still serving on {base} — press Ctrl-C to stop.", file=out, flush=True)
+                await asyncio.Event().wait()
+            elif interactive:
+                print(f"The page stays up at {page}\nPress Enter (or Ctrl-C) to stop.", file=out, flush=True)
+                await _enter_pressed()
+            else:
+                print(
+                    "Demo done (stdin is not a terminal, so it ends here; in a terminal the page stays up "
+                    "until Enter). `progresscast demo --serve` keeps serving.",
+                    file=out, flush=True,
+                )
+        finally:
+            for task in reversed(tasks):  # the console, the adapter, then the gateway
+                task.cancel()
+                # Bounded: a long poll the adapter is in may hold it; the demo ends anyway.
+                done, _ = await asyncio.wait([task], timeout=SHUTDOWN_SECONDS)
+                if task in done and not task.cancelled() and task.exception() is not None:
+                    print(f"(stopping: {task.exception()})", file=out)
+            await redis.aclose()

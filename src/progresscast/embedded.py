@@ -19,6 +19,8 @@ import redis
 from redis.backoff import NoBackoff
 from redis.retry import Retry
 
+from .config import ConfigError
+
 DEFAULT_HOME = "~/.local/share/progresscast"
 # A unix socket path must fit in sockaddr_un (108 bytes on Linux).
 _MAX_SOCKET_PATH = 100
@@ -72,7 +74,13 @@ def _server_binary() -> str:
 def ensure_embedded(home: Path | None = None) -> str:
     """Return a `unix://` URL of the embedded Redis for `home`, starting it if needed."""
     home = home or home_dir()
-    home.mkdir(parents=True, exist_ok=True)
+    try:
+        home.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:  # under a file, not writable, …: an environment mistake
+        raise ConfigError(
+            f"PROGRESSCAST_HOME: cannot use {home} for the embedded Redis ({exc.strerror}); "
+            "point PROGRESSCAST_HOME at a writable directory"
+        ) from None
     sock = socket_path(home)
     if _alive(sock):
         return f"unix://{sock}"
@@ -111,6 +119,16 @@ def ensure_embedded(home: Path | None = None) -> str:
             time.sleep(0.02)
         log = (home / "redis.log").read_text()[-500:] if (home / "redis.log").exists() else ""
         raise EmbeddedRedisError(f"embedded Redis did not answer within 10 s: {log}")
+
+
+def embedded_home(url: str) -> Path | None:
+    """The home whose embedded Redis `url` names (None for any other Redis)."""
+    home = home_dir()
+    return home if url == f"unix://{socket_path(home)}" else None
+
+
+def is_running(home: Path) -> bool:
+    return _alive(socket_path(home))
 
 
 def stop_embedded(home: Path | None = None) -> bool:

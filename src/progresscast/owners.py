@@ -5,7 +5,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
-from .card import CardError
+from .card import SURROGATE_RULE, CardError, has_lone_surrogate
 
 AGENT_ID = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]{0,63}")
 MAX_SESSION_KEY_CHARS = 200
@@ -46,6 +46,12 @@ def resolve_owner(
         raise CardError("sessionKey", "must be a string")
     if agent_id is not None and not isinstance(agent_id, str):
         raise CardError("agentId", "must be a string")
+    if has_lone_surrogate(session_key):
+        raise CardError("sessionKey", SURROGATE_RULE)
+    if agent_id is not None and has_lone_surrogate(agent_id):
+        raise CardError("agentId", SURROGATE_RULE)
+    if agent_id is not None and not agent_id.strip():
+        raise CardError("agentId", "must not be empty (omit it for the default agent)")
     key = session_key.strip()
     if not key:
         raise CardError("sessionKey", "must not be empty")

@@ -1,20 +1,34 @@
 """`progresscast serve`: the gateway and web page, plus the Telegram and Slack adapters
 when their tokens are configured, in one process on one event loop. Slack's slash
-commands are routes of the gateway (`/slack/commands`, `/slack/events`)."""
+commands are routes of the gateway (`/slack/commands`, `/slack/events`).
+
+Start-up mistakes (an unset `env:` secret, a port in use, a refused bot token) are a
+ConfigError: one line, exit status 2. SIGTERM (systemd, `docker stop`) shuts down the
+same way Ctrl-C does. On the embedded Redis, `serve` owns the server it depends on: if
+it stops answering, it is started again from its append-only file.
+"""
 
 from __future__ import annotations
 
 import asyncio
 import logging
+import signal
+from collections.abc import Coroutine
+from pathlib import Path
+from typing import Any
 
-from .config import Settings
+from .config import ConfigError, Settings
 from .connections import connect
+from .embedded import EmbeddedRedisError, embedded_home, ensure_embedded, is_running
 
 log = logging.getLogger("progresscast")
 
+EMBEDDED_CHECK_SECONDS = 1.0
+"""How often `serve` checks that the embedded Redis answers."""
+
 
 def run_serve(settings: Settings, url: str) -> None:
-    """`serve` until Ctrl-C, on uvloop when it is installed (it comes with
+    """`serve` until Ctrl-C or SIGTERM, on uvloop when it is installed (it comes with
     `uvicorn[standard]`): its C event loop costs less per request and per socket call."""
     try:
         import uvloop
@@ -28,9 +42,19 @@ def run_serve(settings: Settings, url: str) -> None:
 async def serve(settings: Settings, url: str) -> None:
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s %(levelname)s %(message)s")
     from .gateway import run_gateway
+    from .gateway.server import bind
 
+    settings.require_env()
+    listen = settings.gateway.listen
+    try:
+        sock = bind(listen)
+    except OSError as exc:
+        raise ConfigError(
+            f"gateway.listen: cannot listen on {listen} ({exc.strerror}); "
+            "stop what uses that port, or set [gateway] listen to a free host:port"
+        ) from None
     redis = connect(url)
-    jobs = []
+    jobs: list[Coroutine[Any, Any, None]] = []
     routes = []
     slack = settings.channels.slack
     if slack and slack.token:
@@ -41,7 +65,7 @@ async def serve(settings: Settings, url: str) -> None:
         jobs.append(adapter.run())
     else:
         log.info("no channels.slack.token: the Slack adapter is off")
-    jobs.append(run_gateway(settings, redis, routes=routes))
+    jobs.append(run_gateway(settings, redis, sock=sock, routes=routes))
     telegram = settings.channels.telegram
     if telegram and telegram.token:
         from .telegram.bot import run_adapter
@@ -49,10 +73,66 @@ async def serve(settings: Settings, url: str) -> None:
         jobs.append(run_adapter(settings, redis))
     else:
         log.info("no channels.telegram.token: the Telegram adapter is off")
+    home = embedded_home(url)
+    if home is not None:
+        jobs.append(keep_embedded(home))
+    stopping = _stop_on_sigterm()
     try:
         # A TaskGroup waits for every job to finish cancelling before Redis is closed.
         async with asyncio.TaskGroup() as group:
             for job in jobs:
                 group.create_task(job)
+    except BaseExceptionGroup as failed:
+        mistake = _first(failed, ConfigError)
+        if mistake is not None:
+            raise mistake from None
+        raise
+    except asyncio.CancelledError:
+        if not stopping.is_set():
+            raise  # Ctrl-C: asyncio.run turns this into KeyboardInterrupt
     finally:
         await redis.aclose()
+        log.info("stopped")
+
+
+def _stop_on_sigterm() -> asyncio.Event:
+    """SIGTERM cancels `serve` as Ctrl-C does; the event tells the two apart."""
+    stopping = asyncio.Event()
+    task = asyncio.current_task()
+    loop = asyncio.get_running_loop()
+
+    def stop() -> None:
+        log.info("SIGTERM: shutting down")
+        stopping.set()
+        if task is not None:
+            task.cancel()
+
+    loop.add_signal_handler(signal.SIGTERM, stop)
+    return stopping
+
+
+def _first(group: BaseExceptionGroup[BaseException], kind: type[ConfigError]) -> ConfigError | None:
+    for exc in group.exceptions:
+        if isinstance(exc, kind):
+            return exc
+        if isinstance(exc, BaseExceptionGroup):
+            found = _first(exc, kind)
+            if found is not None:
+                return found
+    return None
+
+
+async def keep_embedded(home: Path, every: float = EMBEDDED_CHECK_SECONDS) -> None:
+    """Restart the embedded Redis of `home` whenever it stops answering (killed, crashed).
+    Clients reconnect by themselves: the server comes back on the same socket."""
+    while True:
+        await asyncio.sleep(every)
+        if await asyncio.to_thread(is_running, home):
+            continue
+        log.warning("the embedded Redis under %s is not answering; restarting it from its append-only file", home)
+        try:
+            await asyncio.to_thread(ensure_embedded, home)
+        except EmbeddedRedisError as exc:
+            log.error("restarting the embedded Redis failed: %s", exc)
+            continue
+        log.warning("the embedded Redis is running again")

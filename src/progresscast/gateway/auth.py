@@ -20,11 +20,11 @@ from fnmatch import fnmatchcase
 
 from starlette.requests import HTTPConnection
 
-from ..config import GatewayToken, Settings
+from ..config import READ_SCOPE, WRITE_SCOPE, GatewayToken, Settings
 from ..owners import Owner
 
-READ = "operator.read"
-WRITE = "operator.write"
+READ = READ_SCOPE
+WRITE = WRITE_SCOPE
 COOKIE = "progresscast_token"
 
 

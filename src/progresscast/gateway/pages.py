@@ -13,7 +13,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from functools import lru_cache
 from typing import Any
-from urllib.parse import parse_qsl, quote, urlencode
+from urllib.parse import parse_qsl, quote, unquote
 
 from jinja2 import Environment, StrictUndefined
 from markupsafe import Markup
@@ -30,7 +30,7 @@ from . import errors
 from .auth import COOKIE, READ, Grant, cookie
 from .errors import ApiError
 from .rpc import read_body
-from .state import Gateway, gateway_of, readable_owner
+from .state import Gateway, gateway_of, raw_path, raw_query, readable_owner
 
 MAX_LISTED = 200
 
@@ -118,8 +118,13 @@ def _with_cookie(response: Response, request: Request, token: str) -> Response:
 
 
 def _without_token(request: Request) -> str:
-    query = [(k, v) for k, v in request.query_params.multi_items() if k != "token"]
-    return request.url.path + (f"?{urlencode(query)}" if query else "")
+    """The address as sent, less `token=…`: built from the raw path and query, so an
+    escape such as `%2541` stays one and names the same session."""
+    raw: bytes | None = request.scope.get("raw_path")
+    path = raw.decode("latin-1") if raw is not None else quote(request.url.path, safe="/:@")
+    query_string: bytes = request.scope.get("query_string", b"")
+    parts = [p for p in query_string.decode("latin-1").split("&") if p and unquote(p.split("=", 1)[0]) != "token"]
+    return path + (f"?{'&'.join(parts)}" if parts else "")
 
 
 def _safe_next(value: str | None) -> str:
@@ -196,7 +201,8 @@ async def session(request: Request) -> Response:
     gw = gateway_of(request)
     try:
         grant = viewer(request)
-        owner = gw.owner(request.path_params["key"], request.query_params.get("agentId") or None)
+        key = raw_path(request).removeprefix(request.scope.get("root_path", "")).removeprefix("/sessions/")
+        owner = gw.owner(key, raw_query(request).get("agentId") or None)
     except PageRefusal as refusal:
         return refusal.response
     except CardError as exc:

@@ -21,7 +21,16 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 
 from ..activity import MAX_TOOL_LINES
-from ..card import MAX_MARKDOWN_BYTES, MAX_NOTE_CHARS, MAX_STEP_BYTES, MAX_STEPS, CardError, CardInput
+from ..card import (
+    MAX_MARKDOWN_BYTES,
+    MAX_NOTE_CHARS,
+    MAX_STEP_BYTES,
+    MAX_STEPS,
+    CardError,
+    CardInput,
+    has_lone_surrogate,
+    reject_lone_surrogates,
+)
 from ..owners import Owner
 from ..view import TERMINAL, RunState
 from . import errors
@@ -101,6 +110,13 @@ def parse_json(body: bytes) -> Any:
 def _envelope(data: Any) -> tuple[str, Params]:
     if not isinstance(data, dict):
         raise ApiError(400, "invalid_request", 'the body must be a JSON object {"method": ..., "params": {...}}')
+    try:
+        reject_lone_surrogates(data)
+    except CardError as exc:
+        # Inside params, fields are named as every other params error names them.
+        field = exc.field.removeprefix("params.")
+        code = "invalid_params" if exc.field.startswith("params.") else "invalid_request"
+        raise ApiError(400, code, f"{field}: {exc.rule}", field=field, rule=exc.rule) from None
     unknown = sorted(set(data) - {"method", "params", "id"})
     if unknown:
         rule = "is not a known field"
@@ -190,11 +206,23 @@ async def card_put(gw: Gateway, grant: Grant, params: Params) -> Any:
     owner = _owner(gw, grant, params)
     # Admitted now, at arrival: a reset that lands before this write does wins.
     epoch = await gw.store.admit(owner)
+    expected = _expected_revision(params)
+    card = CardInput.parse({k: v for k, v in params.items() if k not in OWNER_FIELDS | {"expectedRevision"}})
+    result = await gw.store.put(owner, card, expected_revision=expected, admitted_epoch=epoch)
+    return {"receipt": result.receipt, **result.to_json()}
+
+
+def _expected_revision(params: Params) -> int | None:
     expected = params.get("expectedRevision")
     if expected is not None and (type(expected) is not int or expected < 0):
         raise _bad("expectedRevision", "must be a non-negative integer")
-    card = CardInput.parse({k: v for k, v in params.items() if k not in OWNER_FIELDS | {"expectedRevision"}})
-    result = await gw.store.put(owner, card, expected_revision=expected, admitted_epoch=epoch)
+    return expected
+
+
+async def card_clear(gw: Gateway, grant: Grant, params: Params) -> Any:
+    _only(params, OWNER_FIELDS | {"expectedRevision"})
+    owner = _owner(gw, grant, params)
+    result = await gw.store.clear(owner, expected_revision=_expected_revision(params))
     return {"receipt": result.receipt, **result.to_json()}
 
 
@@ -241,6 +269,7 @@ METHODS: dict[str, tuple[str | None, Handler]] = {
     "hello": (None, hello),
     "progressCard.get": (READ, card_get),
     "progressCard.put": (WRITE, card_put),
+    "progressCard.clear": (WRITE, card_clear),
     "progressCard.reset": (WRITE, card_reset),
     "run.start": (WRITE, run_start),
     "run.end": (WRITE, run_end),
@@ -284,4 +313,6 @@ async def rpc(request: Request) -> Response:
 
 def _echo(request_id: Any) -> dict[str, Any]:
     """A JSON-RPC-style `id` is echoed back, so a client can match answers to calls."""
+    if isinstance(request_id, str) and has_lone_surrogate(request_id):
+        return {}  # refused as `id`; it cannot be encoded to be echoed
     return {"id": request_id} if isinstance(request_id, (str, int)) and not isinstance(request_id, bool) else {}

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
+from urllib.parse import parse_qsl, unquote
 
 from redis.asyncio import Redis
 from starlette.requests import HTTPConnection
@@ -45,13 +46,32 @@ def readable_owner(conn: HTTPConnection) -> Owner:
         raise errors.unauthorized()
     if not grant.can(READ):
         raise errors.missing_scope(READ)
-    query = conn.query_params
+    query = raw_query(conn)
     if "sessionKey" not in query:
         raise ApiError(400, "invalid_params", "sessionKey: is required", field="sessionKey", rule="is required")
     owner = gw.owner(query["sessionKey"], query.get("agentId") or None)
     if not grant.may_touch(owner):
         raise errors.session_forbidden(owner.display_key)
     return owner
+
+
+# Starlette decodes paths and queries replacing bytes that are not UTF-8 with U+FFFD,
+# which would name another session. These keep them as lone surrogates instead, so
+# resolving the owner refuses them naming the field.
+
+
+def raw_path(conn: HTTPConnection) -> str:
+    """The request path as sent, percent-decoded."""
+    raw: bytes | None = conn.scope.get("raw_path")
+    if raw is None:
+        return conn.url.path
+    return unquote(raw.decode("latin-1"), errors="surrogateescape")
+
+
+def raw_query(conn: HTTPConnection) -> dict[str, str]:
+    """The query parameters as sent (the last of each name wins, as in Starlette)."""
+    query: bytes = conn.scope.get("query_string", b"")
+    return dict(parse_qsl(query.decode("latin-1"), keep_blank_values=True, errors="surrogateescape"))
 
 
 def gateway_of(conn: HTTPConnection) -> Gateway:

@@ -277,10 +277,6 @@ def cut_line(line: Line, limit: int, how: str = "middle") -> Line:
     return line.with_spans((*keep, *body))
 
 
-def plain_text(lines: list[Line] | tuple[Line, ...]) -> str:
-    return "\n".join(line.text for line in lines)
-
-
 def visible_units(lines: list[Line] | tuple[Line, ...]) -> int:
     """Visible length of lines joined by newlines."""
     if not lines:

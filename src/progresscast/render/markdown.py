@@ -39,7 +39,7 @@ import bleach
 from markdown_it import MarkdownIt
 from markdown_it.token import Token
 
-from .ir import Line, Span, clean_code, middle_cut, plain
+from .ir import MARK_ORDER, Line, Span, clean_code, middle_cut, plain
 
 MAX_HREF = 2048
 """Longer link targets are shown as plain text."""
@@ -205,7 +205,7 @@ def _sorted_marks(marks: list[str], code: bool = False) -> tuple[str, ...]:
     found = set(marks)
     if code:
         found.add("code")
-    return tuple(m for m in ("b", "i", "u", "s", "code") if m in found)
+    return tuple(m for m in MARK_ORDER if m in found)
 
 
 def _trim(spans: list[Span]) -> tuple[Span, ...]:

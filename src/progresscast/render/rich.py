@@ -33,7 +33,7 @@ from typing import Any
 from ..config import RenderSettings
 from ..view import View
 from .draft import compose
-from .ir import Line, Span
+from .ir import MARK_ORDER, Line, Span
 from .templates import theme
 
 MAX_RICH_TEXT = 32_768
@@ -49,7 +49,7 @@ def _parts(spans: tuple[Span, ...], extra: tuple[str, ...] = ()) -> list[Any]:
     for span in spans:
         if not span.text:
             continue
-        kept = tuple(m for m in ("b", "i", "u", "s", "code") if m in span.marks or m in extra)
+        kept = tuple(m for m in MARK_ORDER if m in span.marks or m in extra)
         if runs and runs[-1][1:] == (kept, span.href):
             runs[-1] = (runs[-1][0] + span.text, kept, span.href)
         else:

@@ -47,11 +47,6 @@ def _key(templates_dir: str | Path | None) -> str | None:
     return str(Path(templates_dir).expanduser().resolve()) if templates_dir else None
 
 
-def environment(templates_dir: str | Path | None = None) -> Environment:
-    """The environment for an override directory (or the packaged templates), cached."""
-    return _environment(_key(templates_dir))
-
-
 def loader(templates_dir: str | Path | None = None) -> ChoiceLoader:
     """The one template lookup (renderers and web pages alike): the override directory's
     files first, then the packaged templates."""

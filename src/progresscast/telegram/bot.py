@@ -13,6 +13,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import re
 from collections.abc import Callable, Coroutine
 from typing import Any
 
@@ -22,9 +23,9 @@ from telegram.error import InvalidToken, NetworkError
 from telegram.ext import Application, ApplicationBuilder, CommandHandler, ContextTypes, MessageHandler, filters
 
 from ..backoff import Backoff
-from ..card import CardError
+from ..card import CardError, clean_text
 from ..channels.state import DraftKey
-from ..config import Mode, Settings, TelegramSettings
+from ..config import ConfigError, Mode, Settings, TelegramSettings
 from ..owners import Owner, resolve_owner
 from ..render.telegram_payload import telegram_draft, telegram_snapshot
 from ..store import CardStore
@@ -42,6 +43,15 @@ COMMANDS = [
     ("rich", "on|off — rich messages with checkboxes"),
     ("help", "what this bot does and what this chat follows"),
 ]
+
+MODES_SHOWN = (Mode.progress, Mode.partial, Mode.block, Mode.off)
+_CONTROLS = re.compile("[\x00-\x09\x0b-\x1f\x7f-\x9f]")
+
+
+def echo_safe(text: str) -> str:
+    """Text fit to send back into a chat: no bidi or invisible characters, no controls."""
+    return _CONTROLS.sub("", clean_text(text))
+
 
 USAGE = {
     "follow": "Usage: /follow SESSION [AGENT]",
@@ -109,7 +119,9 @@ class Commands:
         return guarded
 
     def reply(self, message: Message, text: str) -> None:
-        self.worker.say(message.chat_id, thread_of(message), text)
+        # Replies echo what the chat typed (a session key, an agent id): cleaned like card
+        # text, so a U+202E cannot turn the bot's own words around.
+        self.worker.say(message.chat_id, thread_of(message), echo_safe(text))
 
     def _owner(self, args: list[str]) -> Owner:
         agents = self.settings.agents
@@ -215,7 +227,9 @@ class Commands:
         args = context.args or []
         if len(args) != 1 or args[0].lower() not in Mode.__members__:
             now = effective_mode(self.telegram, message.chat_id, await self.state.prefs(message.chat_id))
-            self.reply(message, f"{USAGE['mode']} (now: {now.value}).")
+            modes = ", ".join(m.value for m in MODES_SHOWN)
+            wrong = f"{args[0]} is not a mode; the modes are {modes}. " if len(args) == 1 else ""
+            self.reply(message, f"{wrong}{USAGE['mode']} (now: {now.value}).")
             return
         mode = Mode(args[0].lower())
         await self.state.set_mode(message.chat_id, mode)
@@ -280,15 +294,23 @@ def build_application(telegram: TelegramSettings, options: AdapterOptions) -> Ap
     return builder.build()
 
 
-async def _initialize(app: Application, backoff: Backoff) -> None:  # type: ignore[type-arg]
+def _refused_token(exc: InvalidToken, variable: str | None) -> ConfigError:
+    where = f"into {variable}" if variable else "into the setting"
+    return ConfigError(
+        f"channels.telegram.token: the Bot API refused the bot token ({exc.message}); "
+        f"copy the token @BotFather gave you {where}"
+    )
+
+
+async def _initialize(app: Application, backoff: Backoff, variable: str | None = None) -> None:  # type: ignore[type-arg]
     """getMe, retried while the network is down; a bad token stops the adapter."""
     failures = 0
     while True:
         try:
             await app.initialize()
             return
-        except InvalidToken:
-            raise
+        except InvalidToken as exc:
+            raise _refused_token(exc, variable) from None
         except NetworkError as exc:
             delay = backoff.delay(failures)
             failures += 1
@@ -310,7 +332,7 @@ async def run_adapter(settings: Settings, redis: Redis, *, options: AdapterOptio
     if httpx_log.level == logging.NOTSET:
         httpx_log.setLevel(logging.WARNING)
     app = build_application(telegram, options)
-    await _initialize(app, options.backoff)
+    await _initialize(app, options.backoff, settings.env_name("channels.telegram.token"))
     worker = DraftWorker(settings, redis, app.bot, options=options)
     Commands(settings, worker).register(app)
     app.add_error_handler(_log_error)

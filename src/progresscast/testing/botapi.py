@@ -103,6 +103,7 @@ class BotAPIEmulator:
         timeout_delay: float = 6.0,
         count: str = "utf16",
         bot_username: str = "progresscast_test_bot",
+        port: int = 0,
     ) -> None:
         self.telegram = FakeTelegram(token, bot_username=bot_username, count=count)
         self.pacer = Pacer(private_pace, group_pace, bot_pace)
@@ -113,7 +114,8 @@ class BotAPIEmulator:
         self._changed = asyncio.Event()
         self._server: _QuietServer | None = None
         self._task: asyncio.Task[None] | None = None
-        self._port = 0
+        self._port = port
+        """0: a free port, chosen at start."""
         self.app = Starlette(routes=[Route("/bot{token}/{method}", self._endpoint, methods=["GET", "POST"])])
 
     # --- lifecycle -------------------------------------------------------------------------

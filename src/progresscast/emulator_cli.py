@@ -1,0 +1,56 @@
+"""`progresscast emulator telegram`: the shipped Bot API emulator on its own, so anyone
+can try the bot without a token. Lines typed on stdin are sent as a user of one chat;
+what the chat shows is printed as it happens."""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import sys
+from typing import TextIO
+
+from .config import ConfigError
+from .testing import BotAPIEmulator
+from .testing.console import ChatConsole
+
+
+async def run_emulator(args: argparse.Namespace, *, out: TextIO | None = None) -> None:
+    out = out or sys.stdout
+    chat = args.chat
+    api = BotAPIEmulator(port=args.port)
+    try:
+        await api.start()
+    except OSError as exc:
+        raise ConfigError(f"--port: cannot listen on 127.0.0.1:{args.port} ({exc.strerror})") from None
+    try:
+        print(f"Bot API emulator on {api.url}", file=out)
+        print("Point the Telegram adapter at it (then run `progresscast serve --config FILE`):", file=out)
+        print("  [channels.telegram]", file=out)
+        print(f'  token = "{api.token}"', file=out)
+        print(f'  apiBaseUrl = "{api.base_url}"', file=out)
+        print(
+            f"Type as the user of chat {chat}, e.g. /follow ticket-4821 (Enter sends it); what the chat "
+            "shows is printed as it happens. Ctrl-C stops.",
+            file=out, flush=True,
+        )
+        console = ChatConsole(api, chat, out)
+        printer = asyncio.create_task(console.run())
+        try:
+            await _type_as_user(api, chat, out)
+            print("(input closed: still serving until Ctrl-C)", file=out, flush=True)
+            await asyncio.Event().wait()
+        finally:
+            printer.cancel()
+    finally:
+        await api.stop()
+
+
+async def _type_as_user(api: BotAPIEmulator, chat: int, out: TextIO) -> None:
+    loop = asyncio.get_running_loop()
+    reader = asyncio.StreamReader()
+    await loop.connect_read_pipe(lambda: asyncio.StreamReaderProtocol(reader), sys.stdin)
+    while line := await reader.readline():
+        text = line.decode(errors="replace").strip()
+        if text:
+            api.send_user_message(chat, text)
+            print(f"  you → {text}", file=out, flush=True)

@@ -1,0 +1,54 @@
+"""`progresscast emulator telegram`: the emulator on its own, driven by real
+python-telegram-bot, with a person typing on stdin as a chat user."""
+
+from __future__ import annotations
+
+import asyncio
+import re
+import sys
+
+import telegram
+
+from progresscast.testing import DEFAULT_TOKEN
+
+
+async def read_until(stream: asyncio.StreamReader, pattern: str, seen: list[str], timeout: float = 30) -> re.Match[str]:
+    async def read() -> re.Match[str]:
+        while line := await stream.readline():
+            seen.append(line.decode())
+            if found := re.search(pattern, "".join(seen)):
+                return found
+        raise AssertionError("".join(seen))
+
+    return await asyncio.wait_for(read(), timeout)
+
+
+async def test_type_as_a_user_and_see_what_the_bot_shows() -> None:
+    proc = await asyncio.create_subprocess_exec(
+        sys.executable, "-m", "progresscast.cli", "emulator", "telegram", "--chat", "4821",
+        stdin=asyncio.subprocess.PIPE, stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE,
+    )
+    assert proc.stdin is not None and proc.stdout is not None
+    seen: list[str] = []
+    try:
+        base = (await read_until(proc.stdout, r'apiBaseUrl = "(http://127\.0\.0\.1:\d+/bot)"', seen)).group(1)
+        assert f'token = "{DEFAULT_TOKEN}"' in "".join(seen)
+        await read_until(proc.stdout, r"Type as the user of chat 4821", seen)
+        proc.stdin.write(b"/follow ticket-4821\n")
+        await proc.stdin.drain()
+        await read_until(proc.stdout, r"you → /follow ticket-4821", seen)
+        async with telegram.Bot(DEFAULT_TOKEN, base_url=base) as bot:
+            [update] = await bot.get_updates(timeout=5)
+            assert update.message.text == "/follow ticket-4821" and update.message.chat_id == 4821
+            sent = await bot.send_message(4821, "<b>Following</b> agent:main:ticket-4821 &amp; more", parse_mode="HTML")
+            await read_until(proc.stdout, rf"the bot sends message {sent.message_id}:\n    │ Following agent:main:ticket-4821 & more", seen)
+            await bot.edit_message_text("✅ done", 4821, sent.message_id)
+            await read_until(proc.stdout, rf"the bot edits message {sent.message_id}:\n    │ ✅ done", seen)
+            await bot.delete_message(4821, sent.message_id)
+            await read_until(proc.stdout, rf"the bot deletes message {sent.message_id}", seen)
+        proc.stdin.close()
+        await read_until(proc.stdout, r"input closed: still serving until Ctrl-C", seen)
+        assert proc.returncode is None
+    finally:
+        proc.kill()
+        await proc.wait()
