@@ -6,6 +6,7 @@ import argparse
 import asyncio
 import difflib
 import json
+import os
 import re
 import sys
 from collections.abc import Awaitable, Callable
@@ -424,6 +425,7 @@ def main(argv: list[str] | None = None) -> None:
             from .emulator_cli import run_emulator
 
             asyncio.run(run_emulator(args))
+        sys.stdout.flush()  # here, so a closed pipe is caught below rather than at exit
     except (CardError, UsageError, ConfigError) as exc:
         _fail(str(exc))
     except (RedisError, EmbeddedRedisError) as exc:
@@ -431,6 +433,10 @@ def main(argv: list[str] | None = None) -> None:
         raise SystemExit(1) from None
     except KeyboardInterrupt:
         raise SystemExit(130) from None
+    except BrokenPipeError:
+        # `progresscast render … | head`: the reader left; say nothing more, as cat would.
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        raise SystemExit(141) from None
 
 
 if __name__ == "__main__":
