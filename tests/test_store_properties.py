@@ -9,7 +9,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from redis.asyncio import Redis
 
-from progresscast.card import CardError, CardInput
+from progresscast.card import CardError, CardInput, clean_text
 from progresscast.owners import Owner
 from progresscast.store import CardStore
 
@@ -21,7 +21,7 @@ text = st.text(
 )
 statuses = st.sampled_from(["pending", "in_progress", "completed", "blocked", "skipped"])
 step = st.fixed_dictionaries(
-    {"step": text.filter(lambda s: s.strip()), "status": statuses},
+    {"step": text.filter(lambda s: clean_text(s).strip()), "status": statuses},
     optional={"note": text},
 )
 valid_plan = st.lists(step, max_size=50).filter(
