@@ -71,6 +71,8 @@ class Context:
 def fmt(value: float) -> str:
     if value == 0:
         return "0"
+    if float(value).is_integer() and abs(value) < 100:
+        return str(int(value))
     if abs(value) >= 100:
         return f"{value:,.0f}"
     if abs(value) >= 10:

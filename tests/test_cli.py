@@ -284,6 +284,22 @@ def test_render_shows_text_when_asked_and_json_to_a_pipe(cli: CLI) -> None:
     assert json.loads(piped.stdout)["method"] == "sendMessage"
 
 
+def test_a_reader_that_leaves_early_gets_no_traceback(tmp_path: Path) -> None:
+    plan = str(Path(__file__).parents[1] / "examples" / "plan.json")
+    reader, writer = os.pipe()
+    os.close(reader)  # like `| head` that has already exited
+    try:
+        proc = subprocess.run(
+            [sys.executable, "-m", "progresscast.cli", "render", plan, "--channel", "web"],
+            stdout=writer, stderr=subprocess.PIPE, text=True, timeout=60,
+            env=CLI("embedded", tmp_path / "home").env,
+        )
+    finally:
+        os.close(writer)
+    assert proc.returncode == 141
+    assert proc.stderr == ""
+
+
 def test_card_put_at_a_terminal_says_it_waits_for_json(tmp_path: Path) -> None:
     import pty
 

@@ -1,7 +1,9 @@
-"""What a draft shows besides the checklist (docs/events-and-runs.md): headline, tool lines, answer text.
+"""What a draft shows besides the checklist (docs/events-and-runs.md): headline, tool lines,
+answer text, and an attention line when the agent waits for a person.
 
-Agent text, so it is cleaned like card text and bounded: a headline of at most 280
-characters, the most recent tool lines, and the tail of the streamed answer.
+Agent text, so it is cleaned like card text and bounded: a headline and an attention
+line of at most 280 characters each, the most recent tool lines, and the tail of the
+streamed answer.
 """
 
 from __future__ import annotations
@@ -23,8 +25,11 @@ class Activity(BaseModel):
     headline: str | None = None
     tools: tuple[str, ...] = ()
     answer: str | None = None
+    attention: str | None = None
+    """What the agent waits for from a person (`Waiting for input: …`), shown with
+    the other lines that need a person."""
 
-    @field_validator("headline")
+    @field_validator("headline", "attention")
     @classmethod
     def _headline(cls, value: str | None) -> str | None:
         if value is None:
@@ -51,10 +56,13 @@ class Activity(BaseModel):
 
     @property
     def empty(self) -> bool:
-        return not (self.headline or self.tools or self.answer)
+        return not (self.headline or self.tools or self.answer or self.attention)
 
     def to_json(self) -> dict[str, Any]:
-        return {"headline": self.headline, "tools": list(self.tools), "answer": self.answer}
+        out = {"headline": self.headline, "tools": list(self.tools), "answer": self.answer}
+        if self.attention:
+            out["attention"] = self.attention
+        return out
 
     @classmethod
     def parse(cls, data: Any) -> Activity:

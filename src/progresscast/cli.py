@@ -6,6 +6,7 @@ import argparse
 import asyncio
 import difflib
 import json
+import os
 import re
 import sys
 from collections.abc import Awaitable, Callable
@@ -148,6 +149,10 @@ def _parser() -> argparse.ArgumentParser:
         "--max-line-chars", type=int, metavar="N", help="longer lines are cut with a middle … (default: 120)"
     )
     render.add_argument("--paused", action="store_true", help="show unfinished steps as paused")
+
+    from .a2a.commands import add_commands as add_a2a_commands
+
+    add_a2a_commands(commands, common, _Parser)
 
     serve = commands.add_parser(
         "serve", help="gateway, web page, Telegram adapter, workers", parents=[common],
@@ -393,6 +398,14 @@ def main(argv: list[str] | None = None) -> None:
             _card_command(args, settings)
         elif args.command == "render":
             _render_command(args, settings)
+        elif args.command == "a2a":
+            from .a2a.commands import CommandError
+            from .a2a.commands import run as run_a2a
+
+            try:
+                run_a2a(args, settings)
+            except CommandError as exc:
+                raise UsageError(str(exc)) from None
         elif args.command == "serve":
             from .serve import run_serve
 
@@ -412,6 +425,7 @@ def main(argv: list[str] | None = None) -> None:
             from .emulator_cli import run_emulator
 
             asyncio.run(run_emulator(args))
+        sys.stdout.flush()  # here, so a closed pipe is caught below rather than at exit
     except (CardError, UsageError, ConfigError) as exc:
         _fail(str(exc))
     except (RedisError, EmbeddedRedisError) as exc:
@@ -419,6 +433,10 @@ def main(argv: list[str] | None = None) -> None:
         raise SystemExit(1) from None
     except KeyboardInterrupt:
         raise SystemExit(130) from None
+    except BrokenPipeError:
+        # `progresscast render … | head`: the reader left; say nothing more, as cat would.
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        raise SystemExit(141) from None
 
 
 if __name__ == "__main__":

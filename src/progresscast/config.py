@@ -298,12 +298,36 @@ class TemplateSettings(_Model):
     dir: str | None = None
 
 
+class A2AAgentSettings(_Model):
+    """One A2A agent `serve` follows (`[[a2a.agents]]`)."""
+
+    url: str
+    agentId: str | None = None
+    """The cards' agent id (default: `agents.default`)."""
+    contexts: list[str] = Field(default_factory=lambda: ["*"])
+    """Context ids to follow; `*` (or any glob pattern) follows every matching context."""
+
+    @field_validator("agentId")
+    @classmethod
+    def _agent(cls, value: str | None) -> str | None:
+        return None if value is None else _agent_id(value)
+
+
+class A2ASettings(_Model):
+    agents: list[A2AAgentSettings] = Field(default_factory=list)
+    pollSeconds: float = Field(5.0, gt=0, le=3600)
+    """How often ListTasks is asked for tasks that changed."""
+    backoffMaxSeconds: float = Field(30.0, gt=0, le=3600)
+    """The longest wait before trying an agent (or a dropped stream) again."""
+
+
 class Settings(_Model):
     store: StoreSettings = Field(default_factory=StoreSettings)
     agents: AgentSettings = Field(default_factory=AgentSettings)
     gateway: GatewaySettings = Field(default_factory=GatewaySettings)
     channels: ChannelSettings = Field(default_factory=ChannelSettings)
     templates: TemplateSettings = Field(default_factory=TemplateSettings)
+    a2a: A2ASettings = Field(default_factory=A2ASettings)
 
     _source: str | None = PrivateAttr(default=None)
     _unset_env: list[tuple[str, str]] = PrivateAttr(default_factory=list)

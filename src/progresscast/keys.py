@@ -98,6 +98,12 @@ class Layout:
         reconnecting live viewer needs, read in one command whatever the stream holds."""
         return self._key(owner, "last")
 
+    def a2a_order(self, owner: Owner) -> str:
+        """Hash of what the A2A ingestion applied last for this owner (a2a/apply.py):
+        `ts` (status timestamp, µs, zero-padded), `task`, `artifact`, `artifactDone`.
+        A reset leaves it alone: an older update must never come back after one."""
+        return self._key(owner, "a2a")
+
     def owner_keys(self, owner: Owner) -> list[str]:
         return [
             self.card(owner),
@@ -243,6 +249,17 @@ def tg_chat_sent(chat_id: int) -> str:
 
 def tg_bot_no_rich(bot_id: int) -> str:
     return channel_no_rich(TG, bot_id)
+
+
+# --- A2A followers ----------------------------------------------------------------------
+# What `serve` remembers about each configured agent it follows (a2a/watch.py), so that
+# a restart asks only for what changed since.
+
+
+def a2a_agent_cursor(agent_key: str) -> str:
+    """String: the newest `status.timestamp` (RFC 3339) seen from one followed agent;
+    `agent_key` is the agent id and a digest of its URL."""
+    return f"{PREFIX}:a2a:agent:{agent_key}:cursor"
 
 
 # --- Slack ---------------------------------------------------------------------------

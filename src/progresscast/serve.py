@@ -1,6 +1,7 @@
 """`progresscast serve`: the gateway and web page, plus the Telegram and Slack adapters
-when their tokens are configured, in one process on one event loop. Slack's slash
-commands are routes of the gateway (`/slack/commands`, `/slack/events`).
+when their tokens are configured and the A2A followers of `[[a2a.agents]]`, in one
+process on one event loop. Slack's slash commands are routes of the gateway
+(`/slack/commands`, `/slack/events`).
 
 Start-up mistakes (an unset `env:` secret, a port in use, a refused bot token) are a
 ConfigError: one line, exit status 2. SIGTERM (systemd, `docker stop`) shuts down the
@@ -74,6 +75,10 @@ async def serve(settings: Settings, url: str) -> None:
         jobs.append(run_adapter(settings, redis))
     else:
         log.info("no channels.telegram.token: the Telegram adapter is off")
+    if settings.a2a.agents:
+        from .a2a.watch import follow_agents
+
+        jobs.append(follow_agents(settings, redis))
     home = embedded_home(url)
     if home is not None:
         jobs.append(keep_embedded(home))

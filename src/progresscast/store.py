@@ -344,7 +344,8 @@ class CardStore:
             pipe.lrange(lay.tools(owner), 0, -1)
             fields, tools = await pipe.execute()
         return Activity(
-            headline=fields.get("headline"), tools=tuple(tools), answer=fields.get("answer")
+            headline=fields.get("headline"), tools=tuple(tools), answer=fields.get("answer"),
+            attention=fields.get("attention"),
         )
 
     async def view(self, owner: Owner) -> View:
@@ -368,7 +369,9 @@ class CardStore:
         )
         # The tool lines belong to the finished run, not to a card written after it.
         shown_tools = () if after_end else tuple(tools)
-        activity = Activity(headline=fields.get("headline"), tools=shown_tools, answer=fields.get("answer"))
+        activity = Activity(headline=fields.get("headline"), tools=shown_tools, answer=fields.get("answer"),
+            attention=fields.get("attention"),
+        )
         previous = None
         if run.get("prevRunId") and run.get("prevState") in RunState.__members__:
             previous = EndedRun(run["prevRunId"], RunState(run["prevState"]), run.get("prevAnswer") or None)

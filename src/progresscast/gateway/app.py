@@ -15,7 +15,7 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from ..config import Settings
 from ..store import CardStore
-from . import health, pages, rpc, sse
+from . import a2a_push, health, pages, rpc, sse
 from .auth import Tokens
 from .hub import EventHub
 from .state import Gateway
@@ -108,6 +108,7 @@ def create_app(
             Route("/logout", pages.logout, methods=["POST"]),
             Route("/sessions/{key:path}", pages.session, methods=["GET"], name="session"),
             Route("/v1/rpc", rpc.rpc, methods=["POST"]),
+            Route("/v1/a2a/push", a2a_push.push, methods=["POST"]),
             Route("/v1/events", sse.events, methods=["GET"]),
             Route("/v1/card", pages.card_fragment, methods=["GET"]),
             Route("/healthz", health.healthz, methods=["GET"]),

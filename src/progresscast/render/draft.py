@@ -172,10 +172,13 @@ def bar_line(bar: NoteBar, theme: Theme, cap: int) -> Line:
 
 def attention_lines(view: View, theme: Theme) -> list[tuple[str, str, str]]:
     """What needs a person besides blocked steps (those are checklist rows), in rank
-    order: (state, mark key, text) — today a failed run."""
+    order: (state, mark key, text) — a failed run, then what the agent waits for (the
+    activity's attention line, `Waiting for input: …`)."""
     out = []
     if view.run is RunState.failed:
         out.append(("failed", "failed", theme.word("failed")))
+    if view.activity.attention:
+        out.append(("blocked", "blocked", plain(view.activity.attention)))
     return out
 
 
@@ -354,7 +357,7 @@ def _progress(view: View, settings: RenderSettings, theme: Theme, budget: int) -
     bar, rest = _note_of(view)
     note = compact_lines(rest, "note") if rest else ()
     activity = view.activity
-    if not (plan or note or bar or activity.headline or activity.tools):
+    if not (plan or note or bar or activity.headline or activity.tools or activity.attention):
         return None
     lines = _card_lines(
         view, settings, theme, rows=settings.maxLines, plan=plan, bar=bar, note=note, owner=True, tools=True

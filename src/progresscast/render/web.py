@@ -84,6 +84,8 @@ def render_web(view: View, settings: RenderSettings, *, templates_dir: str | Pat
     attention: list[dict[str, Any]] = []
     if view.run is RunState.failed:
         attention.append({"kind": "failed", "text": th.word("failed")})
+    if view.activity.attention:
+        attention.append({"kind": "blocked", "text": plain(view.activity.attention)})
     for step in plan:
         if step.status is Status.blocked:
             attention.append({"kind": "blocked", "text": th.word("blocked_one", step=plain(step.step))})
