@@ -3,8 +3,12 @@
 A channel supplies its `Budgets`: the interval between two calls to one destination
 (Telegram: 1 s in a private chat, 3 s in a group; Slack: ≈ 1 s per channel), how many
 calls a second the bot (or workspace) may make in all, and how long a rate-limit
-answer is honoured at most. Spacing is strict (no bursts), so a destination is never
-refused.
+answer is honoured at most. A destination's spacing is strict (no bursts), so it is
+never refused. The bot-wide slots follow their ideal times: when the event loop wakes
+late (busy with writes), the slots that fell due meanwhile are granted at once rather
+than lost, up to `catch_up` seconds' worth — a burst no larger than that, which the
+channel's bot-wide allowance (Telegram's tolerates about a second of it) absorbs; over
+any window the bot makes at most `bot_rate` calls a second plus that burst.
 
 `acquire` is the only way to a slot. A destination first waits until it may be called;
 then it queues for the bot-wide slot. When the bot-wide budget binds, slots go to the
@@ -40,6 +44,9 @@ class Budgets:
     """Calls per second for the whole bot (Telegram ≈ 30) or workspace."""
     retry_after_cap: float = 60.0
     """A rate-limit answer's retry_after is honoured up to this many seconds."""
+    catch_up: float = 0.2
+    """Bot-wide slots that fell due while the event loop was busy are granted late, at
+    once, up to this many seconds' worth of them (older ones are gone)."""
     scale: float = field(default_factory=time_scale)
 
     def spacing(self, destination: Hashable) -> float:
@@ -48,6 +55,10 @@ class Budgets:
     @property
     def bot_spacing(self) -> float:
         return self.scale / self.bot_rate
+
+    @property
+    def catch_up_seconds(self) -> float:
+        return self.catch_up * self.scale
 
 
 class Pacer:
@@ -58,7 +69,8 @@ class Pacer:
         self._bot_next = 0.0
         self._queue: list[tuple[int, float, int, asyncio.Future[None]]] = []
         self._order = itertools.count()
-        self._dispatcher: asyncio.Task[None] | None = None
+        self._timer: asyncio.TimerHandle | None = None
+        """Fires when the queue's next bot-wide slot is due (None: nothing queued)."""
 
     # --- one destination -----------------------------------------------------------------
 
@@ -98,14 +110,19 @@ class Pacer:
         await self.ready(destination)
         now = self.clock()
         if not self._queue and self._bot_next <= now:
+            # Nobody waits: the slot is taken now (slots nobody wanted are not owed).
             self._bot_next = now + self.budgets.bot_spacing
         else:
             future: asyncio.Future[None] = asyncio.get_running_loop().create_future()
             entry = (0 if urgent else 1, now if since is None else since, next(self._order), future)
             heapq.heappush(self._queue, entry)
-            if self._dispatcher is None or self._dispatcher.done():
-                self._dispatcher = asyncio.create_task(self._dispatch(), name="pacer")
-            await future
+            self._arm()
+            try:
+                await future
+            except asyncio.CancelledError:
+                if future.done() and not future.cancelled():
+                    self._refund()  # granted, then cancelled before it could call
+                raise
             # A rate-limit answer may have held the destination while it queued.
             await self.ready(destination)
         self._next[destination] = max(self._next.get(destination, 0.0), self.clock()) + self.budgets.spacing(
@@ -114,31 +131,58 @@ class Pacer:
 
     def give_back(self, destination: Hashable) -> None:
         """A slot was granted but no call was made (the destination already showed the
-        newest card): the destination may be called again at once."""
+        newest card): the destination may be called again at once, and the bot-wide
+        slot goes to the next one waiting."""
         self._next[destination] = min(self._next.get(destination, 0.0), self.clock())
+        self._refund()
 
-    async def _dispatch(self) -> None:
-        while self._queue:
-            wait = self._bot_next - self.clock()
-            if wait > 0:
-                await asyncio.sleep(wait)
+    def _refund(self) -> None:
+        """An unused bot-wide slot: the next one comes one spacing earlier (not before
+        what `catch_up` allows), and whoever waits for it is woken for it."""
+        floor = self.clock() - self.budgets.catch_up_seconds
+        self._bot_next = max(floor, self._bot_next - self.budgets.bot_spacing)
+        if self._timer is not None:
+            self._timer.cancel()
+            self._timer = None
+        self._arm()
+
+    def _arm(self) -> None:
+        """A timer for the queue's next bot-wide slot, unless one is set. Every change
+        that can make a slot due (a new waiter, a refund, a grant) arms it, so a due
+        slot never waits for some later event."""
+        if self._timer is not None or not self._queue:
+            return
+        delay = max(0.0, self._bot_next - self.clock())
+        self._timer = asyncio.get_running_loop().call_later(delay, self._grant)
+
+    def _grant(self) -> None:
+        """The timer fired: its slot is due. Grant it, and every further slot that is due
+        by now (the loop may have woken late), best-placed waiter first."""
+        self._timer = None
+        now = self.clock()
+        floor = now - self.budgets.catch_up_seconds
+        due = True  # the slot the timer was set for
+        while self._queue and (due or self._bot_next <= now):
             _, _, _, future = heapq.heappop(self._queue)
             if future.done():  # its waiter was cancelled
                 continue
-            self._bot_next = max(self.clock(), self._bot_next) + self.budgets.bot_spacing
+            self._bot_next = max(self._bot_next, floor) + self.budgets.bot_spacing
             future.set_result(None)
+            due = False
+        self._arm()
 
     @property
     def queued(self) -> int:
         return sum(not f.done() for *_, f in self._queue)
 
+    def bot_ready_in(self) -> float:
+        """Seconds until the next bot-wide slot (0 when one is free now)."""
+        return max(0.0, self._bot_next - self.clock())
+
     async def close(self) -> None:
-        if self._dispatcher is not None:
-            self._dispatcher.cancel()
-            try:
-                await self._dispatcher
-            except asyncio.CancelledError:
-                pass
+        if self._timer is not None:
+            self._timer.cancel()
+            self._timer = None
         for *_, future in self._queue:
             future.cancel()
         self._queue.clear()

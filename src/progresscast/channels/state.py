@@ -114,8 +114,25 @@ class ChannelState:
         return sorted(out)
 
     async def followers(self, owner: Owner) -> list[DraftKey]:
+        members = cast("set[str]", await self.redis.smembers(keys.channel_followers(self.channel, owner)))
+        return self._followers(owner, members)
+
+    async def followers_of(self, owners: list[Owner]) -> list[DraftKey]:
+        """`followers` of every owner, read in one round trip (a batch of change events)."""
+        if len(owners) <= 1:
+            return await self.followers(owners[0]) if owners else []
+        async with self.redis.pipeline(transaction=False) as pipe:
+            for owner in owners:
+                pipe.smembers(keys.channel_followers(self.channel, owner))
+            replies = await pipe.execute()
+        out: list[DraftKey] = []
+        for owner, members in zip(owners, replies, strict=True):
+            out += self._followers(owner, cast("set[str]", members))
+        return out
+
+    def _followers(self, owner: Owner, members: set[str]) -> list[DraftKey]:
         out = []
-        for member in cast("set[str]", await self.redis.smembers(keys.channel_followers(self.channel, owner))):
+        for member in members:
             raw_chat, _, raw_thread = member.partition(" ")
             chat, thread = self._id(raw_chat), self._id(raw_thread or "0")
             if chat is not None and thread is not None:
@@ -154,6 +171,15 @@ class ChannelState:
 
     async def draft(self, key: DraftKey) -> DraftState:
         return DraftState.from_json(cast("str | None", await self.redis.get(self._draft_key(key))))
+
+    async def draft_following(self, key: DraftKey) -> tuple[DraftState, bool]:
+        """The draft's state and whether its destination still follows the owner, in one
+        round trip (both keys carry the owner's tag: one slot on a Cluster)."""
+        async with self.redis.pipeline(transaction=False) as pipe:
+            pipe.get(self._draft_key(key))
+            pipe.sismember(keys.channel_followers(self.channel, key.owner), f"{key.chat_id} {key.thread_id}")
+            raw, following = await pipe.execute()
+        return DraftState.from_json(cast("str | None", raw)), bool(following)
 
     async def save_draft(self, key: DraftKey, state: DraftState) -> None:
         if state == DraftState():

@@ -34,7 +34,21 @@ from ..render.payload import Payload
 from ..store import CardStore
 from ..view import View
 from .channel import Channel
-from .drafts import Call, Delete, DraftState, Edit, Probe, Send, Situation, Wait, apply, begin, decide, on_follow
+from .drafts import (
+    Call,
+    Delete,
+    DraftState,
+    Edit,
+    Probe,
+    Renderers,
+    Send,
+    Situation,
+    Wait,
+    apply,
+    begin,
+    decide,
+    on_follow,
+)
 from .failure_log import INTERVAL, FailureLog
 from .outcome import Outcome, OutcomeKind
 from .pacing import Pacer
@@ -110,6 +124,64 @@ class _Request:
     """Show the draft again at the bottom (/card)."""
 
 
+@dataclass(frozen=True)
+class _Read:
+    """Everything one decision about a draft reads."""
+
+    state: DraftState
+    following: bool
+    view: View
+    renderers: _Rendered
+
+
+class _Rendered:
+    """A destination's renderers, rendering each view (and answer) once: the decision
+    after a call looks at the same view again."""
+
+    def __init__(self, renderers: Renderers) -> None:
+        self.inner = renderers
+        self.mode = renderers.mode
+        self._drafts: list[tuple[View, Payload | None]] = []
+        self._answers: dict[str, list[Payload]] = {}
+
+    def draft(self, view: View) -> Payload | None:
+        for seen, payload in self._drafts:
+            if seen is view:
+                return payload
+        payload = self.inner.draft(view)
+        self._drafts.append((view, payload))
+        return payload
+
+    def answer(self, markdown: str) -> list[Payload]:
+        if markdown not in self._answers:
+            self._answers[markdown] = self.inner.answer(markdown)
+        return self._answers[markdown]
+
+
+def _inputs(read: _Read) -> tuple[object, ...]:
+    """What a decision about a draft depends on besides its stored state, compared by
+    value: the same inputs and state decide the same. The card by revision and write
+    time; the activity last, as tool lines and a headline are the one change that is
+    not urgent (`_urgent_change`)."""
+    view, renderers = read.view, read.renderers.inner
+    card = (view.card.revision, view.card.updatedAt) if view.card is not None else None
+    settings = (getattr(renderers, "settings", renderers), getattr(renderers, "recipient", None))
+    activity = view.activity
+    return (
+        read.following, card, view.run, view.run_id, view.paused, view.after_end, view.previous, settings,
+        (activity.headline, activity.tools, activity.answer, activity.attention),
+    )
+
+
+def _urgent_change(read: _Read, before: tuple[object, ...], now: tuple[object, ...]) -> bool:
+    """Does a change from inputs `before` to `now` go first when the bot-wide budget
+    binds? All but one that touches only the activity of a draft already showing this
+    card revision (tool lines, a headline), as `ChannelWorker._urgent` decides it."""
+    card = read.view.card
+    same_card = read.state.message_id is not None and card is not None and card.revision == read.state.revision
+    return not (same_card and before[:-1] == now[:-1])
+
+
 class Lane:
     """The one task that calls a destination: replies first, then touched drafts in turn."""
 
@@ -119,6 +191,9 @@ class Lane:
         self.pending: dict[DraftKey, None] = {}  # an ordered set
         self.outbox: deque[_Say] = deque()
         self.timers: dict[DraftKey, asyncio.TimerHandle] = {}
+        self.seen: dict[DraftKey, tuple[DraftState, tuple[object, ...]]] = {}
+        """Per draft: the stored state and the inputs (`_inputs`) it was last settled with
+        — what it shows then needs no new decision. Memory only, gone with the lane."""
         self.wake = asyncio.Event()
         self.closed = False
         self.task = asyncio.create_task(self._run(), name=f"{worker.channel.name}-chat-{chat_id}")
@@ -312,9 +387,8 @@ class ChannelWorker:
         while not self._closing:
             try:
                 events = await group.read(count=200, block_ms=1000)
-                for owner in coalesce(events):
-                    for key in await self.state.followers(owner):
-                        self.touch(key)
+                for key in await self.state.followers_of(list(coalesce(events))):
+                    self.touch(key)
                 await group.ack(events)
                 failures = 0
             except asyncio.CancelledError:
@@ -405,34 +479,66 @@ class ChannelWorker:
     async def process(self, key: DraftKey) -> float | None:
         """Make the next call this draft needs, if any. Returns None when the destination
         shows what it should, else the delay before looking again (0: after its other
-        drafts)."""
+        drafts).
+
+        One decision per call, made once the slot is granted: before the slot, a draft
+        whose inputs are the ones it was last settled with needs nothing, and one whose
+        inputs changed since queues for its slot without deciding (or rendering) what
+        to show; only a draft the lane knows nothing of yet (a first look, a command's
+        request, an unsure send) decides before its slot too."""
         chat = key.chat_id
         if not self.allowed(chat):
             return None
-        state, new, call, following = await self._decide(key)
-        if isinstance(call, Send | Edit | Delete | Probe):
+        lane = self._lanes.get(chat)
+        seen = lane.seen if lane is not None else {}
+        read = await self._read(key)
+        inputs = _inputs(read)
+        known = seen.get(key)
+        if key not in self._requests and read.state.intent is None and known is not None and known[0] == read.state:
+            if known[1] == inputs:
+                self._since.pop(key, None)
+                return None  # it shows what these inputs want
+            since = self._since.setdefault(key, time.monotonic())
+            await self.pacer.acquire(chat, urgent=_urgent_change(read, known[1], inputs), since=since)
+        else:
+            state, new, call = await self._decide(key, read)
+            if not isinstance(call, Send | Edit | Delete | Probe):
+                return await self._settle(key, read, state, new, call, seen)
             # Bookkeeping that needs no call is stored now; the call waits for its slot
             # and is then decided again, with the newest content.
             if new != state:
                 await self.state.save_draft(key, new)
             since = self._since.setdefault(key, time.monotonic())
             await self.pacer.acquire(chat, urgent=self._urgent(new, call), since=since)
-            state, new, call, following = await self._decide(key)
-            if not isinstance(call, Send | Edit | Delete | Probe):
-                self.pacer.give_back(chat)
+        read = await self._read(key)
+        state, new, call = await self._decide(key, read)
+        if not isinstance(call, Send | Edit | Delete | Probe):
+            self.pacer.give_back(chat)
+            return await self._settle(key, read, state, new, call, seen)
+        if new != state:
+            await self.state.save_draft(key, new)
+        self._since.pop(key, None)
+        return await self._call(key, read, new, call, seen)
+
+    async def _settle(
+        self, key: DraftKey, read: _Read, state: DraftState, new: DraftState, call: Call | None,
+        seen: dict[DraftKey, tuple[DraftState, tuple[object, ...]]],
+    ) -> float | None:
+        """No call now: store the bookkeeping, and remember what the draft was settled
+        with (None) or when to look again (a wait)."""
         if call is None:
             self._since.pop(key, None)
-            if not following:
+            if not read.following:
                 await self.state.forget_draft(key)
+                new = DraftState()
             elif new != state:
                 await self.state.save_draft(key, new)
+            seen[key] = (new, _inputs(read))
             return None
         if new != state:
             await self.state.save_draft(key, new)
-        if isinstance(call, Wait):
-            return call.seconds
-        self._since.pop(key, None)
-        return await self._call(key, new, call)
+        assert isinstance(call, Wait)
+        return call.seconds
 
     @staticmethod
     def _urgent(state: DraftState, call: Call) -> bool:
@@ -440,35 +546,47 @@ class ChannelWorker:
         lines, a headline) goes first when the bot-wide budget binds."""
         return not (isinstance(call, Edit) and call.revision is not None and call.revision == state.revision)
 
-    async def _decide(self, key: DraftKey) -> tuple[DraftState, DraftState, Call | None, bool]:
-        """Read everything about one draft and decide: (stored state, state after
-        bookkeeping, next call, whether the destination still follows)."""
+    async def _read(self, key: DraftKey) -> _Read:
+        """Everything a decision about one draft reads. One after the other, not
+        gathered: a lane holds one Redis connection at a time (10,000 lanes share a
+        bounded pool)."""
+        state, following = await self.state.draft_following(key)
+        view = await self.store.view(key.owner)
+        renderers = await self.channel.renderers(key)
+        return _Read(state, following, view, _Rendered(renderers))
+
+    async def _decide(self, key: DraftKey, read: _Read) -> tuple[DraftState, DraftState, Call | None]:
+        """Decide from what was read: (stored state, state after bookkeeping, next call)."""
         chat = key.chat_id
-        state = await self.state.draft(key)
-        following = await self.state.is_following(key)
-        view: View = await self.store.view(key.owner)
-        loaded = state
+        state = loaded = read.state
+        view = read.view
         request = self._requests.pop(key, None)
         if request is not None:
             if request.followed:
                 state = on_follow(state, view)
             if request.fresh:
                 state = replace(state, fresh=True)
-        situation = Situation(
-            following=following,
-            mode=(renderers := await self.channel.renderers(key)).mode,
+        known = await self.state.sent_after(chat, state.intent.mark) if state.intent else frozenset()
+        new, call = decide(state, view, self._situation(read, known), read.renderers)
+        self.log.debug("draft %s in chat %s: %s → %s, %s", key.owner.display_key, chat, state, new, call)
+        return loaded, new, call
+
+    def _situation(self, read: _Read, known: frozenset[int] = frozenset()) -> Situation:
+        return Situation(
+            following=read.following,
+            mode=read.renderers.mode,
             keep_on_complete=self.channel.keep_on_complete,
             block_chars=self.channel.block_chars,
             now=self.clock(),
             settle=self.options.settle,
             max_probes=self.options.max_probes,
-            known=await self.state.sent_after(chat, state.intent.mark) if state.intent else frozenset(),
+            known=known,
         )
-        new, call = decide(state, view, situation, renderers)
-        self.log.debug("draft %s in chat %s: %s → %s, %s", key.owner.display_key, chat, state, new, call)
-        return loaded, new, call, following
 
-    async def _call(self, key: DraftKey, state: DraftState, call: Call) -> float | None:
+    async def _call(
+        self, key: DraftKey, read: _Read, state: DraftState, call: Call,
+        seen: dict[DraftKey, tuple[DraftState, tuple[object, ...]]],
+    ) -> float | None:
         chat = key.chat_id
         client = self.channel.client
         if isinstance(call, Send):
@@ -487,7 +605,18 @@ class ChannelWorker:
         new = apply(state, call, outcome, self.clock())
         if new != state:
             await self.state.save_draft(key, new)
-        return await self._after(key, call, outcome)
+        delay = await self._after(key, call, outcome)
+        if delay == 0 and outcome.delivered and new.intent is None:
+            # What comes next with the same view, decided without reading or rendering
+            # again: usually nothing (a newer write touches the draft anew). A sequence
+            # (delete then send, the parts of an answer) reads afresh for its next call.
+            after, more = decide(new, read.view, self._situation(read), read.renderers)
+            if more is None:
+                if after != new:
+                    await self.state.save_draft(key, after)
+                seen[key] = (after, _inputs(read))
+                return None
+        return delay
 
     async def _after(self, key: DraftKey, call: Call, outcome: Outcome) -> float:
         """What a reply means besides the draft's state: message ids to remember, waits,
