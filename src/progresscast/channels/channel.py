@@ -19,7 +19,7 @@ from ..render.payload import Payload
 from .drafts import Intent, Renderers
 from .outcome import MessageId, Outcome
 from .pacing import Budgets
-from .state import ChannelState, DraftKey, Id
+from .state import ChannelState, ChatPrefs, DraftKey, Id
 
 
 class Client(Protocol):
@@ -71,8 +71,9 @@ class Channel(Protocol):
         """May this destination get drafts and run commands (`allowedChats`)?"""
         ...
 
-    async def renderers(self, key: DraftKey) -> Renderers:
-        """The renderer for this destination's settings (mode, rich, limits)."""
+    async def renderers(self, key: DraftKey, prefs: ChatPrefs | None = None) -> Renderers:
+        """The renderer for this destination's settings (mode, rich, limits); `prefs`:
+        its overrides when already read (else they are read)."""
         ...
 
     async def config_follows(self) -> list[DraftKey]:

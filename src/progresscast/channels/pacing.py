@@ -96,6 +96,18 @@ class Pacer:
 
     # --- the bot-wide slot ----------------------------------------------------------------
 
+    def take(self, destination: Hashable) -> bool:
+        """Spend a slot for one call to `destination` if one is free this moment (the
+        destination may be called and nobody queues for the bot): no wait, so what the
+        caller read just before is as new as a read at the slot. False: `acquire`."""
+        now = self.clock()
+        if self._queue or self._bot_next > now or self.ready_in(destination) > 0:
+            return False
+        self._bot_next = now + self.budgets.bot_spacing
+        self._next[destination] = max(self._next.get(destination, 0.0), now) + self.budgets.spacing(destination)
+        metrics.PACING_WAIT.observe(0.0)
+        return True
+
     async def acquire(self, destination: Hashable, *, urgent: bool = True, since: float | None = None) -> None:
         """Wait for a slot for one call to `destination`, and spend it (the destination's
         and one bot-wide). `since`: when the destination began to wait for the change

@@ -58,6 +58,15 @@ class ChatPrefs:
     rich: bool | None = None
 
 
+def _prefs(raw: dict[str, str]) -> ChatPrefs:
+    mode = raw.get("mode")
+    rich = raw.get("rich")
+    return ChatPrefs(
+        mode=Mode(mode) if mode is not None and mode in Mode.__members__ else None,
+        rich=None if rich is None else rich == "1",
+    )
+
+
 class ChannelState:
     def __init__(self, redis: Redis, channel: str, parse_id: Callable[[str], Id] = int) -> None:
         self.redis = redis
@@ -153,13 +162,7 @@ class ChannelState:
     # --- overrides -----------------------------------------------------------------------
 
     async def prefs(self, chat_id: Id) -> ChatPrefs:
-        raw = cast("dict[str, str]", await self.redis.hgetall(keys.channel_prefs(self.channel, chat_id)))
-        mode = raw.get("mode")
-        rich = raw.get("rich")
-        return ChatPrefs(
-            mode=Mode(mode) if mode is not None and mode in Mode.__members__ else None,
-            rich=None if rich is None else rich == "1",
-        )
+        return _prefs(cast("dict[str, str]", await self.redis.hgetall(keys.channel_prefs(self.channel, chat_id))))
 
     async def set_mode(self, chat_id: Id, mode: Mode) -> None:
         await self.redis.hset(keys.channel_prefs(self.channel, chat_id), "mode", mode.value)
@@ -172,14 +175,15 @@ class ChannelState:
     async def draft(self, key: DraftKey) -> DraftState:
         return DraftState.from_json(cast("str | None", await self.redis.get(self._draft_key(key))))
 
-    async def draft_following(self, key: DraftKey) -> tuple[DraftState, bool]:
-        """The draft's state and whether its destination still follows the owner, in one
-        round trip (both keys carry the owner's tag: one slot on a Cluster)."""
+    async def draft_following(self, key: DraftKey) -> tuple[DraftState, bool, ChatPrefs]:
+        """The draft's state, whether its destination still follows the owner, and the
+        destination's overrides, in one round trip (on a Cluster, one per node)."""
         async with self.redis.pipeline(transaction=False) as pipe:
             pipe.get(self._draft_key(key))
             pipe.sismember(keys.channel_followers(self.channel, key.owner), f"{key.chat_id} {key.thread_id}")
-            raw, following = await pipe.execute()
-        return DraftState.from_json(cast("str | None", raw)), bool(following)
+            pipe.hgetall(keys.channel_prefs(self.channel, key.chat_id))
+            raw, following, prefs = await pipe.execute()
+        return DraftState.from_json(cast("str | None", raw)), bool(following), _prefs(cast("dict[str, str]", prefs))
 
     async def save_draft(self, key: DraftKey, state: DraftState) -> None:
         if state == DraftState():

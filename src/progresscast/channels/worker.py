@@ -498,9 +498,13 @@ class ChannelWorker:
             if known[1] == inputs:
                 self._since.pop(key, None)
                 return None  # it shows what these inputs want
+            if self.pacer.take(chat):  # a slot free now, nothing awaited since the read
+                return await self._at_slot(key, read, seen)
             since = self._since.setdefault(key, time.monotonic())
             await self.pacer.acquire(chat, urgent=_urgent_change(read, known[1], inputs), since=since)
         else:
+            if self.pacer.take(chat):  # a slot free now, nothing awaited since the read
+                return await self._at_slot(key, read, seen)
             state, new, call = await self._decide(key, read)
             if not isinstance(call, Send | Edit | Delete | Probe):
                 return await self._settle(key, read, state, new, call, seen)
@@ -510,10 +514,15 @@ class ChannelWorker:
                 await self.state.save_draft(key, new)
             since = self._since.setdefault(key, time.monotonic())
             await self.pacer.acquire(chat, urgent=self._urgent(new, call), since=since)
-        read = await self._read(key)
+        return await self._at_slot(key, await self._read(key), seen)
+
+    async def _at_slot(
+        self, key: DraftKey, read: _Read, seen: dict[DraftKey, tuple[DraftState, tuple[object, ...]]]
+    ) -> float | None:
+        """The slot is granted and `read` is the newest view: decide, render, call."""
         state, new, call = await self._decide(key, read)
         if not isinstance(call, Send | Edit | Delete | Probe):
-            self.pacer.give_back(chat)
+            self.pacer.give_back(key.chat_id)
             return await self._settle(key, read, state, new, call, seen)
         if new != state:
             await self.state.save_draft(key, new)
@@ -550,9 +559,9 @@ class ChannelWorker:
         """Everything a decision about one draft reads. One after the other, not
         gathered: a lane holds one Redis connection at a time (10,000 lanes share a
         bounded pool)."""
-        state, following = await self.state.draft_following(key)
+        state, following, prefs = await self.state.draft_following(key)
         view = await self.store.view(key.owner)
-        renderers = await self.channel.renderers(key)
+        renderers = await self.channel.renderers(key, prefs)
         return _Read(state, following, view, _Rendered(renderers))
 
     async def _decide(self, key: DraftKey, read: _Read) -> tuple[DraftState, DraftState, Call | None]:

@@ -118,8 +118,9 @@ class SlackChannel:
         """Why this workspace refused the plan display (None: it did not), remembered a day."""
         return await self.state.rich_refused(self.team_id or "workspace")
 
-    async def render_settings(self, channel_id: str) -> RenderSettings:
-        prefs = await self.state.prefs(channel_id)
+    async def render_settings(self, channel_id: str, prefs: ChatPrefs | None = None) -> RenderSettings:
+        if prefs is None:
+            prefs = await self.state.prefs(channel_id)
         progress = self.slack.streaming.progress
         mode = effective_mode(self.slack, channel_id, prefs)
         return RenderSettings(
@@ -130,11 +131,11 @@ class SlackChannel:
             rich=wants_rich(self.slack, channel_id, prefs) and not await self.plan_refused(),
         )
 
-    async def renderers(self, key: DraftKey) -> SlackRenderers:
+    async def renderers(self, key: DraftKey, prefs: ChatPrefs | None = None) -> SlackRenderers:
         """The plan display applies in a thread whose follower it streams to; elsewhere
         (and where the workspace refused it) the draft is Block Kit."""
         thread = str(key.thread_id) if str(key.thread_id) not in ("", NO_THREAD) else None
-        settings = await self.render_settings(str(key.chat_id))
+        settings = await self.render_settings(str(key.chat_id), prefs)
         recipient = await self.state.recipient(str(key.chat_id), thread) if thread and settings.rich else None
         return SlackRenderers(settings, thread, self.settings.templates.dir, recipient)
 

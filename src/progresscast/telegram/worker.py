@@ -12,7 +12,7 @@ from redis.asyncio import Redis
 from telegram import Bot
 
 from ..card import CardError
-from ..channels.state import DraftKey, Id
+from ..channels.state import ChatPrefs, DraftKey, Id
 from ..channels.worker import Bounded, ChannelWorker
 from ..config import RenderSettings, Settings, TelegramSettings
 from ..owners import resolve_owner
@@ -55,12 +55,13 @@ class TelegramChannel:
     def allowed(self, chat_id: Id) -> bool:
         return isinstance(chat_id, int) and allowed(self.telegram, chat_id)
 
-    async def render_settings(self, chat_id: int) -> RenderSettings:
-        prefs = await self.state.prefs(chat_id)
+    async def render_settings(self, chat_id: int, prefs: ChatPrefs | None = None) -> RenderSettings:
+        if prefs is None:
+            prefs = await self.state.prefs(chat_id)
         return render_settings(self.telegram, chat_id, prefs, rich_available=not self.rich_refused)
 
-    async def renderers(self, key: DraftKey) -> TelegramRenderers:
-        return TelegramRenderers(await self.render_settings(int(key.chat_id)), self.settings.templates.dir)
+    async def renderers(self, key: DraftKey, prefs: ChatPrefs | None = None) -> TelegramRenderers:
+        return TelegramRenderers(await self.render_settings(int(key.chat_id), prefs), self.settings.templates.dir)
 
     async def config_follows(self) -> list[DraftKey]:
         """`channels.telegram.chats[].follow`: subscribed at start-up (idempotent)."""
