@@ -3,11 +3,14 @@
 One consumer in the channel's group reads change events; an event only says which
 owner changed, so a batch is coalesced to its owners and every draft following them
 is *touched*. Each destination has a lane (one task): it takes touched drafts in turn,
-decides with the newest view whether a call is needed (none: it costs nothing), waits
-for a slot (`Pacer.acquire`: the destination's pace, then the bot-wide budget, served
-fairly), then reads the newest view again, renders and decides, and makes the call.
-Rendering only once the slot is granted is what keeps only the newest content going
-out, however many writes came in or however long the bot-wide queue was.
+reads the newest view, and when it differs from what the draft was last settled with
+waits for a slot (`Pacer.acquire`: the destination's pace, then the bot-wide budget,
+served fairly), then reads the newest view again, decides, renders and makes the call
+(a slot free at once is taken right after the first read). Rendering only once the
+slot is granted is what keeps only the newest content going out, however many writes
+came in or however long the bot-wide queue was. A draft the lane has not settled yet
+(a first look, a command's request, an unsure send) is also decided before its slot,
+to know whether it needs one and how urgent it is.
 
 Only the lane changes a draft's state (commands ask it to, through `touch`), so the
 load–decide–call–store sequence of one draft never races with itself. Everything a
@@ -79,6 +82,9 @@ class WorkerOptions:
     change stream): a queue, not 10,000 lanes hitting Redis at once."""
     failure_log_interval: float = INTERVAL
     """A kind of failure is logged at most once per this many seconds."""
+    calls_in_flight: int = 16
+    """Calls made at once (the client's connections). A lane reads and renders only once
+    it holds one of them besides its slot: content never waits for a connection."""
 
 
 class Bounded:
@@ -306,6 +312,8 @@ class ChannelWorker:
         self._handed: dict[DraftKey, Callable[[], None]] = {}
         """Drafts the catch-up handed to their lanes: called once the lane looked at it."""
         self._catch_up: asyncio.Task[None] | None = None
+        self._calls = asyncio.Semaphore(self.options.calls_in_flight)
+        """Held from the read at a slot until the call returns (`WorkerOptions.calls_in_flight`)."""
         self._events: asyncio.Task[None] | None = None
         self._closing = False
 
@@ -498,13 +506,15 @@ class ChannelWorker:
             if known[1] == inputs:
                 self._since.pop(key, None)
                 return None  # it shows what these inputs want
-            if self.pacer.take(chat):  # a slot free now, nothing awaited since the read
-                return await self._at_slot(key, read, seen)
+            if not self._calls.locked() and self.pacer.take(chat):  # a slot free now, nothing awaited since the read
+                async with self._calls:
+                    return await self._at_slot(key, read, seen)
             since = self._since.setdefault(key, time.monotonic())
             await self.pacer.acquire(chat, urgent=_urgent_change(read, known[1], inputs), since=since)
         else:
-            if self.pacer.take(chat):  # a slot free now, nothing awaited since the read
-                return await self._at_slot(key, read, seen)
+            if not self._calls.locked() and self.pacer.take(chat):  # a slot free now, nothing awaited since the read
+                async with self._calls:
+                    return await self._at_slot(key, read, seen)
             state, new, call = await self._decide(key, read)
             if not isinstance(call, Send | Edit | Delete | Probe):
                 return await self._settle(key, read, state, new, call, seen)
@@ -514,7 +524,8 @@ class ChannelWorker:
                 await self.state.save_draft(key, new)
             since = self._since.setdefault(key, time.monotonic())
             await self.pacer.acquire(chat, urgent=self._urgent(new, call), since=since)
-        return await self._at_slot(key, await self._read(key), seen)
+        async with self._calls:  # a connection for the call, then the newest view
+            return await self._at_slot(key, await self._read(key), seen)
 
     async def _at_slot(
         self, key: DraftKey, read: _Read, seen: dict[DraftKey, tuple[DraftState, tuple[object, ...]]]
@@ -706,10 +717,11 @@ class ChannelWorker:
         chat = lane.chat_id
         await self.pacer.acquire(chat)
         client = self.channel.client
-        if item.payload is not None:
-            outcome = await client.send(chat, item.thread_id, item.payload)
-        else:
-            outcome = await client.say(chat, item.thread_id, item.text or "")
+        async with self._calls:
+            if item.payload is not None:
+                outcome = await client.send(chat, item.thread_id, item.payload)
+            else:
+                outcome = await client.say(chat, item.thread_id, item.text or "")
         if outcome.kind is OutcomeKind.rate_limited:
             self.pacer.hold(chat, outcome.retry_after)
             lane.outbox.appendleft(item)

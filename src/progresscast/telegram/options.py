@@ -60,4 +60,5 @@ class AdapterOptions:
             group=self.group,
             consumer=self.consumer,
             catch_up=self.catch_up,
+            calls_in_flight=self.connection_pool_size,
         )
