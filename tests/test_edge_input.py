@@ -21,14 +21,16 @@ import anyio
 import httpx
 import mcp_types
 import pytest
+import redis as sync_redis
 from mcp import ClientSession
 from mcp.shared.message import SessionMessage
 from redis.asyncio import Redis
 
 import a2a_updates as a2a
+from progresscast import keys
 from progresscast.a2a.mapping import EXTENSION_URI
 from progresscast.config import AgentSettings, GatewaySettings, GatewayToken, Settings
-from progresscast.embedded import stop_embedded
+from progresscast.embedded import ensure_embedded, stop_embedded
 from progresscast.gateway import create_app
 from progresscast.owners import Owner
 from progresscast.store import CardStore
@@ -370,5 +372,94 @@ def test_a2a_ingest_of_bytes_that_are_not_utf8_is_exit_2_one_line(tmp_path: Path
         result = run_cli(home, "a2a", "ingest", str(source))
         assert result.returncode == 2
         assert result.stderr.decode().splitlines() == [f"progresscast: {source}: not UTF-8 text"]
+    finally:
+        stop_embedded(home)
+
+
+# -- the agent hooks -------------------------------------------------------------------
+
+CC = {"session_id": "s-hook", "transcript_path": "/t", "cwd": "/w"}
+
+
+def todo_write(*todos: dict[str, Any]) -> dict[str, Any]:
+    return {**CC, "hook_event_name": "PostToolUse", "tool_name": "TodoWrite", "tool_input": {"todos": list(todos)}}
+
+
+TODO = {"content": "Fix", "status": "in_progress", "activeForm": "Fixing"}
+
+# (harness, the event, the field named). Each must exit 0, say the field and the rule in
+# one line on stderr, and record nothing of the event.
+HOOK_CASES: list[tuple[str, dict[str, Any], str]] = [
+    ("claude-code", {**CC, "session_id": BAD, "hook_event_name": "UserPromptSubmit"}, "session_id"),
+    ("claude-code", {**CC, "hook_event_name": "UserPromptSubmit", "prompt_id": BAD}, "prompt_id"),
+    ("claude-code", todo_write({**TODO, "content": BAD}), "tool_input.todos[0].content"),
+    ("claude-code", todo_write({**TODO, "activeForm": BAD}), "tool_input.todos[0].activeForm"),
+    ("claude-code", todo_write({**TODO, "status": BAD}), "tool_input.todos[0].status"),
+    ("claude-code", {**CC, "hook_event_name": "PostToolUse", "tool_name": "TaskCreate",
+                     "tool_input": {"subject": BAD, "description": "d"}, "tool_response": {"task": {"id": "1"}}},
+     "tool_input.subject"),
+    ("claude-code", {**CC, "hook_event_name": "PostToolUse", "tool_name": "TaskUpdate",
+                     "tool_input": {"taskId": "1", "activeForm": BAD}, "tool_response": {"success": True}},
+     "tool_input.activeForm"),
+    ("gemini", {**CC, "session_id": BAD, "hook_event_name": "BeforeAgent"}, "session_id"),
+    ("gemini", {**CC, "hook_event_name": "AfterAgent", "prompt": "p", "prompt_response": BAD}, "prompt_response"),
+    ("gemini", {**CC, "hook_event_name": "AfterTool", "tool_name": "write_todos",
+                "tool_input": {"todos": [{"description": BAD, "status": "pending"}]}}, "tool_input.todos[0].description"),
+]
+
+
+def stored(home: Path) -> set[str]:
+    """The keys in the embedded Redis of `home` (started if it is not running)."""
+    client = sync_redis.Redis.from_url(ensure_embedded(home), decode_responses=True)
+    try:
+        return set(client.keys("*"))
+    finally:
+        client.close()
+
+
+@pytest.mark.parametrize(("harness", "event", "field"), HOOK_CASES, ids=[f"{h}-{f}" for h, _, f in HOOK_CASES])
+def test_hooks_report_a_lone_surrogate_naming_the_field_and_exit_0(
+    tmp_path: Path, harness: str, event: dict[str, Any], field: str
+) -> None:
+    home = tmp_path / "home"
+    try:
+        result = run_cli(home, "hook", harness, stdin=escaped(event))
+        err = result.stderr.decode()
+        assert result.returncode == 0, err
+        [line] = err.splitlines()
+        assert line.startswith(f"progresscast hook {harness}: {field}: {RULE}"), err
+        assert line.endswith("; nothing was recorded"), err
+        assert result.stdout.decode() == ("{}\n" if harness == "gemini" else "")
+        assert stored(home) <= {keys.SHARDS}  # no card, run, activity or task list
+    finally:
+        stop_embedded(home)
+
+
+def codex_stream(*items: dict[str, Any]) -> str:
+    events = [{"type": "thread.started", "thread_id": "s-codex"}, {"type": "turn.started"}]
+    events += [{"type": "item.completed", "item": {"id": str(i), **item}} for i, item in enumerate(items)]
+    events.append({"type": "turn.completed", "usage": {}})
+    return "\n".join(escaped(e) for e in events) + "\n"
+
+
+def test_the_codex_hook_reports_each_bad_event_and_shows_the_rest(tmp_path: Path) -> None:
+    home = tmp_path / "home"
+    stream = codex_stream(
+        {"type": "todo_list", "items": [{"text": BAD, "completed": False}]},
+        {"type": "agent_message", "text": BAD},
+        {"type": "command_execution", "command": BAD, "aggregated_output": "", "status": "completed"},
+        {"type": "todo_list", "items": [{"text": "Fix", "completed": False}]},
+        {"type": "agent_message", "text": "Done."},
+    )
+    try:
+        result = run_cli(home, "hook", "codex", stdin=stream)
+        err = result.stderr.decode()
+        assert result.returncode == 0 and "Traceback" not in err, err
+        assert err.splitlines() == [
+            f"progresscast hook codex: item.completed: {field}: {RULE}; ignored"
+            for field in ("item.items[0].text", "item.text", "item.command")
+        ], err
+        card = json.loads(run_cli(home, "card", "get", "--session", "s-codex").stdout)
+        assert [s["step"] for s in card["plan"]] == ["Fix"]
     finally:
         stop_embedded(home)

@@ -23,7 +23,7 @@ from telegram.error import InvalidToken, NetworkError
 from telegram.ext import Application, ApplicationBuilder, CommandHandler, ContextTypes, MessageHandler, filters
 
 from ..backoff import Backoff
-from ..card import CardError, clean_text
+from ..card import CardError, clean_text, escape_lone_surrogates
 from ..channels.state import DraftKey
 from ..config import ConfigError, Mode, Settings, TelegramSettings
 from ..owners import Owner, resolve_owner
@@ -49,8 +49,9 @@ _CONTROLS = re.compile("[\x00-\x09\x0b-\x1f\x7f-\x9f]")
 
 
 def echo_safe(text: str) -> str:
-    """Text fit to send back into a chat: no bidi or invisible characters, no controls."""
-    return _CONTROLS.sub("", clean_text(text))
+    """Text fit to send back into a chat: no bidi or invisible characters, no controls,
+    a lone surrogate as its escape (no encoder accepts one: the reply would never go)."""
+    return escape_lone_surrogates(_CONTROLS.sub("", clean_text(text)))
 
 
 USAGE = {
