@@ -547,6 +547,17 @@ async def test_follow_errors_are_polite(api: BotAPIEmulator, harness, redis: Red
     # What the bot echoes is cleaned: no U+202E turning its own words around.
     reply = await h.command(PRIVATE, "/follow evil\u202eknat\u2066 nob\u200body")
     assert reply.text == "Sorry, I can't follow evilknat: sessionKey must not contain spaces, control characters or braces."
+    # A lone surrogate (the emulator sends it as the JSON escape `\ud800`) is echoed as its
+    # escape: the reply must be sendable, and say what was wrong.
+    rule = "must be valid Unicode text (no lone surrogates)"
+    for typed, text in [
+        ("/follow a\ud800b", f"Sorry, I can't follow a\\ud800b: sessionKey {rule}."),
+        ("/follow t1 m\udc80ain", f"Sorry, I can't follow t1: agentId {rule}."),
+        ("/unfollow a\ud800b", f"Sorry, a\\ud800b is not a session I can follow: sessionKey {rule}."),
+        ("/mode \ud800", "\\ud800 is not a mode"),
+    ]:
+        reply = await h.command(PRIVATE, typed)
+        assert reply.text.startswith(text), (typed, reply.text)
     assert await redis.smembers(keys.tg_chat_follows(PRIVATE)) == set()
 
 
