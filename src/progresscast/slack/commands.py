@@ -176,7 +176,7 @@ class SlackCommands:
             if thread is not None:
                 key = DraftKey(channel, thread, owner)
                 await self.state.set_recipient(channel, thread, Recipient(inv.user_id, inv.team_id))
-        added = await self.state.follow(key)
+        added = await self.worker.follow(key)
         view = await self.store.view(owner)
         mode = effective_mode(self.slack, channel, await self.state.prefs(channel))
         name = owner.display_key

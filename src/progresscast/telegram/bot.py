@@ -150,7 +150,7 @@ class Commands:
             self.reply(message, f"Sorry, I can't follow {args[0]}: {self._problem(exc)}.")
             return
         key = DraftKey(message.chat_id, thread_of(message), owner)
-        added = await self.state.follow(key)
+        added = await self.worker.follow(key)
         view = await self.store.view(owner)
         mode = effective_mode(self.telegram, message.chat_id, await self.state.prefs(message.chat_id))
         name = owner.display_key
@@ -162,8 +162,6 @@ class Commands:
             text = f"Following {name}."
         if mode is Mode.off:
             text += " Live cards are off in this chat (/mode off): only final answers are sent."
-        if added:
-            await self.worker.remember_follow(key)
         self.reply(message, text)
         self.worker.touch(key, followed=added)
 
