@@ -340,20 +340,20 @@ async def _set_webhook(app: Application, webhook: TelegramWebhookSettings, backo
 
 async def receive_by_webhook(
     app: Application, redis: Redis, webhook: TelegramWebhookSettings, backoff: Backoff  # type: ignore[type-arg]
-) -> None:
+) -> UpdateInbox:
     """Set the webhook, then run every update the gateways hand over through the
-    Application's handlers, as polling would, until cancelled."""
+    Application's handlers, as polling would, until the inbox is closed."""
     inbox = UpdateInbox(redis, app.bot.id)
     await inbox.register(webhook.path)  # before Telegram posts its first update
     await _set_webhook(app, webhook, backoff)
-    log.info("Telegram adapter running as @%s, updates by webhook at %s", app.bot.username, webhook.path)
 
     async def handle(data: dict[str, Any]) -> None:
         update = Update.de_json(data, app.bot)
         if update is not None:
             await app.process_update(update)
 
-    await inbox.consume(handle, backoff=backoff)
+    inbox.start(handle, backoff=backoff)
+    return inbox
 
 
 async def run_adapter(settings: Settings, redis: Redis, *, options: AdapterOptions | None = None) -> None:
@@ -376,6 +376,7 @@ async def run_adapter(settings: Settings, redis: Redis, *, options: AdapterOptio
     Commands(settings, worker).register(app)
     app.add_error_handler(_log_error)
     started = polling = False
+    inbox: UpdateInbox | None = None
     try:
         with contextlib.suppress(Exception):
             await app.bot.set_my_commands([BotCommand(name, text[:256]) for name, text in COMMANDS])
@@ -383,7 +384,10 @@ async def run_adapter(settings: Settings, redis: Redis, *, options: AdapterOptio
         await app.start()
         started = True
         if telegram.webhook is not None:
-            await receive_by_webhook(app, redis, telegram.webhook, options.backoff)  # until cancelled
+            inbox = await receive_by_webhook(app, redis, telegram.webhook, options.backoff)
+            log.info(
+                "Telegram adapter running as @%s, updates by webhook at %s", app.bot.username, telegram.webhook.path
+            )
         else:
             # start_polling deletes a webhook left set: getUpdates is refused while there is one.
             await app.updater.start_polling(  # type: ignore[union-attr]
@@ -391,8 +395,10 @@ async def run_adapter(settings: Settings, redis: Redis, *, options: AdapterOptio
             )
             polling = True
             log.info("Telegram adapter running as @%s", app.bot.username)
-            await asyncio.Event().wait()  # until cancelled
+        await asyncio.Event().wait()  # until cancelled
     finally:
+        if inbox is not None:
+            await inbox.close()
         with contextlib.suppress(Exception):
             if polling:
                 await app.updater.stop()  # type: ignore[union-attr]

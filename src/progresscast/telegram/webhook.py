@@ -56,6 +56,8 @@ class UpdateInbox:
         self.redis = redis
         self.bot_id = bot_id
         self._hand_over = redis.register_script(_HAND_OVER)
+        self.closed = False
+        self._task: asyncio.Task[None] | None = None
 
     async def register(self, path: str) -> None:
         """Tell every gateway that `path` is this bot's webhook (before setWebhook)."""
@@ -75,21 +77,43 @@ class UpdateInbox:
         )
         return bool(added)
 
+    def start(self, handle: Handle, *, backoff: Backoff | None = None) -> None:
+        """Consume in a task of its own until `close`."""
+        self.closed = False
+        self._task = asyncio.create_task(self.consume(handle, backoff=backoff), name=f"telegram-updates-{self.bot_id}")
+        self._task.add_done_callback(_report)
+
+    async def close(self) -> None:
+        # The flag as well as the cancel: a library call inside `handle` may swallow a
+        # CancelledError (Python 3.11's wait_for race), and the loop must still end.
+        self.closed = True
+        if self._task is not None:
+            self._task.cancel()
+            await asyncio.wait([self._task], timeout=READ_BLOCK_MS / 1000 + 1)
+            self._task = None
+
     async def consume(self, handle: Handle, *, backoff: Backoff | None = None) -> None:
-        """Feed every update after the cursor to `handle`, in order, until cancelled. The
-        cursor moves past an update once `handle` returned (an update that fails in
-        `handle` is logged there and not tried again)."""
+        """Feed every update after the cursor to `handle`, in order, until cancelled or
+        closed. The cursor moves past an update once `handle` returned (an update that
+        fails in `handle` is logged there and not tried again)."""
         backoff = backoff or Backoff()
         stream, cursor_key = keys.tg_updates(self.bot_id), keys.tg_updates_cursor(self.bot_id)
         cursor: str | None = None
         failures = 0
-        while True:
+        while not self.closed:
             try:
                 if cursor is None:
                     cursor = await self.redis.get(cursor_key) or "0"
-                reply = await self.redis.xread({stream: cursor}, block=READ_BLOCK_MS, count=100)
+                # Not cancelled half-way (a blocking read cancelled mid-reply can hang the
+                # client): when the adapter stops, the read ends by itself within its block
+                # time, and what it got is read again from the cursor next time.
+                read = asyncio.create_task(self.redis.xread({stream: cursor}, block=READ_BLOCK_MS, count=100))
+                read.add_done_callback(_retrieve)
+                reply = await asyncio.shield(read)
                 for _, entries in reply or []:
                     for entry_id, fields in entries:
+                        if self.closed:
+                            break
                         update = _parse(fields.get("update"))
                         if update is not None:
                             await handle(update)
@@ -101,6 +125,17 @@ class UpdateInbox:
                 failures += 1
                 log.warning("webhook updates: reading Redis failed (%s); retrying in %.1f s", exc, delay)
                 await asyncio.sleep(delay)
+
+
+def _report(task: asyncio.Task[None]) -> None:
+    if not task.cancelled() and task.exception() is not None:
+        log.error("webhook updates: the reader stopped", exc_info=task.exception())
+
+
+def _retrieve(task: asyncio.Task[Any]) -> None:
+    """A read left to finish after its reader stopped: nobody waits for its outcome."""
+    if not task.cancelled():
+        task.exception()
 
 
 def _parse(raw: str | None) -> dict[str, Any] | None:
