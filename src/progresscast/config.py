@@ -17,13 +17,9 @@ from urllib.parse import unquote, urlsplit
 
 from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, ValidationError, field_validator, model_validator
 
-from .owners import AGENT_ID
+from .config_error import ConfigError as ConfigError
+from .owners import AGENT_ID, DEFAULT_AGENT
 from .validation import field_and_rule, field_path
-
-
-class ConfigError(ValueError):
-    """A config or environment mistake: reported on one line, exit status 2."""
-
 
 READ_SCOPE = "operator.read"
 WRITE_SCOPE = "operator.write"
@@ -66,8 +62,8 @@ class StoreSettings(_Model):
 
 
 class AgentSettings(_Model):
-    default: str = "main"
-    known: list[str] = Field(default_factory=lambda: ["main"])
+    default: str = DEFAULT_AGENT
+    known: list[str] = Field(default_factory=lambda: [DEFAULT_AGENT])
 
     @field_validator("default")
     @classmethod
