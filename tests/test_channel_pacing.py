@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import asyncio
-import itertools
 import time
 
 import pytest
@@ -58,18 +57,23 @@ def test_the_time_scale_shortens_every_interval() -> None:
 
 
 async def test_the_bot_is_paced_across_destinations() -> None:
+    # 30 destinations at once, the bot allowed 30 calls a second (scaled): the k-th slot
+    # goes out no sooner than k bot spacings after the start. What a waiter sees is when
+    # it resumed, which a loaded machine delays (and so can bunch up); but the k-th
+    # waiter to resume did so after the k-th slot was granted, so the bound holds for the
+    # resumes in order whatever the load, and a burst (two slots at once) breaks it.
     pacer = Pacer(budgets(bot_rate=30.0))
-    granted: list[float] = []
+    resumed: list[float] = []
 
     async def one(chat: int) -> None:
         await pacer.acquire(chat)
-        granted.append(time.monotonic())
+        resumed.append(time.monotonic())
 
+    start = time.monotonic()
     await asyncio.gather(*(one(chat) for chat in range(1, 31)))
-    gaps = [b - a for a, b in itertools.pairwise(granted)]
     spacing = SCALE / 30
-    assert all(gap >= spacing * 0.9 for gap in gaps), gaps
-    assert granted[-1] - granted[0] >= 29 * spacing * 0.9
+    late = [(k, at - start) for k, at in enumerate(sorted(resumed)) if at - start < k * spacing * 0.99]
+    assert len(resumed) == 30 and late == [], late
 
 
 async def test_when_the_bot_budget_binds_urgent_changes_go_first_then_the_longest_waiting() -> None:

@@ -24,7 +24,7 @@ from telegram.error import BadRequest, InvalidToken, NetworkError
 from telegram.ext import Application, ApplicationBuilder, CommandHandler, ContextTypes, MessageHandler, filters
 
 from ..backoff import Backoff
-from ..card import CardError, clean_text
+from ..card import CardError, clean_text, escape_lone_surrogates
 from ..channels.state import DraftKey
 from ..config import ConfigError, Mode, Settings, TelegramSettings, TelegramWebhookSettings
 from ..owners import Owner, resolve_owner
@@ -51,8 +51,9 @@ _CONTROLS = re.compile("[\x00-\x09\x0b-\x1f\x7f-\x9f]")
 
 
 def echo_safe(text: str) -> str:
-    """Text fit to send back into a chat: no bidi or invisible characters, no controls."""
-    return _CONTROLS.sub("", clean_text(text))
+    """Text fit to send back into a chat: no bidi or invisible characters, no controls,
+    a lone surrogate as its escape (no encoder accepts one: the reply would never go)."""
+    return escape_lone_surrogates(_CONTROLS.sub("", clean_text(text)))
 
 
 USAGE = {
@@ -151,7 +152,7 @@ class Commands:
             self.reply(message, f"Sorry, I can't follow {args[0]}: {self._problem(exc)}.")
             return
         key = DraftKey(message.chat_id, thread_of(message), owner)
-        added = await self.state.follow(key)
+        added = await self.worker.follow(key)
         view = await self.store.view(owner)
         mode = effective_mode(self.telegram, message.chat_id, await self.state.prefs(message.chat_id))
         name = owner.display_key
@@ -163,8 +164,6 @@ class Commands:
             text = f"Following {name}."
         if mode is Mode.off:
             text += " Live cards are off in this chat (/mode off): only final answers are sent."
-        if added:
-            await self.worker.remember_follow(key)
         self.reply(message, text)
         self.worker.touch(key, followed=added)
 
