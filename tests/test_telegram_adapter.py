@@ -555,6 +555,8 @@ async def test_follow_errors_are_polite(api: BotAPIEmulator, harness, redis: Red
         ("/follow t1 m\udc80ain", f"Sorry, I can't follow t1: agentId {rule}."),
         ("/unfollow a\ud800b", f"Sorry, a\\ud800b is not a session I can follow: sessionKey {rule}."),
         ("/mode \ud800", "\\ud800 is not a mode"),
+        # and control characters are dropped (no escape sequence reaches the chat)
+        ("/follow ev\x1b[31mil\x07", "Sorry, I can't follow ev[31mil: sessionKey must not contain"),
     ]:
         reply = await h.command(PRIVATE, typed)
         assert reply.text.startswith(text), (typed, reply.text)
