@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import asyncio
-import itertools
 import time
 
 import pytest
@@ -58,60 +57,26 @@ def test_the_time_scale_shortens_every_interval() -> None:
 
 
 async def test_the_bot_is_paced_across_destinations() -> None:
+    # 30 destinations at once, the bot allowed 30 calls a second (scaled): the k-th slot
+    # goes out no sooner than k bot spacings after the start. What a waiter sees is when
+    # it resumed, which a loaded machine delays (and so can bunch up); but the k-th
+    # waiter to resume did so after the k-th slot was granted, so the bound holds for the
+    # resumes in order whatever the load, and a burst (two slots at once) breaks it.
     pacer = Pacer(budgets(bot_rate=30.0))
-    granted: list[float] = []
+    resumed: list[float] = []
 
     async def one(chat: int) -> None:
         await pacer.acquire(chat)
-        granted.append(time.monotonic())
+        resumed.append(time.monotonic())
 
+    start = time.monotonic()
     await asyncio.gather(*(one(chat) for chat in range(1, 31)))
-    # Over any window the bot makes at most its rate, plus the catch-up burst of slots
-    # that fell due while the loop was busy (none on an idle machine).
     spacing = SCALE / 30
-    burst = pacer.budgets.catch_up_seconds / spacing
-    for i, j in itertools.combinations(range(len(granted)), 2):
-        assert j - i <= (granted[j] - granted[i]) / (spacing * 0.9) + burst + 1, (i, j, granted)
-    assert granted[-1] - granted[0] >= 29 * spacing * 0.9 - pacer.budgets.catch_up_seconds
-
-
-async def test_slots_that_fall_due_while_the_loop_is_busy_are_granted_when_it_wakes() -> None:
-    # 20 ms between bot-wide slots; the loop is then blocked for 100 ms (a burst of
-    # writes) with ten destinations queued: the five slots that fell due are owed.
-    pacer = Pacer(budgets(bot_rate=50.0, scale=1.0))
-    await pacer.acquire(0)
-    granted: list[int] = []
-
-    async def one(chat: int) -> None:
-        await pacer.acquire(chat)
-        granted.append(chat)
-
-    tasks = [asyncio.create_task(one(chat)) for chat in range(1, 11)]
-    while pacer.queued < 10:
-        await asyncio.sleep(0)
-    time.sleep(0.1)  # the event loop is busy elsewhere: no timer runs
-    for _ in range(5):  # the loop turns a few times, no new waiter, no other event
-        await asyncio.sleep(0)
-    assert len(granted) >= 5, granted
-    assert len(granted) <= 1 + pacer.budgets.catch_up_seconds / pacer.budgets.bot_spacing, granted
-    await asyncio.gather(*tasks)
-    await pacer.close()
-
-
-async def test_a_slot_given_back_goes_to_the_next_waiting_at_once() -> None:
-    # One bot-wide slot per 10 s: the slot granted to chat 1 is given back unused
-    # (its chat already showed the newest card), and chat 2, queued, gets it without
-    # waiting for the next slot or for any other event.
-    pacer = Pacer(budgets(bot_rate=0.1, scale=1.0))
-    await pacer.acquire(1)
-    second = asyncio.create_task(pacer.acquire(2))
-    while pacer.queued < 1:
-        await asyncio.sleep(0)
-    pacer.give_back(1)
-    await asyncio.wait_for(second, 2.0)
-    assert pacer.ready_in(1) == 0
-    assert pacer.bot_ready_in() == pytest.approx(10.0, abs=0.5)
-    await pacer.close()
+    # Slots that fell due while the loop was busy are granted when it wakes, at most the
+    # catch-up's worth early (none on an idle machine).
+    early = pacer.budgets.catch_up_seconds
+    late = [(k, at - start) for k, at in enumerate(sorted(resumed)) if at - start < k * spacing * 0.99 - early]
+    assert len(resumed) == 30 and late == [], late
 
 
 async def test_when_the_bot_budget_binds_urgent_changes_go_first_then_the_longest_waiting() -> None:
@@ -158,3 +123,86 @@ async def test_no_destination_starves_under_a_scaled_down_budget() -> None:
     await pacer.close()
     assert min(served.values()) >= 3, served
     assert max(served.values()) - min(served.values()) <= 2, served
+
+
+async def test_a_slot_given_back_frees_the_destination_at_once() -> None:
+    pacer = Pacer(budgets(scale=1.0), clock=Clock())
+    await pacer.acquire(42)
+    assert pacer.ready_in(42) == pytest.approx(1.0)
+    pacer.give_back(42)  # no call was made after all
+    assert pacer.ready_in(42) == 0
+
+
+def test_a_shorter_retry_after_never_shortens_a_longer_hold() -> None:
+    pacer = Pacer(budgets(scale=1.0), clock=(clock := Clock()))
+    pacer.hold(42, 5)
+    clock.now += 1
+    pacer.hold(42, 2)
+    assert pacer.ready_in(42) == pytest.approx(4)
+
+
+async def test_a_hold_that_comes_while_the_destination_queues_is_honoured() -> None:
+    pacer = Pacer(budgets(bot_rate=10.0))
+    await pacer.acquire(0)  # the bot slot is taken: chat 7 queues
+    waiter = asyncio.create_task(pacer.acquire(7))
+    await asyncio.sleep(0)
+    held = time.monotonic()
+    seconds = pacer.hold(7, 2)  # a 429 for chat 7 while it queued
+    await waiter
+    assert time.monotonic() - held >= seconds * 0.99
+
+
+async def test_a_destination_arriving_while_others_queue_waits_its_turn() -> None:
+    pacer = Pacer(budgets(bot_rate=10.0), clock=(clock := Clock()))
+    order: list[int] = []
+
+    async def one(chat: int) -> None:
+        await pacer.acquire(chat)
+        order.append(chat)
+
+    await pacer.acquire(0)  # the bot slot is taken: chat 2 queues
+    first = asyncio.create_task(one(2))
+    await asyncio.sleep(0)
+    clock.now += 1  # the slot is free again, but chat 2 has not been served yet
+    await one(3)
+    await first
+    assert order == [2, 3]
+
+
+async def test_slots_that_fall_due_while_the_loop_is_busy_are_granted_when_it_wakes() -> None:
+    # 20 ms between bot-wide slots; the loop is then blocked for 100 ms (a burst of
+    # writes) with ten destinations queued: the five slots that fell due are owed.
+    pacer = Pacer(budgets(bot_rate=50.0, scale=1.0))
+    await pacer.acquire(0)
+    granted: list[int] = []
+
+    async def one(chat: int) -> None:
+        await pacer.acquire(chat)
+        granted.append(chat)
+
+    tasks = [asyncio.create_task(one(chat)) for chat in range(1, 11)]
+    while pacer.queued < 10:
+        await asyncio.sleep(0)
+    time.sleep(0.1)  # the event loop is busy elsewhere: no timer runs
+    for _ in range(5):  # the loop turns a few times, no new waiter, no other event
+        await asyncio.sleep(0)
+    assert len(granted) >= 5, granted
+    assert len(granted) <= 1 + pacer.budgets.catch_up_seconds / pacer.budgets.bot_spacing, granted
+    await asyncio.gather(*tasks)
+    await pacer.close()
+
+
+async def test_a_slot_given_back_goes_to_the_next_waiting_at_once() -> None:
+    # One bot-wide slot per 10 s: the slot granted to chat 1 is given back unused
+    # (its chat already showed the newest card), and chat 2, queued, gets it without
+    # waiting for the next slot or for any other event.
+    pacer = Pacer(budgets(bot_rate=0.1, scale=1.0))
+    await pacer.acquire(1)
+    second = asyncio.create_task(pacer.acquire(2))
+    while pacer.queued < 1:
+        await asyncio.sleep(0)
+    pacer.give_back(1)
+    await asyncio.wait_for(second, 2.0)
+    assert pacer.ready_in(1) == 0
+    assert pacer.bot_ready_in() == pytest.approx(10.0, abs=0.5)
+    await pacer.close()

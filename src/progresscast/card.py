@@ -63,8 +63,21 @@ def has_lone_surrogate(text: str) -> bool:
     return not text.isascii() and _LONE_SURROGATE.search(text) is not None
 
 
+def escape_lone_surrogates(text: str) -> str:
+    """`text` fit to repeat in an answer: each lone surrogate as its escape (`\\ud800`),
+    so the answer can be encoded and the reader sees what was wrong."""
+    if not has_lone_surrogate(text):
+        return text
+    return _LONE_SURROGATE.sub(lambda m: m.group().encode("ascii", "backslashreplace").decode(), text)
+
+
+def replace_lone_surrogates(text: str) -> str:
+    """`text` with each lone surrogate as U+FFFD, for text that is cut to fit, not refused."""
+    return _LONE_SURROGATE.sub("\ufffd", text) if has_lone_surrogate(text) else text
+
+
 def _field_name(key: str) -> str:
-    return key.encode("ascii", "backslashreplace").decode() if has_lone_surrogate(key) else key
+    return escape_lone_surrogates(key)
 
 
 def reject_lone_surrogates(data: Any, field: str = "") -> None:
@@ -82,6 +95,13 @@ def reject_lone_surrogates(data: Any, field: str = "") -> None:
     elif isinstance(data, list):
         for i, value in enumerate(data):
             reject_lone_surrogates(value, f"{field}[{i}]")
+
+
+def _no_lone_surrogate(value: str) -> None:
+    # Inputs are checked where they come in; this keeps the rule's words for a card
+    # built in code (no "codec can't encode" from the byte limits below).
+    if has_lone_surrogate(value):
+        raise ValueError(SURROGATE_RULE)
 
 
 def cut(text: str, limit: int) -> str:
@@ -106,6 +126,7 @@ class Step(BaseModel):
     @field_validator("step")
     @classmethod
     def _step(cls, value: str) -> str:
+        _no_lone_surrogate(value)
         value = clean_text(value).strip()
         if not value:
             raise ValueError("must not be empty")
@@ -118,6 +139,7 @@ class Step(BaseModel):
     def _note(cls, value: str | None) -> str | None:
         if value is None:
             return None
+        _no_lone_surrogate(value)
         value = clean_text(value).strip()
         return cut(value, MAX_NOTE_CHARS) or None
 
@@ -156,6 +178,7 @@ class CardInput(BaseModel):
     def _markdown(cls, value: str | None) -> str | None:
         if value is None:
             return None
+        _no_lone_surrogate(value)
         value = clean_text(value)
         if len(value.encode()) > MAX_MARKDOWN_BYTES:
             raise ValueError(f"must be at most {MAX_MARKDOWN_BYTES} UTF-8 bytes")
