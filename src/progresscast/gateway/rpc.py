@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import json
 import logging
+import re
 import time
 from collections.abc import Awaitable, Callable
 from importlib.metadata import PackageNotFoundError, version
@@ -109,11 +110,22 @@ def parse_json(body: bytes) -> Any:
         raise ApiError(400, "invalid_json", "the request body is nested too deeply") from None
 
 
-def _envelope(data: Any) -> tuple[str, Params]:
+# Strict UTF-8 decoding refuses encoded surrogates, so in JSON text a lone surrogate can
+# only come from a `\uD800`-`\uDFFF` escape: a body without one needs no walk over it.
+_SURROGATE_ESCAPE = re.compile(rb"\\u[dD][89a-fA-F]")
+
+
+def may_hold_surrogates(body: bytes) -> bool:
+    return _SURROGATE_ESCAPE.search(body) is not None
+
+
+def _envelope(data: Any, *, surrogates: bool = True) -> tuple[str, Params]:
+    """Method and params; `surrogates` False when the body cannot hold a lone surrogate."""
     if not isinstance(data, dict):
         raise ApiError(400, "invalid_request", 'the body must be a JSON object {"method": ..., "params": {...}}')
     try:
-        reject_lone_surrogates(data)
+        if surrogates:
+            reject_lone_surrogates(data)
     except CardError as exc:
         # Inside params, fields are named as every other params error names them.
         field = exc.field.removeprefix("params.")
@@ -291,10 +303,11 @@ async def rpc(request: Request) -> Response:
         grant = gw.tokens.grant(bearer(request))
         if grant is None:
             raise errors.unauthorized()
-        data = parse_json(await read_body(request))
+        body = await read_body(request)
+        data = parse_json(body)
         if isinstance(data, dict):
             request_id = data.get("id")
-        method, params = _envelope(data)
+        method, params = _envelope(data, surrogates=may_hold_surrogates(body))
         if method not in METHODS:
             raise ApiError(
                 400, "unknown_method", f"method: '{method}' is not one of {', '.join(sorted(METHODS))}",
