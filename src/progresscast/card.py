@@ -99,6 +99,13 @@ def reject_lone_surrogates(data: Any, field: str = "") -> None:
             reject_lone_surrogates(value, f"{field}[{i}]")
 
 
+def _no_lone_surrogate(value: str) -> None:
+    # Inputs are checked where they come in; this keeps the rule's words for a card
+    # built in code (no "codec can't encode" from the byte limits below).
+    if has_lone_surrogate(value):
+        raise ValueError(SURROGATE_RULE)
+
+
 def cut(text: str, limit: int) -> str:
     """Cut to at most `limit` characters, ending with `…` when cut."""
     return text if len(text) <= limit else text[: limit - 1] + "…"
@@ -121,6 +128,7 @@ class Step(BaseModel):
     @field_validator("step")
     @classmethod
     def _step(cls, value: str) -> str:
+        _no_lone_surrogate(value)
         value = clean_text(value).strip()
         if not value:
             raise ValueError("must not be empty")
@@ -133,6 +141,7 @@ class Step(BaseModel):
     def _note(cls, value: str | None) -> str | None:
         if value is None:
             return None
+        _no_lone_surrogate(value)
         value = clean_text(value).strip()
         return cut(value, MAX_NOTE_CHARS) or None
 
@@ -171,6 +180,7 @@ class CardInput(BaseModel):
     def _markdown(cls, value: str | None) -> str | None:
         if value is None:
             return None
+        _no_lone_surrogate(value)
         value = clean_text(value)
         if len(value.encode()) > MAX_MARKDOWN_BYTES:
             raise ValueError(f"must be at most {MAX_MARKDOWN_BYTES} UTF-8 bytes")
