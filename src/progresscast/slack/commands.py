@@ -179,6 +179,8 @@ class SlackCommands:
             text = f"Following {name}."
         if mode is Mode.off:
             text += " Live cards are off in this channel (mode off): only final answers are posted."
+        if added:
+            await self.worker.remember_follow(key)
         self.worker.touch(key, followed=added)
         return text
 
