@@ -251,6 +251,41 @@ def tg_bot_no_rich(bot_id: int) -> str:
     return channel_no_rich(TG, bot_id)
 
 
+# Webhook mode (telegram/webhook.py): any gateway appends the updates Telegram posts to
+# the bot's stream; the adapter that runs the bot reads them from its cursor. The
+# stream and the set of seen update ids share the bot's tag, so one script does both.
+
+TG_UPDATES_MAXLEN = 10_000
+"""Updates kept in a bot's hand-off stream (`MAXLEN ~`)."""
+TG_UPDATES_SEEN = 10_000
+"""Update ids remembered per bot, so that Telegram's retries of one are dropped."""
+
+
+def tg_bot_tag(bot_id: int) -> str:
+    return f"{{{PREFIX}:{TG}:{bot_id}}}"
+
+
+def tg_updates(bot_id: int) -> str:
+    """Stream of the updates posted to the bot's webhook (field `update`: the JSON)."""
+    return f"{PREFIX}:{TG}:bot:{tg_bot_tag(bot_id)}:updates"
+
+
+def tg_updates_seen(bot_id: int) -> str:
+    """Sorted set: update id → when it arrived (ms); the newest TG_UPDATES_SEEN are kept."""
+    return f"{PREFIX}:{TG}:bot:{tg_bot_tag(bot_id)}:seen"
+
+
+def tg_updates_cursor(bot_id: int) -> str:
+    """The id of the last stream entry the adapter handled."""
+    return f"{PREFIX}:{TG}:bot:{tg_bot_tag(bot_id)}:cursor"
+
+
+def tg_webhook_bot(path: str) -> str:
+    """String: the id of the bot whose webhook is this gateway path (set by its adapter
+    before setWebhook), so that a gateway without the bot token knows where to hand over."""
+    return f"{PREFIX}:{TG}:webhook:{path}"
+
+
 # --- A2A followers ----------------------------------------------------------------------
 # What `serve` remembers about each configured agent it follows (a2a/watch.py), so that
 # a restart asks only for what changed since.

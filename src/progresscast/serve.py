@@ -1,7 +1,7 @@
 """`progresscast serve`: the gateway and web page, plus the Telegram and Slack adapters
 when their tokens are configured and the A2A followers of `[[a2a.agents]]`, in one
 process on one event loop. Slack's slash commands are routes of the gateway
-(`/slack/commands`, `/slack/events`).
+(`/slack/commands`, `/slack/events`), and so is a Telegram webhook (`/telegram/…`).
 
 Start-up mistakes (an unset `env:` secret, a port in use, a refused bot token) are a
 ConfigError: one line, exit status 2. SIGTERM (systemd, `docker stop`) shuts down the
@@ -73,6 +73,12 @@ async def serve(settings: Settings, url: str) -> None:
         from .telegram.bot import run_adapter
 
         jobs.append(run_adapter(settings, redis))
+    elif telegram and telegram.webhook:
+        log.info(
+            "no channels.telegram.token: the Telegram adapter is off; webhook updates posted to %s here "
+            "are handed to the process that runs it",
+            telegram.webhook.path,
+        )
     else:
         log.info("no channels.telegram.token: the Telegram adapter is off")
     if settings.a2a.agents:

@@ -121,7 +121,7 @@ class _Request:
     followed: bool = False
     """The destination just subscribed: a run that already ended is not announced."""
     at_follow: View | None = None
-    """The owner's view when the destination subscribed (`remember_follow`): a run that
+    """The owner's view when the destination subscribed (`follow`): a run that
     ended *then* is not announced — one that began and ended while the lane was still
     busy (a flood wait, a timeout) is, since the destination followed before it."""
     fresh: bool = False
@@ -242,7 +242,7 @@ class ChannelWorker:
         self._lanes: dict[Id, Lane] = {}
         self._requests: dict[DraftKey, _Request] = {}
         self._follow_views: dict[DraftKey, View] = {}
-        """Views read by `remember_follow`, taken by the `touch` that follows it."""
+        """The view each new follow was decided on, until the caller's `touch` takes it."""
         self._since: dict[DraftKey, float] = {}
         """Since when (monotonic) a draft has waited for a change: fairness only."""
         self._failures: dict[Id, int] = {}
@@ -289,8 +289,7 @@ class ChannelWorker:
             try:
                 if config:
                     for key in await self.channel.config_follows():
-                        if await self.state.follow(key):
-                            await self.remember_follow(key)
+                        if await self.follow(key):
                             await hand(key, followed=True)
                     config = False
                 for key in await self.state.all_follows():
@@ -399,14 +398,32 @@ class ChannelWorker:
         self.lane(key.chat_id).touch(key)
         return True
 
-    async def remember_follow(self, key: DraftKey) -> None:
-        """A destination just subscribed: what that means for its draft (a run that had
-        already ended is not announced) is stored at once, so a restart before its lane
-        looks changes nothing. Call before `touch(key, followed=True)`, which hands the
-        lane this view: what the follow means is decided by the owner's state now, not
-        by what it is once the lane gets to look."""
+    async def follow(self, key: DraftKey) -> bool:
+        """Subscribe the destination; False when it already followed. A run that had
+        already ended is not announced to it — even when its lane looks at the draft
+        before the caller's `touch(key, followed=True)` (an event read late, after the
+        subscription is stored), and after a restart before its lane looks at all."""
+        if await self.state.is_following(key):
+            return False
+        # Noted before the subscription is stored: from then on any look at the draft
+        # applies it (applying it twice changes nothing).
+        old = self._requests.get(key, _Request())
+        self._requests[key] = _Request(followed=True, fresh=old.fresh)
+        if not await self.state.follow(key):
+            return False  # followed in between, by someone else: not a new follow after all
+        await self._remember_follow(key)
+        return True
+
+    async def _remember_follow(self, key: DraftKey) -> None:
+        """What a new follow means for its draft, stored at once (for a restart before its
+        lane looks), and handed to the lane with the view it was decided on: what the
+        follow means is decided by the owner's state now, not by what it is once the lane
+        gets to look (a run may begin and end while the lane waits out a 429)."""
         view = await self.store.view(key.owner)
-        self._follow_views[key] = view
+        self._follow_views[key] = view  # for the caller's `touch(key, followed=True)`
+        request = self._requests.get(key)
+        if request is not None and request.followed and request.at_follow is None:
+            self._requests[key] = replace(request, at_follow=view)
         state = on_follow(DraftState(), view)
         if state != DraftState():
             await self.state.start_draft(key, state)  # a draft with a state already: the lane applies it
