@@ -6,6 +6,7 @@ from __future__ import annotations
 import asyncio
 import re
 import sys
+from pathlib import Path
 
 import telegram
 
@@ -54,7 +55,7 @@ async def test_type_as_a_user_and_see_what_the_bot_shows() -> None:
         await proc.wait()
 
 
-async def test_stdin_from_a_file_is_typed_and_the_emulator_keeps_serving(tmp_path) -> None:  # type: ignore[no-untyped-def]
+async def test_stdin_from_a_file_is_typed_and_the_emulator_keeps_serving(tmp_path: Path) -> None:
     # The event loop cannot watch a regular file or /dev/null; the emulator reads it as it is.
     typed = tmp_path / "typed.txt"
     typed.write_text("/follow ticket-4821\n")
