@@ -42,6 +42,8 @@ class Status(StrEnum):
 
 DONE_STATUSES = frozenset({Status.completed, Status.skipped})
 STATUS_NAMES = ", ".join(s.value for s in Status)
+_STATUS_VALUES = frozenset(s.value for s in Status)
+"""(`Status.__members__` builds a new mapping on every access: this is read per step.)"""
 
 
 class CardError(ValueError):
@@ -119,7 +121,7 @@ class Step(BaseModel):
     @field_validator("status", mode="before")
     @classmethod
     def _status(cls, value: Any) -> Status:
-        if not isinstance(value, str) or value not in Status.__members__:
+        if not isinstance(value, str) or value not in _STATUS_VALUES:
             raise ValueError(f"must be one of {STATUS_NAMES}")
         return Status(value)
 
