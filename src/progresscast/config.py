@@ -9,6 +9,7 @@ import difflib
 import os
 import re
 import tomllib
+import zlib
 from enum import StrEnum
 from functools import cached_property
 from pathlib import Path
@@ -192,11 +193,46 @@ class TelegramSettings(_Model):
     for a Bot API server that allows more (or a benchmark against the emulator)."""
     streaming: StreamingSettings = Field(default_factory=StreamingSettings)
     chats: list[ChatSettings] = Field(default_factory=list)
+    leaseSeconds: float = Field(5.0, ge=0.5, le=600)
+    """Time to live of the bot's lease in Redis: a standby takes over this long (plus a
+    second) after the holder died; renewed every third of it."""
+    bots: list[TelegramSettings] = Field(default_factory=list)
+    """More bots (`[[channels.telegram.bots]]`), each inheriting what it does not set."""
 
     @field_validator("token")
     @classmethod
     def _token(cls, value: str | None) -> str | None:
         return _from_env(value)
+
+    @model_validator(mode="after")
+    def _bots(self) -> TelegramSettings:
+        self._every_bot = [self.model_copy(update={"bots": []})]
+        seen: dict[str, str] = {}
+        if self.token:
+            seen[bot_id_of(self.token)] = "channels.telegram.token"
+        for i, bot in enumerate(self.bots):
+            where = f"bots[{i}]"
+            if bot.bots:
+                raise SettingError(f"{where}.bots", "a bot cannot have bots of its own")
+            merged = inherit(self, bot)
+            if merged.token:
+                earlier = seen.get(bot_id_of(merged.token))
+                if earlier is not None:
+                    own = "token" in bot.model_fields_set
+                    raise SettingError(
+                        f"{where}.token",
+                        f"the same bot as {earlier}" + ("" if own else " (it inherits the token: set its own)"),
+                    )
+                seen[bot_id_of(merged.token)] = f"channels.telegram.{where}.token"
+            self._every_bot.append(merged)
+        return self
+
+    _every_bot: list[TelegramSettings] = PrivateAttr(default_factory=list)
+
+    @property
+    def every_bot(self) -> list[TelegramSettings]:
+        """This bot, then each of `bots` with what it inherits filled in (each without `bots`)."""
+        return self._every_bot or [self]
 
     @field_validator("apiBaseUrl")
     @classmethod
@@ -222,6 +258,41 @@ class TelegramSettings(_Model):
     @cached_property
     def allowed_chat_ids(self) -> frozenset[int]:
         return frozenset(self.allowedChats)
+
+
+def bot_id_of(token: str) -> str:
+    """The bot's id: the number before ':' in its token (a token of another shape: a
+    digest of it, so that no secret ends up in a key name)."""
+    head, colon, _ = token.partition(":")
+    if colon and head.isdigit():
+        return head
+    return f"x{zlib.crc32(token.encode()):08x}"
+
+
+class SettingError(ValueError):
+    """A rule broken by a setting below the one being validated (`bots[1].token`)."""
+
+    def __init__(self, where: str, rule: str) -> None:
+        super().__init__(f"{where}: {rule}")
+        self.where = where
+        self.rule = rule
+
+
+def _deep_merge(base: dict[str, Any], over: dict[str, Any]) -> dict[str, Any]:
+    out = dict(base)
+    for key, value in over.items():
+        if isinstance(value, dict) and isinstance(out.get(key), dict):
+            out[key] = _deep_merge(out[key], value)
+        else:
+            out[key] = value  # a list (chats, allowedChats) is replaced whole
+    return out
+
+
+def inherit(parent: TelegramSettings, bot: TelegramSettings) -> TelegramSettings:
+    """`bot` with every setting it does not set taken from `parent` — whatever the
+    setting is, at any depth (tables merge, lists are replaced)."""
+    merged = _deep_merge(parent.model_dump(exclude={"bots"}), bot.model_dump(exclude_unset=True))
+    return TelegramSettings.model_validate(merged)
 
 
 # --- Slack ------------------------------------------------------------------------------
@@ -415,6 +486,9 @@ def load_settings(path: str | Path | None = None) -> Settings:
         if unknown:  # a misspelt key explains the "missing" one next to it
             raise _unknown_setting(path, tuple(unknown[0]["loc"])) from None
         field, rule = field_and_rule(exc)
+        below = exc.errors(include_url=False)[0].get("ctx", {}).get("error")
+        if isinstance(below, SettingError):  # name the setting itself, not the table it is in
+            field, rule = f"{field}.{below.where}" if field else below.where, below.rule
         raise ConfigError(f"config {path}: {field}: {rule}") from None
     settings._source = str(path)
     from_env = _env_settings(data)

@@ -251,6 +251,24 @@ def tg_bot_no_rich(bot_id: int) -> str:
     return channel_no_rich(TG, bot_id)
 
 
+def tg_namespace(bot_id: int | str, *, first: bool) -> str:
+    """The channel name of one bot's state: the first bot (`[channels.telegram]`) keeps
+    `tg`, so stores written before several bots existed keep working; each bot of
+    `[[channels.telegram.bots]]` gets its own, by bot id (`tg-123456`)."""
+    return TG if first else f"{TG}-{bot_id}"
+
+
+def tg_lease(bot_id: int | str) -> str:
+    """String with a TTL: which process holds the bot's lease (polls and edits for it).
+    The bot id is the hash tag, so the lease and its fence counter share a slot."""
+    return f"{PREFIX}:{TG}:bot:{{{bot_id}}}:lease"
+
+
+def tg_fence(bot_id: int | str) -> str:
+    """Counter: bumped by every taking of the bot's lease; the holder's fence token."""
+    return f"{PREFIX}:{TG}:bot:{{{bot_id}}}:fence"
+
+
 # --- A2A followers ----------------------------------------------------------------------
 # What `serve` remembers about each configured agent it follows (a2a/watch.py), so that
 # a restart asks only for what changed since.

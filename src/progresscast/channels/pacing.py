@@ -59,12 +59,27 @@ class Pacer:
         self._queue: list[tuple[int, float, int, asyncio.Future[None]]] = []
         self._order = itertools.count()
         self._dispatcher: asyncio.Task[None] | None = None
+        self._called_all: float | None = None
+        """`clock()` from which every destination counts as just called (`as_if_all_called`)."""
 
     # --- one destination -----------------------------------------------------------------
 
+    def as_if_all_called(self) -> None:
+        """Count every destination as called just now: another process (the previous
+        holder of the bot's lease) may have called any of them a moment ago."""
+        self._called_all = self.clock()
+
+    def _next_at(self, destination: Hashable) -> float:
+        found = self._next.get(destination)
+        if found is not None:
+            return found
+        if self._called_all is None:
+            return 0.0
+        return self._called_all + self.budgets.spacing(destination)
+
     def ready_in(self, destination: Hashable) -> float:
         """Seconds until `destination` may be called (0 when it may now)."""
-        return max(0.0, self._next.get(destination, 0.0) - self.clock())
+        return max(0.0, self._next_at(destination) - self.clock())
 
     async def ready(self, destination: Hashable) -> None:
         """Wait until the destination may be called (the slot may move while we sleep: a
@@ -76,7 +91,7 @@ class Pacer:
         """The channel said "retry after `seconds`": no call to this destination before
         then (capped, and on the time scale like every interval). Returns the seconds held."""
         seconds = min(max(seconds, 0.0), self.budgets.retry_after_cap) * self.budgets.scale
-        self._next[destination] = max(self._next.get(destination, 0.0), self.clock() + seconds)
+        self._next[destination] = max(self._next_at(destination), self.clock() + seconds)
         return seconds
 
     def forget(self, destination: Hashable) -> None:
@@ -108,14 +123,12 @@ class Pacer:
             await future
             # A rate-limit answer may have held the destination while it queued.
             await self.ready(destination)
-        self._next[destination] = max(self._next.get(destination, 0.0), self.clock()) + self.budgets.spacing(
-            destination
-        )
+        self._next[destination] = max(self._next_at(destination), self.clock()) + self.budgets.spacing(destination)
 
     def give_back(self, destination: Hashable) -> None:
         """A slot was granted but no call was made (the destination already showed the
         newest card): the destination may be called again at once."""
-        self._next[destination] = min(self._next.get(destination, 0.0), self.clock())
+        self._next[destination] = min(self._next_at(destination), self.clock())
 
     async def _dispatch(self) -> None:
         while self._queue:

@@ -29,6 +29,7 @@ from ..config import ConfigError, Mode, Settings, TelegramSettings
 from ..owners import Owner, resolve_owner
 from ..render.telegram_payload import telegram_draft, telegram_snapshot
 from ..store import CardStore
+from .client import FencedRequest
 from .follows import TelegramState, allowed, effective_mode, wants_rich
 from .options import AdapterOptions
 from .worker import DraftWorker
@@ -281,28 +282,44 @@ def build_application(telegram: TelegramSettings, options: AdapterOptions) -> Ap
     if not telegram.token:
         raise ValueError("channels.telegram.token is not set")
     builder: ApplicationBuilder = (  # type: ignore[type-arg]
-        Application.builder()
-        .token(telegram.token)
-        .base_url(telegram.apiBaseUrl)
-        .connection_pool_size(options.connection_pool_size)
-        .read_timeout(options.read_timeout)
-        .write_timeout(options.write_timeout)
-        .connect_timeout(options.connect_timeout)
-        .pool_timeout(options.pool_timeout)
-        .job_queue(None)
+        Application.builder().token(telegram.token).base_url(telegram.apiBaseUrl).job_queue(None)
     )
+    if options.fence is None:
+        builder = (
+            builder.connection_pool_size(options.connection_pool_size)
+            .read_timeout(options.read_timeout)
+            .write_timeout(options.write_timeout)
+            .connect_timeout(options.connect_timeout)
+            .pool_timeout(options.pool_timeout)
+        )
+    else:
+        # The same transports python-telegram-bot would build, checking the lease first.
+        builder = builder.request(
+            FencedRequest(
+                options.fence,
+                connection_pool_size=options.connection_pool_size,
+                read_timeout=options.read_timeout,
+                write_timeout=options.write_timeout,
+                connect_timeout=options.connect_timeout,
+                pool_timeout=options.pool_timeout,
+            )
+        ).get_updates_request(FencedRequest(options.fence, connection_pool_size=1))
     return builder.build()
 
 
-def _refused_token(exc: InvalidToken, variable: str | None) -> ConfigError:
+def _refused_token(exc: InvalidToken, variable: str | None, setting: str = "channels.telegram.token") -> ConfigError:
     where = f"into {variable}" if variable else "into the setting"
     return ConfigError(
-        f"channels.telegram.token: the Bot API refused the bot token ({exc.message}); "
-        f"copy the token @BotFather gave you {where}"
+        f"{setting}: the Bot API refused the bot token ({exc.message}); copy the token @BotFather gave you {where}"
     )
 
 
-async def _initialize(app: Application, backoff: Backoff, variable: str | None = None) -> None:  # type: ignore[type-arg]
+async def _initialize(
+    app: Application,  # type: ignore[type-arg]
+    backoff: Backoff,
+    variable: str | None = None,
+    setting: str = "channels.telegram.token",
+) -> None:
     """getMe, retried while the network is down; a bad token stops the adapter."""
     failures = 0
     while True:
@@ -310,7 +327,7 @@ async def _initialize(app: Application, backoff: Backoff, variable: str | None =
             await app.initialize()
             return
         except InvalidToken as exc:
-            raise _refused_token(exc, variable) from None
+            raise _refused_token(exc, variable, setting) from None
         except NetworkError as exc:
             delay = backoff.delay(failures)
             failures += 1
@@ -322,7 +339,8 @@ async def run_adapter(settings: Settings, redis: Redis, *, options: AdapterOptio
     """Run the Telegram adapter until cancelled: long polling for commands, the change
     stream for drafts. State lives in Redis, so a restart picks up where it stopped.
 
-    One adapter per bot token: Telegram serves getUpdates to one poller at a time."""
+    One adapter per bot token at a time: Telegram serves getUpdates to one poller.
+    `progresscast serve` makes sure of it with the bot's lease (`telegram.standby`)."""
     telegram = settings.channels.telegram
     if telegram is None or not telegram.token:
         raise ValueError("channels.telegram.token is not set")
@@ -332,7 +350,8 @@ async def run_adapter(settings: Settings, redis: Redis, *, options: AdapterOptio
     if httpx_log.level == logging.NOTSET:
         httpx_log.setLevel(logging.WARNING)
     app = build_application(telegram, options)
-    await _initialize(app, options.backoff, settings.env_name("channels.telegram.token"))
+    token_setting = f"{options.setting}.token"
+    await _initialize(app, options.backoff, settings.env_name(token_setting), token_setting)
     worker = DraftWorker(settings, redis, app.bot, options=options)
     Commands(settings, worker).register(app)
     app.add_error_handler(_log_error)
