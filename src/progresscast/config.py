@@ -206,7 +206,6 @@ class TelegramSettings(_Model):
 
     @model_validator(mode="after")
     def _bots(self) -> TelegramSettings:
-        self._every_bot = [self.model_copy(update={"bots": []})]
         seen: dict[str, str] = {}
         if self.token:
             seen[bot_id_of(self.token)] = "channels.telegram.token"
@@ -224,15 +223,15 @@ class TelegramSettings(_Model):
                         f"the same bot as {earlier}" + ("" if own else " (it inherits the token: set its own)"),
                     )
                 seen[bot_id_of(merged.token)] = f"channels.telegram.{where}.token"
-            self._every_bot.append(merged)
         return self
-
-    _every_bot: list[TelegramSettings] = PrivateAttr(default_factory=list)
 
     @property
     def every_bot(self) -> list[TelegramSettings]:
-        """This bot, then each of `bots` with what it inherits filled in (each without `bots`)."""
-        return self._every_bot or [self]
+        """This bot, then each of `bots` with what it inherits filled in (each without
+        `bots`). Made from the fields each time: a copy with other fields stays true."""
+        if not self.bots:
+            return [self]
+        return [self.model_copy(update={"bots": []}), *(inherit(self, bot) for bot in self.bots)]
 
     @field_validator("apiBaseUrl")
     @classmethod

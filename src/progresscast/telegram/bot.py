@@ -112,7 +112,7 @@ class Commands:
                 self.reply(
                     message,
                     "Sorry, this bot is not enabled for this chat. Ask its operator to add "
-                    f"chat id {message.chat_id} to channels.telegram.allowedChats.",
+                    f"chat id {message.chat_id} to {self.worker.adapter_options.setting}.allowedChats.",
                 )
                 return
             await handler(update, context)
