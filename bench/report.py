@@ -46,9 +46,15 @@ it logged over the whole run.""",
 over HTTP and directly (p50, one connection), and in the full set a 200-chat fleet's
 p99 staleness at 10 and 50 steps. By chats: p50/p99 staleness (figure 1) and the RSS of
 `serve` (figures 1 and 5). Plot: [`{PLOT}`]({PLOT}).""",
-    "7": """**Hooks.** One `progresscast hook claude-code` call for a `TodoWrite` event,
-from spawning the process to its exit, on the bench Redis, against the same interpreter
-doing nothing (`python -c pass`). Most of a call is Python starting and importing.""",
+    "7": """**Hooks.** One `progresscast hook claude-code` call (the console script) for a
+`TodoWrite` event, from spawning the process to its exit, on the bench Redis, against the
+same interpreter doing nothing (`python -c pass`) and importing redis-py (`python -c
+"import redis"`), interleaved. Most of a call is Python importing: redis-py (which
+imports its asyncio client and asyncio whichever client one uses) and pydantic, which
+the card rules are written in. The hook path imports nothing else of weight (no web
+framework, channels, renderers or metrics; no settings models without a config file;
+a test checks the modules a hook call imports) and runs with the cyclic garbage collector
+off (the process lives for one event).""",
 }
 
 

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import asyncio
-import itertools
 import time
 
 import pytest
@@ -58,18 +57,23 @@ def test_the_time_scale_shortens_every_interval() -> None:
 
 
 async def test_the_bot_is_paced_across_destinations() -> None:
+    # 30 destinations at once, the bot allowed 30 calls a second (scaled): the k-th slot
+    # goes out no sooner than k bot spacings after the start. What a waiter sees is when
+    # it resumed, which a loaded machine delays (and so can bunch up); but the k-th
+    # waiter to resume did so after the k-th slot was granted, so the bound holds for the
+    # resumes in order whatever the load, and a burst (two slots at once) breaks it.
     pacer = Pacer(budgets(bot_rate=30.0))
-    granted: list[float] = []
+    resumed: list[float] = []
 
     async def one(chat: int) -> None:
         await pacer.acquire(chat)
-        granted.append(time.monotonic())
+        resumed.append(time.monotonic())
 
+    start = time.monotonic()
     await asyncio.gather(*(one(chat) for chat in range(1, 31)))
-    gaps = [b - a for a, b in itertools.pairwise(granted)]
     spacing = SCALE / 30
-    assert all(gap >= spacing * 0.9 for gap in gaps), gaps
-    assert granted[-1] - granted[0] >= 29 * spacing * 0.9
+    late = [(k, at - start) for k, at in enumerate(sorted(resumed)) if at - start < k * spacing * 0.99]
+    assert len(resumed) == 30 and late == [], late
 
 
 async def test_when_the_bot_budget_binds_urgent_changes_go_first_then_the_longest_waiting() -> None:
@@ -116,3 +120,47 @@ async def test_no_destination_starves_under_a_scaled_down_budget() -> None:
     await pacer.close()
     assert min(served.values()) >= 3, served
     assert max(served.values()) - min(served.values()) <= 2, served
+
+
+async def test_a_slot_given_back_frees_the_destination_at_once() -> None:
+    pacer = Pacer(budgets(scale=1.0), clock=Clock())
+    await pacer.acquire(42)
+    assert pacer.ready_in(42) == pytest.approx(1.0)
+    pacer.give_back(42)  # no call was made after all
+    assert pacer.ready_in(42) == 0
+
+
+def test_a_shorter_retry_after_never_shortens_a_longer_hold() -> None:
+    pacer = Pacer(budgets(scale=1.0), clock=(clock := Clock()))
+    pacer.hold(42, 5)
+    clock.now += 1
+    pacer.hold(42, 2)
+    assert pacer.ready_in(42) == pytest.approx(4)
+
+
+async def test_a_hold_that_comes_while_the_destination_queues_is_honoured() -> None:
+    pacer = Pacer(budgets(bot_rate=10.0))
+    await pacer.acquire(0)  # the bot slot is taken: chat 7 queues
+    waiter = asyncio.create_task(pacer.acquire(7))
+    await asyncio.sleep(0)
+    held = time.monotonic()
+    seconds = pacer.hold(7, 2)  # a 429 for chat 7 while it queued
+    await waiter
+    assert time.monotonic() - held >= seconds * 0.99
+
+
+async def test_a_destination_arriving_while_others_queue_waits_its_turn() -> None:
+    pacer = Pacer(budgets(bot_rate=10.0), clock=(clock := Clock()))
+    order: list[int] = []
+
+    async def one(chat: int) -> None:
+        await pacer.acquire(chat)
+        order.append(chat)
+
+    await pacer.acquire(0)  # the bot slot is taken: chat 2 queues
+    first = asyncio.create_task(one(2))
+    await asyncio.sleep(0)
+    clock.now += 1  # the slot is free again, but chat 2 has not been served yet
+    await one(3)
+    await first
+    assert order == [2, 3]

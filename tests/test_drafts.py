@@ -610,6 +610,16 @@ def test_content_with_no_fallback_left_is_given_up_until_it_changes() -> None:
     assert list(chat.messages.values()) == ["card r2"]
 
 
+def test_a_payload_refused_for_good_is_not_tried_again_until_it_changes() -> None:
+    # `refused` (not a content refusal: no fallback applies) gives up on that payload.
+    gave_up = apply(DraftState(), Send(P1, P1), Outcome(OutcomeKind.refused))
+    assert next_call(gave_up, P1) is None
+    assert next_call(gave_up, P2) == Send(P2, P2)
+    shown = DraftState(message_id=5, digest=P1.digest, kind="classic")
+    gave_up = apply(shown, Edit(5, P2, P2), Outcome(OutcomeKind.refused))
+    assert next_call(gave_up, P2) is None and next_call(gave_up, None) == Delete(5)
+
+
 def test_a_refused_answer_gets_the_same_plain_fallback_as_a_draft() -> None:
     chat, r = Chat(refuse={"answer: x"}), Fake()
     s1 = sit(run_id="r1")

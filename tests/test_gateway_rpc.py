@@ -257,6 +257,9 @@ async def test_conflicting_agent_is_a_clear_error(client: httpx.AsyncClient, red
     [
         {},
         {"Authorization": "Bearer wrong"},
+        {"Authorization": "Bearer write"},  # only the whole token matches: not a prefix,
+        {"Authorization": "Bearer writers"},  # nor a longer one,
+        {"Authorization": "Bearer WRITER"},  # and case counts
         {"Authorization": "Bearer "},
         {"Authorization": "Basic writer"},
         {"Authorization": "writer"},

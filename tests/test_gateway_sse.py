@@ -284,7 +284,8 @@ async def test_event_stream_refusals(redis: Redis, token: str | None, params: di
     app = create_app(gateway_settings(), redis)
     headers = {"Authorization": f"Bearer {token}"} if token else {}
     async with httpx.AsyncClient(transport=httpx.ASGITransport(app=app), base_url="http://gw") as client:
-        response = await client.get("/v1/events", params=params, headers=headers)
+        # A stream that was (wrongly) opened would never end by itself.
+        response = await asyncio.wait_for(client.get("/v1/events", params=params, headers=headers), 10)
     assert response.status_code == status
     assert response.json()["error"]["code"] == code
     assert app.state.gateway.hub.subscribers == 0

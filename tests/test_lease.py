@@ -141,6 +141,9 @@ maxLineChars = 60
          "channels.telegram.bots[1].token: the same bot as channels.telegram.bots[0].token"),
         ('[[channels.telegram.bots]]\ntoken = "222:b"\ntokn = "x"\n',
          "unknown setting `channels.telegram.bots[0].tokn` — did you mean `token`?"),
+        ('[channels.telegram.webhook]\nurl = "https://e.org/telegram/a"\nsecretToken = "s3cret"\n'
+         '[[channels.telegram.bots]]\ntoken = "222:b"\n',
+         "channels.telegram.bots[0].webhook.url: the same webhook path as channels.telegram.webhook.url (it inherits"),
         ('[[channels.telegram.bots]]\ntoken = "222:b"\nleaseSeconds = 0\n',
          "channels.telegram.bots[0].leaseSeconds: Input should be greater than or equal to 0.5"),
     ],

@@ -192,3 +192,41 @@ async def test_a_killed_embedded_redis_is_restarted_and_a_put_succeeds_within_5_
             headers={"Authorization": f"Bearer {TOKEN}"},
         )
     assert got.json()["result"]["revision"] == 2, (answer.json(), got.json(), serve.lines, (start.home / "redis.log").read_text()[-3000:])
+
+
+async def test_webhook_updates_posted_to_a_gateway_without_the_token_reach_the_adapter_process(
+    start, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Two `serve` processes on one store: the one with the bot token runs the adapter,
+    the other (no token) is where the load balancer sends the webhook."""
+    monkeypatch.setenv("PROGRESSCAST_TIME_SCALE", "0.05")
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    hook = f"http://127.0.0.1:{port}/telegram/hook-7"
+    webhook = f'[channels.telegram.webhook]\nurl = "{hook}"\nsecretToken = "env:TELEGRAM_WEBHOOK_SECRET"\n'
+    env = {"TELEGRAM_WEBHOOK_SECRET": "s3cret_1", "PROGRESSCAST_TIME_SCALE": "0.05"}
+    async with BotAPIEmulator() as api:
+        gateway = await running(
+            start, GATEWAY.format(listen=f"127.0.0.1:{port}") + f'[channels.telegram]\napiBaseUrl = "{api.base_url}"\n'
+            + webhook, **env,
+        )
+        await gateway.line_matching(r"the Telegram adapter is off; webhook updates posted to /telegram/hook-7 here")
+        adapter = await running(
+            start, GATEWAY.format(listen="127.0.0.1:0")
+            + f'[channels.telegram]\ntoken = "env:TELEGRAM_BOT_TOKEN"\napiBaseUrl = "{api.base_url}"\n' + webhook,
+            TELEGRAM_BOT_TOKEN=api.token, **env,
+        )
+        await adapter.line_matching(r"updates by webhook at /telegram/hook-7")
+        assert api.webhook is not None and (api.webhook.url, api.webhook.secret_token) == (hook, "s3cret_1")
+        sent = api.send_user_message(4242, "/follow t-1")["message"]["message_id"]
+
+        def bot_messages() -> list[str]:
+            return [m.text for m in api.chat(4242).visible() if m.message_id > sent]
+
+        await api.wait_for(bot_messages, 15)
+        assert bot_messages()[0].startswith("Following agent:main:t-1"), bot_messages()
+        assert (await put(gateway.base, "Deploying the fix")).status_code == 200
+        await api.wait_for(lambda: any("Deploying the fix" in t for t in bot_messages()), 15)
+        assert [d.status for d in api.webhook_deliveries] == [200]
+        assert not [c for c in api.calls if c.method == "getUpdates"]

@@ -17,6 +17,7 @@ import httpx
 import pytest
 from redis.asyncio import Redis
 
+from progresscast import keys
 from progresscast.card import CardInput
 from progresscast.config import Settings
 from progresscast.connections import connect
@@ -390,3 +391,38 @@ async def test_serve_runs_the_slack_adapter_and_its_command_routes(slack: SlackA
             await asyncio.wait_for(task, 15)
         except asyncio.CancelledError:
             pass
+
+
+# (what is typed, as bytes; the reply). Bytes that are not UTF-8 (`\xed\xa0\x80` is U+D800)
+# are refused naming the field and the rule, never a 500, never read as another name.
+SURROGATE_RULE = "must be valid Unicode text (no lone surrogates)"
+BAD_BYTES_CASES: list[tuple[bytes, str]] = [
+    (b"follow a\xed\xa0\x80b", f"Sorry, I can't follow a\\udced\\udca0\\udc80b: sessionKey {SURROGATE_RULE}."),
+    (b"follow t1 m\xffain", f"Sorry, I can't follow t1: agentId {SURROGATE_RULE}."),
+    (b"unfollow a\xed\xa0\x80b", f"Sorry, a\\udced\\udca0\\udc80b is not a session I can follow: sessionKey {SURROGATE_RULE}."),
+]
+
+
+async def test_bytes_that_are_not_utf8_in_a_command_get_a_clear_reply(slack: SlackAPIEmulator, harness) -> None:
+    h = await harness()
+    url = f"{h.url}/slack/commands"
+    for typed, reply in BAD_BYTES_CASES:
+        response = await slack.send_slash_command(url, typed, channel_id=C)
+        assert response.status_code == 200, response.text
+        assert response.json() == {"response_type": "ephemeral", "text": reply}, typed
+    response = await slack.send_slash_command(url, b"follow t1", channel_id=b"C\xed\xa0\x80")
+    assert response.status_code == 200, response.text
+    assert response.json()["text"] == f"Sorry, I can't read this command: channel_id {SURROGATE_RULE}."
+    assert await h.redis.smembers(keys.channel_destinations(h.adapter.channel.state.channel)) == set()  # no destination follows anything
+
+
+async def test_a_lone_surrogate_in_an_event_is_a_clear_400(slack: SlackAPIEmulator, harness) -> None:
+    h = await harness()
+    url = f"{h.url}/slack/events"
+    for payload, field in [
+        ({"type": "url_verification", "challenge": "a\ud800b"}, "challenge"),
+        ({"type": "event_callback", "event": {"type": "message", "text": "a\ud800b"}}, "event.text"),
+    ]:
+        response = await slack.send_event(url, payload)  # JSON with ensure_ascii: the escape `\ud800`
+        assert response.status_code == 400, response.text
+        assert response.json() == {"error": f"{field}: {SURROGATE_RULE}"}

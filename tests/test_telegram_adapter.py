@@ -547,6 +547,19 @@ async def test_follow_errors_are_polite(api: BotAPIEmulator, harness, redis: Red
     # What the bot echoes is cleaned: no U+202E turning its own words around.
     reply = await h.command(PRIVATE, "/follow evil\u202eknat\u2066 nob\u200body")
     assert reply.text == "Sorry, I can't follow evilknat: sessionKey must not contain spaces, control characters or braces."
+    # A lone surrogate (the emulator sends it as the JSON escape `\ud800`) is echoed as its
+    # escape: the reply must be sendable, and say what was wrong.
+    rule = "must be valid Unicode text (no lone surrogates)"
+    for typed, text in [
+        ("/follow a\ud800b", f"Sorry, I can't follow a\\ud800b: sessionKey {rule}."),
+        ("/follow t1 m\udc80ain", f"Sorry, I can't follow t1: agentId {rule}."),
+        ("/unfollow a\ud800b", f"Sorry, a\\ud800b is not a session I can follow: sessionKey {rule}."),
+        ("/mode \ud800", "\\ud800 is not a mode"),
+        # and control characters are dropped (no escape sequence reaches the chat)
+        ("/follow ev\x1b[31mil\x07", "Sorry, I can't follow ev[31mil: sessionKey must not contain"),
+    ]:
+        reply = await h.command(PRIVATE, typed)
+        assert reply.text.startswith(text), (typed, reply.text)
     assert await redis.smembers(keys.tg_chat_follows(PRIVATE)) == set()
 
 
@@ -938,15 +951,13 @@ async def test_under_a_scaled_down_bot_budget_state_changes_go_first_and_no_chat
 
 
 async def test_following_a_finished_session_is_remembered_before_the_chat_is_looked_at(
-    api: BotAPIEmulator, harness, request: pytest.FixtureRequest
+    api: BotAPIEmulator, harness
 ) -> None:
-    if request.node.callspec.params.get("redis_url") == "server":
-        # Known defect: on the shared server database this fails after the tests before it
-        # (it passes alone, and on the embedded Redis and the Cluster); not yet understood.
-        pytest.skip("order-dependent on the shared server database: under investigation")
     # The session's run ended before the chat followed: its answer is not announced —
-    # also when the adapter restarts before the chat's lane looked at the new follow
-    # (here the lane is stuck sending the reply when the adapter stops).
+    # also when the lane looks at the draft before the follow command is done (the
+    # adapter reads the run's events late, as it does on a slower Redis), and when the
+    # adapter restarts before the chat's lane looked at the new follow (here the lane is
+    # stuck sending the reply when the adapter stops).
     h = await harness()
     await h.store.start_run(OWNER, "r1")
     await h.put(("Fix", "completed"))

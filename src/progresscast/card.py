@@ -63,8 +63,21 @@ def has_lone_surrogate(text: str) -> bool:
     return not text.isascii() and _LONE_SURROGATE.search(text) is not None
 
 
+def escape_lone_surrogates(text: str) -> str:
+    """`text` fit to repeat in an answer: each lone surrogate as its escape (`\\ud800`),
+    so the answer can be encoded and the reader sees what was wrong."""
+    if not has_lone_surrogate(text):
+        return text
+    return _LONE_SURROGATE.sub(lambda m: m.group().encode("ascii", "backslashreplace").decode(), text)
+
+
+def replace_lone_surrogates(text: str) -> str:
+    """`text` with each lone surrogate as U+FFFD, for text that is cut to fit, not refused."""
+    return _LONE_SURROGATE.sub("\ufffd", text) if has_lone_surrogate(text) else text
+
+
 def _field_name(key: str) -> str:
-    return key.encode("ascii", "backslashreplace").decode() if has_lone_surrogate(key) else key
+    return escape_lone_surrogates(key)
 
 
 def reject_lone_surrogates(data: Any, field: str = "") -> None:

@@ -1,29 +1,27 @@
-"""The command line (docs/cli.md). Bad input: exit status 2, one line on stderr."""
+"""The command line (docs/cli.md). Bad input: exit status 2, one line on stderr.
+
+`progresscast hook …` runs on every event of an agent, as a new process each time, so
+this module imports only the standard library at the top: each command imports what
+it uses, and a hook builds only its own parser (see `_run_hook`).
+"""
 
 from __future__ import annotations
 
 import argparse
 import asyncio
-import difflib
+import gc
 import json
 import os
 import re
 import sys
-from collections.abc import Awaitable, Callable
-from importlib.metadata import PackageNotFoundError, version
+from collections.abc import Awaitable, Callable, Sequence
 from pathlib import Path
-from typing import Any, NoReturn
+from typing import TYPE_CHECKING, Any, NoReturn
 
-from pydantic import ValidationError
-from redis.exceptions import RedisError
-
-from .card import SURROGATE_RULE, CardError, CardInput, has_lone_surrogate, reject_lone_surrogates
-from .config import ConfigError, Mode, RenderSettings, Settings, StreamingSettings, load_settings
-from .connections import connect, redis_url
-from .embedded import EmbeddedRedisError
-from .owners import Owner, resolve_owner
-from .store import CardStore
-from .validation import field_and_rule
+if TYPE_CHECKING:
+    from .config import Settings
+    from .owners import Owner
+    from .store import CardStore
 
 
 class UsageError(Exception):
@@ -55,6 +53,8 @@ class _Parser(argparse.ArgumentParser):
         if message.startswith("unrecognized arguments: "):
             first = message.removeprefix("unrecognized arguments: ").split()[0]
             if first.startswith("-"):
+                import difflib
+
                 name = first.split("=", 1)[0]
                 close = difflib.get_close_matches(name, sorted(_OPTIONS), n=1, cutoff=0.6)
                 hint = f" — did you mean {close[0]}?" if close else ""
@@ -67,13 +67,29 @@ def _example(*lines: str) -> str:
 
 
 def _version() -> str:
+    from importlib.metadata import PackageNotFoundError, version
+
     try:
         return version("progresscast")
     except PackageNotFoundError:  # a source tree that was never installed
         return "unknown"
 
 
-def _parser() -> argparse.ArgumentParser:
+class _VersionAction(argparse.Action):
+    """`--version`, looking the version up only when asked (a search of the installed
+    packages every call would cost each hook call)."""
+
+    def __init__(self, option_strings: Sequence[str], dest: str, **kwargs: Any) -> None:
+        super().__init__(option_strings, dest, nargs=0, default=argparse.SUPPRESS, **kwargs)
+
+    def __call__(self, parser: argparse.ArgumentParser, *args: Any) -> NoReturn:
+        print(f"progresscast {_version()}")
+        parser.exit()
+
+
+def _parser(*, hook_only: bool = False) -> argparse.ArgumentParser:
+    """The whole command line; with `hook_only`, the same but with no command besides
+    `hook` (what a hook call parses, without building the rest)."""
     # SUPPRESS: a subcommand that does not repeat --redis/--config must not reset the
     # value given before it (`progresscast --redis URL card get …`).
     common = _Parser(add_help=False)
@@ -93,8 +109,18 @@ def _parser() -> argparse.ArgumentParser:
         description="Live progress cards of AI agents: in Telegram, on the web, as text. Docs: docs/README.md",
         epilog=_example("progresscast card put --session ticket-4821 < examples/plan.json", "progresscast serve"),
     )
-    parser.add_argument("--version", action="version", version=f"progresscast {_version()}")
+    parser.add_argument("--version", action=_VersionAction, help="show program's version number and exit")
     commands = parser.add_subparsers(dest="command", required=True, parser_class=_Parser, metavar="COMMAND")
+    if hook_only:
+        _add_hook(commands, common)
+        return parser
+    _add_commands(commands, common)
+    return parser
+
+
+def _add_commands(commands: Any, common: argparse.ArgumentParser) -> None:
+    """Every command, in the order `--help` lists them."""
+    from .config import Mode
 
     card = commands.add_parser(
         "card", help="read and write progress cards", parents=[common],
@@ -177,17 +203,7 @@ def _parser() -> argparse.ArgumentParser:
     mcp.add_argument("--token", metavar="T", help="gateway token (default: $PROGRESSCAST_TOKEN)")
     mcp.add_argument("--tools", metavar="NAMES", help="tools to offer (default: progress_card,update_plan)")
 
-
-    hook = commands.add_parser(
-        "hook",
-        help="an agent's hook: its event JSON on stdin (never fails the agent)",
-        usage="progresscast hook claude-code|codex|gemini [--session KEY] [--agent ID] [-- codex exec --json …]",
-        parents=[common],
-        epilog=_example("progresscast hook claude-code < event.json"),
-    )
-    hook.add_argument("harness", choices=["claude-code", "codex", "gemini"], help="whose events these are")
-    hook.add_argument("--session", metavar="KEY", help="session key (default: the agent's own session id)")
-    hook.add_argument("--agent", metavar="ID", help="agent id (default: the configured default agent)")
+    _add_hook(commands, common)
 
     emulator = commands.add_parser(
         "emulator", help="run a service emulator on its own (no token needed)", parents=[common],
@@ -211,7 +227,19 @@ def _parser() -> argparse.ArgumentParser:
     )
     demo.add_argument("--serve", action="store_true", help="keep serving after the example")
     demo.add_argument("--delay", type=float, default=None, metavar="SECONDS", help="seconds between steps")
-    return parser
+
+
+def _add_hook(commands: Any, common: argparse.ArgumentParser) -> None:
+    hook = commands.add_parser(
+        "hook",
+        help="an agent's hook: its event JSON on stdin (never fails the agent)",
+        usage="progresscast hook claude-code|codex|gemini [--session KEY] [--agent ID] [-- codex exec --json …]",
+        parents=[common],
+        epilog=_example("progresscast hook claude-code < event.json"),
+    )
+    hook.add_argument("harness", choices=["claude-code", "codex", "gemini"], help="whose events these are")
+    hook.add_argument("--session", metavar="KEY", help="session key (default: the agent's own session id)")
+    hook.add_argument("--agent", metavar="ID", help="agent id (default: the configured default agent)")
 
 
 _ARGUMENTS = {"card_file": "CARD.json"}
@@ -226,6 +254,8 @@ def _print_json(data: Any) -> None:
 
 
 def _settings(args: argparse.Namespace) -> Settings:
+    from .config import ConfigError, load_settings
+
     try:
         return load_settings(args.config)
     except ConfigError as exc:
@@ -233,6 +263,8 @@ def _settings(args: argparse.Namespace) -> Settings:
 
 
 def _owner(args: argparse.Namespace, settings: Settings) -> Owner:
+    from .owners import resolve_owner
+
     return resolve_owner(
         args.session,
         args.agent,
@@ -249,6 +281,8 @@ def _stdin() -> str:
 
 
 def _read_json(text: str, what: str) -> Any:
+    from .card import reject_lone_surrogates
+
     try:
         data = json.loads(text)
         reject_lone_surrogates(data)
@@ -260,6 +294,9 @@ def _read_json(text: str, what: str) -> Any:
 
 
 async def _with_store(args: argparse.Namespace, settings: Settings, work: Callable[[CardStore], Awaitable[Any]]) -> Any:
+    from .connections import connect, redis_url
+    from .store import CardStore
+
     redis = connect(redis_url(args.redis, settings), settings)
     try:
         return await work(CardStore(redis))
@@ -268,6 +305,8 @@ async def _with_store(args: argparse.Namespace, settings: Settings, work: Callab
 
 
 def _card_command(args: argparse.Namespace, settings: Settings) -> None:
+    from .card import CardInput
+
     owner = _owner(args, settings)
     if args.card_command == "put":
         if sys.stdin.isatty():
@@ -295,7 +334,11 @@ def _given(value: int | None, default: int) -> int:
 
 
 def _render_command(args: argparse.Namespace, settings: Settings) -> None:
+    from pydantic import ValidationError
+
+    from .config import Mode, RenderSettings, StreamingSettings
     from .render import payload_for
+    from .validation import field_and_rule
 
     if args.card_file == "-":
         text = _stdin()
@@ -362,14 +405,9 @@ def _list_text(block: dict[str, Any]) -> str:
     return "\n".join(lines)
 
 
-def main(argv: list[str] | None = None) -> None:
-    argv = sys.argv[1:] if argv is None else list(argv)
-    # `hook codex -- codex exec …`: what follows `--` is a command to run, not our options.
-    wrapped: list[str] = []
-    if "--" in argv:
-        argv, wrapped = argv[: argv.index("--")], argv[argv.index("--") + 1 :]
+def _parse(argv: list[str], wrapped: list[str], *, hook_only: bool = False) -> argparse.Namespace:
     try:
-        args = _parser().parse_args(argv)
+        args = _parser(hook_only=hook_only).parse_args(argv)
     except SystemExit as exc:
         # A hook must never block its agent (exit 2 blocks Claude Code and Gemini CLI).
         if exc.code == 2 and "hook" in argv:
@@ -380,10 +418,49 @@ def main(argv: list[str] | None = None) -> None:
     args.wrapped = wrapped
     args.redis = getattr(args, "redis", None)
     args.config = getattr(args, "config", None)
-    if args.command == "hook":
-        from .hooks import run_hook
+    return args
 
-        raise SystemExit(run_hook(args))
+
+def _runs_hook(argv: list[str]) -> bool:
+    """Whether the command is `hook`: the first word past the global --redis / --config."""
+    i = 0
+    while i < len(argv) and argv[i].split("=", 1)[0] in ("--redis", "--config"):
+        i += 1 if "=" in argv[i] else 2
+    return argv[i : i + 1] == ["hook"]
+
+
+def _run_hook(args: argparse.Namespace) -> NoReturn:
+    from .hooks import run_hook
+
+    raise SystemExit(run_hook(args))
+
+
+def main(argv: list[str] | None = None) -> None:
+    argv = sys.argv[1:] if argv is None else list(argv)
+    # `hook codex -- codex exec …`: what follows `--` is a command to run, not our options.
+    wrapped: list[str] = []
+    if "--" in argv:
+        argv, wrapped = argv[: argv.index("--")], argv[argv.index("--") + 1 :]
+    if _runs_hook(argv):
+        # A hook process lives for one agent event and spends most of it importing; the
+        # cyclic garbage collector would only walk what the imports build, again and
+        # again (≈ 8 % of a call). On again after, for a caller running hooks in-process.
+        collecting = gc.isenabled()
+        gc.disable()
+        try:
+            _run_hook(_parse(argv, wrapped, hook_only=True))
+        finally:
+            if collecting:
+                gc.enable()
+    args = _parse(argv, wrapped)
+    if args.command == "hook":  # reached when the global options were abbreviated
+        _run_hook(args)
+    from redis.exceptions import RedisError
+
+    from .card import SURROGATE_RULE, CardError, has_lone_surrogate
+    from .config import ConfigError
+    from .embedded import EmbeddedRedisError
+
     # Undecodable bytes in argv arrive as lone surrogates (surrogateescape).
     for name, value in vars(args).items():
         if isinstance(value, str) and has_lone_surrogate(value):
@@ -407,10 +484,12 @@ def main(argv: list[str] | None = None) -> None:
             except CommandError as exc:
                 raise UsageError(str(exc)) from None
         elif args.command == "serve":
+            from .connections import redis_url
             from .serve import run_serve
 
             run_serve(settings, redis_url(args.redis, settings))
         elif args.command == "mcp":
+            from .connections import redis_url
             from .mcp_server import McpUsageError, run_mcp
 
             try:

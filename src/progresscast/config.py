@@ -14,16 +14,13 @@ from enum import StrEnum
 from functools import cached_property
 from pathlib import Path
 from typing import Any
+from urllib.parse import unquote, urlsplit
 
 from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, ValidationError, field_validator, model_validator
 
-from .owners import AGENT_ID
+from .config_error import ConfigError as ConfigError
+from .owners import AGENT_ID, DEFAULT_AGENT
 from .validation import field_and_rule, field_path
-
-
-class ConfigError(ValueError):
-    """A config or environment mistake: reported on one line, exit status 2."""
-
 
 READ_SCOPE = "operator.read"
 WRITE_SCOPE = "operator.write"
@@ -66,8 +63,8 @@ class StoreSettings(_Model):
 
 
 class AgentSettings(_Model):
-    default: str = "main"
-    known: list[str] = Field(default_factory=lambda: ["main"])
+    default: str = DEFAULT_AGENT
+    known: list[str] = Field(default_factory=lambda: [DEFAULT_AGENT])
 
     @field_validator("default")
     @classmethod
@@ -182,6 +179,54 @@ class ChatSettings(_Model):
     follow: list[str] = Field(default_factory=list)
 
 
+WEBHOOK_PATH_PREFIX = "/telegram/"
+"""Every Telegram webhook is a path under this one on the gateway."""
+WEBHOOK_SECRET = re.compile(r"[A-Za-z0-9_-]{1,256}")
+"""What Telegram allows as a webhook's `secret_token`."""
+
+
+class TelegramWebhookSettings(_Model):
+    """`[channels.telegram.webhook]`: Telegram posts updates to `url` (a gateway's
+    `/telegram/…` route) instead of the adapter polling for them."""
+
+    url: str
+    secretToken: str
+    """Sent back by Telegram in `X-Telegram-Bot-Api-Secret-Token`; `env:NAME` reads it."""
+
+    @field_validator("url")
+    @classmethod
+    def _url(cls, value: str) -> str:
+        parts = urlsplit(value)
+        if (
+            parts.scheme not in ("http", "https")
+            or not parts.hostname
+            or not parts.path.startswith(WEBHOOK_PATH_PREFIX)
+            or parts.path == WEBHOOK_PATH_PREFIX
+            or parts.query
+            or parts.fragment
+        ):
+            raise ValueError(
+                f"{value!r} must be an http(s) URL whose path starts with {WEBHOOK_PATH_PREFIX} "
+                f"(no query), e.g. https://example.org{WEBHOOK_PATH_PREFIX}hook-path"
+            )
+        return value
+
+    @field_validator("secretToken")
+    @classmethod
+    def _secret(cls, value: str) -> str:
+        resolved = _from_env(value)
+        if resolved is None:
+            return ""  # an unset variable: `serve` says which (Settings.require_env)
+        if not WEBHOOK_SECRET.fullmatch(resolved):
+            raise ValueError("must be 1-256 characters of A-Z, a-z, 0-9, '_' and '-' (Telegram's rule)")
+        return resolved
+
+    @property
+    def path(self) -> str:
+        """The route the gateway serves for it: the URL's path, percent-decoded."""
+        return unquote(urlsplit(self.url).path)
+
+
 class TelegramSettings(_Model):
     token: str | None = None
     apiBaseUrl: str = "https://api.telegram.org/bot"
@@ -193,6 +238,8 @@ class TelegramSettings(_Model):
     for a Bot API server that allows more (or a benchmark against the emulator)."""
     streaming: StreamingSettings = Field(default_factory=StreamingSettings)
     chats: list[ChatSettings] = Field(default_factory=list)
+    webhook: TelegramWebhookSettings | None = None
+    """Updates by webhook (through any gateway) instead of long polling."""
     leaseSeconds: float = Field(5.0, ge=0.5, le=600)
     """Time to live of the bot's lease in Redis: a standby takes over this long (plus a
     second) after the holder died; renewed every third of it."""
@@ -209,6 +256,9 @@ class TelegramSettings(_Model):
         seen: dict[str, str] = {}
         if self.token:
             seen[bot_id_of(self.token)] = "channels.telegram.token"
+        hooks: dict[str, str] = {}
+        if self.webhook is not None:
+            hooks[self.webhook.path] = "channels.telegram.webhook.url"
         for i, bot in enumerate(self.bots):
             where = f"bots[{i}]"
             if bot.bots:
@@ -223,6 +273,16 @@ class TelegramSettings(_Model):
                         f"the same bot as {earlier}" + ("" if own else " (it inherits the token: set its own)"),
                     )
                 seen[bot_id_of(merged.token)] = f"channels.telegram.{where}.token"
+            if merged.webhook is not None:
+                earlier = hooks.get(merged.webhook.path)
+                if earlier is not None:
+                    own = "webhook" in bot.model_fields_set
+                    raise SettingError(
+                        f"{where}.webhook.url",
+                        f"the same webhook path as {earlier}"
+                        + ("" if own else " (it inherits the webhook: set its own)"),
+                    )
+                hooks[merged.webhook.path] = f"channels.telegram.{where}.webhook.url"
         return self
 
     @property
@@ -362,6 +422,13 @@ class SlackSettings(_Model):
 class ChannelSettings(_Model):
     telegram: TelegramSettings | None = None
     slack: SlackSettings | None = None
+
+
+def telegram_bots(settings: Settings) -> list[TelegramSettings]:
+    """The settings of every configured Telegram bot: `[channels.telegram]`, then each of
+    `[[channels.telegram.bots]]` with what it inherits (none without `[channels.telegram]`)."""
+    telegram = settings.channels.telegram
+    return [] if telegram is None else telegram.every_bot
 
 
 class TemplateSettings(_Model):

@@ -23,7 +23,7 @@ from __future__ import annotations
 import asyncio
 import os
 from enum import StrEnum
-from typing import Any
+from typing import TYPE_CHECKING, Any
 from urllib.parse import urlsplit, urlunsplit
 
 from redis.asyncio import BlockingConnectionPool, Redis, RedisCluster
@@ -32,8 +32,11 @@ from redis.backoff import ExponentialBackoff, NoBackoff
 from redis.exceptions import ConnectionError as RedisConnectionError
 
 from . import sharding
-from .config import ConfigError, Settings
+from .config_error import ConfigError
 from .embedded import ensure_embedded
+
+if TYPE_CHECKING:  # a hook connects without building the settings models (see connect_quick)
+    from .config import Settings
 
 READ_BLOCK_MS = 1_000
 """How long one blocking reader (XREAD, XREADGROUP) waits for news: kept well under
@@ -72,10 +75,15 @@ class UrlError(ValueError):
 
 def redis_url(cli_url: str | None = None, settings: Settings | None = None) -> str:
     """The URL to use; raises ConfigError naming where a malformed one came from."""
+    return choose_url(cli_url, settings.store.url if settings is not None else None)
+
+
+def choose_url(cli_url: str | None, store_url: str | None) -> str:
+    """`redis_url` given the config's `store.url` itself."""
     for source, url in (
         ("--redis", cli_url),
         ("PROGRESSCAST_REDIS_URL", os.environ.get("PROGRESSCAST_REDIS_URL")),
-        ("store.url", settings.store.url if settings is not None else None),
+        ("store.url", store_url),
     ):
         if url:
             if not url.startswith(URL_SCHEMES):
@@ -127,12 +135,27 @@ class _BoundedCluster(RedisCluster):
 
 def connect(url: str, settings: Settings | None = None, *, role: Role = Role.commands) -> Any:
     """A client for `url` in `role`, on a Redis server or a Redis Cluster."""
-    store = (settings or Settings()).store
-    socket_timeout, connect_timeout, limit, retry = {
-        Role.commands: (COMMAND_TIMEOUT, CONNECT_TIMEOUT, store.maxConnections, _retry()),
-        Role.readers: (READER_TIMEOUT, CONNECT_TIMEOUT, READER_CONNECTIONS, _retry()),
-        Role.quick: (HOOK_TIMEOUT, HOOK_TIMEOUT, 4, Retry(NoBackoff(), 0)),
-    }[role]
+    if role is Role.quick:
+        return connect_quick(url, settings.store.shards if settings is not None else None)
+    if settings is None:
+        from .config import Settings
+
+        settings = Settings()
+    store = settings.store
+    limit = store.maxConnections if role is Role.commands else READER_CONNECTIONS
+    timeout = COMMAND_TIMEOUT if role is Role.commands else READER_TIMEOUT
+    return _client(url, timeout, CONNECT_TIMEOUT, limit, _retry(), store.shards)
+
+
+def connect_quick(url: str, shards: int | None = None) -> Any:
+    """A client for short-lived callers (the agent hooks): short timeouts, no retries.
+    `shards` is the configured `store.shards` (a hook does not load every setting)."""
+    return _client(url, HOOK_TIMEOUT, HOOK_TIMEOUT, 4, Retry(NoBackoff(), 0), shards)
+
+
+def _client(
+    url: str, socket_timeout: float, connect_timeout: float, limit: int, retry: Retry, shards: int | None
+) -> Any:
     parts = urlsplit(url)
     if parts.scheme in CLUSTER_SCHEMES:
         if not parts.hostname:
@@ -160,11 +183,6 @@ def connect(url: str, settings: Settings | None = None, *, role: Role = Role.com
             health_check_interval=30,
         )
         client = Redis(connection_pool=pool)
-    if store.shards is not None:
-        sharding.configure(client, store.shards)
+    if shards is not None:
+        sharding.configure(client, shards)
     return client
-
-
-def connect_quick(url: str) -> Any:
-    """A client for short-lived callers (the agent hooks): short timeouts, no retries."""
-    return connect(url, role=Role.quick)

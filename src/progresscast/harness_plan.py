@@ -16,7 +16,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from .card import MAX_NOTE_CHARS, CardError, Status, Step, clean_text, cut
+from .card import MAX_NOTE_CHARS, SURROGATE_RULE, CardError, Status, Step, clean_text, cut, has_lone_surrogate
 
 MAX_HARNESS_STEPS = 20
 MAX_LABEL_CHARS = 120
@@ -145,10 +145,8 @@ def _item(item: Any, shape: ItemShape, where: str) -> tuple[str, Status, str | N
 def _text(value: Any, field: str) -> str:
     if not isinstance(value, str):
         raise PlanShapeError(field, "must be a string")
-    try:
-        value.encode()
-    except UnicodeEncodeError:
-        raise PlanShapeError(field, "must be valid Unicode text (no lone surrogates)") from None
+    if has_lone_surrogate(value):
+        raise PlanShapeError(field, SURROGATE_RULE)
     return value
 
 

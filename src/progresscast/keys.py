@@ -251,6 +251,41 @@ def tg_bot_no_rich(bot_id: int) -> str:
     return channel_no_rich(TG, bot_id)
 
 
+# Webhook mode (telegram/webhook.py): any gateway appends the updates Telegram posts to
+# the bot's stream; the adapter that runs the bot reads them from its cursor. The
+# stream and the set of seen update ids share the bot's tag, so one script does both.
+
+TG_UPDATES_MAXLEN = 10_000
+"""Updates kept in a bot's hand-off stream (`MAXLEN ~`)."""
+TG_UPDATES_SEEN = 10_000
+"""Update ids remembered per bot, so that Telegram's retries of one are dropped."""
+
+
+def tg_bot_tag(bot_id: int | str) -> str:
+    return f"{{{PREFIX}:{TG}:{bot_id}}}"
+
+
+def tg_updates(bot_id: int) -> str:
+    """Stream of the updates posted to the bot's webhook (field `update`: the JSON)."""
+    return f"{PREFIX}:{TG}:bot:{tg_bot_tag(bot_id)}:updates"
+
+
+def tg_updates_seen(bot_id: int) -> str:
+    """Sorted set: update id → when it arrived (ms); the newest TG_UPDATES_SEEN are kept."""
+    return f"{PREFIX}:{TG}:bot:{tg_bot_tag(bot_id)}:seen"
+
+
+def tg_updates_cursor(bot_id: int) -> str:
+    """The id of the last stream entry the adapter handled."""
+    return f"{PREFIX}:{TG}:bot:{tg_bot_tag(bot_id)}:cursor"
+
+
+def tg_webhook_bot(path: str) -> str:
+    """String: the id of the bot whose webhook is this gateway path (set by its adapter
+    before setWebhook), so that a gateway without the bot token knows where to hand over."""
+    return f"{PREFIX}:{TG}:webhook:{path}"
+
+
 def tg_namespace(bot_id: int | str, *, first: bool) -> str:
     """The channel name of one bot's state: the first bot (`[channels.telegram]`) keeps
     `tg`, so stores written before several bots existed keep working; each bot of
@@ -260,13 +295,13 @@ def tg_namespace(bot_id: int | str, *, first: bool) -> str:
 
 def tg_lease(bot_id: int | str) -> str:
     """String with a TTL: which process holds the bot's lease (polls and edits for it).
-    The bot id is the hash tag, so the lease and its fence counter share a slot."""
-    return f"{PREFIX}:{TG}:bot:{{{bot_id}}}:lease"
+    It carries the bot's tag, so the lease and its fence counter share a slot."""
+    return f"{PREFIX}:{TG}:bot:{tg_bot_tag(bot_id)}:lease"
 
 
 def tg_fence(bot_id: int | str) -> str:
     """Counter: bumped by every taking of the bot's lease; the holder's fence token."""
-    return f"{PREFIX}:{TG}:bot:{{{bot_id}}}:fence"
+    return f"{PREFIX}:{TG}:bot:{tg_bot_tag(bot_id)}:fence"
 
 
 # --- A2A followers ----------------------------------------------------------------------

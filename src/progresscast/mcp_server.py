@@ -11,19 +11,31 @@ and the rule, with nothing stored, so the model can read it and retry.
 from __future__ import annotations
 
 import argparse
+import io
 import os
 import re
 import sys
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 import httpx
 import mcp_types as types
 from mcp.server.lowlevel import Server
 
-from .card import MAX_MARKDOWN_BYTES, MAX_NOTE_CHARS, MAX_STEP_BYTES, MAX_STEPS, CardError, CardInput, WriteResult
+from .card import (
+    MAX_MARKDOWN_BYTES,
+    MAX_NOTE_CHARS,
+    MAX_STEP_BYTES,
+    MAX_STEPS,
+    SURROGATE_RULE,
+    CardError,
+    CardInput,
+    WriteResult,
+    reject_lone_surrogates,
+)
 from .config import Settings
 from .harness_plan import CODEX_PLAN, MAX_HARNESS_STEPS, MAX_LABEL_CHARS, PROGRESS_V1, PlanShapeError, map_plan
+from .mcp_input import REFUSED_META_KEY, GuardedBodies, GuardedLines
 from .owners import Owner, resolve_owner
 from .plan_update import replace_plan
 from .sinks import CardSink, Gateway, GatewaySink, SinkError, StoreSink
@@ -174,10 +186,16 @@ class AgentTools:
         self.sink = sink
         self.offered = offered
 
-    async def call(self, name: str, arguments: dict[str, Any] | None) -> types.CallToolResult:
+    async def call(
+        self, name: str, arguments: dict[str, Any] | None, refused_field: str | None = None
+    ) -> types.CallToolResult:
+        """`refused_field`: the argument the transport found a lone surrogate in (mcp_input)."""
         if name not in self.offered:
             return _failed(f"unknown tool '{name}'; this server offers {', '.join(self.offered)}")
         try:
+            if refused_field is not None:
+                raise CardError(refused_field, SURROGATE_RULE)
+            reject_lone_surrogates(arguments or {})
             if name == "progress_card":
                 return await self.progress_card(arguments or {})
             return await self.update_plan(arguments or {})
@@ -220,7 +238,8 @@ def build_server(tools: AgentTools) -> Server[Any]:
         return types.ListToolsResult(tools=[TOOLS[name] for name in tools.offered])
 
     async def call_tool(ctx: Any, params: types.CallToolRequestParams) -> types.CallToolResult:
-        return await tools.call(params.name, params.arguments)
+        refused = (params.meta or {}).get(REFUSED_META_KEY)
+        return await tools.call(params.name, params.arguments, refused if isinstance(refused, str) else None)
 
     return Server("progresscast", version=_version(), on_list_tools=list_tools, on_call_tool=call_tool)
 
@@ -326,9 +345,15 @@ async def _serve(args: argparse.Namespace, tools: AgentTools) -> None:
         flush=True,
     )
     if args.http is None:
+        import anyio
         from mcp.server.stdio import stdio_server
 
-        async with stdio_server() as (read_stream, write_stream):
+        # The SDK's own reading of stdin (UTF-8, undecodable bytes replaced), each line
+        # guarded before it parses it.
+        lines = anyio.wrap_file(io.TextIOWrapper(sys.stdin.buffer, encoding="utf-8", errors="replace"))
+        # The SDK only iterates its stdin's lines, which is all GuardedLines offers.
+        stdin = cast("anyio.AsyncFile[str]", GuardedLines(lines))
+        async with stdio_server(stdin=stdin) as (read_stream, write_stream):
             await server.run(read_stream, write_stream, server.create_initialization_options())
         return
     import uvicorn
@@ -337,7 +362,7 @@ async def _serve(args: argparse.Namespace, tools: AgentTools) -> None:
 
     host, port = _listen(args.http)
     sock = bind(f"{host}:{port}")
-    app = server.streamable_http_app(host=host)
+    app = GuardedBodies(server.streamable_http_app(host=host))
     print(f"progresscast mcp: streamable HTTP on {address(sock)}/mcp", file=sys.stderr, flush=True)
     config = uvicorn.Config(app, log_level="warning", access_log=False, lifespan="on")
     await uvicorn.Server(config).serve(sockets=[sock])

@@ -8,6 +8,8 @@ from dataclasses import dataclass
 from .card import SURROGATE_RULE, CardError, has_lone_surrogate
 
 AGENT_ID = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]{0,63}")
+DEFAULT_AGENT = "main"
+"""`agents.default` and `agents.known` unless configured."""
 MAX_SESSION_KEY_CHARS = 200
 
 

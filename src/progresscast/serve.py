@@ -2,7 +2,7 @@
 when their tokens are configured (for each bot, in the one process holding its lease;
 the others stand by) and the A2A followers of `[[a2a.agents]]`, in one
 process on one event loop. Slack's slash commands are routes of the gateway
-(`/slack/commands`, `/slack/events`).
+(`/slack/commands`, `/slack/events`), and so is a Telegram webhook (`/telegram/…`).
 
 Start-up mistakes (an unset `env:` secret, a port in use, a refused bot token) are a
 ConfigError: one line, exit status 2. SIGTERM (systemd, `docker stop`) shuts down the
@@ -71,9 +71,16 @@ async def serve(settings: Settings, url: str) -> None:
     jobs.append(run_gateway(settings, redis, readers=readers, sock=sock, routes=routes))
     from .telegram.standby import bots, run_bots
 
+    telegram = settings.channels.telegram
     if bots(settings):
         # One adapter per bot whose lease this process holds; standing by for the others.
         jobs.append(run_bots(settings, redis))
+    elif telegram and telegram.webhook:
+        log.info(
+            "no channels.telegram.token: the Telegram adapter is off; webhook updates posted to %s here "
+            "are handed to the process that runs it",
+            telegram.webhook.path,
+        )
     else:
         log.info("no channels.telegram.token: the Telegram adapter is off")
     if settings.a2a.agents:

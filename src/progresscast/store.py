@@ -16,7 +16,7 @@ from typing import cast
 from redis.asyncio import Redis
 from redis.exceptions import RedisError
 
-from . import keys, metrics
+from . import keys
 from .activity import Activity
 from .card import Card, CardError, CardInput, StepCounts, WriteResult
 from .keys import Layout
@@ -138,9 +138,12 @@ def _iso(ms: int) -> str:
 
 
 class CardStore:
-    def __init__(self, redis: Redis, *, events_maxlen: int = keys.EVENTS_MAXLEN) -> None:
+    def __init__(self, redis: Redis, *, events_maxlen: int = keys.EVENTS_MAXLEN, metrics: bool = True) -> None:
+        """`metrics=False` for a short-lived process nobody scrapes (an agent hook): its
+        writes are not counted, and it never imports prometheus_client (~10 ms)."""
         self.redis = redis
         self.events_maxlen = events_maxlen
+        self.metrics = metrics
         self._write = redis.register_script(_WRITE)
         self._activity = redis.register_script(_ACTIVITY)
         self._run = redis.register_script(_RUN)
@@ -192,10 +195,10 @@ class CardStore:
         try:
             status, value = await self._write_script(owner, body, expected_revision, admitted_epoch, reset=reset)
         except RedisError:
-            metrics.WRITES.labels("error").inc()
+            self._count("error")
             raise
         if status != "ok":
-            metrics.WRITES.labels("conflict").inc()
+            self._count("conflict")
         if status == "revision":
             raise StoreError(
                 "expectedRevision",
@@ -204,8 +207,14 @@ class CardStore:
             )
         if status == "reset":
             raise StoreError("sessionKey", "the card was reset after this write was admitted")
-        metrics.WRITES.labels("ok").inc()
+        self._count("ok")
         return int(value)
+
+    def _count(self, outcome: str) -> None:
+        if self.metrics:
+            from . import metrics
+
+            metrics.WRITES.labels(outcome).inc()
 
     async def _write_script(
         self,

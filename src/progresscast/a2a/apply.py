@@ -248,7 +248,8 @@ class UpdateApplier:
         return await self._apply_status(owner, update, source)
 
     async def _apply_status(self, owner: Owner, change: StatusChange, source: Source) -> Applied:
-        if change.plan_problem and self._once.first("plan", change.task_id):
+        # `a2a ingest` names each line's problem itself: the log is for the other sources.
+        if change.plan_problem and source is not Source.file and self._once.first("plan", change.task_id):
             log.warning("A2A task %s: plan not applied: %s", change.task_id, change.plan_problem)
         if change.demoted and self._once.first("demoted", change.task_id):
             log.info("A2A task %s: %d more active steps shown as pending", change.task_id, change.demoted)

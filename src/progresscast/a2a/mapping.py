@@ -21,7 +21,7 @@ from datetime import UTC, datetime
 from enum import StrEnum
 from typing import Any
 
-from ..card import MAX_NOTE_CHARS, CardError, Step, clean_text, cut
+from ..card import MAX_NOTE_CHARS, SURROGATE_RULE, CardError, Step, clean_text, cut, has_lone_surrogate
 from ..harness_plan import PROGRESS_V1, PlanShapeError, map_plan
 from ..view import RunState
 
@@ -170,7 +170,7 @@ def _id(body: dict[str, Any], field: str, where: str, *, required: bool) -> str 
         return None
     if not isinstance(value, str):
         raise UpdateError(f"{where}.{field}", "must be a string")
-    return value
+    return _unicode(value, f"{where}.{field}")
 
 
 def _status(body: dict[str, Any], kind: Kind, where: str, *, id_field: str) -> StatusChange:
@@ -279,10 +279,8 @@ def parts_text(parts: Any, field: str, *, joiner: str = " ") -> str:
 
 
 def _unicode(text: str, field: str) -> str:
-    try:
-        text.encode()
-    except UnicodeEncodeError:
-        raise UpdateError(field, "must be valid Unicode text (no lone surrogates)") from None
+    if has_lone_surrogate(text):
+        raise UpdateError(field, SURROGATE_RULE)
     return text
 
 

@@ -269,8 +269,7 @@ class ChannelWorker:
             try:
                 if config:
                     for key in await self.channel.config_follows():
-                        if await self.state.follow(key):
-                            await self.remember_follow(key)
+                        if await self.follow(key):
                             await hand(key, followed=True)
                     config = False
                 for key in await self.state.all_follows():
@@ -378,10 +377,25 @@ class ChannelWorker:
         self.lane(key.chat_id).touch(key)
         return True
 
-    async def remember_follow(self, key: DraftKey) -> None:
-        """A destination just subscribed: what that means for its draft (a run that had
-        already ended is not announced) is stored at once, so a restart before its lane
-        looks changes nothing. Call before `touch(key, followed=True)`."""
+    async def follow(self, key: DraftKey) -> bool:
+        """Subscribe the destination; False when it already followed. A run that had
+        already ended is not announced to it — even when its lane looks at the draft
+        before the caller's `touch(key, followed=True)` (an event read late, after the
+        subscription is stored), and after a restart before its lane looks at all."""
+        if await self.state.is_following(key):
+            return False
+        # Noted before the subscription is stored: from then on any look at the draft
+        # applies it (applying it twice changes nothing).
+        old = self._requests.get(key, _Request())
+        self._requests[key] = _Request(True, old.fresh)
+        if not await self.state.follow(key):
+            return False  # followed in between, by someone else: not a new follow after all
+        await self._remember_follow(key)
+        return True
+
+    async def _remember_follow(self, key: DraftKey) -> None:
+        """What a new follow means for its draft, stored at once (for a restart before its
+        lane looks)."""
         state = on_follow(DraftState(), await self.store.view(key.owner))
         if state != DraftState():
             await self.state.start_draft(key, state)  # a draft with a state already: the lane applies it

@@ -6,6 +6,7 @@
     sse.py     GET /v1/events (Server-Sent Events)
     hub.py     one change-stream reader fanned out to every event stream
     pages.py   /, /sessions/{key}, /v1/card, login and logout
+    telegram_webhook.py  POST /telegram/<path>: Telegram bots' webhooks
     server.py  uvicorn, until cancelled
 """
 

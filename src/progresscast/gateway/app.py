@@ -19,6 +19,7 @@ from . import a2a_push, health, pages, rpc, sse
 from .auth import Tokens
 from .hub import EventHub
 from .state import Gateway
+from .telegram_webhook import TelegramWebhooks
 
 log = logging.getLogger("progresscast.gateway")
 
@@ -113,6 +114,7 @@ def create_app(
             Route("/v1/card", pages.card_fragment, methods=["GET"]),
             Route("/healthz", health.healthz, methods=["GET"]),
             Route("/metrics", health.metrics_page, methods=["GET"]),
+            Route("/telegram/{path:path}", TelegramWebhooks(settings, redis).receive, methods=["POST"]),
             Mount("/static", StaticFiles(directory=STATIC), name="static"),
             *routes,
         ],

@@ -71,7 +71,13 @@ def raw_path(conn: HTTPConnection) -> str:
 def raw_query(conn: HTTPConnection) -> dict[str, str]:
     """The query parameters as sent (the last of each name wins, as in Starlette)."""
     query: bytes = conn.scope.get("query_string", b"")
-    return dict(parse_qsl(query.decode("latin-1"), keep_blank_values=True, errors="surrogateescape"))
+    return raw_form(query)
+
+
+def raw_form(data: bytes) -> dict[str, str]:
+    """Form-encoded `data` (a query, a form body), bytes that are not UTF-8 kept as lone
+    surrogates (the last of each name wins)."""
+    return dict(parse_qsl(data.decode("latin-1"), keep_blank_values=True, errors="surrogateescape"))
 
 
 def gateway_of(conn: HTTPConnection) -> Gateway:

@@ -17,6 +17,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from ..card import reject_lone_surrogates
 from ..harness_plan import CLAUDE_TASK, CLAUDE_TODO, map_plan
 from ..view import RunState
 from .context import HookContext
@@ -34,8 +35,17 @@ def _headline(items: Any) -> str:
     return ""
 
 
+_EVENTS = ("UserPromptSubmit", "Stop", "SessionEnd")
+_TOOLS = ("TodoWrite", "TaskCreate", "TaskUpdate")
+READS = ("session_id", "prompt_id", "tool_input", "tool_response")
+"""What the hook reads of an event: a lone surrogate in it refuses the event, naming the field."""
+
+
 async def handle(ctx: HookContext, event: dict[str, Any]) -> None:
     name = event.get("hook_event_name")
+    if name not in _EVENTS and not (name == "PostToolUse" and event.get("tool_name") in _TOOLS):
+        return  # not an event this hook shows (Claude Code sends it every hook event configured)
+    reject_lone_surrogates({field: event[field] for field in READS if field in event})
     owner = ctx.owner(event.get("session_id"))
     if name == "UserPromptSubmit":
         prompt_id = event.get("prompt_id")

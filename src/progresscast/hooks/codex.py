@@ -25,7 +25,7 @@ import sys
 from collections.abc import AsyncIterator
 from typing import Any
 
-from ..card import CardError
+from ..card import CardError, reject_lone_surrogates
 from ..harness_plan import map_checklist
 from ..owners import Owner
 from ..view import RunState
@@ -71,6 +71,9 @@ class CodexSession:
     async def _item(self, kind: str, item: dict[str, Any]) -> None:
         assert self.owner is not None
         item_type = item.get("type")
+        shown = {"agent_message": "text", "command_execution": "command"}.get(str(item_type))
+        if shown is not None:
+            reject_lone_surrogates(item.get(shown), f"item.{shown}")
         if item_type == "todo_list":
             await self.ctx.write_plan(self.owner, map_checklist(item.get("items"), field="item.items"))
         elif item_type == "agent_message" and kind == "item.completed" and isinstance(item.get("text"), str):

@@ -4,33 +4,61 @@ A hook runs inside the agent's loop, so it must be quick and must not fail: Redi
 given `HOOK_TIMEOUT` to answer, and any trouble is one line on stderr — the caller
 exits 0 whatever happened. The first call may start the embedded Redis; later calls
 find it running.
+
+Quick means importing little: a hook is a new process on every agent event, and most
+of its time is Python importing. So it imports no more than it uses (no gateway, no
+renderers, no metrics), and without a config file it does not load the settings at all:
+it needs four of them, whose defaults it knows.
 """
 
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 import uuid
 from collections.abc import Sequence
+from dataclasses import dataclass
 
 from redis.asyncio import Redis
 
 from ..card import Step
-from ..config import Settings, load_settings
-from ..connections import connect_quick, redis_url
+from ..connections import choose_url, connect_quick
 from ..harness_plan import HarnessPlan
-from ..owners import Owner, resolve_owner
+from ..owners import DEFAULT_AGENT, Owner, resolve_owner
 from ..plan_update import replace_plan
 from ..sinks import StoreSink
 from ..store import CardStore
 from ..view import RunState
 
 
+@dataclass(frozen=True)
+class HookSettings:
+    """The settings a hook uses; the defaults are the config's own (a test checks)."""
+
+    store_url: str | None = None
+    shards: int | None = None
+    known_agents: frozenset[str] = frozenset({DEFAULT_AGENT})
+    default_agent: str = DEFAULT_AGENT
+
+
+def hook_settings(path: str | None) -> HookSettings:
+    """The config file's settings (`path`, else PROGRESSCAST_CONFIG), else the defaults
+    without building the settings models (a tenth of a hook call)."""
+    path = path or os.environ.get("PROGRESSCAST_CONFIG")
+    if not path:
+        return HookSettings()
+    from ..config import load_settings
+
+    settings = load_settings(path)
+    return HookSettings(settings.store.url, settings.store.shards, settings.agents.known_set, settings.agents.default)
+
+
 class HookContext:
     def __init__(self, harness: str, args: argparse.Namespace) -> None:
         self.harness = harness
         self.args = args
-        self._settings: Settings | None = None
+        self._settings: HookSettings | None = None
         self._redis: Redis | None = None
 
     # -- reporting ----------------------------------------------------------------
@@ -41,16 +69,17 @@ class HookContext:
     # -- the store and the owner -----------------------------------------------------
 
     @property
-    def settings(self) -> Settings:
+    def settings(self) -> HookSettings:
         if self._settings is None:
-            self._settings = load_settings(self.args.config)
+            self._settings = hook_settings(self.args.config)
         return self._settings
 
     @property
     def store(self) -> CardStore:
         if self._redis is None:
-            self._redis = connect_quick(redis_url(self.args.redis, self.settings))
-            self._store = CardStore(self._redis)
+            url = choose_url(self.args.redis, self.settings.store_url)
+            self._redis = connect_quick(url, self.settings.shards)
+            self._store = CardStore(self._redis, metrics=False)
         return self._store
 
     @property
@@ -66,8 +95,8 @@ class HookContext:
         return resolve_owner(
             self.args.session or session_id,
             self.args.agent,
-            known_agents=self.settings.agents.known_set,
-            default_agent=self.settings.agents.default,
+            known_agents=self.settings.known_agents,
+            default_agent=self.settings.default_agent,
         )
 
     # -- what hooks do ------------------------------------------------------------------

@@ -17,13 +17,21 @@ from __future__ import annotations
 
 from typing import Any
 
+from ..card import reject_lone_surrogates
 from ..harness_plan import GEMINI_TODO, map_plan
 from ..view import RunState
 from .context import HookContext
 
+_EVENTS = ("BeforeAgent", "AfterAgent", "SessionEnd")
+READS = ("session_id", "prompt_response", "tool_input")
+"""What the hook reads of an event: a lone surrogate in it refuses the event, naming the field."""
+
 
 async def handle(ctx: HookContext, event: dict[str, Any]) -> None:
     name = event.get("hook_event_name")
+    if name not in _EVENTS and not (name == "AfterTool" and event.get("tool_name") == "write_todos"):
+        return  # not an event this hook shows
+    reject_lone_surrogates({field: event[field] for field in READS if field in event})
     owner = ctx.owner(event.get("session_id"))
     if name == "BeforeAgent":
         await ctx.start_run(owner)

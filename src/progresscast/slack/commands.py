@@ -19,16 +19,16 @@ import logging
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
-from urllib.parse import parse_qsl
 
 from slack_sdk.signature import SignatureVerifier
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
 
-from ..card import CardError
+from ..card import SURROGATE_RULE, CardError, escape_lone_surrogates, has_lone_surrogate, reject_lone_surrogates
 from ..channels.state import DraftKey
 from ..config import Mode, Settings, SlackSettings
+from ..gateway.state import raw_form
 from ..owners import Owner, resolve_owner
 from ..render.slack_payload import Recipient, slack_draft, slack_snapshot
 from .channel import NO_THREAD, allowed, effective_mode
@@ -59,8 +59,9 @@ USAGE = {
 
 def _reply(text: str) -> JSONResponse:
     # Ephemeral: only the person who typed the command sees it. Plain text, no markup
-    # of what they typed: Slack shows `text` as mrkdwn, so it is escaped.
-    escaped = text.replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;")
+    # of what they typed: Slack shows `text` as mrkdwn, so it is escaped; a lone
+    # surrogate it repeats is shown as its escape (no encoder accepts one).
+    escaped = escape_lone_surrogates(text).replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;")
     return JSONResponse({"response_type": "ephemeral", "text": escaped})
 
 
@@ -110,7 +111,12 @@ class SlackCommands:
         body = await self._verified(request)
         if body is None:
             return JSONResponse({"error": "invalid signature"}, status_code=401)
-        form = dict(parse_qsl(body.decode("utf-8", "replace"), keep_blank_values=True))
+        # Bytes that are not UTF-8 stay lone surrogates, so what they are in (a session
+        # key) is refused naming the rule rather than read as another name.
+        form = raw_form(body)
+        for field in ("channel_id", "user_id", "team_id"):
+            if has_lone_surrogate(form.get(field, "")):
+                return _reply(f"Sorry, I can't read this command: {field} {SURROGATE_RULE}.")
         channel = form.get("channel_id", "")
         words = form.get("text", "").split()
         name = words[0].lower() if words else "help"
@@ -135,7 +141,10 @@ class SlackCommands:
             return JSONResponse({"error": "invalid signature"}, status_code=401)
         try:
             payload = json.loads(body)
-        except ValueError:
+            reject_lone_surrogates(payload)
+        except CardError as exc:
+            return JSONResponse({"error": escape_lone_surrogates(str(exc))}, status_code=400)
+        except (ValueError, RecursionError):
             return JSONResponse({"error": "body must be JSON"}, status_code=400)
         if isinstance(payload, dict) and payload.get("type") == "url_verification":
             return JSONResponse({"challenge": str(payload.get("challenge", ""))})
@@ -167,7 +176,7 @@ class SlackCommands:
             if thread is not None:
                 key = DraftKey(channel, thread, owner)
                 await self.state.set_recipient(channel, thread, Recipient(inv.user_id, inv.team_id))
-        added = await self.state.follow(key)
+        added = await self.worker.follow(key)
         view = await self.store.view(owner)
         mode = effective_mode(self.slack, channel, await self.state.prefs(channel))
         name = owner.display_key

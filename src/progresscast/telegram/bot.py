@@ -1,5 +1,6 @@
-"""The Telegram adapter: a python-telegram-bot Application (long polling), the chat
-commands, and the draft worker, run together on the caller's event loop.
+"""The Telegram adapter: a python-telegram-bot Application (long polling, or updates
+from the webhook through Redis), the chat commands, and the draft worker, run
+together on the caller's event loop.
 
     await run_adapter(settings, redis)      # until cancelled
 
@@ -19,19 +20,20 @@ from typing import Any
 
 from redis.asyncio import Redis
 from telegram import BotCommand, Message, Update
-from telegram.error import InvalidToken, NetworkError
+from telegram.error import BadRequest, InvalidToken, NetworkError
 from telegram.ext import Application, ApplicationBuilder, CommandHandler, ContextTypes, MessageHandler, filters
 
 from ..backoff import Backoff
-from ..card import CardError, clean_text
+from ..card import CardError, clean_text, escape_lone_surrogates
 from ..channels.state import DraftKey
-from ..config import ConfigError, Mode, Settings, TelegramSettings
+from ..config import ConfigError, Mode, Settings, TelegramSettings, TelegramWebhookSettings
 from ..owners import Owner, resolve_owner
 from ..render.telegram_payload import telegram_draft, telegram_snapshot
 from ..store import CardStore
 from .client import FencedRequest
 from .follows import TelegramState, allowed, effective_mode, wants_rich
 from .options import AdapterOptions
+from .webhook import UpdateInbox
 from .worker import DraftWorker
 
 log = logging.getLogger("progresscast.telegram")
@@ -50,8 +52,9 @@ _CONTROLS = re.compile("[\x00-\x09\x0b-\x1f\x7f-\x9f]")
 
 
 def echo_safe(text: str) -> str:
-    """Text fit to send back into a chat: no bidi or invisible characters, no controls."""
-    return _CONTROLS.sub("", clean_text(text))
+    """Text fit to send back into a chat: no bidi or invisible characters, no controls,
+    a lone surrogate as its escape (no encoder accepts one: the reply would never go)."""
+    return escape_lone_surrogates(_CONTROLS.sub("", clean_text(text)))
 
 
 USAGE = {
@@ -150,7 +153,7 @@ class Commands:
             self.reply(message, f"Sorry, I can't follow {args[0]}: {self._problem(exc)}.")
             return
         key = DraftKey(message.chat_id, thread_of(message), owner)
-        added = await self.state.follow(key)
+        added = await self.worker.follow(key)
         view = await self.store.view(owner)
         mode = effective_mode(self.telegram, message.chat_id, await self.state.prefs(message.chat_id))
         name = owner.display_key
@@ -162,8 +165,6 @@ class Commands:
             text = f"Following {name}."
         if mode is Mode.off:
             text += " Live cards are off in this chat (/mode off): only final answers are sent."
-        if added:
-            await self.worker.remember_follow(key)
         self.reply(message, text)
         self.worker.touch(key, followed=added)
 
@@ -335,9 +336,55 @@ async def _initialize(
             await asyncio.sleep(delay)
 
 
+async def _set_webhook(
+    app: Application,  # type: ignore[type-arg]
+    webhook: TelegramWebhookSettings,
+    backoff: Backoff,
+    setting: str = "channels.telegram",
+) -> None:
+    """setWebhook, retried while the network is down; a URL Telegram refuses stops the adapter."""
+    failures = 0
+    while True:
+        try:
+            await app.bot.set_webhook(
+                webhook.url, secret_token=webhook.secretToken, allowed_updates=[Update.MESSAGE]
+            )
+            return
+        except BadRequest as exc:
+            raise ConfigError(f"{setting}.webhook: the Bot API refused the webhook ({exc.message})") from None
+        except NetworkError as exc:
+            delay = backoff.delay(failures)
+            failures += 1
+            log.warning("cannot reach the Bot API to set the webhook (%s); retrying in %.0f s", exc, delay)
+            await asyncio.sleep(delay)
+
+
+async def receive_by_webhook(
+    app: Application,  # type: ignore[type-arg]
+    redis: Redis,
+    webhook: TelegramWebhookSettings,
+    backoff: Backoff,
+    setting: str = "channels.telegram",
+) -> UpdateInbox:
+    """Set the webhook, then run every update the gateways hand over through the
+    Application's handlers, as polling would, until the inbox is closed."""
+    inbox = UpdateInbox(redis, app.bot.id)
+    await inbox.register(webhook.path)  # before Telegram posts its first update
+    await _set_webhook(app, webhook, backoff, setting)
+
+    async def handle(data: dict[str, Any]) -> None:
+        update = Update.de_json(data, app.bot)
+        if update is not None:
+            await app.process_update(update)
+
+    inbox.start(handle, backoff=backoff)
+    return inbox
+
+
 async def run_adapter(settings: Settings, redis: Redis, *, options: AdapterOptions | None = None) -> None:
-    """Run the Telegram adapter until cancelled: long polling for commands, the change
-    stream for drafts. State lives in Redis, so a restart picks up where it stopped.
+    """Run the Telegram adapter until cancelled: long polling (or the webhook's updates)
+    for commands, the change stream for drafts. State lives in Redis, so a restart
+    picks up where it stopped.
 
     One adapter per bot token at a time: Telegram serves getUpdates to one poller.
     `progresscast serve` makes sure of it with the bot's lease (`telegram.standby`)."""
@@ -356,19 +403,29 @@ async def run_adapter(settings: Settings, redis: Redis, *, options: AdapterOptio
     Commands(settings, worker).register(app)
     app.add_error_handler(_log_error)
     started = polling = False
+    inbox: UpdateInbox | None = None
     try:
         with contextlib.suppress(Exception):
             await app.bot.set_my_commands([BotCommand(name, text[:256]) for name, text in COMMANDS])
         await worker.start()
         await app.start()
         started = True
-        await app.updater.start_polling(  # type: ignore[union-attr]
-            timeout=options.poll_timeout, allowed_updates=[Update.MESSAGE], drop_pending_updates=False
-        )
-        polling = True
-        log.info("Telegram adapter running as @%s", app.bot.username)
+        if telegram.webhook is not None:
+            inbox = await receive_by_webhook(app, redis, telegram.webhook, options.backoff, options.setting)
+            log.info(
+                "Telegram adapter running as @%s, updates by webhook at %s", app.bot.username, telegram.webhook.path
+            )
+        else:
+            # start_polling deletes a webhook left set: getUpdates is refused while there is one.
+            await app.updater.start_polling(  # type: ignore[union-attr]
+                timeout=options.poll_timeout, allowed_updates=[Update.MESSAGE], drop_pending_updates=False
+            )
+            polling = True
+            log.info("Telegram adapter running as @%s", app.bot.username)
         await asyncio.Event().wait()  # until cancelled
     finally:
+        if inbox is not None:
+            await inbox.close()
         with contextlib.suppress(Exception):
             if polling:
                 await app.updater.stop()  # type: ignore[union-attr]
@@ -384,4 +441,4 @@ async def _log_error(update: object, context: ContextTypes.DEFAULT_TYPE) -> None
     log.error("handling an update failed", exc_info=context.error)
 
 
-__all__ = ["COMMANDS", "Commands", "build_application", "run_adapter", "thread_of"]
+__all__ = ["COMMANDS", "Commands", "build_application", "receive_by_webhook", "run_adapter", "thread_of"]

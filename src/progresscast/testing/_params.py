@@ -18,7 +18,9 @@ from starlette.requests import Request
 
 from ._state import ApiError
 
-INT_FIELDS = frozenset({"chat_id", "message_id", "offset", "limit", "timeout", "message_thread_id", "user_id"})
+INT_FIELDS = frozenset(
+    {"chat_id", "message_id", "offset", "limit", "timeout", "message_thread_id", "user_id", "max_connections"}
+)
 JSON_FIELDS = frozenset(
     {
         "rich_message",

@@ -18,6 +18,7 @@ from ._params import int_param, require_chat_id, text_param
 from ._rich import RichContent, check_rich
 from ._state import ApiError, ChatState, ShownMessage, default_chat_type, message_to_api, now
 from ._updates import UpdateQueue
+from ._webhook import Webhook, check_set_webhook
 from .telegram_html import (
     MAX_RAW_TEXT,
     MAX_TEXT,
@@ -47,7 +48,9 @@ Handler = Callable[[dict[str, Any]], Any]
 class FakeTelegram:
     """State and methods of one bot's Bot API server."""
 
-    def __init__(self, token: str, *, bot_username: str = "progresscast_test_bot", count: str = "utf16") -> None:
+    def __init__(
+        self, token: str, *, bot_username: str = "progresscast_test_bot", count: str = "utf16", local_mode: bool = True
+    ) -> None:
         head = token.split(":", 1)[0]
         self.token = token
         self.bot_user: dict[str, Any] = {
@@ -59,6 +62,10 @@ class FakeTelegram:
         self.count = count
         """How ``message is too long`` counts: "utf16" (strict, default) or "codepoints" (TDLib's own count)."""
         self.rich_supported = True
+        self.local_mode = local_mode
+        """Like telegram-bot-api's `--local`: a webhook may be http, on any port."""
+        self.webhook: Webhook | None = None
+        self.webhook_last_error: tuple[int, str] | None = None
         self.chats: dict[int, ChatState] = {}
         self.updates = UpdateQueue()
         self.commands: list[Any] = []
@@ -115,23 +122,37 @@ class FakeTelegram:
         )
 
     def setWebhook(self, p: dict[str, Any]) -> bool:
-        self.updates.webhook_url = text_param(p, "url")
+        self._set_webhook(check_set_webhook(p, self.webhook, local_mode=self.local_mode))
         if p.get("drop_pending_updates"):
             self.updates.drop_pending()
         return True
 
     def deleteWebhook(self, p: dict[str, Any]) -> bool:
-        self.updates.webhook_url = ""
+        self._set_webhook(None)
         if p.get("drop_pending_updates"):
             self.updates.drop_pending()
         return True
 
+    def _set_webhook(self, webhook: Webhook | None) -> None:
+        self.webhook = webhook
+        self.webhook_last_error = None
+        self.updates.webhook_active = webhook is not None
+        self.updates.wake()  # the sender starts (or stops) delivering
+
     def getWebhookInfo(self, p: dict[str, Any]) -> dict[str, Any]:
-        return {
-            "url": self.updates.webhook_url,
+        hook = self.webhook
+        info: dict[str, Any] = {
+            "url": hook.url if hook else "",
             "has_custom_certificate": False,
             "pending_update_count": len(self.updates),
         }
+        if hook is not None:
+            info["max_connections"] = hook.max_connections
+            if hook.allowed_updates:
+                info["allowed_updates"] = hook.allowed_updates
+            if self.webhook_last_error is not None:
+                info["last_error_date"], info["last_error_message"] = self.webhook_last_error
+        return info
 
     def setMyCommands(self, p: dict[str, Any]) -> bool:
         commands = p.get("commands")

@@ -1,4 +1,6 @@
-"""The update queue behind ``getUpdates``: offsets, long polling, one poller at a time."""
+"""The update queue behind ``getUpdates`` and the webhook: offsets, long polling, one
+poller at a time; while a webhook is set, getUpdates is refused and the sender takes
+the updates from here."""
 
 from __future__ import annotations
 
@@ -21,7 +23,7 @@ class UpdateQueue:
         self._next_id = 1
         self._arrived = asyncio.Event()
         self._poller = 0  # which getUpdates call is the current one
-        self.webhook_url = ""
+        self.webhook_active = False
 
     def __len__(self) -> int:
         return len(self._pending)
@@ -37,9 +39,20 @@ class UpdateQueue:
     def drop_pending(self) -> None:
         self._pending.clear()
 
+    def first(self) -> dict[str, Any] | None:
+        return self._pending[0] if self._pending else None
+
+    def remove(self, update: dict[str, Any]) -> None:
+        if update in self._pending:
+            self._pending.remove(update)
+
+    async def wait(self) -> None:
+        """Until something arrives, or the webhook changes (`wake`)."""
+        await self._arrived.wait()
+
     async def get(self, offset: int, limit: int, timeout: float, closing: asyncio.Event) -> list[dict[str, Any]]:
         """Answer one getUpdates call; waits up to ``timeout`` seconds for something to arrive."""
-        if self.webhook_url:
+        if self.webhook_active:
             raise ApiError(409, CONFLICT_WEBHOOK)
         self._confirm(offset)
         limit = limit if 1 <= limit <= 100 else 100

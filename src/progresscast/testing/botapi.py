@@ -17,10 +17,16 @@ limit, "message is not modified", flood limits answered with 429 and
 :meth:`delete_by_user`) and read what every chat shows (:meth:`chat`) and which
 calls were made (:attr:`calls`).
 
+Webhooks: after ``setWebhook`` the users' messages are POSTed to the webhook URL
+(with ``X-Telegram-Bot-Api-Secret-Token``, retried while the answer is not 2xx) instead
+of being kept for ``getUpdates``, which then answers 409 until ``deleteWebhook``. Like
+a local Bot API server (``--local``), it accepts http URLs on any port unless made with
+``local_mode=False``. :attr:`webhook_deliveries` lists every POST and its answer.
+
 Several bots: :meth:`add_bot` serves another token on the same server (its own chats,
-updates and pacing); the methods that concern one bot take ``token=`` (default: the
-first). Several clients of one bot can be told apart by giving each its own
-:meth:`base_url_for` (recorded as :attr:`Call.instance`).
+updates and pacing; webhooks only for the first bot); the methods that concern one bot
+take ``token=`` (default: the first). Several clients of one bot can be told apart by
+giving each its own :meth:`base_url_for` (recorded as :attr:`Call.instance`).
 """
 
 from __future__ import annotations
@@ -28,10 +34,11 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import inspect
+import json
 import logging
 import socket
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -45,10 +52,19 @@ from ._pacing import BOT_PACE, GROUP_PACE, PRIVATE_PACE, Pace, Pacer
 from ._params import chat_id_of, read_params
 from ._state import ApiError, Call, ChatState, not_found
 from ._telegram import PACED, FakeTelegram, Handler
+from ._webhook import Delivery, Webhook, WebhookSender
 
 log = logging.getLogger(__name__)
 
 DEFAULT_TOKEN = "123456:TEST-token_for-progresscast"
+
+
+class _EscapedJSON(JSONResponse):
+    """Answers with non-ASCII as JSON escapes (as JSON allows), so a test can hand the bot
+    text holding a lone surrogate (`\\ud800`), which no UTF-8 encoder would send."""
+
+    def render(self, content: Any) -> bytes:
+        return json.dumps(content, ensure_ascii=True, allow_nan=False, separators=(",", ":")).encode("ascii")
 
 _DEFAULT_DESCRIPTIONS = {
     400: "Bad Request: injected failure",
@@ -109,8 +125,14 @@ class BotAPIEmulator:
         count: str = "utf16",
         bot_username: str = "progresscast_test_bot",
         port: int = 0,
+        local_mode: bool = True,
+        webhook_retry_delays: Sequence[float] = (0.2, 0.5, 1.0, 2.0),
+        webhook_timeout: float = 5.0,
     ) -> None:
-        self.telegram = FakeTelegram(token, bot_username=bot_username, count=count)
+        self.telegram = FakeTelegram(token, bot_username=bot_username, count=count, local_mode=local_mode)
+        self.webhook_sender = WebhookSender(
+            self.telegram, retry_delays=webhook_retry_delays, timeout=webhook_timeout, on_change=self._notify
+        )
         self.pacer = Pacer(private_pace, group_pace, bot_pace)
         self._paces = (private_pace, group_pace, bot_pace)
         self._count = count
@@ -171,6 +193,7 @@ class BotAPIEmulator:
                 self._task.result()  # raises what stopped the server
                 raise RuntimeError("the Bot API emulator stopped while starting")
             await asyncio.sleep(0.01)
+        self.webhook_sender.start()
         return self
 
     async def stop(self) -> None:
@@ -178,6 +201,7 @@ class BotAPIEmulator:
         for telegram, _ in self.bots.values():
             telegram.closing.set()
             telegram.updates.wake()
+        await self.webhook_sender.stop()
         if self._server is not None and self._task is not None:
             self._server.should_exit = True
             await self._task
@@ -256,6 +280,21 @@ class BotAPIEmulator:
             with contextlib.suppress(TimeoutError):
                 await asyncio.wait_for(self._changed.wait(), timeout=min(remaining, 0.05))
 
+    @property
+    def webhook(self) -> Webhook | None:
+        """The webhook setWebhook set (url, secret_token, allowed_updates), if any."""
+        return self.telegram.webhook
+
+    @property
+    def webhook_deliveries(self) -> list[Delivery]:
+        """Every POST to a webhook, in order: the update id and the HTTP status answered."""
+        return self.webhook_sender.deliveries
+
+    def lose_webhook_answers(self, times: int = 1) -> None:
+        """The next ``times`` webhook POSTs reach the webhook, but their answers are lost:
+        Telegram takes them as failed and posts the same update again."""
+        self.webhook_sender.lose_answers += times
+
     # --- what users do ---------------------------------------------------------------------
 
     def send_user_message(
@@ -270,7 +309,8 @@ class BotAPIEmulator:
         username: str | None = None,
         token: str | None = None,
     ) -> dict[str, Any]:
-        """A user writes ``text`` in a chat; returns the Update that getUpdates will deliver.
+        """A user writes ``text`` in a chat; returns the Update that getUpdates (or the
+        webhook) will deliver.
 
         ``chat_type`` defaults from the id (positive: private; below -10^12: supergroup; else
         group); ``user_id`` defaults to the chat id in a private chat. ``/commands`` get
@@ -390,7 +430,7 @@ class BotAPIEmulator:
         if hold:
             with contextlib.suppress(TimeoutError):
                 await asyncio.wait_for(self.telegram.closing.wait(), timeout=hold)
-        return JSONResponse(body, status_code=call.status)
+        return _EscapedJSON(body, status_code=call.status)
 
     def _route(self, call: Call, token: str) -> Handler:
         if token not in self.bots:

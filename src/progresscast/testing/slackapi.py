@@ -291,9 +291,9 @@ class SlackAPIEmulator:
     async def send_slash_command(
         self,
         url: str,
-        text: str,
+        text: str | bytes,
         *,
-        channel_id: str = "C0TEST0001",
+        channel_id: str | bytes = "C0TEST0001",
         user_id: str = PERSON_ID,
         command: str = "/progresscast",
         secret: str | None = None,
@@ -302,13 +302,15 @@ class SlackAPIEmulator:
     ) -> httpx.Response:
         """A person types ``/progresscast <text>`` in a channel: Slack POSTs the command,
         form-encoded and signed (``secret`` and ``timestamp`` override, to test refusals),
-        and gives the app ``timeout`` seconds (Slack's 3) to answer."""
+        and gives the app ``timeout`` seconds (Slack's 3) to answer. ``text`` and
+        ``channel_id`` may be bytes, sent as they are (to test bytes that are not UTF-8)."""
+        known = self._channels.get(channel_id) if isinstance(channel_id, str) else None
         form = {
             "token": "verification-token-deprecated",
             "team_id": self.team_id,
             "team_domain": "progresscast-test",
             "channel_id": channel_id,
-            "channel_name": self._channels[channel_id].name if channel_id in self._channels else "unknown",
+            "channel_name": known.name if known is not None else "unknown",
             "user_id": user_id,
             "user_name": "tester",
             "command": command,

@@ -1,0 +1,158 @@
+"""Webhook mode: Telegram posts each update to a gateway, the gateway hands it to the
+adapter that runs the bot through Redis, and the adapter feeds it to its Application.
+
+    gateway:  bot_of_path(path) → UpdateInbox(redis, bot_id).hand_over(update)
+    adapter:  UpdateInbox.register(path), setWebhook, then inbox.consume(handle)
+
+Any number of gateways may receive a bot's webhook; only the adapter reads the bot's
+stream, from a cursor it keeps in Redis, so a restarted (or standby) adapter goes on
+where the last one stopped. Telegram retries an update whose answer it did not get:
+the update id is remembered, and a retry is dropped before it reaches the stream.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import logging
+import time
+from collections.abc import Awaitable, Callable
+from typing import Any
+
+from redis.exceptions import RedisError
+
+from .. import keys
+from ..backoff import Backoff
+from ..connections import READ_BLOCK_MS
+
+log = logging.getLogger("progresscast.telegram")
+
+# Remember the update id; only a new one goes to the stream. Arrival time is the score,
+# so trimming forgets the oldest arrivals whatever their ids (Telegram picks a random
+# next id after a quiet week).
+_HAND_OVER = """
+local stream_key = KEYS[1]
+local seen_key = KEYS[2]
+local update_id = ARGV[1]
+local update_json = ARGV[2]
+local now_ms = ARGV[3]
+local stream_maxlen = ARGV[4]
+local seen_keep = tonumber(ARGV[5])
+if redis.call('ZADD', seen_key, 'NX', now_ms, update_id) == 0 then
+  return 0
+end
+redis.call('ZREMRANGEBYRANK', seen_key, 0, -seen_keep - 1)
+redis.call('XADD', stream_key, 'MAXLEN', '~', stream_maxlen, '*', 'update', update_json)
+return 1
+"""
+
+Handle = Callable[[dict[str, Any]], Awaitable[None]]
+
+
+class UpdateInbox:
+    """One bot's hand-off stream in Redis."""
+
+    def __init__(self, redis: Any, bot_id: int) -> None:
+        self.redis = redis
+        self.bot_id = bot_id
+        self._hand_over = redis.register_script(_HAND_OVER)
+        self.closed = False
+        self._task: asyncio.Task[None] | None = None
+
+    async def register(self, path: str) -> None:
+        """Tell every gateway that `path` is this bot's webhook (before setWebhook)."""
+        await self.redis.set(keys.tg_webhook_bot(path), self.bot_id)
+
+    async def hand_over(self, update: dict[str, Any]) -> bool:
+        """Queue an update (with an integer `update_id`); False: that id came before."""
+        added = await self._hand_over(
+            keys=[keys.tg_updates(self.bot_id), keys.tg_updates_seen(self.bot_id)],
+            args=[
+                update["update_id"],
+                json.dumps(update, ensure_ascii=False, separators=(",", ":")),
+                int(time.time() * 1000),
+                keys.TG_UPDATES_MAXLEN,
+                keys.TG_UPDATES_SEEN,
+            ],
+        )
+        return bool(added)
+
+    def start(self, handle: Handle, *, backoff: Backoff | None = None) -> None:
+        """Consume in a task of its own until `close`."""
+        self.closed = False
+        self._task = asyncio.create_task(self.consume(handle, backoff=backoff), name=f"telegram-updates-{self.bot_id}")
+        self._task.add_done_callback(_report)
+
+    async def close(self) -> None:
+        # The flag as well as the cancel: a library call inside `handle` may swallow a
+        # CancelledError (Python 3.11's wait_for race), and the loop must still end.
+        self.closed = True
+        if self._task is not None:
+            self._task.cancel()
+            await asyncio.wait([self._task], timeout=READ_BLOCK_MS / 1000 + 1)
+            self._task = None
+
+    async def consume(self, handle: Handle, *, backoff: Backoff | None = None) -> None:
+        """Feed every update after the cursor to `handle`, in order, until cancelled or
+        closed. The cursor moves past an update once `handle` returned (an update that
+        fails in `handle` is logged there and not tried again)."""
+        backoff = backoff or Backoff()
+        stream, cursor_key = keys.tg_updates(self.bot_id), keys.tg_updates_cursor(self.bot_id)
+        cursor: str | None = None
+        failures = 0
+        while not self.closed:
+            try:
+                if cursor is None:
+                    cursor = await self.redis.get(cursor_key) or "0"
+                # Not cancelled half-way (a blocking read cancelled mid-reply can hang the
+                # client): when the adapter stops, the read ends by itself within its block
+                # time, and what it got is read again from the cursor next time.
+                read = asyncio.create_task(self.redis.xread({stream: cursor}, block=READ_BLOCK_MS, count=100))
+                read.add_done_callback(_retrieve)
+                reply = await asyncio.shield(read)
+                for _, entries in reply or []:
+                    for entry_id, fields in entries:
+                        if self.closed:
+                            break
+                        update = _parse(fields.get("update"))
+                        if update is not None:
+                            await handle(update)
+                        cursor = entry_id
+                    await self.redis.set(cursor_key, cursor)
+                failures = 0
+            except RedisError as exc:
+                delay = backoff.delay(failures)
+                failures += 1
+                log.warning("webhook updates: reading Redis failed (%s); retrying in %.1f s", exc, delay)
+                await asyncio.sleep(delay)
+
+
+def _report(task: asyncio.Task[None]) -> None:
+    if not task.cancelled() and task.exception() is not None:
+        log.error("webhook updates: the reader stopped", exc_info=task.exception())
+
+
+def _retrieve(task: asyncio.Task[Any]) -> None:
+    """A read left to finish after its reader stopped: nobody waits for its outcome."""
+    if not task.cancelled():
+        task.exception()
+
+
+def _parse(raw: str | None) -> dict[str, Any] | None:
+    try:
+        update = json.loads(raw or "")
+    except ValueError:
+        update = None
+    if not isinstance(update, dict):
+        log.warning("webhook updates: skipped an entry that is not an update")
+        return None
+    return update
+
+
+async def bot_of_path(redis: Any, path: str) -> int | None:
+    """The bot whose adapter registered `path` as its webhook (None: none yet)."""
+    raw = await redis.get(keys.tg_webhook_bot(path))
+    return int(raw) if raw and raw.lstrip("-").isdigit() else None
+
+
+__all__ = ["UpdateInbox", "bot_of_path"]

@@ -1,0 +1,270 @@
+"""Telegram webhook mode end to end: the Bot API emulator posts users' messages to a
+gateway's `/telegram/<path>`, the gateway hands them to the adapter through a real
+Redis, and the adapter's command handlers answer — real python-telegram-bot, real
+uvicorn gateways, `run_adapter` and `run_gateway` as `serve` runs them."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+from collections.abc import AsyncIterator
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+
+from progresscast import keys
+from progresscast.card import CardInput
+from progresscast.config import ConfigError, Settings, load_settings
+from progresscast.gateway import run_gateway
+from progresscast.gateway.server import address, bind
+from progresscast.gateway.telegram_webhook import MAX_UPDATE_BYTES
+from progresscast.owners import Owner
+from progresscast.store import CardStore
+from progresscast.telegram.bot import run_adapter
+from progresscast.telegram.options import AdapterOptions
+from progresscast.testing import BotAPIEmulator, ShownMessage
+from progresscast.timescale import ENV as TIME_SCALE_ENV
+
+pytestmark = pytest.mark.filterwarnings("ignore::telegram.warnings.PTBDeprecationWarning")
+
+CHAT = 4242
+SECRET = "webhook-s3cret_token"
+PATH = "/telegram/hook-1"
+BOT_ID = 123456  # the emulator's default token is 123456:…
+
+
+@pytest.fixture(autouse=True)
+def scaled(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv(TIME_SCALE_ENV, "0.05")
+
+
+@pytest.fixture
+async def api() -> AsyncIterator[BotAPIEmulator]:
+    async with BotAPIEmulator(webhook_retry_delays=(0.05, 0.1, 0.2)) as emulator:
+        yield emulator
+
+
+def settings_for(api: BotAPIEmulator, *, token: bool = True, webhook: str | None = None, secret: str = SECRET) -> Settings:
+    telegram: dict[str, Any] = {"apiBaseUrl": api.base_url}
+    if token:
+        telegram["token"] = api.token
+    if webhook is not None:
+        telegram["webhook"] = {"url": webhook, "secretToken": secret}
+    return Settings.model_validate({"agents": {"default": "main"}, "channels": {"telegram": telegram}})
+
+
+class Running:
+    """Gateways and adapters started on the test's loop; cancelled at the end."""
+
+    def __init__(self, api: BotAPIEmulator, redis: Any) -> None:
+        self.api = api
+        self.redis = redis
+        self.tasks: list[asyncio.Task[None]] = []
+
+    def socket(self) -> tuple[Any, str]:
+        sock = bind("127.0.0.1:0")
+        return sock, address(sock)
+
+    async def gateway(self, settings: Settings, sock: Any) -> None:
+        started = asyncio.Event()
+        self.tasks.append(asyncio.create_task(run_gateway(settings, self.redis, sock=sock, started=started)))
+        await asyncio.wait_for(started.wait(), 10)
+
+    async def adapter(self, settings: Settings, *, ready: str = "setWebhook") -> None:
+        before = len(self.api.calls)
+        options = AdapterOptions(consumer="test", read_timeout=1.0, settle=1.0)
+        task = asyncio.create_task(run_adapter(settings, self.redis, options=options))
+        self.tasks.append(task)
+        await self.api.wait_for(lambda: task.done() or any(c.method == ready for c in self.api.calls[before:]), 10)
+        if task.done():
+            task.result()
+
+    async def stop(self) -> None:
+        for task in reversed(self.tasks):
+            task.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await asyncio.wait_for(task, 15)
+
+    async def command(self, text: str) -> ShownMessage:
+        """A user types `text`; the bot's first message after it."""
+        sent = self.api.send_user_message(CHAT, text)["message"]["message_id"]
+        return await self.api.wait_for(
+            lambda: next((m for m in self.api.chat(CHAT).visible() if m.message_id > sent), None), 10
+        )
+
+
+@pytest.fixture
+async def running(api: BotAPIEmulator, redis: Any) -> AsyncIterator[Running]:
+    made = Running(api, redis)
+    yield made
+    await made.stop()
+
+
+async def one_gateway_with_the_bot(running: Running, api: BotAPIEmulator) -> tuple[Settings, str]:
+    sock, base = running.socket()
+    settings = settings_for(api, webhook=base + PATH)
+    await running.gateway(settings, sock)
+    await running.adapter(settings)
+    return settings, base
+
+
+def update(update_id: int, text: str = "/help") -> dict[str, Any]:
+    return {
+        "update_id": update_id,
+        "message": {
+            "message_id": 1000 + update_id, "date": 1, "text": text,
+            "chat": {"id": CHAT, "type": "private", "first_name": "T"},
+            "from": {"id": CHAT, "is_bot": False, "first_name": "T"},
+            "entities": [{"type": "bot_command", "offset": 0, "length": len(text.split()[0])}],
+        },
+    }  # fmt: skip
+
+
+async def post(url: str, body: Any, secret: str | None = SECRET, **kw: Any) -> httpx.Response:
+    headers = {"Content-Type": "application/json"}
+    if secret is not None:
+        headers["X-Telegram-Bot-Api-Secret-Token"] = secret
+    content = body if isinstance(body, bytes) else json.dumps(body).encode()
+    async with httpx.AsyncClient(timeout=5) as client:
+        return await client.post(url, content=content, headers=headers, **kw)
+
+
+# --- the headline -------------------------------------------------------------------
+
+
+async def test_follow_by_webhook_then_the_draft_appears(api: BotAPIEmulator, running: Running, redis: Any) -> None:
+    _, base = await one_gateway_with_the_bot(running, api)
+    assert api.webhook is not None
+    assert (api.webhook.url, api.webhook.secret_token, api.webhook.allowed_updates) == (base + PATH, SECRET, ["message"])
+    reply = await running.command("/follow s1")
+    assert reply.text.startswith("Following agent:main:s1")
+    await CardStore(redis).put(Owner("main", "s1"), CardInput.parse({"plan": [{"step": "Reproduce", "status": "in_progress"}]}))
+    draft = await api.wait_for(
+        lambda: next((m for m in api.chat(CHAT).visible() if m.message_id > reply.message_id), None), 10
+    )
+    assert "Reproduce" in draft.text
+    assert [d.status for d in api.webhook_deliveries] == [200]
+    assert not [c for c in api.calls if c.method == "getUpdates"]  # no polling in webhook mode
+
+
+async def test_a_wrong_or_missing_secret_is_403_and_nothing_is_handed_over(
+    api: BotAPIEmulator, running: Running, redis: Any
+) -> None:
+    _, base = await one_gateway_with_the_bot(running, api)
+    for secret in ("wrong", None, SECRET[:-1], SECRET + "x"):
+        answer = await post(base + PATH, update(7), secret=secret)
+        assert answer.status_code == 403, answer.text
+        assert "X-Telegram-Bot-Api-Secret-Token".lower() in answer.json()["error"]["message"].lower()
+    assert await redis.xlen(keys.tg_updates(BOT_ID)) == 0
+    assert (await post(base + "/telegram/other", update(7))).status_code == 404
+    assert (await post(base + PATH, b"{not json")).status_code == 400
+    assert (await post(base + PATH, [1, 2])).status_code == 400
+    assert (await post(base + PATH, {"update_id": "7"})).json()["error"]["field"] == "update_id"
+    big = update(8, "/help " + "x" * MAX_UPDATE_BYTES)
+    assert (await post(base + PATH, big)).json()["error"]["code"] == "body_too_large"
+    assert await redis.xlen(keys.tg_updates(BOT_ID)) == 0
+    assert api.chat(CHAT).visible() == []
+
+
+async def test_a_retried_update_runs_once(api: BotAPIEmulator, running: Running, redis: Any) -> None:
+    _, base = await one_gateway_with_the_bot(running, api)
+    api.lose_webhook_answers(1)  # Telegram never hears the first 200: it posts the update again
+    reply = await running.command("/follow s1")
+    await api.wait_for(lambda: len(api.webhook_deliveries) == 2 and api.webhook_deliveries[-1].status == 200)
+    first, again = (await post(base + PATH, update(50))), (await post(base + PATH, update(50)))
+    assert (first.json(), again.json()) == ({"ok": True, "duplicate": False}, {"ok": True, "duplicate": True})
+    help_reply = await api.wait_for(
+        lambda: next((m for m in api.chat(CHAT).visible() if "what this bot does" in m.text), None), 10
+    )
+    # Every update handed over is handled before the next: nothing more can come after these.
+    await running.command("/card")
+    replies = [m.text for m in api.chat(CHAT).visible()]
+    assert sum(t.startswith("Following agent:main:s1") for t in replies) == 1, replies
+    assert sum("already follows" in t for t in replies) == 0, replies
+    assert sum("what this bot does" in t for t in replies) == 1, replies
+    assert reply.message_id < help_reply.message_id
+    assert await redis.xlen(keys.tg_updates(BOT_ID)) == 3  # /follow, update 50, /card
+
+
+async def test_a_gateway_without_the_bot_token_hands_updates_to_the_adapter(
+    api: BotAPIEmulator, running: Running
+) -> None:
+    sock, base = running.socket()
+    hook = base + PATH
+    await running.gateway(settings_for(api, token=False, webhook=hook), sock)  # the load balancer's choice
+    await running.adapter(settings_for(api, webhook=hook))  # its own gateway is not in the URL
+    reply = await running.command("/follow s2")
+    assert reply.text.startswith("Following agent:main:s2")
+    assert [d.status for d in api.webhook_deliveries] == [200]
+
+
+async def test_polling_still_works_and_deletes_a_leftover_webhook(api: BotAPIEmulator, running: Running) -> None:
+    sock, base = running.socket()
+    await running.gateway(settings_for(api), sock)
+    async with httpx.AsyncClient() as client:  # set earlier, by a webhook-mode run
+        answer = await client.post(f"{api.base_url}{api.token}/setWebhook", json={"url": base + PATH})
+        assert answer.json()["ok"] is True
+    await running.adapter(settings_for(api), ready="getUpdates")
+    assert api.webhook is None
+    reply = await running.command("/follow s3")
+    assert reply.text.startswith("Following agent:main:s3")
+    assert api.webhook_deliveries == []
+
+
+async def test_a_webhook_telegram_refuses_stops_the_adapter_with_one_line(running: Running) -> None:
+    async with BotAPIEmulator(local_mode=False) as strict:
+        settings = settings_for(strict, webhook="http://127.0.0.1:9/telegram/x")
+        with pytest.raises(ConfigError, match=r"^channels\.telegram\.webhook: the Bot API refused the webhook \((?i:.*https)"):
+            await run_adapter(settings, running.redis, options=AdapterOptions(consumer="t"))
+
+
+# --- settings -------------------------------------------------------------------------
+
+
+def load(tmp_path: Path, webhook: str) -> Settings:
+    path = tmp_path / "c.toml"
+    path.write_text(f"[channels.telegram]\n[channels.telegram.webhook]\n{webhook}\n")
+    return load_settings(path)
+
+
+def test_webhook_settings_read_the_secret_from_the_environment(tmp_path: Path, monkeypatch) -> None:
+    monkeypatch.setenv("HOOK_SECRET", "abc_DEF-123")
+    settings = load(tmp_path, 'url = "https://example.org/telegram/a/b"\nsecretToken = "env:HOOK_SECRET"')
+    hook = settings.channels.telegram.webhook  # type: ignore[union-attr]
+    assert hook is not None and (hook.secretToken, hook.path) == ("abc_DEF-123", "/telegram/a/b")
+    assert settings_for_default(tmp_path).channels.telegram.webhook is None  # type: ignore[union-attr]
+
+
+def settings_for_default(tmp_path: Path) -> Settings:
+    path = tmp_path / "d.toml"
+    path.write_text('[channels.telegram]\ntoken = "1:x"\n')
+    return load_settings(path)
+
+
+def test_an_unset_secret_variable_is_named_by_require_env(tmp_path: Path, monkeypatch) -> None:
+    monkeypatch.delenv("HOOK_SECRET", raising=False)
+    settings = load(tmp_path, 'url = "https://example.org/telegram/a"\nsecretToken = "env:HOOK_SECRET"')
+    with pytest.raises(ConfigError, match=r"channels\.telegram\.webhook\.secretToken: the environment variable HOOK_SECRET"):
+        settings.require_env()
+
+
+@pytest.mark.parametrize(
+    ("webhook", "message"),
+    [
+        ('url = "ftp://example.org/telegram/a"\nsecretToken = "s"', r"webhook\.url: 'ftp://.*' must be an http\(s\) URL"),
+        ('url = "https://example.org/hook"\nsecretToken = "s"', r"webhook\.url: .*path starts with /telegram/"),
+        ('url = "https://example.org/telegram/"\nsecretToken = "s"', r"webhook\.url: "),
+        ('url = "https://example.org/telegram/a?x=1"\nsecretToken = "s"', r"webhook\.url: "),
+        ('url = "https://example.org/telegram/a"\nsecretToken = "a+b"', r"webhook\.secretToken: must be 1-256 characters"),
+        ('url = "https://example.org/telegram/a"\nsecretToken = ""', r"webhook\.secretToken: must be 1-256"),
+        (f'url = "https://example.org/telegram/a"\nsecretToken = "{"a" * 257}"', r"webhook\.secretToken: must be 1-256"),
+        ('url = "https://example.org/telegram/a"', r"webhook\.secretToken: is required"),
+    ],
+)
+def test_bad_webhook_settings_are_one_line_naming_the_setting(tmp_path: Path, webhook: str, message: str) -> None:
+    with pytest.raises(ConfigError, match=r"^config .*: channels\.telegram\." + message) as caught:
+        load(tmp_path, webhook)
+    assert "\n" not in str(caught.value)
