@@ -5,6 +5,7 @@ talks to the emulator through its own base URL, so every call is known by its ca
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import itertools
 import os
 import re
@@ -112,19 +113,11 @@ async def serves(tmp_path: Path, redis_url: str, scaled: None) -> AsyncIterator[
     yield start
     for p in procs:
         if p.proc.returncode is None:
-            with _suppress():
+            with contextlib.suppress(ProcessLookupError):
                 p.proc.send_signal(signal.SIGCONT)
             p.proc.kill()
             await p.proc.wait()
         p.reader.cancel()
-
-
-class _suppress:
-    def __enter__(self) -> None:
-        return None
-
-    def __exit__(self, *exc: object) -> bool:
-        return True
 
 
 def one_bot(api: BotAPIEmulator, lease_seconds: float) -> str:
