@@ -4,7 +4,7 @@ directly, on the same Redis in the same run.
 `serve` runs in a child process (as in production: its own core); this process is the
 client. Direct: `CardInput.parse` + `CardStore.put` from this process, which is what a
 Python caller would do with the same JSON. Over HTTP the gateway also parses the body,
-checks the token and admits the write (one more round trip, for resets).
+checks the token and notes when the request arrived (for resets: no extra round trip).
 """
 
 from __future__ import annotations

@@ -25,8 +25,9 @@ because `serve` runs out of CPU (*serve CPU while writing*, in % of one core).""
 one request in flight per connection) against `CardInput.parse` + `CardStore.put` called
 directly from the benchmark process, on the same Redis, one after the other in the same
 run. `serve` runs in its own process, as in production. Over HTTP a write also pays for
-the HTTP parsing, the Starlette routing and middleware, the token check, JSON in and out,
-and one more Redis round trip (admitting the write against resets).""",
+the HTTP parsing, the Starlette routing and middleware, the token check and JSON in and
+out; like the direct call it makes one Redis round trip (the write script itself admits
+the write against resets, by the time it arrived).""",
     "3": """**Store.** `CardStore.put` (one Lua script: reset-epoch and revision checks, the
 revision bump, the card hash, the owner index, the change event) against the least a
 write could cost: a pipelined `SET` + `XADD` of the same JSON, with no checks at all.""",

@@ -143,3 +143,17 @@ def test_receipts_word_for_word() -> None:
         "steps": {"completed": 1, "total": 3},
     }
     assert WriteResult(revision=4).to_json() == {"revision": 4, "steps": None}
+
+
+@pytest.mark.parametrize(
+    "data, field",
+    [
+        ({"plan": [{"step": "a\ud800b", "status": "pending"}]}, "plan[0].step"),
+        ({"plan": [{"step": "x", "status": "pending", "note": "\udfff"}]}, "plan[0].note"),
+        ({"markdown": "a\ud800"}, "markdown"),
+    ],
+)
+def test_a_card_built_in_code_refuses_a_lone_surrogate_with_the_rule(data: object, field: str) -> None:
+    # Every input checks first (reject_lone_surrogates); the card keeps the same words.
+    err = rejected(data)
+    assert (err.field, err.rule) == (field, "must be valid Unicode text (no lone surrogates)")

@@ -7,7 +7,7 @@ from typing import Any
 import pytest
 
 from progresscast.activity import Activity
-from progresscast.card import Card, CardInput
+from progresscast.card import Card, CardInput, Status, Step
 from progresscast.config import Mode, RenderSettings
 from progresscast.owners import Owner
 from progresscast.render import render_final_answer_messages, render_telegram, render_text
@@ -310,3 +310,16 @@ def test_final_answer_splits_a_single_long_line(text: str) -> None:
     assert len(messages) >= 2
     assert "".join(parse(m["params"]["text"]).text for m in messages) == text
     assert all(visible_length(m["params"]["text"]) <= 4096 for m in messages)
+
+
+def test_a_lone_surrogate_that_reached_a_card_is_shown_as_a_replacement_character() -> None:
+    # Inputs refuse lone surrogates; a card stored before that rule (or built in code)
+    # may still hold one. The renderer must still produce text Telegram can take.
+    stored = card(steps(("Fix", "in_progress"), ("Ship", "pending")))
+    plan = [Step.model_construct(step="Fix a\ud800b", status=Status.in_progress), *(stored.plan or [])[1:]]
+    view = View(OWNER, stored.model_copy(update={"plan": plan}), Activity(headline="now \udc80 this"))
+    for payload in (render_telegram(view, RenderSettings()), render_telegram(view, RenderSettings(rich=True))):
+        assert payload is not None
+        text = str(payload["params"])
+        text.encode("utf-8")  # no lone surrogate left
+        assert "Fix a\ufffdb" in text and "now \ufffd this" in text

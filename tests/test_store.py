@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import time
 import zlib
 
 import pytest
@@ -122,6 +123,52 @@ async def test_concurrent_writes_racing_a_reset(store: CardStore) -> None:
     accepted = [r for r in results[:5] + results[6:] if r is not None]
     assert all(r < reset_rev for r in accepted)
     assert await store.get(OWNER) is None
+
+
+async def test_write_that_arrived_before_reset_cannot_restore_the_card(store: CardStore) -> None:
+    """The same rule without a read at arrival: the write says when it arrived."""
+    await store.put(OWNER, plan("in_progress"))
+    # e.g. an HTTP request arrived 50 ms ago (a reset within the write's own trip to
+    # Redis, well under that, cannot be told from one before the arrival) ...
+    arrived = time.monotonic() - 0.05
+    await store.reset(OWNER)  # ... the session is reset while it is in flight ...
+    with pytest.raises(StoreError) as info:  # ... and it lands afterwards.
+        await store.put(OWNER, plan("completed"), arrived=arrived)
+    assert "reset" in info.value.rule
+    assert await store.get(OWNER) is None
+    # A write that arrives after the reset is fine, however soon after.
+    result = await store.put(OWNER, plan("pending"), arrived=time.monotonic())
+    assert result.revision == 3  # put, reset, put
+    # ... and so is one that arrived long before, while no reset came since.
+    arrived = time.monotonic()
+    await asyncio.sleep(0.01)
+    assert (await store.put(OWNER, plan("completed"), arrived=arrived)).revision == 4
+
+
+async def test_writes_racing_a_reset_by_arrival(store: CardStore) -> None:
+    """Whatever interleaving: a card that survives the reset arrived after it."""
+    await store.put(OWNER, plan("pending"))
+    before = time.monotonic() - 0.05  # arrived 50 ms ago
+
+    async def write(arrived: float) -> int | None:
+        try:
+            return (await store.put(OWNER, plan("pending"), arrived=arrived)).revision
+        except StoreError:
+            return None
+
+    results = await asyncio.gather(*(write(before) for _ in range(5)), store.reset(OWNER), *(write(before) for _ in range(5)))
+    reset_rev = results[5].revision
+    assert all(r < reset_rev for r in results[:5] + results[6:] if r is not None)
+    assert await store.get(OWNER) is None
+    after = time.monotonic()
+    assert (await store.put(OWNER, plan("pending"), arrived=after)).revision == reset_rev + 1
+
+
+async def test_a_reset_time_ahead_of_the_servers_clock_refuses_nothing(store: CardStore, redis: Redis) -> None:
+    """The server's clock stepped back after a reset: writes are not refused until it catches up."""
+    lay = await store.layout()
+    await redis.set(lay.reset_at(OWNER), int((time.time() + 3600) * 1_000_000))
+    assert (await store.put(OWNER, plan("pending"), arrived=time.monotonic() - 1)).revision == 1
 
 
 async def test_fifty_concurrent_writers_get_distinct_revisions(redis_url: str) -> None:

@@ -703,14 +703,20 @@ async def test_a_probe_that_changes_a_message_does_not_adopt_it(
         return str(reply.message_id) in await redis.zrange(keys.tg_chat_sent(PRIVATE), 0, -1)
 
     await api.wait_for(recorded, 2)
-    # A reply whose answer is lost lands unrecorded: a bot message nobody knows of.
+    # A reply whose answer is lost lands unrecorded, and the adapter's look for it comes
+    # up empty (as when a restart forgot it): a bot message nobody knows of.
     api.timeout_next("sendMessage", delay=3, chat_id=PRIVATE)
+    api.fail_next("editMessageText", status=400, description="Bad Request: message to edit not found", chat_id=PRIVATE)
     lost = await h.command(PRIVATE, "/help")
+    await api.wait_for(lambda: api.calls_for(PRIVATE, "editMessageText"), 10)  # looked for, not found
     api.fail_next("sendMessage", status=500, chat_id=PRIVATE)  # the draft's send: unsure, not applied
     await h.put(("Reproduce", "in_progress"))
     drafts = await h.shows(PRIVATE, "Reproduce", timeout=10)
-    probes = [c for c in api.calls_for(PRIVATE, "editMessageText") if c.params.get("message_id") == lost.message_id]
-    assert probes and probes[0].ok  # the probe went through: it was not our message
+    probes = [
+        c for c in api.calls_for(PRIVATE, "editMessageText")
+        if c.params.get("message_id") == lost.message_id and not c.injected
+    ]
+    assert probes and probes[0].ok  # the draft's probe went through: it was not our message
     [draft] = drafts
     assert draft.message_id > lost.message_id  # sent anew, the overwritten reply not adopted
     assert any("was not it" in r.getMessage() for r in caplog.records)

@@ -42,6 +42,8 @@ class Status(StrEnum):
 
 DONE_STATUSES = frozenset({Status.completed, Status.skipped})
 STATUS_NAMES = ", ".join(s.value for s in Status)
+_STATUS_VALUES = frozenset(s.value for s in Status)
+"""(`Status.__members__` builds a new mapping on every access: this is read per step.)"""
 
 
 class CardError(ValueError):
@@ -97,6 +99,13 @@ def reject_lone_surrogates(data: Any, field: str = "") -> None:
             reject_lone_surrogates(value, f"{field}[{i}]")
 
 
+def _no_lone_surrogate(value: str) -> None:
+    # Inputs are checked where they come in; this keeps the rule's words for a card
+    # built in code (no "codec can't encode" from the byte limits below).
+    if has_lone_surrogate(value):
+        raise ValueError(SURROGATE_RULE)
+
+
 def cut(text: str, limit: int) -> str:
     """Cut to at most `limit` characters, ending with `…` when cut."""
     return text if len(text) <= limit else text[: limit - 1] + "…"
@@ -112,13 +121,14 @@ class Step(BaseModel):
     @field_validator("status", mode="before")
     @classmethod
     def _status(cls, value: Any) -> Status:
-        if not isinstance(value, str) or value not in Status.__members__:
+        if not isinstance(value, str) or value not in _STATUS_VALUES:
             raise ValueError(f"must be one of {STATUS_NAMES}")
         return Status(value)
 
     @field_validator("step")
     @classmethod
     def _step(cls, value: str) -> str:
+        _no_lone_surrogate(value)
         value = clean_text(value).strip()
         if not value:
             raise ValueError("must not be empty")
@@ -131,6 +141,7 @@ class Step(BaseModel):
     def _note(cls, value: str | None) -> str | None:
         if value is None:
             return None
+        _no_lone_surrogate(value)
         value = clean_text(value).strip()
         return cut(value, MAX_NOTE_CHARS) or None
 
@@ -169,6 +180,7 @@ class CardInput(BaseModel):
     def _markdown(cls, value: str | None) -> str | None:
         if value is None:
             return None
+        _no_lone_surrogate(value)
         value = clean_text(value)
         if len(value.encode()) > MAX_MARKDOWN_BYTES:
             raise ValueError(f"must be at most {MAX_MARKDOWN_BYTES} UTF-8 bytes")

@@ -66,6 +66,17 @@ def _example(*lines: str) -> str:
     return "example:\n" + "\n".join(f"  {line}" for line in lines)
 
 
+def _fraction(raw: str) -> float:
+    """A share from 0 to 1 (argparse turns the ValueError into a one-line usage error)."""
+    value = float(raw)
+    if not 0 <= value <= 1:
+        raise ValueError(raw)
+    return value
+
+
+_fraction.__name__ = "share from 0 to 1"  # what argparse names in "invalid … value"
+
+
 def _version() -> str:
     from importlib.metadata import PackageNotFoundError, version
 
@@ -219,6 +230,13 @@ def _add_commands(commands: Any, common: argparse.ArgumentParser) -> None:
     telegram.add_argument("--port", type=int, default=0, metavar="N", help="port to listen on (default: a free one)")
     telegram.add_argument(
         "--chat", type=int, default=4821, metavar="ID", help="the chat you type in (default: 4821, a private chat)"
+    )
+    telegram.add_argument(
+        "--fault-rate", type=_fraction, default=0.0, metavar="R",
+        help="fail this share (0 to 1) of the calls that act on a chat with 5xx, timeouts and 429 (default: 0)",
+    )
+    telegram.add_argument(
+        "--fault-seed", type=int, default=0, metavar="N", help="seed of the random faults (default: 0)"
     )
 
     demo = commands.add_parser(

@@ -17,7 +17,7 @@ from .testing.console import ChatConsole
 async def run_emulator(args: argparse.Namespace, *, out: TextIO | None = None) -> None:
     out = out or sys.stdout
     chat = args.chat
-    api = BotAPIEmulator(port=args.port)
+    api = BotAPIEmulator(port=args.port, fault_rate=args.fault_rate, fault_seed=args.fault_seed)
     try:
         await api.start()
     except OSError as exc:
@@ -33,6 +33,12 @@ async def run_emulator(args: argparse.Namespace, *, out: TextIO | None = None) -
             "shows is printed as it happens. Ctrl-C stops.",
             file=out, flush=True,
         )
+        if args.fault_rate:
+            print(
+                f"Failing {args.fault_rate:.0%} of the calls that act on a chat (5xx, timeouts, 429; "
+                f"seed {args.fault_seed}).",
+                file=out, flush=True,
+            )
         console = ChatConsole(api, chat, out)
         printer = asyncio.create_task(console.run())
         try:

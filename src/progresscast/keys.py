@@ -84,6 +84,11 @@ class Layout:
         """Reset epoch: bumped by every reset; a write admitted under an older one is refused."""
         return self._key(owner, "epoch")
 
+    def reset_at(self, owner: Owner) -> str:
+        """When the last reset happened (µs, the Redis server's clock): a write that
+        arrived before it is refused without reading the epoch first."""
+        return self._key(owner, "resetAt")
+
     def run(self, owner: Owner) -> str:
         return self._key(owner, "run")
 
@@ -109,6 +114,7 @@ class Layout:
             self.card(owner),
             self.revision(owner),
             self.epoch(owner),
+            self.reset_at(owner),
             self.run(owner),
             self.activity(owner),
             self.tools(owner),

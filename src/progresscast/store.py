@@ -9,6 +9,7 @@ Validation happens before the script runs, so a rejected write never touches Red
 from __future__ import annotations
 
 import json
+import time
 from collections.abc import AsyncIterator
 from datetime import UTC, datetime
 from typing import cast
@@ -39,23 +40,35 @@ class StoreError(CardError):
 
 _WRITE = """
 local card_key, rev_key, epoch_key = KEYS[1], KEYS[2], KEYS[3]
-local events_key, owners_key, last_key = KEYS[4], KEYS[5], KEYS[6]
+local events_key, owners_key, last_key, reset_at_key = KEYS[4], KEYS[5], KEYS[6], KEYS[7]
 local body, expected, admitted = ARGV[1], ARGV[2], ARGV[3]
 local session_key, agent_id, display_key = ARGV[4], ARGV[5], ARGV[6]
-local event_type, is_reset, maxlen = ARGV[7], ARGV[8], ARGV[9]
+local event_type, is_reset, maxlen, arrived_us_ago = ARGV[7], ARGV[8], ARGV[9], ARGV[10]
 
+local t = redis.call('TIME')
+local now_us = tonumber(t[1]) * 1000000 + tonumber(t[2])
+local ms = math.floor(now_us / 1000)
 local epoch = tonumber(redis.call('GET', epoch_key) or '0')
 if admitted ~= '' and tonumber(admitted) ~= epoch then
   return {'reset', epoch}
+end
+if arrived_us_ago ~= '' then
+  -- Admitted when the request arrived, that long ago: a reset since then wins. (A
+  -- reset "in the future" means this server's clock stepped back: it is not counted.)
+  local reset_at = tonumber(redis.call('GET', reset_at_key) or '0')
+  if reset_at > now_us - tonumber(arrived_us_ago) and reset_at <= now_us then
+    return {'reset', epoch}
+  end
 end
 local rev = tonumber(redis.call('GET', rev_key) or '0')
 if expected ~= '' and tonumber(expected) ~= rev then
   return {'revision', rev}
 end
 rev = redis.call('INCR', rev_key)
-if is_reset == '1' then redis.call('INCR', epoch_key) end
-local t = redis.call('TIME')
-local ms = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+if is_reset == '1' then
+  redis.call('INCR', epoch_key)
+  redis.call('SET', reset_at_key, string.format('%d', now_us))
+end
 local shown = ''
 if body == '' then
   redis.call('DEL', card_key)
@@ -155,7 +168,8 @@ class CardStore:
     # -- cards ---------------------------------------------------------------
 
     async def admit(self, owner: Owner) -> int:
-        """The reset epoch now: pass it to `put` to refuse the write if a reset comes first."""
+        """The reset epoch now: pass it to `put` to refuse the write if a reset comes first.
+        (A caller that knows when its write arrived passes `arrived` instead: no read.)"""
         lay = await self.layout()
         return int(await self.redis.get(lay.epoch(owner)) or 0)
 
@@ -166,9 +180,12 @@ class CardStore:
         *,
         expected_revision: int | None = None,
         admitted_epoch: int | None = None,
+        arrived: float | None = None,
     ) -> WriteResult:
+        """Store the card. `admitted_epoch` (from `admit`) or `arrived` (a `time.monotonic()`
+        reading taken when the write arrived) refuse it when a reset came in between."""
         body = "" if card.clears else json.dumps(card.to_json(), ensure_ascii=False)
-        rev = await self._apply(owner, body, expected_revision, admitted_epoch, reset=False)
+        rev = await self._apply(owner, body, expected_revision, admitted_epoch, reset=False, arrived=arrived)
         if card.clears:
             return WriteResult(revision=rev, cleared=True)
         plan = card.plan or []
@@ -191,9 +208,12 @@ class CardStore:
         admitted_epoch: int | None,
         *,
         reset: bool,
+        arrived: float | None = None,
     ) -> int:
         try:
-            status, value = await self._write_script(owner, body, expected_revision, admitted_epoch, reset=reset)
+            status, value = await self._write_script(
+                owner, body, expected_revision, admitted_epoch, reset=reset, arrived=arrived
+            )
         except RedisError:
             self._count("error")
             raise
@@ -224,8 +244,12 @@ class CardStore:
         admitted_epoch: int | None,
         *,
         reset: bool,
+        arrived: float | None = None,
     ) -> tuple[str, int]:
         lay = await self.layout()
+        # How long ago the write arrived, taken last: a duration needs no clock shared
+        # with Redis, which compares it with the last reset on its own clock.
+        ago = "" if arrived is None else max(0, int((time.monotonic() - arrived) * 1_000_000))
         status, value = await self._write(
             keys=[
                 lay.card(owner),
@@ -234,6 +258,7 @@ class CardStore:
                 lay.events_of(owner),
                 lay.owners_of(owner),
                 lay.last_event(owner),
+                lay.reset_at(owner),
             ],
             args=[
                 body,
@@ -245,6 +270,7 @@ class CardStore:
                 "progressCard.changed",
                 "1" if reset else "0",
                 self.events_maxlen,
+                ago,
             ],
         )
         return str(status), int(value)

@@ -43,6 +43,10 @@ class Client(Protocol):
         """A plain-text one-off message (command replies)."""
         ...
 
+    def said(self, thread_id: Id, text: str) -> Payload:
+        """What `say` sends, as a payload: what a probe for an unsure reply re-applies."""
+        ...
+
 
 class Channel(Protocol):
     @property

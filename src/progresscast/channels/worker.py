@@ -34,7 +34,21 @@ from ..render.payload import Payload
 from ..store import CardStore
 from ..view import View
 from .channel import Channel
-from .drafts import Call, Delete, DraftState, Edit, Probe, Send, Situation, Wait, apply, begin, decide, on_follow
+from .drafts import (
+    Call,
+    Delete,
+    DraftState,
+    Edit,
+    Intent,
+    Probe,
+    Send,
+    Situation,
+    Wait,
+    apply,
+    begin,
+    decide,
+    on_follow,
+)
 from .failure_log import INTERVAL, FailureLog
 from .outcome import Outcome, OutcomeKind
 from .pacing import Pacer
@@ -106,6 +120,10 @@ class _Request:
 
     followed: bool = False
     """The destination just subscribed: a run that already ended is not announced."""
+    at_follow: View | None = None
+    """The owner's view when the destination subscribed (`follow`): a run that
+    ended *then* is not announced — one that began and ended while the lane was still
+    busy (a flood wait, a timeout) is, since the destination followed before it."""
     fresh: bool = False
     """Show the draft again at the bottom (/card)."""
 
@@ -223,6 +241,8 @@ class ChannelWorker:
         self.pacer = Pacer(channel.budgets)
         self._lanes: dict[Id, Lane] = {}
         self._requests: dict[DraftKey, _Request] = {}
+        self._follow_views: dict[DraftKey, View] = {}
+        """The view each new follow was decided on, until the caller's `touch` takes it."""
         self._since: dict[DraftKey, float] = {}
         """Since when (monotonic) a draft has waited for a change: fairness only."""
         self._failures: dict[Id, int] = {}
@@ -368,7 +388,8 @@ class ChannelWorker:
             return False
         if followed or fresh:
             old = self._requests.get(key, _Request())
-            self._requests[key] = _Request(old.followed or followed, old.fresh or fresh)
+            at_follow = self._follow_views.pop(key, None) if followed else None
+            self._requests[key] = _Request(old.followed or followed, at_follow or old.at_follow, old.fresh or fresh)
         if looked_at is not None:
             earlier = self._handed.pop(key, None)
             if earlier is not None:
@@ -387,7 +408,7 @@ class ChannelWorker:
         # Noted before the subscription is stored: from then on any look at the draft
         # applies it (applying it twice changes nothing).
         old = self._requests.get(key, _Request())
-        self._requests[key] = _Request(True, old.fresh)
+        self._requests[key] = _Request(followed=True, fresh=old.fresh)
         if not await self.state.follow(key):
             return False  # followed in between, by someone else: not a new follow after all
         await self._remember_follow(key)
@@ -395,8 +416,15 @@ class ChannelWorker:
 
     async def _remember_follow(self, key: DraftKey) -> None:
         """What a new follow means for its draft, stored at once (for a restart before its
-        lane looks)."""
-        state = on_follow(DraftState(), await self.store.view(key.owner))
+        lane looks), and handed to the lane with the view it was decided on: what the
+        follow means is decided by the owner's state now, not by what it is once the lane
+        gets to look (a run may begin and end while the lane waits out a 429)."""
+        view = await self.store.view(key.owner)
+        self._follow_views[key] = view  # for the caller's `touch(key, followed=True)`
+        request = self._requests.get(key)
+        if request is not None and request.followed and request.at_follow is None:
+            self._requests[key] = replace(request, at_follow=view)
+        state = on_follow(DraftState(), view)
         if state != DraftState():
             await self.state.start_draft(key, state)  # a draft with a state already: the lane applies it
 
@@ -465,7 +493,7 @@ class ChannelWorker:
         request = self._requests.pop(key, None)
         if request is not None:
             if request.followed:
-                state = on_follow(state, view)
+                state = on_follow(state, request.at_follow or view)
             if request.fresh:
                 state = replace(state, fresh=True)
         situation = Situation(
@@ -582,10 +610,15 @@ class ChannelWorker:
         chat = lane.chat_id
         await self.pacer.acquire(chat)
         client = self.channel.client
+        mark = await self.state.last_message(chat)
         if item.payload is not None:
             outcome = await client.send(chat, item.thread_id, item.payload)
         else:
             outcome = await client.say(chat, item.thread_id, item.text or "")
+        if outcome.kind is OutcomeKind.unsure:
+            sent = item.payload if item.payload is not None else client.said(item.thread_id, item.text or "")
+            await self._find(chat, sent, mark)
+            return
         if outcome.kind is OutcomeKind.rate_limited:
             self.pacer.hold(chat, outcome.retry_after)
             lane.outbox.appendleft(item)
@@ -605,6 +638,40 @@ class ChannelWorker:
                 f"not delivered: {outcome.kind}", "chat %s: a message was not delivered (%s): %s", chat, outcome.kind,
                 outcome.detail,
             )
+
+    async def _find(self, chat: Id, sent: Payload, mark: int) -> None:
+        """A one-off message whose send may or may not have landed: not sent again (a
+        duplicate reply is worse than none), but looked for, so that it is known. An
+        unknown message of ours is what a draft's probe — an identical edit of the ids
+        after its mark — would overwrite. The lane waits meanwhile: nothing else goes to
+        this chat while the message is unaccounted for."""
+        self.failures.warning("unsure message", "chat %s: a message may or may not have landed; looking for it", chat)
+        intent = Intent(
+            "answer", 0, sent.method, dict(sent.params), sent.digest, sent.kind, mark, self.clock(), mark + 1
+        )
+        await asyncio.sleep(self.options.settle)  # a request still in flight may land meanwhile
+        candidate, probes, failures = mark + 1, 0, 0
+        while probes < self.options.max_probes and failures < self.options.max_probes:
+            known = await self.state.sent_after(chat, mark)
+            while candidate in known:
+                candidate += 1
+            await self.pacer.acquire(chat)
+            outcome = await self.channel.client.probe(chat, candidate, replace(intent, probe=candidate))
+            k = outcome.kind
+            if k is OutcomeKind.found:
+                await self._saw(chat, outcome.message_id if outcome.message_id is not None else candidate)
+                return
+            if k is OutcomeKind.absent:
+                return
+            if k is OutcomeKind.foreign:
+                if outcome.message_id is not None:
+                    await self._saw(chat, outcome.message_id)  # one of ours after all: never probed again
+                candidate, probes = candidate + 1, probes + 1
+            elif k is OutcomeKind.rate_limited:
+                self.pacer.hold(chat, outcome.retry_after)
+            else:  # transient, unsure: the same probe again, after a pause
+                failures += 1
+                await asyncio.sleep(self.backoff(chat))
 
 
 __all__ = ["Bounded", "ChannelWorker", "Lane", "WorkerOptions"]

@@ -103,12 +103,13 @@ def create_app(
 
     app = Starlette(
         routes=[
+            # The API first: routes are tried in order, and a write should not pay for the pages'.
+            Route("/v1/rpc", rpc.rpc, methods=["POST"]),
             Route("/", pages.index, methods=["GET"], name="index"),
             Route("/login", pages.login_form, methods=["GET"]),
             Route("/login", pages.login, methods=["POST"]),
             Route("/logout", pages.logout, methods=["POST"]),
             Route("/sessions/{key:path}", pages.session, methods=["GET"], name="session"),
-            Route("/v1/rpc", rpc.rpc, methods=["POST"]),
             Route("/v1/a2a/push", a2a_push.push, methods=["POST"]),
             Route("/v1/events", sse.events, methods=["GET"]),
             Route("/v1/card", pages.card_fragment, methods=["GET"]),

@@ -43,6 +43,8 @@ class Grant:
 
 
 def _matches(pattern: str, owner: Owner) -> bool:
+    if pattern == "*":  # the common grant: every session (no glob to run per request)
+        return True
     if pattern.startswith("agent:"):
         return fnmatchcase(owner.display_key, pattern)
     return fnmatchcase(owner.session_key, pattern)

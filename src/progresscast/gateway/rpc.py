@@ -12,6 +12,8 @@ from __future__ import annotations
 
 import json
 import logging
+import re
+import time
 from collections.abc import Awaitable, Callable
 from importlib.metadata import PackageNotFoundError, version
 from typing import Any
@@ -61,7 +63,8 @@ CAPABILITIES = [
 ]
 
 Params = dict[str, Any]
-Handler = Callable[[Gateway, Grant, Params], Awaitable[Any]]
+Handler = Callable[[Gateway, Grant, Params, float], Awaitable[Any]]
+"""(gateway, the caller's grant, params, when the request arrived: `time.monotonic()`)."""
 
 
 # -- reading the request ------------------------------------------------------
@@ -107,11 +110,22 @@ def parse_json(body: bytes) -> Any:
         raise ApiError(400, "invalid_json", "the request body is nested too deeply") from None
 
 
-def _envelope(data: Any) -> tuple[str, Params]:
+# Strict UTF-8 decoding refuses encoded surrogates, so in JSON text a lone surrogate can
+# only come from a `\uD800`-`\uDFFF` escape: a body without one needs no walk over it.
+_SURROGATE_ESCAPE = re.compile(rb"\\u[dD][89a-fA-F]")
+
+
+def may_hold_surrogates(body: bytes) -> bool:
+    return _SURROGATE_ESCAPE.search(body) is not None
+
+
+def _envelope(data: Any, *, surrogates: bool = True) -> tuple[str, Params]:
+    """Method and params; `surrogates` False when the body cannot hold a lone surrogate."""
     if not isinstance(data, dict):
         raise ApiError(400, "invalid_request", 'the body must be a JSON object {"method": ..., "params": {...}}')
     try:
-        reject_lone_surrogates(data)
+        if surrogates:
+            reject_lone_surrogates(data)
     except CardError as exc:
         # Inside params, fields are named as every other params error names them.
         field = exc.field.removeprefix("params.")
@@ -175,7 +189,7 @@ def _owner(gw: Gateway, grant: Grant, params: Params) -> Owner:
 OWNER_FIELDS = {"sessionKey", "agentId"}
 
 
-async def hello(gw: Gateway, grant: Grant, params: Params) -> Any:
+async def hello(gw: Gateway, grant: Grant, params: Params, arrived: float) -> Any:
     return {
         "server": {"name": "progresscast", "version": _version()},
         "features": {
@@ -196,19 +210,19 @@ async def hello(gw: Gateway, grant: Grant, params: Params) -> Any:
     }
 
 
-async def card_get(gw: Gateway, grant: Grant, params: Params) -> Any:
+async def card_get(gw: Gateway, grant: Grant, params: Params, arrived: float) -> Any:
     _only(params, OWNER_FIELDS)
     card = await gw.store.get(_owner(gw, grant, params))
     return card.to_json() if card else None
 
 
-async def card_put(gw: Gateway, grant: Grant, params: Params) -> Any:
+async def card_put(gw: Gateway, grant: Grant, params: Params, arrived: float) -> Any:
     owner = _owner(gw, grant, params)
-    # Admitted now, at arrival: a reset that lands before this write does wins.
-    epoch = await gw.store.admit(owner)
     expected = _expected_revision(params)
     card = CardInput.parse({k: v for k, v in params.items() if k not in OWNER_FIELDS | {"expectedRevision"}})
-    result = await gw.store.put(owner, card, expected_revision=expected, admitted_epoch=epoch)
+    # Admitted at arrival: a reset that lands after the request arrived, before it is
+    # written, wins (the write script compares the reset's time with the arrival's).
+    result = await gw.store.put(owner, card, expected_revision=expected, arrived=arrived)
     return {"receipt": result.receipt, **result.to_json()}
 
 
@@ -219,20 +233,20 @@ def _expected_revision(params: Params) -> int | None:
     return expected
 
 
-async def card_clear(gw: Gateway, grant: Grant, params: Params) -> Any:
+async def card_clear(gw: Gateway, grant: Grant, params: Params, arrived: float) -> Any:
     _only(params, OWNER_FIELDS | {"expectedRevision"})
     owner = _owner(gw, grant, params)
     result = await gw.store.clear(owner, expected_revision=_expected_revision(params))
     return {"receipt": result.receipt, **result.to_json()}
 
 
-async def card_reset(gw: Gateway, grant: Grant, params: Params) -> Any:
+async def card_reset(gw: Gateway, grant: Grant, params: Params, arrived: float) -> Any:
     _only(params, OWNER_FIELDS)
     result = await gw.store.reset(_owner(gw, grant, params))
     return {"receipt": result.receipt, **result.to_json()}
 
 
-async def run_start(gw: Gateway, grant: Grant, params: Params) -> Any:
+async def run_start(gw: Gateway, grant: Grant, params: Params, arrived: float) -> Any:
     _only(params, OWNER_FIELDS | {"runId"})
     owner = _owner(gw, grant, params)
     run_id = _run_id(params)
@@ -240,7 +254,7 @@ async def run_start(gw: Gateway, grant: Grant, params: Params) -> Any:
     return {"runId": run_id, "state": RunState.active.value}
 
 
-async def run_end(gw: Gateway, grant: Grant, params: Params) -> Any:
+async def run_end(gw: Gateway, grant: Grant, params: Params, arrived: float) -> Any:
     _only(params, OWNER_FIELDS | {"runId", "state"})
     owner = _owner(gw, grant, params)
     state = params.get("state")
@@ -254,7 +268,7 @@ async def run_end(gw: Gateway, grant: Grant, params: Params) -> Any:
     return {"runId": run_id, "state": state}
 
 
-async def activity_put(gw: Gateway, grant: Grant, params: Params) -> Any:
+async def activity_put(gw: Gateway, grant: Grant, params: Params, arrived: float) -> Any:
     _only(params, OWNER_FIELDS | {"headline", "tool", "answer", "replace"})
     owner = _owner(gw, grant, params)
     headline, tool, answer = (_optional_str(params, n) for n in ("headline", "tool", "answer"))
@@ -281,6 +295,7 @@ METHODS: dict[str, tuple[str | None, Handler]] = {
 
 
 async def rpc(request: Request) -> Response:
+    arrived = time.monotonic()
     gw = gateway_of(request)
     request_id: Any = None
     try:
@@ -288,10 +303,11 @@ async def rpc(request: Request) -> Response:
         grant = gw.tokens.grant(bearer(request))
         if grant is None:
             raise errors.unauthorized()
-        data = parse_json(await read_body(request))
+        body = await read_body(request)
+        data = parse_json(body)
         if isinstance(data, dict):
             request_id = data.get("id")
-        method, params = _envelope(data)
+        method, params = _envelope(data, surrogates=may_hold_surrogates(body))
         if method not in METHODS:
             raise ApiError(
                 400, "unknown_method", f"method: '{method}' is not one of {', '.join(sorted(METHODS))}",
@@ -300,7 +316,7 @@ async def rpc(request: Request) -> Response:
         scope, handler = METHODS[method]
         if scope is not None and not grant.can(scope):
             raise errors.missing_scope(scope)
-        result = await handler(gw, grant, params)
+        result = await handler(gw, grant, params, arrived)
     except ApiError as exc:
         return exc.response(_echo(request_id))
     except CardError as exc:

@@ -50,8 +50,9 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import replace
+from functools import lru_cache
 
-from ..card import Status, Step
+from ..card import DONE_STATUSES, Status, Step
 from ..config import Mode, RenderSettings
 from ..view import RunState, View
 from .fit import (
@@ -61,9 +62,9 @@ from .fit import (
     Rank,
     best,
     cap_lines,
+    ranks_of,
     squeeze,
-    step_ranks,
-    step_state,
+    status_state,
     strip_blank,
     take_head,
     take_tail,
@@ -131,12 +132,21 @@ def label_text(view: View, settings: RenderSettings, theme: Theme) -> str:
 
 def step_line(index: int, step: Step, paused: bool, theme: Theme, cap: int, tail: Sequence[Span] = ()) -> Line:
     """`<icon> <step> — <note>[<tail>]`: the note is cut (or dropped) before the step text."""
-    state = step_state(step, paused)
-    marks = ("b",) if step.status is Status.in_progress else ()
-    note = plain(step.note) if step.note else ""
+    return _step_line(index, step.step, step.status, step.note, paused, theme, cap, tuple(tail))
+
+
+@lru_cache(maxsize=4096)
+def _step_line(
+    index: int, text: str, status: Status, note_text: str | None, paused: bool, theme: Theme, cap: int,
+    tail: tuple[Span, ...],
+) -> Line:
+    # Cached by content: a write changes a step or two, the other lines come back as they were.
+    state = status_state(status, paused)
+    marks = ("b",) if status is Status.in_progress else ()
+    note = plain(note_text) if note_text else ""
     extra = (Span(theme.word("note")), Span(note)) if note else ()
     head = _icon(theme.icons.get(state, ""))
-    main = (Span(plain(step.step), marks),)
+    main = (Span(plain(text), marks),)
     return _fitted("step", head, main, extra, cap, tail=tail, state=state, index=index)
 
 
@@ -192,6 +202,58 @@ _Candidate = tuple[Rank, tuple[int, int], int, int]
 """(rank, display order, kind, step/tool/note index): plain tuples, built per render."""
 
 
+@lru_cache(maxsize=1024)
+def _select(
+    statuses: tuple[Status, ...],
+    n_attention: int,
+    owner: bool,
+    has_bar: bool,
+    has_headline: bool,
+    n_tools: int,
+    n_note: int,
+    rows: int,
+) -> tuple[tuple[_Candidate, ...], Omitted, int, int]:
+    """Which lines a draft of `rows` lines shows, in display order (see fit.py), the
+    steps a summary line counts, the blocked steps the count must mention, and the
+    done steps. Only the statuses and how many other lines there are decide this, so
+    it is cached: the same statuses come back while the activity changes."""
+    cands: list[_Candidate] = []
+    for k in range(n_attention):  # after the blocked steps (group 0)
+        cands.append(((Priority.NEEDS_PERSON, 1, k), (_ATTENTION, k), _ATTENTION, k))
+    ranks = ranks_of(statuses)
+    cands += [(rank, (_STEP, i), _STEP, i) for i, rank in enumerate(ranks)]
+    if statuses:
+        cands.append(((Priority.COUNT, 0, 0), (_HEADER, 0), _HEADER, 0))
+    elif owner:
+        cands.append(((Priority.OWNER, 0, 0), (_HEADER, 0), _HEADER, 0))
+    if has_bar:
+        cands.append(((Priority.NOTE_BAR, 0, 0), (_BAR, 0), _BAR, 0))
+    if has_headline:
+        cands.append(((Priority.ACTIVITY, 0, 0), (_HEADLINE, 0), _HEADLINE, 0))
+    for r in range(n_tools):
+        cands.append(((Priority.ACTIVITY, 1, r), (_TOOL, n_tools - 1 - r), _TOOL, n_tools - 1 - r))
+    # note lines rank in their own order, so no more than `rows` of them can be shown
+    for k in range(n_note):
+        rank = (Priority.COUNT, 1, 0) if k == 0 and not statuses else (Priority.REST, 2, k)
+        cands.append((rank, (_NOTE, k), _NOTE, k))
+
+    chosen = [cands[i] for i in best([c[0] for c in cands], rows)]
+    blocked_n = sum(1 for r in ranks if r[0] == Priority.NEEDS_PERSON)
+    shown_blocked = sum(1 for c in chosen if c[2] == _STEP and c[0][0] == Priority.NEEDS_PERSON)
+    omitted = Omitted()
+    hidden_blocked = 0
+    if blocked_n > shown_blocked:  # a summary line, only when blocked steps are left out
+        if rows >= 2:
+            chosen.remove(max(chosen, key=lambda c: c[0]))
+            omitted = Omitted.of_statuses(statuses, {c[3] for c in chosen if c[2] == _STEP})
+            chosen.append(((0, 0, 0), (_SUMMARY, 0), _SUMMARY, 0))
+        else:
+            hidden_blocked = blocked_n - shown_blocked
+    chosen.sort(key=lambda c: c[1])
+    done = sum(1 for status in statuses if status in DONE_STATUSES)
+    return tuple(chosen), omitted, hidden_blocked, done
+
+
 def _card_lines(
     view: View,
     settings: RenderSettings,
@@ -208,50 +270,25 @@ def _card_lines(
     in display order, each within `settings.maxLineChars`."""
     cap = settings.maxLineChars
     activity = view.activity
-    cands: list[_Candidate] = []
     attention = attention_lines(view, theme)
-    for k in range(len(attention)):  # after the blocked steps (group 0)
-        cands.append(((Priority.NEEDS_PERSON, 1, k), (_ATTENTION, k), _ATTENTION, k))
-    ranks = step_ranks(plan)
-    cands += [(rank, (_STEP, i), _STEP, i) for i, rank in enumerate(ranks)]
-    if plan:
-        cands.append(((Priority.COUNT, 0, 0), (_HEADER, 0), _HEADER, 0))
-    elif owner:
-        cands.append(((Priority.OWNER, 0, 0), (_HEADER, 0), _HEADER, 0))
-    if bar is not None:
-        cands.append(((Priority.NOTE_BAR, 0, 0), (_BAR, 0), _BAR, 0))
-    if activity.headline and plain(activity.headline):
-        cands.append(((Priority.ACTIVITY, 0, 0), (_HEADLINE, 0), _HEADLINE, 0))
-    if tools:
-        n_tools = len(activity.tools)
-        for r in range(n_tools):
-            cands.append(((Priority.ACTIVITY, 1, r), (_TOOL, n_tools - 1 - r), _TOOL, n_tools - 1 - r))
-    # note lines rank in their own order, so no more than `rows` of them can be shown
-    for k in range(min(len(note), rows)):
-        rank = (Priority.COUNT, 1, 0) if k == 0 and not plan else (Priority.REST, 2, k)
-        cands.append((rank, (_NOTE, k), _NOTE, k))
-
-    chosen = [cands[i] for i in best([c[0] for c in cands], rows)]
-    blocked_n = sum(1 for r in ranks if r[0] == Priority.NEEDS_PERSON)
-    shown_blocked = sum(1 for c in chosen if c[2] == _STEP and c[0][0] == Priority.NEEDS_PERSON)
-    omitted = Omitted()
-    hidden_blocked = 0
-    if blocked_n > shown_blocked:  # a summary line, only when blocked steps are left out
-        if rows >= 2:
-            chosen.remove(max(chosen, key=lambda c: c[0]))
-            omitted = Omitted.of(plan, {c[3] for c in chosen if c[2] == _STEP})
-            chosen.append(((0, 0, 0), (_SUMMARY, 0), _SUMMARY, 0))
-        else:
-            hidden_blocked = blocked_n - shown_blocked
-    chosen.sort(key=lambda c: c[1])
+    statuses = tuple([s.status for s in plan])
+    chosen, omitted, hidden_blocked, done = _select(
+        statuses,
+        len(attention),
+        owner,
+        bar is not None,
+        bool(activity.headline and plain(activity.headline)),
+        len(activity.tools) if tools else 0,
+        min(len(note), rows),
+        rows,
+    )
     spare = rows - len(chosen)
 
     joiner = theme.word("joiner")
-    paused = view.paused and any(s.status in UNFINISHED for s in plan)
+    paused = view.paused and any(status in UNFINISHED for status in statuses)
     count = ""
     parts: list[str] = []
     if plan:
-        done = sum(s.done for s in plan)
         has_header = any(c[2] == _HEADER for c in chosen)
         count = theme.word("count" if has_header else "count_short", done=done, total=len(plan))
         # what else the count says, in the order it gives way when room is short
@@ -276,11 +313,9 @@ def _card_lines(
         elif kind == _STEP:
             lines.append(step_line(ref, plan[ref], view.paused, theme, cap, end))
         elif kind == _HEADLINE:
-            head = _icon(theme.marks.get("headline", ""))
-            lines.append(_fitted("headline", head, (Span(plain(activity.headline or "")),), (), cap))
+            lines.append(_marked_line("headline", theme.marks.get("headline", ""), activity.headline or "", cap))
         elif kind == _TOOL:
-            head = _icon(theme.marks.get("tool", ""))
-            lines.append(_fitted("tool", head, (Span(plain(activity.tools[ref])),), (), cap))
+            lines.append(_marked_line("tool", theme.marks.get("tool", ""), activity.tools[ref], cap))
         elif kind == _BAR:
             assert bar is not None
             lines.append(bar_line(bar, theme, cap))
@@ -296,20 +331,32 @@ def _header(
 ) -> list[Line]:
     """The label and the count on one line when both fit; else the label on a line of
     its own when there is one spare, else cut (or left out) to leave the count whole."""
-    label = Span(label_text(view, settings, theme), ("b",)) if owner else None
+    label = label_text(view, settings, theme) if owner else None
+    return list(_header_lines(label, count, theme.word("joiner"), cap, spare))
+
+
+@lru_cache(maxsize=1024)
+def _header_lines(label_text: str | None, count: str, joiner: str, cap: int, spare: bool) -> tuple[Line, ...]:
+    label = Span(label_text, ("b",)) if label_text is not None else None
     if not count:
-        return [_fitted("label", (), (label,), (), cap)] if label is not None else []
-    joined = Span(theme.word("joiner") + count)
+        return (_fitted("label", (), (label,), (), cap),) if label is not None else ()
+    joined = Span(joiner + count)
     if label is None:
-        return [_fitted("header", (), (Span(count),), (), cap)]
+        return (_fitted("header", (), (Span(count),), (), cap),)
     if _units((label, joined)) <= cap:
-        return [Line((label, joined), kind="header")]
+        return (Line((label, joined), kind="header"),)
     if spare:
-        return [_fitted("label", (), (label,), (), cap), _fitted("header", (), (Span(count),), (), cap)]
+        return (_fitted("label", (), (label,), (), cap), _fitted("header", (), (Span(count),), (), cap))
     room = cap - _units((joined,))
     if room >= MIN_LABEL:
-        return [Line((*cut_spans((label,), room), joined), kind="header")]
-    return [_fitted("header", (), (Span(count),), (), cap)]
+        return (Line((*cut_spans((label,), room), joined), kind="header"),)
+    return (_fitted("header", (), (Span(count),), (), cap),)
+
+
+@lru_cache(maxsize=1024)
+def _marked_line(kind: str, mark: str, text: str, cap: int) -> Line:
+    """An activity line (headline, tool): its mark, then its text cut to `cap`."""
+    return _fitted(kind, _icon(mark), (Span(plain(text)),), (), cap)
 
 
 def _note_line(view: View, note: Sequence[Line], k: int, shown: list[int], theme: Theme) -> Line:

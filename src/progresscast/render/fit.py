@@ -30,6 +30,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 from enum import IntEnum
+from functools import lru_cache
 
 from ..card import DONE_STATUSES, Status, Step
 from .ir import Line, cut_line
@@ -60,20 +61,30 @@ Rank = tuple[int, int, int]
 
 def step_state(step: Step, paused: bool) -> str:
     """The display state: the status, or `paused` for an unfinished step of a paused run."""
-    if paused and step.status in UNFINISHED:
+    return status_state(step.status, paused)
+
+
+def status_state(status: Status, paused: bool) -> str:
+    if paused and status in UNFINISHED:
         return "paused"
-    return step.status.value
+    return status.value
 
 
 def step_ranks(plan: Sequence[Step]) -> list[Rank]:
     """The rank of every step of the plan (by position)."""
-    n = len(plan)
+    return list(ranks_of(tuple(s.status for s in plan)))
+
+
+@lru_cache(maxsize=1024)
+def ranks_of(statuses: tuple[Status, ...]) -> tuple[Rank, ...]:
+    """`step_ranks` from the statuses alone, cached: a write changes a step or two, so
+    the same status sequences come back render after render."""
+    n = len(statuses)
     ranks: list[Rank] = [_REST_DONE] * n
     active: int | None = None
     pending: list[int] = []
     blocked = 0
-    for i, s in enumerate(plan):  # one pass: blocked ranks, the active step, pending steps
-        status = s.status
+    for i, status in enumerate(statuses):  # one pass: blocked ranks, the active step, pending steps
         if status is Status.pending:
             pending.append(i)
         elif status is Status.blocked:
@@ -91,10 +102,10 @@ def step_ranks(plan: Sequence[Step]) -> list[Rank]:
     start = n - 1 if active is None else active - 1
     r = 0
     for i in (*range(start, -1, -1), *range(n - 1, start + 1 if active is None else active, -1)):
-        if plan[i].status in DONE_STATUSES:
+        if statuses[i] in DONE_STATUSES:
             ranks[i] = (Priority.RECENT, 0, r) if r < RECENT_STEPS else (Priority.REST, 1, r)
             r += 1
-    return ranks
+    return tuple(ranks)
 
 
 _REST_DONE: Rank = (Priority.REST, 1, 0)
@@ -122,15 +133,19 @@ class Omitted:
 
     @classmethod
     def of(cls, plan: Sequence[Step], shown: set[int] | frozenset[int]) -> Omitted:
+        return cls.of_statuses([s.status for s in plan], shown)
+
+    @classmethod
+    def of_statuses(cls, statuses: Sequence[Status], shown: set[int] | frozenset[int]) -> Omitted:
         counts = {"blocked": 0, "active": 0, "done": 0, "pending": 0}
-        for i, s in enumerate(plan):
+        for i, status in enumerate(statuses):
             if i in shown:
                 continue
-            if s.status is Status.blocked:
+            if status is Status.blocked:
                 counts["blocked"] += 1
-            elif s.status is Status.in_progress:
+            elif status is Status.in_progress:
                 counts["active"] += 1
-            elif s.status is Status.pending:
+            elif status is Status.pending:
                 counts["pending"] += 1
             else:
                 counts["done"] += 1
@@ -234,7 +249,9 @@ __all__ = [
     "Rank",
     "best",
     "cap_lines",
+    "ranks_of",
     "squeeze",
+    "status_state",
     "step_ranks",
     "step_state",
     "strip_blank",

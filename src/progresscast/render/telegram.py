@@ -14,7 +14,9 @@ from __future__ import annotations
 
 import html
 import re
+import sys
 from dataclasses import dataclass
+from functools import lru_cache
 from pathlib import Path
 from typing import Any
 
@@ -45,6 +47,25 @@ class Block:
 
 def _spans_html(spans: tuple[Span, ...], code: bool, links: bool, budget: list[int]) -> str:
     """Spans as HTML with properly nested tags; `budget[0]` counts entities left."""
+    text, opened = _free_spans_html(spans, code, links)
+    if opened <= budget[0]:
+        # With budget for every tag the line opens, no tag is refused along the way:
+        # the same HTML as below.
+        budget[0] -= opened
+        return text
+    return _budget_spans_html(spans, code, links, budget)
+
+
+@lru_cache(maxsize=4096)
+def _free_spans_html(spans: tuple[Span, ...], code: bool, links: bool) -> tuple[str, int]:
+    """A line's HTML with no entity limit, and how many tags it opens (cached: most
+    lines of a draft are the same as in the previous render)."""
+    budget = [sys.maxsize]
+    text = _budget_spans_html(spans, code, links, budget)
+    return text, sys.maxsize - budget[0]
+
+
+def _budget_spans_html(spans: tuple[Span, ...], code: bool, links: bool, budget: list[int]) -> str:
     out: list[str] = []
     stack: list[tuple[str, str | None]] = []
     for span in spans:

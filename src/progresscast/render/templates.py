@@ -77,8 +77,11 @@ def _template(name: str, override: str | None) -> Template:
     return _environment(override).get_template(name)
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, eq=False)
 class Theme:
+    """A channel's wording. Compared (and hashed) by identity: themes are loaded once per
+    template directory, and the renderers' caches key on them."""
+
     icons: dict[str, str]
     marks: dict[str, str]
     words: dict[str, str]

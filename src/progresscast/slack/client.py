@@ -183,6 +183,14 @@ class SlackClient:
                 return Outcome(K.found, message_id=str(message["ts"]))
         return Outcome(K.absent, detail="not in the history")
 
+    def said(self, thread_id: Id, text: str) -> Payload:
+        """What `say` posts (its text as escaped), for looking it up in the history."""
+        params: dict[str, Any] = {"text": escape(text)}
+        thread = _thread(thread_id)
+        if thread:
+            params["thread_ts"] = thread
+        return Payload("chat.postMessage", params)
+
     async def say(self, chat_id: Id, thread_id: Id, text: str) -> Outcome:
         """A plain-text message (escaped: it may quote what a person typed)."""
         params: dict[str, Any] = {"channel": str(chat_id), "text": escape(text)}

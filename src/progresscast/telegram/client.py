@@ -242,6 +242,10 @@ class TelegramClient:
             return reply
         return Outcome(K.absent, detail=reply.detail)
 
+    def said(self, thread_id: Id, text: str) -> Payload:
+        """What `say` sends: plain text, no parse mode (an edit with it is identical)."""
+        return Payload("sendMessage", {"text": text})
+
     async def say(self, chat_id: Id, thread_id: Id, text: str) -> Outcome:
         """A plain-text message (command replies)."""
         try:

@@ -7,6 +7,7 @@
 - :func:`read_mrkdwn` / :func:`blocks_text` / :func:`check_blocks` — Slack's formats as a reader sees them.
 """
 
+from ._faults import FaultMix, RandomFaults
 from ._pacing import BOT_PACE, GROUP_PACE, PRIVATE_PACE, Pace
 from ._slack_state import SlackCall, SlackChannel, SlackMessage
 from ._state import Call, ChatState, ShownMessage
@@ -34,9 +35,11 @@ __all__ = [
     "Call",
     "ChatState",
     "Entity",
+    "FaultMix",
     "InvalidBlocks",
     "Pace",
     "ParsedText",
+    "RandomFaults",
     "Shown",
     "ShownMessage",
     "SlackAPIEmulator",

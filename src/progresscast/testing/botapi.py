@@ -13,7 +13,7 @@ port) so the code under test runs its real HTTP client, and it behaves like
 Telegram where tests care: HTML parsed with Telegram's rules, the 4,096-character
 limit, "message is not modified", flood limits answered with 429 and
 ``retry_after``. Tests can inject failures (:meth:`fail_next`,
-:meth:`timeout_next`), act as users (:meth:`send_user_message`,
+:meth:`timeout_next`, or a random share of all calls: :meth:`fail_randomly`), act as users (:meth:`send_user_message`,
 :meth:`delete_by_user`) and read what every chat shows (:meth:`chat`) and which
 calls were made (:attr:`calls`).
 
@@ -38,8 +38,7 @@ import json
 import logging
 import socket
 import time
-from collections.abc import Callable, Iterator, Sequence
-from dataclasses import dataclass
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from typing import Any
 
 import uvicorn
@@ -48,6 +47,7 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse
 from starlette.routing import Route
 
+from ._faults import Fault, FaultMix, RandomFaults, description_of, random_faults
 from ._pacing import BOT_PACE, GROUP_PACE, PRIVATE_PACE, Pace, Pacer
 from ._params import chat_id_of, read_params
 from ._state import ApiError, Call, ChatState, not_found
@@ -65,36 +65,6 @@ class _EscapedJSON(JSONResponse):
 
     def render(self, content: Any) -> bytes:
         return json.dumps(content, ensure_ascii=True, allow_nan=False, separators=(",", ":")).encode("ascii")
-
-_DEFAULT_DESCRIPTIONS = {
-    400: "Bad Request: injected failure",
-    401: "Unauthorized",
-    403: "Forbidden: bot was blocked by the user",
-    404: "Not Found",
-    409: "Conflict: terminated by other getUpdates request; make sure that only one bot instance is running",
-    500: "Internal Server Error",
-    502: "Bad Gateway",
-    503: "Service Unavailable",
-}
-
-
-@dataclass
-class _Fault:
-    method: str
-    chat_id: int | None
-    remaining: int
-    status: int = 500
-    description: str = ""
-    parameters: dict[str, Any] | None = None
-    delay: float | None = None
-    """Set for a timeout: hold the answer this long."""
-    apply: bool = True
-    """For a timeout: whether the call still takes effect."""
-    land_after: float = 0.0
-    """For a timeout that applies: seconds after the request arrived when it takes effect."""
-
-    def matches(self, method: str, chat_id: int | None) -> bool:
-        return self.method == method.lower() and (self.chat_id is None or self.chat_id == chat_id)
 
 
 class _QuietServer(uvicorn.Server):
@@ -128,6 +98,8 @@ class BotAPIEmulator:
         local_mode: bool = True,
         webhook_retry_delays: Sequence[float] = (0.2, 0.5, 1.0, 2.0),
         webhook_timeout: float = 5.0,
+        fault_rate: float = 0.0,
+        fault_seed: int = 0,
     ) -> None:
         self.telegram = FakeTelegram(token, bot_username=bot_username, count=count, local_mode=local_mode)
         self.webhook_sender = WebhookSender(
@@ -141,7 +113,11 @@ class BotAPIEmulator:
         self.timeout_delay = timeout_delay
         """Default hold of :meth:`timeout_next`: past python-telegram-bot's 5 s read timeout."""
         self.calls: list[Call] = []
-        self._faults: list[_Fault] = []
+        self._faults: list[Fault] = []
+        self.random_faults: RandomFaults | None = None
+        """The random fault mode (:meth:`fail_randomly`), None when off."""
+        if fault_rate:
+            self.fail_randomly(fault_rate, seed=fault_seed)
         self._changed = asyncio.Event()
         self._server: _QuietServer | None = None
         self._task: asyncio.Task[None] | None = None
@@ -354,11 +330,8 @@ class BotAPIEmulator:
             retry_after = retry_after if retry_after is not None else 5
             parameters = {"retry_after": retry_after}
         if description is None:
-            if status == 429:
-                description = f"Too Many Requests: retry after {retry_after}"
-            else:
-                description = _DEFAULT_DESCRIPTIONS.get(status, f"Error {status}")
-        self._faults.append(_Fault(method.lower(), chat_id, times, status, description, parameters))
+            description = description_of(status, retry_after)
+        self._faults.append(Fault(method.lower(), chat_id, times, status, description, parameters))
 
     def timeout_next(
         self,
@@ -382,11 +355,40 @@ class BotAPIEmulator:
         self._check_method(method)
         hold = self.timeout_delay if delay is None else delay
         self._faults.append(
-            _Fault(method.lower(), chat_id, times, delay=hold, apply=apply, land_after=max(0.0, land_after))
+            Fault(method.lower(), chat_id, times, delay=hold, apply=apply, land_after=max(0.0, land_after))
         )
 
     def clear_faults(self) -> None:
+        """Forget the named faults still pending and switch the random fault mode off."""
         self._faults.clear()
+        self.random_faults = None
+
+    def fail_randomly(
+        self,
+        rate: float,
+        *,
+        seed: int = 0,
+        methods: Iterable[str] | None = None,
+        mix: FaultMix | None = None,
+        applied: float = 0.5,
+        max_retry_after: int = 3,
+        hold: float | None = None,
+    ) -> RandomFaults:
+        """Fail ``rate`` (0 to 1) of the calls to ``methods`` (default: those that act on a
+        chat) with a mix, drawn from ``seed``, of 500/502, timeouts and 429 — answered as
+        Telegram answers them (see ``progresscast.testing._faults``). A timeout holds the
+        answer ``hold`` seconds (default :attr:`timeout_delay`) and took effect with the
+        chance ``applied``; a 429's ``retry_after`` is 1 to ``max_retry_after``. Named
+        faults (:meth:`fail_next`, :meth:`timeout_next`) go first. ``rate`` 0 switches
+        the mode off. Returns the mode; its ``drawn`` counts what it injected.
+        """
+        for method in methods or ():
+            self._check_method(method)
+        faults = random_faults(
+            rate, seed=seed, methods=methods, mix=mix, applied=applied, max_retry_after=max_retry_after, hold=hold
+        )
+        self.random_faults = faults if rate > 0 else None
+        return faults
 
     def _check_method(self, method: str) -> None:
         # A misspelt method would never match and the test would pass for the wrong reason.
@@ -411,12 +413,15 @@ class BotAPIEmulator:
                     raise ApiError(fault.status, fault.description, fault.parameters)
                 call.timed_out, hold = True, fault.delay
                 if not fault.apply:
-                    raise ApiError(504, "Gateway Timeout: dropped by timeout_next")
+                    raise ApiError(504, "Gateway Timeout: dropped (an injected timeout)")
                 if fault.land_after:
                     with contextlib.suppress(TimeoutError):
                         await asyncio.wait_for(self.telegram.closing.wait(), timeout=fault.land_after)
                     hold = max(0.0, hold - fault.land_after)
-            call.result = await self._run(handler, call, paced=fault is None)
+            # A random timeout that reached Telegram counts against the flood limits (over
+            # them it is refused, with an answer the client never hears); a named one not.
+            paced = fault is None or fault.paced
+            call.result = await self._run(handler, call, paced=paced)
             call.applied = call.method in PACED
             body: dict[str, Any] = {"ok": True, "result": call.result}
         except ApiError as e:
@@ -442,13 +447,15 @@ class BotAPIEmulator:
         call.method, handler = found
         return handler
 
-    def _take_fault(self, method: str, chat_id: int | None) -> _Fault | None:
+    def _take_fault(self, method: str, chat_id: int | None) -> Fault | None:
         for fault in self._faults:
             if fault.matches(method, chat_id):
                 fault.remaining -= 1
                 if fault.remaining <= 0:
                     self._faults.remove(fault)
                 return fault
+        if self.random_faults is not None:
+            return self.random_faults.draw(method, chat_id, self.timeout_delay)
         return None
 
     async def _run(self, handler: Handler, call: Call, *, paced: bool) -> Any:
