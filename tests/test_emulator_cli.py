@@ -6,6 +6,7 @@ from __future__ import annotations
 import asyncio
 import re
 import sys
+from pathlib import Path
 
 import telegram
 
@@ -52,3 +53,24 @@ async def test_type_as_a_user_and_see_what_the_bot_shows() -> None:
     finally:
         proc.kill()
         await proc.wait()
+
+
+async def test_stdin_from_a_file_is_typed_and_the_emulator_keeps_serving(tmp_path: Path) -> None:
+    # The event loop cannot watch a regular file or /dev/null; the emulator reads it as it is.
+    typed = tmp_path / "typed.txt"
+    typed.write_text("/follow ticket-4821\n")
+    with typed.open("rb") as stdin:
+        proc = await asyncio.create_subprocess_exec(
+            sys.executable, "-m", "progresscast.cli", "emulator", "telegram", "--chat", "4821",
+            stdin=stdin, stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE,
+        )
+    assert proc.stdout is not None and proc.stderr is not None
+    seen: list[str] = []
+    try:
+        await read_until(proc.stdout, r"you → /follow ticket-4821", seen)
+        await read_until(proc.stdout, r"input closed: still serving until Ctrl-C", seen)
+        assert proc.returncode is None
+    finally:
+        proc.kill()
+        await proc.wait()
+    assert b"Traceback" not in await proc.stderr.read()

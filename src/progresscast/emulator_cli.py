@@ -54,9 +54,20 @@ async def run_emulator(args: argparse.Namespace, *, out: TextIO | None = None) -
 async def _type_as_user(api: BotAPIEmulator, chat: int, out: TextIO) -> None:
     loop = asyncio.get_running_loop()
     reader = asyncio.StreamReader()
-    await loop.connect_read_pipe(lambda: asyncio.StreamReaderProtocol(reader), sys.stdin)
+    try:
+        await loop.connect_read_pipe(lambda: asyncio.StreamReaderProtocol(reader), sys.stdin)
+    except (PermissionError, ValueError):
+        # A regular file or /dev/null cannot be watched by the event loop; it never blocks,
+        # so it is read as it is.
+        for text in sys.stdin:
+            _typed(api, chat, out, text)
+        return
     while line := await reader.readline():
-        text = line.decode(errors="replace").strip()
-        if text:
-            api.send_user_message(chat, text)
-            print(f"  you → {text}", file=out, flush=True)
+        _typed(api, chat, out, line.decode(errors="replace"))
+
+
+def _typed(api: BotAPIEmulator, chat: int, out: TextIO, line: str) -> None:
+    text = line.strip()
+    if text:
+        api.send_user_message(chat, text)
+        print(f"  you → {text}", file=out, flush=True)

@@ -8,11 +8,12 @@ import errno
 import logging
 import socket
 from collections.abc import Sequence
-from typing import Any
+from typing import Any, cast
 
 import uvicorn
 from starlette.applications import Starlette
 from starlette.routing import BaseRoute
+from uvicorn.protocols.http.httptools_impl import HttpToolsProtocol
 
 from ..config import Settings
 from .app import create_app
@@ -40,6 +41,56 @@ def bind(listen: str, *, fallback: bool = False) -> socket.socket:
     sock.listen(128)
     sock.setblocking(False)
     return sock
+
+
+class _CoalescingTransport:
+    """A transport whose writes within one event-loop step go out in one `send`: uvicorn
+    writes an answer's head and its body separately, two system calls (and two wake-ups
+    of the client) per request otherwise."""
+
+    def __init__(self, transport: asyncio.Transport) -> None:
+        self._transport = transport
+        self._pending: list[bytes] = []
+
+    def write(self, data: bytes | bytearray | memoryview) -> None:
+        if not self._pending:
+            asyncio.get_running_loop().call_soon(self._flush)
+        self._pending.append(bytes(data))
+
+    def writelines(self, chunks: Any) -> None:
+        for chunk in chunks:
+            self.write(chunk)
+
+    def _flush(self) -> None:
+        if self._pending:
+            data = b"".join(self._pending)
+            self._pending.clear()
+            if not self._transport.is_closing():
+                self._transport.write(data)
+
+    def get_write_buffer_size(self) -> int:
+        return self._transport.get_write_buffer_size() + sum(map(len, self._pending))
+
+    def close(self) -> None:
+        self._flush()
+        self._transport.close()
+
+    def write_eof(self) -> None:
+        self._flush()
+        self._transport.write_eof()
+
+    def abort(self) -> None:
+        self._pending.clear()
+        self._transport.abort()
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._transport, name)
+
+
+class _Protocol(HttpToolsProtocol):
+    def connection_made(self, transport: asyncio.BaseTransport) -> None:
+        # (uvloop's transports are not asyncio.Transport subclasses: no isinstance here.)
+        super().connection_made(_CoalescingTransport(cast("asyncio.Transport", transport)))  # type: ignore[arg-type]
 
 
 def address(sock: socket.socket) -> str:
@@ -75,6 +126,7 @@ async def serve_app(app: Starlette, sock: socket.socket, *, started: asyncio.Eve
         # Live event streams never end by themselves: give them a moment, then close.
         timeout_graceful_shutdown=2,
         proxy_headers=True,
+        http=_Protocol,
     )
     server = uvicorn.Server(config)
     task = asyncio.ensure_future(server.serve(sockets=[sock]))
