@@ -9,6 +9,7 @@ import difflib
 import os
 import re
 import tomllib
+import zlib
 from enum import StrEnum
 from functools import cached_property
 from pathlib import Path
@@ -239,11 +240,58 @@ class TelegramSettings(_Model):
     chats: list[ChatSettings] = Field(default_factory=list)
     webhook: TelegramWebhookSettings | None = None
     """Updates by webhook (through any gateway) instead of long polling."""
+    leaseSeconds: float = Field(5.0, ge=0.5, le=600)
+    """Time to live of the bot's lease in Redis: a standby takes over this long (plus a
+    second) after the holder died; renewed every third of it."""
+    bots: list[TelegramSettings] = Field(default_factory=list)
+    """More bots (`[[channels.telegram.bots]]`), each inheriting what it does not set."""
 
     @field_validator("token")
     @classmethod
     def _token(cls, value: str | None) -> str | None:
         return _from_env(value)
+
+    @model_validator(mode="after")
+    def _bots(self) -> TelegramSettings:
+        seen: dict[str, str] = {}
+        if self.token:
+            seen[bot_id_of(self.token)] = "channels.telegram.token"
+        hooks: dict[str, str] = {}
+        if self.webhook is not None:
+            hooks[self.webhook.path] = "channels.telegram.webhook.url"
+        for i, bot in enumerate(self.bots):
+            where = f"bots[{i}]"
+            if bot.bots:
+                raise SettingError(f"{where}.bots", "a bot cannot have bots of its own")
+            merged = inherit(self, bot)
+            if merged.token:
+                earlier = seen.get(bot_id_of(merged.token))
+                if earlier is not None:
+                    own = "token" in bot.model_fields_set
+                    raise SettingError(
+                        f"{where}.token",
+                        f"the same bot as {earlier}" + ("" if own else " (it inherits the token: set its own)"),
+                    )
+                seen[bot_id_of(merged.token)] = f"channels.telegram.{where}.token"
+            if merged.webhook is not None:
+                earlier = hooks.get(merged.webhook.path)
+                if earlier is not None:
+                    own = "webhook" in bot.model_fields_set
+                    raise SettingError(
+                        f"{where}.webhook.url",
+                        f"the same webhook path as {earlier}"
+                        + ("" if own else " (it inherits the webhook: set its own)"),
+                    )
+                hooks[merged.webhook.path] = f"channels.telegram.{where}.webhook.url"
+        return self
+
+    @property
+    def every_bot(self) -> list[TelegramSettings]:
+        """This bot, then each of `bots` with what it inherits filled in (each without
+        `bots`). Made from the fields each time: a copy with other fields stays true."""
+        if not self.bots:
+            return [self]
+        return [self.model_copy(update={"bots": []}), *(inherit(self, bot) for bot in self.bots)]
 
     @field_validator("apiBaseUrl")
     @classmethod
@@ -269,6 +317,41 @@ class TelegramSettings(_Model):
     @cached_property
     def allowed_chat_ids(self) -> frozenset[int]:
         return frozenset(self.allowedChats)
+
+
+def bot_id_of(token: str) -> str:
+    """The bot's id: the number before ':' in its token (a token of another shape: a
+    digest of it, so that no secret ends up in a key name)."""
+    head, colon, _ = token.partition(":")
+    if colon and head.isdigit():
+        return head
+    return f"x{zlib.crc32(token.encode()):08x}"
+
+
+class SettingError(ValueError):
+    """A rule broken by a setting below the one being validated (`bots[1].token`)."""
+
+    def __init__(self, where: str, rule: str) -> None:
+        super().__init__(f"{where}: {rule}")
+        self.where = where
+        self.rule = rule
+
+
+def _deep_merge(base: dict[str, Any], over: dict[str, Any]) -> dict[str, Any]:
+    out = dict(base)
+    for key, value in over.items():
+        if isinstance(value, dict) and isinstance(out.get(key), dict):
+            out[key] = _deep_merge(out[key], value)
+        else:
+            out[key] = value  # a list (chats, allowedChats) is replaced whole
+    return out
+
+
+def inherit(parent: TelegramSettings, bot: TelegramSettings) -> TelegramSettings:
+    """`bot` with every setting it does not set taken from `parent` — whatever the
+    setting is, at any depth (tables merge, lists are replaced)."""
+    merged = _deep_merge(parent.model_dump(exclude={"bots"}), bot.model_dump(exclude_unset=True))
+    return TelegramSettings.model_validate(merged)
 
 
 # --- Slack ------------------------------------------------------------------------------
@@ -342,9 +425,10 @@ class ChannelSettings(_Model):
 
 
 def telegram_bots(settings: Settings) -> list[TelegramSettings]:
-    """The settings of every configured Telegram bot (today: `[channels.telegram]`, if any)."""
+    """The settings of every configured Telegram bot: `[channels.telegram]`, then each of
+    `[[channels.telegram.bots]]` with what it inherits (none without `[channels.telegram]`)."""
     telegram = settings.channels.telegram
-    return [] if telegram is None else [telegram]
+    return [] if telegram is None else telegram.every_bot
 
 
 class TemplateSettings(_Model):
@@ -468,6 +552,9 @@ def load_settings(path: str | Path | None = None) -> Settings:
         if unknown:  # a misspelt key explains the "missing" one next to it
             raise _unknown_setting(path, tuple(unknown[0]["loc"])) from None
         field, rule = field_and_rule(exc)
+        below = exc.errors(include_url=False)[0].get("ctx", {}).get("error")
+        if isinstance(below, SettingError):  # name the setting itself, not the table it is in
+            field, rule = f"{field}.{below.where}" if field else below.where, below.rule
         raise ConfigError(f"config {path}: {field}: {rule}") from None
     settings._source = str(path)
     from_env = _env_settings(data)

@@ -267,7 +267,7 @@ TG_UPDATES_SEEN = 10_000
 """Update ids remembered per bot, so that Telegram's retries of one are dropped."""
 
 
-def tg_bot_tag(bot_id: int) -> str:
+def tg_bot_tag(bot_id: int | str) -> str:
     return f"{{{PREFIX}:{TG}:{bot_id}}}"
 
 
@@ -290,6 +290,24 @@ def tg_webhook_bot(path: str) -> str:
     """String: the id of the bot whose webhook is this gateway path (set by its adapter
     before setWebhook), so that a gateway without the bot token knows where to hand over."""
     return f"{PREFIX}:{TG}:webhook:{path}"
+
+
+def tg_namespace(bot_id: int | str, *, first: bool) -> str:
+    """The channel name of one bot's state: the first bot (`[channels.telegram]`) keeps
+    `tg`, so stores written before several bots existed keep working; each bot of
+    `[[channels.telegram.bots]]` gets its own, by bot id (`tg-123456`)."""
+    return TG if first else f"{TG}-{bot_id}"
+
+
+def tg_lease(bot_id: int | str) -> str:
+    """String with a TTL: which process holds the bot's lease (polls and edits for it).
+    It carries the bot's tag, so the lease and its fence counter share a slot."""
+    return f"{PREFIX}:{TG}:bot:{tg_bot_tag(bot_id)}:lease"
+
+
+def tg_fence(bot_id: int | str) -> str:
+    """Counter: bumped by every taking of the bot's lease; the holder's fence token."""
+    return f"{PREFIX}:{TG}:bot:{tg_bot_tag(bot_id)}:fence"
 
 
 # --- A2A followers ----------------------------------------------------------------------

@@ -1,5 +1,6 @@
 """`progresscast serve`: the gateway and web page, plus the Telegram and Slack adapters
-when their tokens are configured and the A2A followers of `[[a2a.agents]]`, in one
+when their tokens are configured (for each bot, in the one process holding its lease;
+the others stand by) and the A2A followers of `[[a2a.agents]]`, in one
 process on one event loop. Slack's slash commands are routes of the gateway
 (`/slack/commands`, `/slack/events`), and so is a Telegram webhook (`/telegram/…`).
 
@@ -68,11 +69,12 @@ async def serve(settings: Settings, url: str) -> None:
     else:
         log.info("no channels.slack.token: the Slack adapter is off")
     jobs.append(run_gateway(settings, redis, readers=readers, sock=sock, routes=routes))
-    telegram = settings.channels.telegram
-    if telegram and telegram.token:
-        from .telegram.bot import run_adapter
+    from .telegram.standby import bots, run_bots
 
-        jobs.append(run_adapter(settings, redis))
+    telegram = settings.channels.telegram
+    if bots(settings):
+        # One adapter per bot whose lease this process holds; standing by for the others.
+        jobs.append(run_bots(settings, redis))
     elif telegram and telegram.webhook:
         log.info(
             "no channels.telegram.token: the Telegram adapter is off; webhook updates posted to %s here "

@@ -71,12 +71,27 @@ class Pacer:
         self._order = itertools.count()
         self._timer: asyncio.TimerHandle | None = None
         """Fires when the queue's next bot-wide slot is due (None: nothing queued)."""
+        self._called_all: float | None = None
+        """`clock()` from which every destination counts as just called (`as_if_all_called`)."""
 
     # --- one destination -----------------------------------------------------------------
 
+    def as_if_all_called(self) -> None:
+        """Count every destination as called just now: another process (the previous
+        holder of the bot's lease) may have called any of them a moment ago."""
+        self._called_all = self.clock()
+
+    def _next_at(self, destination: Hashable) -> float:
+        found = self._next.get(destination)
+        if found is not None:
+            return found
+        if self._called_all is None:
+            return 0.0
+        return self._called_all + self.budgets.spacing(destination)
+
     def ready_in(self, destination: Hashable) -> float:
         """Seconds until `destination` may be called (0 when it may now)."""
-        return max(0.0, self._next.get(destination, 0.0) - self.clock())
+        return max(0.0, self._next_at(destination) - self.clock())
 
     async def ready(self, destination: Hashable) -> None:
         """Wait until the destination may be called (the slot may move while we sleep: a
@@ -88,7 +103,7 @@ class Pacer:
         """The channel said "retry after `seconds`": no call to this destination before
         then (capped, and on the time scale like every interval). Returns the seconds held."""
         seconds = min(max(seconds, 0.0), self.budgets.retry_after_cap) * self.budgets.scale
-        self._next[destination] = max(self._next.get(destination, 0.0), self.clock() + seconds)
+        self._next[destination] = max(self._next_at(destination), self.clock() + seconds)
         return seconds
 
     def forget(self, destination: Hashable) -> None:
@@ -104,7 +119,7 @@ class Pacer:
         if self._queue or self._bot_next > now or self.ready_in(destination) > 0:
             return False
         self._bot_next = now + self.budgets.bot_spacing
-        self._next[destination] = max(self._next.get(destination, 0.0), now) + self.budgets.spacing(destination)
+        self._next[destination] = max(self._next_at(destination), now) + self.budgets.spacing(destination)
         metrics.PACING_WAIT.observe(0.0)
         return True
 
@@ -137,15 +152,13 @@ class Pacer:
                 raise
             # A rate-limit answer may have held the destination while it queued.
             await self.ready(destination)
-        self._next[destination] = max(self._next.get(destination, 0.0), self.clock()) + self.budgets.spacing(
-            destination
-        )
+        self._next[destination] = max(self._next_at(destination), self.clock()) + self.budgets.spacing(destination)
 
     def give_back(self, destination: Hashable) -> None:
         """A slot was granted but no call was made (the destination already showed the
         newest card): the destination may be called again at once, and the bot-wide
         slot goes to the next one waiting."""
-        self._next[destination] = min(self._next.get(destination, 0.0), self.clock())
+        self._next[destination] = min(self._next_at(destination), self.clock())
         self._refund()
 
     def _refund(self) -> None:

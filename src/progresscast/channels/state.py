@@ -17,6 +17,7 @@ from redis.asyncio import Redis
 
 from .. import keys
 from ..config import Mode
+from ..lease import Fence, FenceClosed
 from ..owners import Owner
 from .drafts import DraftState
 
@@ -34,6 +35,21 @@ local message_id = tonumber(ARGV[1])
 local cur = tonumber(redis.call('GET', last_message_key) or '0')
 if message_id > cur then redis.call('SET', last_message_key, ARGV[1]) return 1 end
 return 0
+"""
+
+# Store a draft's state unless a newer holder of the bot's lease already wrote it: the
+# state carries the fence number of the holder that wrote it.
+_FENCED_SET = """
+local draft_key = KEYS[1]
+local state = ARGV[1]
+local fence = tonumber(ARGV[2])
+local stored = redis.call('GET', draft_key)
+if stored then
+  local ok, old = pcall(cjson.decode, stored)
+  if ok and type(old) == 'table' and (tonumber(old['fence']) or 0) > fence then return 0 end
+end
+redis.call('SET', draft_key, state)
+return 1
 """
 
 Id = int | str
@@ -68,11 +84,16 @@ def _prefs(raw: dict[str, str]) -> ChatPrefs:
 
 
 class ChannelState:
-    def __init__(self, redis: Redis, channel: str, parse_id: Callable[[str], Id] = int) -> None:
+    def __init__(
+        self, redis: Redis, channel: str, parse_id: Callable[[str], Id] = int, *, fence: Fence | None = None
+    ) -> None:
         self.redis = redis
         self.channel = channel
         self.parse_id = parse_id
+        self.fence = fence
+        """The bot's lease (None: no lease): draft writes check it and carry its number."""
         self._max = redis.register_script(_MAX)
+        self._fenced_set = redis.register_script(_FENCED_SET)
 
     def _draft_key(self, key: DraftKey) -> str:
         return keys.channel_draft(self.channel, key.owner, key.chat_id, key.thread_id)
@@ -185,17 +206,32 @@ class ChannelState:
             raw, following, prefs = await pipe.execute()
         return DraftState.from_json(cast("str | None", raw)), bool(following), _prefs(cast("dict[str, str]", prefs))
 
+    def _check_fence(self) -> None:
+        if self.fence is not None:
+            self.fence.check()
+
     async def save_draft(self, key: DraftKey, state: DraftState) -> None:
+        """Store a draft's state. Under a lease: only while it is held, and never over a
+        state a newer holder stored (raises FenceClosed)."""
+        self._check_fence()
         if state == DraftState():
             await self.redis.delete(self._draft_key(key))
-        else:
+        elif self.fence is None:
             await self.redis.set(self._draft_key(key), state.to_json())
+        else:
+            number = self.fence.number
+            raw = state.to_json()
+            raw = f'{raw[:-1]},"fence":{number}}}'  # DraftState.from_json ignores it
+            if not await self._fenced_set(keys=[self._draft_key(key)], args=[raw, number]):
+                raise FenceClosed(f"a newer holder of the lease wrote draft {key.owner.display_key} in {key.chat_id}")
 
     async def start_draft(self, key: DraftKey, state: DraftState) -> bool:
         """Store the first state of a draft that has none yet (never over a lane's)."""
+        self._check_fence()
         return bool(await self.redis.set(self._draft_key(key), state.to_json(), nx=True))
 
     async def forget_draft(self, key: DraftKey) -> None:
+        self._check_fence()
         await self.redis.delete(self._draft_key(key))
 
     # --- message ids ---------------------------------------------------------------------

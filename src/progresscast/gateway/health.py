@@ -16,6 +16,7 @@ from starlette.responses import JSONResponse, Response
 
 from .. import keys, metrics
 from ..events import group_lag
+from ..lease import INSTANCE
 from ..sharding import layout_of
 from .state import gateway_of
 
@@ -48,6 +49,23 @@ async def follows(redis: Any) -> int:
     return total
 
 
+async def lease_holders(redis: Any, bot_ids: list[str]) -> dict[str, dict[str, Any]]:
+    """Per configured bot: which process holds its lease (None: nobody, now), and
+    whether it is this one."""
+    out: dict[str, dict[str, Any]] = {}
+    for bot_id in bot_ids:
+        holder = await redis.get(keys.tg_lease(bot_id))
+        holder = holder.decode() if isinstance(holder, bytes) else holder
+        out[bot_id] = {"holder": holder, "here": holder == INSTANCE}
+    return out
+
+
+def _bot_ids(request: Request) -> list[str]:
+    from ..telegram.standby import bots
+
+    return [bot.bot_id for bot in bots(gateway_of(request).settings)]
+
+
 async def _observe(redis: Any) -> dict[str, int]:
     await redis.ping()
     lag = await consumer_lag(redis)
@@ -66,6 +84,12 @@ async def healthz(request: Request) -> Response:
         return JSONResponse({"ok": False, "reason": reason}, status_code=503)
     behind = {g: n for g, n in lag.items() if n > MAX_LAG}
     body: dict[str, Any] = {"ok": not behind, "redis": "ok", "consumerLag": lag}
+    if bot_ids := _bot_ids(request):
+        try:
+            body["telegramLease"] = await asyncio.wait_for(lease_holders(gw.redis, bot_ids), PING_TIMEOUT)
+        except (RedisError, TimeoutError, OSError) as exc:
+            return JSONResponse({"ok": False, "reason": f"redis is not answering: {exc or type(exc).__name__}"},
+                                status_code=503)
     if behind:
         group, n = max(behind.items(), key=lambda kv: kv[1])
         body["reason"] = f"consumer group {group} is {n} events behind (more than {MAX_LAG})"

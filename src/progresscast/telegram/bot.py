@@ -30,6 +30,7 @@ from ..config import ConfigError, Mode, Settings, TelegramSettings, TelegramWebh
 from ..owners import Owner, resolve_owner
 from ..render.telegram_payload import telegram_draft, telegram_snapshot
 from ..store import CardStore
+from .client import FencedRequest
 from .follows import TelegramState, allowed, effective_mode, wants_rich
 from .options import AdapterOptions
 from .webhook import UpdateInbox
@@ -114,7 +115,7 @@ class Commands:
                 self.reply(
                     message,
                     "Sorry, this bot is not enabled for this chat. Ask its operator to add "
-                    f"chat id {message.chat_id} to channels.telegram.allowedChats.",
+                    f"chat id {message.chat_id} to {self.worker.adapter_options.setting}.allowedChats.",
                 )
                 return
             await handler(update, context)
@@ -282,28 +283,44 @@ def build_application(telegram: TelegramSettings, options: AdapterOptions) -> Ap
     if not telegram.token:
         raise ValueError("channels.telegram.token is not set")
     builder: ApplicationBuilder = (  # type: ignore[type-arg]
-        Application.builder()
-        .token(telegram.token)
-        .base_url(telegram.apiBaseUrl)
-        .connection_pool_size(options.connection_pool_size)
-        .read_timeout(options.read_timeout)
-        .write_timeout(options.write_timeout)
-        .connect_timeout(options.connect_timeout)
-        .pool_timeout(options.pool_timeout)
-        .job_queue(None)
+        Application.builder().token(telegram.token).base_url(telegram.apiBaseUrl).job_queue(None)
     )
+    if options.fence is None:
+        builder = (
+            builder.connection_pool_size(options.connection_pool_size)
+            .read_timeout(options.read_timeout)
+            .write_timeout(options.write_timeout)
+            .connect_timeout(options.connect_timeout)
+            .pool_timeout(options.pool_timeout)
+        )
+    else:
+        # The same transports python-telegram-bot would build, checking the lease first.
+        builder = builder.request(
+            FencedRequest(
+                options.fence,
+                connection_pool_size=options.connection_pool_size,
+                read_timeout=options.read_timeout,
+                write_timeout=options.write_timeout,
+                connect_timeout=options.connect_timeout,
+                pool_timeout=options.pool_timeout,
+            )
+        ).get_updates_request(FencedRequest(options.fence, connection_pool_size=1))
     return builder.build()
 
 
-def _refused_token(exc: InvalidToken, variable: str | None) -> ConfigError:
+def _refused_token(exc: InvalidToken, variable: str | None, setting: str = "channels.telegram.token") -> ConfigError:
     where = f"into {variable}" if variable else "into the setting"
     return ConfigError(
-        f"channels.telegram.token: the Bot API refused the bot token ({exc.message}); "
-        f"copy the token @BotFather gave you {where}"
+        f"{setting}: the Bot API refused the bot token ({exc.message}); copy the token @BotFather gave you {where}"
     )
 
 
-async def _initialize(app: Application, backoff: Backoff, variable: str | None = None) -> None:  # type: ignore[type-arg]
+async def _initialize(
+    app: Application,  # type: ignore[type-arg]
+    backoff: Backoff,
+    variable: str | None = None,
+    setting: str = "channels.telegram.token",
+) -> None:
     """getMe, retried while the network is down; a bad token stops the adapter."""
     failures = 0
     while True:
@@ -311,7 +328,7 @@ async def _initialize(app: Application, backoff: Backoff, variable: str | None =
             await app.initialize()
             return
         except InvalidToken as exc:
-            raise _refused_token(exc, variable) from None
+            raise _refused_token(exc, variable, setting) from None
         except NetworkError as exc:
             delay = backoff.delay(failures)
             failures += 1
@@ -319,7 +336,12 @@ async def _initialize(app: Application, backoff: Backoff, variable: str | None =
             await asyncio.sleep(delay)
 
 
-async def _set_webhook(app: Application, webhook: TelegramWebhookSettings, backoff: Backoff) -> None:  # type: ignore[type-arg]
+async def _set_webhook(
+    app: Application,  # type: ignore[type-arg]
+    webhook: TelegramWebhookSettings,
+    backoff: Backoff,
+    setting: str = "channels.telegram",
+) -> None:
     """setWebhook, retried while the network is down; a URL Telegram refuses stops the adapter."""
     failures = 0
     while True:
@@ -329,7 +351,7 @@ async def _set_webhook(app: Application, webhook: TelegramWebhookSettings, backo
             )
             return
         except BadRequest as exc:
-            raise ConfigError(f"channels.telegram.webhook: the Bot API refused the webhook ({exc.message})") from None
+            raise ConfigError(f"{setting}.webhook: the Bot API refused the webhook ({exc.message})") from None
         except NetworkError as exc:
             delay = backoff.delay(failures)
             failures += 1
@@ -338,13 +360,17 @@ async def _set_webhook(app: Application, webhook: TelegramWebhookSettings, backo
 
 
 async def receive_by_webhook(
-    app: Application, redis: Redis, webhook: TelegramWebhookSettings, backoff: Backoff  # type: ignore[type-arg]
+    app: Application,  # type: ignore[type-arg]
+    redis: Redis,
+    webhook: TelegramWebhookSettings,
+    backoff: Backoff,
+    setting: str = "channels.telegram",
 ) -> UpdateInbox:
     """Set the webhook, then run every update the gateways hand over through the
     Application's handlers, as polling would, until the inbox is closed."""
     inbox = UpdateInbox(redis, app.bot.id)
     await inbox.register(webhook.path)  # before Telegram posts its first update
-    await _set_webhook(app, webhook, backoff)
+    await _set_webhook(app, webhook, backoff, setting)
 
     async def handle(data: dict[str, Any]) -> None:
         update = Update.de_json(data, app.bot)
@@ -360,7 +386,8 @@ async def run_adapter(settings: Settings, redis: Redis, *, options: AdapterOptio
     for commands, the change stream for drafts. State lives in Redis, so a restart
     picks up where it stopped.
 
-    One adapter per bot token: Telegram serves getUpdates to one poller at a time."""
+    One adapter per bot token at a time: Telegram serves getUpdates to one poller.
+    `progresscast serve` makes sure of it with the bot's lease (`telegram.standby`)."""
     telegram = settings.channels.telegram
     if telegram is None or not telegram.token:
         raise ValueError("channels.telegram.token is not set")
@@ -370,7 +397,8 @@ async def run_adapter(settings: Settings, redis: Redis, *, options: AdapterOptio
     if httpx_log.level == logging.NOTSET:
         httpx_log.setLevel(logging.WARNING)
     app = build_application(telegram, options)
-    await _initialize(app, options.backoff, settings.env_name("channels.telegram.token"))
+    token_setting = f"{options.setting}.token"
+    await _initialize(app, options.backoff, settings.env_name(token_setting), token_setting)
     worker = DraftWorker(settings, redis, app.bot, options=options)
     Commands(settings, worker).register(app)
     app.add_error_handler(_log_error)
@@ -383,7 +411,7 @@ async def run_adapter(settings: Settings, redis: Redis, *, options: AdapterOptio
         await app.start()
         started = True
         if telegram.webhook is not None:
-            inbox = await receive_by_webhook(app, redis, telegram.webhook, options.backoff)
+            inbox = await receive_by_webhook(app, redis, telegram.webhook, options.backoff, options.setting)
             log.info(
                 "Telegram adapter running as @%s, updates by webhook at %s", app.bot.username, telegram.webhook.path
             )

@@ -40,11 +40,13 @@ from telegram.error import (
     TelegramError,
     TimedOut,
 )
+from telegram.request import HTTPXRequest
 
 from .. import metrics
 from ..channels.drafts import Intent
 from ..channels.outcome import MessageId, Outcome, OutcomeKind
 from ..channels.state import Id
+from ..lease import Fence
 from ..render.payload import Payload
 from ..render.telegram_payload import RICH_METHOD
 
@@ -54,6 +56,39 @@ K = OutcomeKind
 
 # Causes (httpx exceptions) after which the request surely never left this process.
 _NEVER_SENT = (httpx.ConnectError, httpx.ConnectTimeout, httpx.PoolTimeout, httpx.UnsupportedProtocol)
+
+
+class LeaseLost(NetworkError):
+    """A Bot API call not made: the bot's lease may have passed to another process."""
+
+
+def _lost() -> LeaseLost:
+    return LeaseLost("not called: the bot's lease may have passed to another process")
+
+
+class FencedRequest(HTTPXRequest):
+    """python-telegram-bot's HTTP transport, checking the bot's lease before every
+    request (getUpdates included): a holder that may have lost it calls nothing.
+
+    Checked twice: before the request is made, and again once it has its connection,
+    right before its first byte is written (httpcore's `trace` hook) — a request may
+    wait for a free connection for a while, and a pause (SIGSTOP) may fall in that wait."""
+
+    def __init__(self, fence: Fence, **kwargs: Any) -> None:
+        super().__init__(httpx_kwargs={"event_hooks": {"request": [self._arm]}}, **kwargs)
+        self.fence = fence
+
+    async def _arm(self, request: httpx.Request) -> None:
+        request.extensions = {**request.extensions, "trace": self._trace}
+
+    async def _trace(self, event: str, info: dict[str, Any]) -> None:
+        if event.endswith("send_request_headers.started") and not self.fence.is_open():
+            raise _lost()
+
+    async def do_request(self, *args: Any, **kwargs: Any) -> tuple[int, bytes]:
+        if not self.fence.is_open():
+            raise _lost()
+        return await super().do_request(*args, **kwargs)
 
 
 def _rich_unknown(low: str) -> bool:
@@ -94,6 +129,8 @@ def classify(exc: BaseException, *, rich: bool = False) -> Outcome:
         return Outcome(K.refused, detail=text)
     if isinstance(exc, ChatMigrated):
         return Outcome(K.refused, detail=f"chat migrated to {exc.new_chat_id}")
+    if isinstance(exc, LeaseLost):  # never sent
+        return Outcome(K.transient, detail=text)
     if isinstance(exc, TimedOut):
         if isinstance(exc.__cause__, _NEVER_SENT) or "pool timeout" in low:
             return Outcome(K.transient, detail=text or "timed out before sending")
@@ -220,4 +257,4 @@ class TelegramClient:
         return counted("sendMessage", Outcome(K.ok, message_id=message.message_id))
 
 
-__all__ = ["TelegramClient", "classify"]
+__all__ = ["FencedRequest", "LeaseLost", "TelegramClient", "classify"]

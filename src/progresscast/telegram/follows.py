@@ -13,6 +13,7 @@ from redis.asyncio import Redis
 from .. import keys
 from ..channels.state import ChannelState, ChatPrefs, DraftKey
 from ..config import ChatSettings, Mode, RenderSettings, TelegramSettings
+from ..lease import Fence
 
 
 def chat_config(telegram: TelegramSettings, chat_id: int) -> ChatSettings | None:
@@ -57,8 +58,8 @@ def allowed(telegram: TelegramSettings, chat_id: int) -> bool:
 
 
 class TelegramState(ChannelState):
-    def __init__(self, redis: Redis) -> None:
-        super().__init__(redis, keys.TG, int)
+    def __init__(self, redis: Redis, namespace: str = keys.TG, *, fence: Fence | None = None) -> None:
+        super().__init__(redis, namespace, int, fence=fence)
 
 
 __all__ = [

@@ -9,8 +9,10 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from .. import keys
 from ..backoff import CAP, Backoff
 from ..channels.worker import WorkerOptions
+from ..lease import Fence
 from .pacing import Pace
 
 
@@ -45,6 +47,13 @@ class AdapterOptions:
     had received but not acknowledged."""
     catch_up: int = 32
     """Drafts looked at together when every follow is read again (start-up)."""
+    namespace: str = keys.TG
+    """The channel name of the bot's state in Redis (`keys.tg_namespace`)."""
+    fence: Fence | None = None
+    """The bot's lease, when one is held (`telegram.standby`): checked before every Bot
+    API call and draft write. None: no lease (a test, a library user running one adapter)."""
+    setting: str = "channels.telegram"
+    """Where the bot is configured, for error messages (`channels.telegram.bots[0]`)."""
 
     @property
     def backoff(self) -> Backoff:

@@ -36,7 +36,7 @@ class TelegramChannel:
         self.settings = settings
         self.telegram: TelegramSettings = telegram
         self.bot = bot
-        self.state = TelegramState(redis)
+        self.state = TelegramState(redis, options.namespace, fence=options.fence)
         self.client = TelegramClient(bot)
         pace = options.pace
         if telegram.botCallsPerSecond is not None:  # raised (or lowered) on purpose
@@ -115,6 +115,11 @@ class DraftWorker(ChannelWorker):
         return self.telegram_channel.rich_refused
 
     async def start(self) -> None:
+        fence = self.adapter_options.fence
+        if fence is not None and fence.number > 1:
+            # The bot had a holder before this one, which may have called any chat a
+            # moment ago (it released the lease on its way out): its pace still counts.
+            self.pacer.as_if_all_called()
         await self.telegram_channel.load()
         await super().start()
 

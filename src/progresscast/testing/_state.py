@@ -50,6 +50,11 @@ class Call:
     """The answer was held past the client's timeout (``timeout_next``)."""
     applied: bool = False
     """The call changed what a chat shows."""
+    token: str | None = None
+    """The bot token the call was made with (the emulator may serve several bots)."""
+    instance: str | None = None
+    """The `INSTANCE` of a base URL `…/i/INSTANCE/bot` (:meth:`BotAPIEmulator.base_url_for`):
+    which of several clients made the call."""
 
     @property
     def ok(self) -> bool:

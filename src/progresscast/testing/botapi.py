@@ -22,6 +22,11 @@ Webhooks: after ``setWebhook`` the users' messages are POSTed to the webhook URL
 of being kept for ``getUpdates``, which then answers 409 until ``deleteWebhook``. Like
 a local Bot API server (``--local``), it accepts http URLs on any port unless made with
 ``local_mode=False``. :attr:`webhook_deliveries` lists every POST and its answer.
+
+Several bots: :meth:`add_bot` serves another token on the same server (its own chats,
+updates and pacing; webhooks only for the first bot); the methods that concern one bot
+take ``token=`` (default: the first). Several clients of one bot can be told apart by
+giving each its own :meth:`base_url_for` (recorded as :attr:`Call.instance`).
 """
 
 from __future__ import annotations
@@ -101,6 +106,10 @@ class BotAPIEmulator:
             self.telegram, retry_delays=webhook_retry_delays, timeout=webhook_timeout, on_change=self._notify
         )
         self.pacer = Pacer(private_pace, group_pace, bot_pace)
+        self._paces = (private_pace, group_pace, bot_pace)
+        self._count = count
+        self.bots: dict[str, tuple[FakeTelegram, Pacer]] = {token: (self.telegram, self.pacer)}
+        """Every bot served, by token: its state and its flood limits."""
         self.timeout_delay = timeout_delay
         """Default hold of :meth:`timeout_next`: past python-telegram-bot's 5 s read timeout."""
         self.calls: list[Call] = []
@@ -114,7 +123,24 @@ class BotAPIEmulator:
         self._task: asyncio.Task[None] | None = None
         self._port = port
         """0: a free port, chosen at start."""
-        self.app = Starlette(routes=[Route("/bot{token}/{method}", self._endpoint, methods=["GET", "POST"])])
+        self.app = Starlette(
+            routes=[
+                Route("/bot{token}/{method}", self._endpoint, methods=["GET", "POST"]),
+                Route("/i/{instance}/bot{token}/{method}", self._endpoint, methods=["GET", "POST"]),
+            ]
+        )
+
+    def add_bot(self, token: str, *, bot_username: str | None = None) -> FakeTelegram:
+        """Serve one more bot (its id is the number before ':' in the token)."""
+        if token in self.bots:
+            raise ValueError("the emulator serves this token already")
+        username = bot_username or f"progresscast_test_bot_{len(self.bots) + 1}"
+        telegram = FakeTelegram(token, bot_username=username, count=self._count)
+        self.bots[token] = (telegram, Pacer(*self._paces))
+        return telegram
+
+    def bot(self, token: str | None = None) -> FakeTelegram:
+        return self.telegram if token is None else self.bots[token][0]
 
     # --- lifecycle -------------------------------------------------------------------------
 
@@ -124,7 +150,8 @@ class BotAPIEmulator:
         Stopping and starting again emulates Telegram being unreachable for a while:
         chats, calls and faults are kept.
         """
-        self.telegram.closing.clear()
+        for telegram, _ in self.bots.values():
+            telegram.closing.clear()
         # IPPROTO_TCP, so that asyncio sets TCP_NODELAY on accepted connections (no
         # delayed-ACK stall of ≈ 40 ms per answer).
         sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM, socket.IPPROTO_TCP)
@@ -147,8 +174,9 @@ class BotAPIEmulator:
 
     async def stop(self) -> None:
         # Wake long polls and held answers first, so that shutdown does not wait for them.
-        self.telegram.closing.set()
-        self.telegram.updates.wake()
+        for telegram, _ in self.bots.values():
+            telegram.closing.set()
+            telegram.updates.wake()
         await self.webhook_sender.stop()
         if self._server is not None and self._task is not None:
             self._server.should_exit = True
@@ -178,6 +206,10 @@ class BotAPIEmulator:
         """What python-telegram-bot takes as ``base_url`` (the token is appended to it)."""
         return f"{self.url}/bot"
 
+    def base_url_for(self, instance: str) -> str:
+        """A ``base_url`` whose calls are recorded with ``Call.instance == instance``."""
+        return f"{self.url}/i/{instance}/bot"
+
     @property
     def bot_user(self) -> dict[str, Any]:
         return self.telegram.bot_user
@@ -195,13 +227,17 @@ class BotAPIEmulator:
 
     # --- what tests look at ----------------------------------------------------------------
 
-    def chat(self, chat_id: int) -> ChatState:
+    def chat(self, chat_id: int, *, token: str | None = None) -> ChatState:
         """What a chat shows: ``.messages`` (id → ShownMessage), ``.visible()``, ``.texts()``."""
-        return self.telegram.chat(chat_id)
+        return self.bot(token).chat(chat_id)
 
-    def calls_for(self, chat_id: int, method: str | None = None) -> list[Call]:
-        """Calls made to one chat (optionally of one method), in order."""
-        return [c for c in self.calls if c.chat_id == chat_id and (method is None or c.method == method)]
+    def calls_for(self, chat_id: int, method: str | None = None, *, token: str | None = None) -> list[Call]:
+        """Calls made to one chat (optionally of one method, by one bot), in order."""
+        return [
+            c
+            for c in self.calls
+            if c.chat_id == chat_id and (method is None or c.method == method) and (token is None or c.token == token)
+        ]
 
     async def wait_for(self, predicate: Callable[[], Any], timeout: float = 5.0) -> Any:
         """Wait until ``predicate()`` is truthy and return its value; TimeoutError after ``timeout``."""
@@ -247,6 +283,7 @@ class BotAPIEmulator:
         user_id: int | None = None,
         first_name: str = "Tester",
         username: str | None = None,
+        token: str | None = None,
     ) -> dict[str, Any]:
         """A user writes ``text`` in a chat; returns the Update that getUpdates (or the
         webhook) will deliver.
@@ -255,7 +292,7 @@ class BotAPIEmulator:
         group); ``user_id`` defaults to the chat id in a private chat. ``/commands`` get
         ``bot_command`` entities; a thread id in a supergroup makes it a forum topic message.
         """
-        update = self.telegram.user_message(
+        update = self.bot(token).user_message(
             chat_id, text, chat_type=chat_type, message_thread_id=message_thread_id, user_id=user_id,
             first_name=first_name, username=username,
         )
@@ -362,6 +399,7 @@ class BotAPIEmulator:
 
     async def _endpoint(self, request: Request) -> JSONResponse:
         call = Call(request.path_params["method"], None, {}, time.monotonic())
+        call.instance = request.path_params.get("instance")
         self.calls.append(call)
         hold = 0.0
         try:
@@ -400,9 +438,10 @@ class BotAPIEmulator:
         return _EscapedJSON(body, status_code=call.status)
 
     def _route(self, call: Call, token: str) -> Handler:
-        if token != self.telegram.token:
+        if token not in self.bots:
             raise ApiError(401, "Unauthorized")
-        found = self.telegram.lookup(call.method)
+        call.token = token
+        found = self.bots[token][0].lookup(call.method)
         if found is None:
             raise not_found()
         call.method, handler = found
@@ -424,7 +463,8 @@ class BotAPIEmulator:
         paced = paced and call.method in PACED and chat_id is not None
         if paced:
             assert chat_id is not None
-            retry = self.pacer.take(chat_id, self.telegram.chat(chat_id).type, call.at)
+            telegram, pacer = self.bots[call.token or self.telegram.token]
+            retry = pacer.take(chat_id, telegram.chat(chat_id).type, call.at)
             if retry is not None:
                 raise ApiError(429, f"Too Many Requests: retry after {retry}", {"retry_after": retry})
         try:
@@ -434,7 +474,7 @@ class BotAPIEmulator:
         except ApiError:
             if paced:
                 assert chat_id is not None
-                self.pacer.give_back(chat_id)
+                pacer.give_back(chat_id)
             raise
         return result
 

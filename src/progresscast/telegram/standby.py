@@ -1,0 +1,151 @@
+"""One adapter per bot, in whichever `serve` process holds the bot's lease.
+
+Every `serve` with a bot token runs `run_bots`: for each configured bot it tries the
+bot's lease (`lease.Lease`, keyed by the bot id). The holder runs `run_adapter` for the
+bot with its fence; the others stand by (said once in the log, with the holder's name)
+and try again every second or so. When the holder dies, its lease expires after
+`leaseSeconds` and a standby takes over: the drafts' message ids are in Redis, and the
+catch-up at start reads every follow again, so every chat converges to its newest
+card. A holder that loses its lease (a renew finds another holder) stops its adapter
+and stands by; one that stops gracefully releases it, so a standby takes over at once.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+from collections.abc import Coroutine
+from dataclasses import dataclass, replace
+from typing import Any
+
+from redis.asyncio import Redis
+
+from .. import keys, metrics
+from ..backoff import Backoff
+from ..config import Settings, TelegramSettings, bot_id_of
+from ..lease import Lease
+from .options import AdapterOptions
+
+log = logging.getLogger("progresscast.telegram")
+
+STANDBY_POLL = 1.0
+"""Seconds between a standby's tries at the lease (at most; a shorter lease: a quarter of it)."""
+
+
+@dataclass(frozen=True)
+class TelegramBot:
+    """One configured bot: its settings (inheritance applied) and where its state lives."""
+
+    index: int
+    """0: `[channels.telegram]`; i: `[[channels.telegram.bots]]` entry i - 1."""
+    telegram: TelegramSettings
+    bot_id: str
+
+    @property
+    def first(self) -> bool:
+        return self.index == 0
+
+    @property
+    def setting(self) -> str:
+        return "channels.telegram" if self.first else f"channels.telegram.bots[{self.index - 1}]"
+
+    @property
+    def namespace(self) -> str:
+        return keys.tg_namespace(self.bot_id, first=self.first)
+
+    @property
+    def group(self) -> str:
+        """The bot's consumer group on the change stream (the first bot keeps `telegram`)."""
+        return "telegram" if self.first else f"telegram-{self.bot_id}"
+
+    def lease(self, redis: Redis) -> Lease:
+        return Lease(redis, keys.tg_lease(self.bot_id), keys.tg_fence(self.bot_id), self.telegram.leaseSeconds)
+
+    def settings_for(self, settings: Settings) -> Settings:
+        """`settings` with this bot as `channels.telegram`: what the adapter reads."""
+        channels = settings.channels.model_copy(update={"telegram": self.telegram})
+        return settings.model_copy(update={"channels": channels})
+
+
+def bots(settings: Settings) -> list[TelegramBot]:
+    """Every configured bot with a token."""
+    telegram = settings.channels.telegram
+    if telegram is None:
+        return []
+    return [TelegramBot(i, bot, bot_id_of(bot.token)) for i, bot in enumerate(telegram.every_bot) if bot.token]
+
+
+async def run_bots(settings: Settings, redis: Redis, *, options: AdapterOptions | None = None) -> None:
+    """Serve every bot whose lease this process gets, until cancelled."""
+    async with asyncio.TaskGroup() as group:
+        for bot in bots(settings):
+            group.create_task(run_bot(settings, redis, bot, options=options), name=f"telegram-bot-{bot.bot_id}")
+
+
+async def run_bot(settings: Settings, redis: Redis, bot: TelegramBot, *, options: AdapterOptions | None = None) -> None:
+    """Stand by until this process holds the bot's lease, run its adapter while it holds
+    it, and start over when it is lost. Until cancelled."""
+    from .bot import run_adapter
+
+    lease = bot.lease(redis)
+    poll = min(STANDBY_POLL, bot.telegram.leaseSeconds / 4)
+    backoff = Backoff()
+    failures = 0
+    said: str | None = None
+    base = options or AdapterOptions()
+    held = metrics.LEASE_HELD.labels(bot.bot_id)
+    held.set(0)
+    while True:
+        try:
+            got = await lease.acquire()
+            holder = None if got else await lease.current_holder()
+            failures = 0
+        except asyncio.CancelledError:
+            raise
+        except Exception as exc:  # Redis down: try again
+            delay = backoff.delay(failures)
+            failures += 1
+            log.warning("bot %s: cannot reach Redis for its lease (%s); retrying in %.0f s", bot.bot_id, exc, delay)
+            await asyncio.sleep(delay)
+            continue
+        if not got:
+            if holder is not None and holder != said:
+                log.info("bot %s: standing by; its lease is held by %s", bot.bot_id, holder)
+                said = holder
+            await asyncio.sleep(poll)
+            continue
+        said = None
+        log.info(
+            "bot %s: took its lease (fence %d): this process polls and edits for it", bot.bot_id, lease.fence.number
+        )
+        held.set(1)
+        fenced = replace(base, namespace=bot.namespace, group=bot.group, fence=lease.fence, setting=bot.setting)
+        try:
+            await _hold(lease, run_adapter(bot.settings_for(settings), redis, options=fenced), bot)
+        finally:
+            held.set(0)
+            with contextlib.suppress(Exception):
+                # Whether stopped or lost: a standby may take over at once (a lost lease
+                # is someone else's already, and the release leaves it alone).
+                await lease.release()
+
+
+async def _hold(lease: Lease, adapter_run: Coroutine[Any, Any, None], bot: TelegramBot) -> None:
+    """Run the adapter while the lease is kept; stop it when the lease is lost."""
+    adapter = asyncio.create_task(adapter_run, name=f"telegram-adapter-{bot.bot_id}")
+    keeper = asyncio.create_task(lease.keep(), name=f"telegram-lease-{bot.bot_id}")
+    try:
+        done, _ = await asyncio.wait({adapter, keeper}, return_when=asyncio.FIRST_COMPLETED)
+        if adapter in done:
+            adapter.result()  # a ConfigError (a refused token) ends serve
+            return
+        lease.fence.close()  # no call from here on, whatever is still running
+        log.warning("bot %s: lost its lease to %s: standing by", bot.bot_id, await lease.current_holder())
+    finally:
+        # A graceful stop keeps the fence open while the adapter stops (its last
+        # getUpdates confirms the updates it handled), and the keeper renewing meanwhile.
+        for task in (adapter, keeper):
+            task.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await task

@@ -1,0 +1,388 @@
+"""Several `serve` processes with the same bots: one holds each bot's lease, the others
+stand by and take over. Real processes, a real Redis, the Bot API emulator; each process
+talks to the emulator through its own base URL, so every call is known by its caller."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import itertools
+import os
+import re
+import signal
+import sys
+import time
+from collections.abc import AsyncIterator, Callable
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+
+from progresscast import keys
+from progresscast.card import CardInput
+from progresscast.channels.state import DraftKey
+from progresscast.connections import connect
+from progresscast.owners import Owner
+from progresscast.store import CardStore
+from progresscast.telegram.follows import TelegramState
+from progresscast.testing import BotAPIEmulator
+from progresscast.testing._telegram import PACED
+from progresscast.timescale import ENV as TIME_SCALE_ENV
+
+pytestmark = pytest.mark.filterwarnings("ignore::telegram.warnings.PTBDeprecationWarning")
+
+SCALE = 0.2
+"""Telegram's pacing at 1/5 of real time, in the emulator and in every serve (a private
+chat: one call per 200 ms). Not shorter: the pacer spaces the slots it grants, and a
+call goes out after its draft is read again — tens of milliseconds on a loaded machine,
+which at 1/20 would be half of a chat's interval."""
+PRIVATE_SPACING = 1.0 * SCALE
+JITTER = 0.5
+"""Calls of one process are spaced when their slot is granted, and go out after the
+draft is read again: on a loaded machine two may arrive a little closer together.
+Across a handover (the last call of one holder, the first of the next) the spacing
+must hold in full."""
+TOKEN = "gw-token-for-tests"
+BOT_A = "111111:first-bot-token"
+BOT_B = "222222:second-bot-token"
+
+
+class Proc:
+    """One `serve` process; its log is read all along (a full pipe would stall it)."""
+
+    def __init__(self, name: str, proc: asyncio.subprocess.Process) -> None:
+        self.name = name
+        self.proc = proc
+        self.lines: list[str] = []
+        self.changed = asyncio.Event()
+        self.reader = asyncio.create_task(self._read())
+        self.base = ""
+
+    async def _read(self) -> None:
+        assert self.proc.stderr is not None
+        while raw := await self.proc.stderr.readline():
+            self.lines.append(raw.decode(errors="replace").rstrip("\n"))
+            self.changed.set()
+            self.changed = asyncio.Event()
+        self.changed.set()
+
+    def found(self, pattern: str) -> re.Match[str] | None:
+        return next((m for line in self.lines if (m := re.search(pattern, line))), None)
+
+    async def line(self, pattern: str, timeout: float = 30) -> re.Match[str]:
+        deadline = time.monotonic() + timeout
+        while (found := self.found(pattern)) is None:
+            if self.reader.done() or time.monotonic() > deadline:
+                raise AssertionError(f"{self.name} shows no {pattern!r}:\n" + "\n".join(self.lines[-40:]))
+            with_timeout = max(0.01, min(0.5, deadline - time.monotonic()))
+            try:
+                await asyncio.wait_for(self.changed.wait(), with_timeout)
+            except TimeoutError:
+                pass
+        return found
+
+    @property
+    def holds(self) -> bool:
+        """Its last lease line says it holds a lease (one bot)."""
+        events = [line for line in self.lines if "took its lease" in line or "lost its lease" in line]
+        return bool(events) and "took its lease" in events[-1]
+
+
+@pytest.fixture
+def scaled(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv(TIME_SCALE_ENV, str(SCALE))
+
+
+@pytest.fixture
+async def serves(tmp_path: Path, redis_url: str, scaled: None) -> AsyncIterator[Callable[..., Any]]:
+    procs: list[Proc] = []
+    count = itertools.count()
+
+    async def start(api: BotAPIEmulator, telegram: str, name: str | None = None) -> Proc:
+        name = name or f"p{next(count)}"
+        path = tmp_path / f"{name}.toml"
+        text = f'[store]\nurl = "{redis_url}"\n[gateway]\nlisten = "127.0.0.1:0"\n'
+        text += f'[[gateway.tokens]]\ntoken = "{TOKEN}"\nscopes = ["operator.read"]\n'
+        path.write_text(text + telegram.replace("{base}", api.base_url_for(name)))
+        env = {k: v for k, v in os.environ.items() if not k.startswith(("PROGRESSCAST_", "TELEGRAM_"))}
+        env.update(PROGRESSCAST_HOME=str(tmp_path / "home"), **{TIME_SCALE_ENV: str(SCALE)})
+        proc = await asyncio.create_subprocess_exec(
+            sys.executable, "-m", "progresscast.cli", "serve", "--config", str(path),
+            stdin=asyncio.subprocess.DEVNULL, stdout=asyncio.subprocess.DEVNULL, stderr=asyncio.subprocess.PIPE,
+            env=env,
+        )
+        procs.append(Proc(name, proc))
+        procs[-1].base = (await procs[-1].line(r"gateway and web page on (http://\S+)")).group(1)
+        return procs[-1]
+
+    yield start
+    for p in procs:
+        if p.proc.returncode is None:
+            with contextlib.suppress(ProcessLookupError):
+                p.proc.send_signal(signal.SIGCONT)
+            p.proc.kill()
+            await p.proc.wait()
+        p.reader.cancel()
+
+
+def one_bot(api: BotAPIEmulator, lease_seconds: float) -> str:
+    return (
+        f'[channels.telegram]\ntoken = "{api.token}"\napiBaseUrl = "{{base}}"\nleaseSeconds = {lease_seconds}\n'
+    )
+
+
+async def holder_of(redis: Any, bot_id: str, procs: list[Proc]) -> Proc | None:
+    value = await redis.get(keys.tg_lease(bot_id))
+    if value is None:
+        return None
+    pid = int(value.split(":")[1])
+    return next(p for p in procs if p.proc.pid == pid)
+
+
+async def wait_until(predicate: Callable[[], Any], timeout: float, what: str) -> Any:
+    deadline = time.monotonic() + timeout
+    while True:
+        value = predicate()
+        if asyncio.iscoroutine(value):
+            value = await value
+        if value:
+            return value
+        if time.monotonic() > deadline:
+            raise AssertionError(f"not within {timeout} s: {what}")
+        await asyncio.sleep(0.05)
+
+
+def step(session: int, n: int) -> CardInput:
+    return CardInput.parse({"plan": [{"step": f"w{n} of s{session}", "status": "in_progress"}]})
+
+
+async def follow_sessions(redis: Any, sessions: range, namespace: str = keys.TG) -> None:
+    """Chat `i` follows session `s<i>` (what /follow stores)."""
+    state = TelegramState(redis, namespace)
+    for i in sessions:
+        await state.follow(DraftKey(i, 0, Owner("main", f"s{i}")))
+
+
+def check_pacing(api: BotAPIEmulator, chats: range, token: str | None = None) -> None:
+    for chat in chats:
+        calls = [c for c in api.calls_for(chat, token=token) if c.method in PACED]
+        close = [
+            (round(b.at - a.at, 4), a.instance, a.method, a.status, b.instance, b.method, b.status)
+            for a, b in itertools.pairwise(calls)
+            if b.at - a.at < PRIVATE_SPACING * (1.0 if a.instance != b.instance else JITTER)
+        ]
+        assert not close, f"chat {chat}: calls only {close} s apart"
+    assert not [c for c in api.calls if c.status == 429], "the emulator answered 429"
+
+
+def check_one_draft_each(api: BotAPIEmulator, chats: range, newest: Callable[[int], str], token: str | None = None):
+    for chat in chats:
+        sends = [c for c in api.calls_for(chat, "sendMessage", token=token) if c.ok]
+        shown = api.chat(chat, token=token).texts()
+        assert len(sends) == 1 and len(shown) == 1, f"chat {chat}: {len(sends)} sends, shows {shown}"
+        assert newest(chat) in shown[0], f"chat {chat} shows {shown[0]!r}, not {newest(chat)!r}"
+
+
+async def test_three_serves_one_bot_the_holder_killed_mid_run(serves: Any, redis_url: str) -> None:
+    sessions, writes_each = range(1, 101), 20
+    redis = connect(redis_url)
+    try:
+        await follow_sessions(redis, sessions)
+        async with BotAPIEmulator() as api:
+            procs = [await serves(api, one_bot(api, 3)) for _ in range(3)]
+            bot_id = api.token.split(":")[0]
+            first = await wait_until(lambda: holder_of(redis, bot_id, procs), 15, "a holder")
+            for p in procs:
+                if p is not first:
+                    await p.line(rf"bot {bot_id}: standing by; its lease is held by \S+:{first.proc.pid}:")
+            store = CardStore(redis)
+            killed_at = 0.0
+            for n in range(writes_each):
+                for i in sessions:
+                    await store.put(Owner("main", f"s{i}"), step(i, n))
+                if n == writes_each // 2:
+                    first.proc.kill()  # SIGKILL, mid-run: nothing released
+                    killed_at = time.monotonic()
+                await asyncio.sleep(0.4)
+
+            def converged() -> bool:
+                return all(
+                    any(f"w{writes_each - 1} of s{i}" in t for t in api.chat(i).texts()) for i in sessions
+                )
+
+            await wait_until(converged, 30, "every chat shows its newest card")
+            second = await holder_of(redis, bot_id, procs)
+            assert second is not None and second is not first
+            after = [c for c in api.calls if c.at > killed_at and c.method in ("editMessageText", "sendMessage")]
+            assert after and all(c.instance == second.name for c in after)
+            assert after[0].at - killed_at <= 10, f"took over after {after[0].at - killed_at:.1f} s"
+            assert any(c.instance == first.name and c.method == "editMessageText" for c in api.calls)
+            check_one_draft_each(api, sessions, lambda i: f"w{writes_each - 1} of s{i}")
+            check_pacing(api, sessions)
+            # The third one still stands by, and knows who holds it now.
+            third = next(p for p in procs if p not in (first, second))
+            await third.line(rf"standing by; its lease is held by \S+:{second.proc.pid}:")
+    finally:
+        await redis.aclose()
+
+
+@pytest.mark.parametrize("redis_url", ["embedded"], indirect=True)
+async def test_a_paused_holder_makes_no_call_once_its_lease_passed(serves: Any, redis_url: str) -> None:
+    sessions = range(1, 21)
+    redis = connect(redis_url)
+    try:
+        await follow_sessions(redis, sessions)
+        async with BotAPIEmulator() as api:
+            procs = [await serves(api, one_bot(api, 1)) for _ in range(2)]
+            bot_id = api.token.split(":")[0]
+            old = await wait_until(lambda: holder_of(redis, bot_id, procs), 15, "a holder")
+            new = next(p for p in procs if p is not old)
+            store = CardStore(redis)
+            n = itertools.count()
+
+            async def writes(seconds: float) -> int:
+                end = time.monotonic() + seconds
+                while True:
+                    last = next(n)
+                    for i in sessions:
+                        await store.put(Owner("main", f"s{i}"), step(i, last))
+                    if time.monotonic() > end:
+                        return last
+                    await asyncio.sleep(0.05)
+
+            await writes(1.5)
+            old.proc.send_signal(signal.SIGSTOP)
+            await new.line(rf"bot {bot_id}: took its lease", timeout=10)
+            await writes(1.0)  # the new holder edits; the old one has work waiting meanwhile
+            old.proc.send_signal(signal.SIGCONT)
+            resumed = time.monotonic()
+            last = await writes(2.0)
+            await old.line(rf"bot {bot_id}: lost its lease to \S+:{new.proc.pid}:", timeout=10)
+            await wait_until(
+                lambda: all(any(f"w{last} of s{i}" in t for t in api.chat(i).texts()) for i in sessions),
+                15, "every chat shows its newest card",
+            )
+            late = [(c.method, c.chat_id) for c in api.calls if c.instance == old.name and c.at > resumed]
+            assert not late, f"the paused holder called after it resumed: {late}"
+            # The old one's poll from before the pause was ended by the new one's (409); the
+            # new one's was never ended by a poll of the old one.
+            assert not [c for c in api.calls if c.status == 409 and c.instance == new.name], "two pollers"
+            check_one_draft_each(api, sessions, lambda i: f"w{last} of s{i}")
+            check_pacing(api, sessions)
+    finally:
+        await redis.aclose()
+
+
+@pytest.mark.parametrize("redis_url", ["embedded"], indirect=True)
+async def test_a_graceful_stop_hands_the_lease_over_at_once(serves: Any, redis_url: str) -> None:
+    redis = connect(redis_url)
+    try:
+        await follow_sessions(redis, range(1, 2))
+        async with BotAPIEmulator() as api:
+            procs = [await serves(api, one_bot(api, 60)) for _ in range(2)]
+            bot_id = api.token.split(":")[0]
+            old = await wait_until(lambda: holder_of(redis, bot_id, procs), 15, "a holder")
+            new = next(p for p in procs if p is not old)
+            old.proc.send_signal(signal.SIGTERM)
+            stopped = time.monotonic()
+            await new.line(rf"bot {bot_id}: took its lease", timeout=10)
+            assert time.monotonic() - stopped < 5  # not the lease's 60 s
+            assert await old.proc.wait() == 0
+            await CardStore(redis).put(Owner("main", "s1"), step(1, 1))
+            await wait_until(lambda: any("w1 of s1" in t for t in api.chat(1).texts()), 10, "the card")
+            assert {c.instance for c in api.calls_for(1)} == {new.name}
+    finally:
+        await redis.aclose()
+
+
+def two_bots(api: BotAPIEmulator) -> str:
+    return (
+        f'[channels.telegram]\ntoken = "{BOT_A}"\napiBaseUrl = "{{base}}"\nleaseSeconds = 2\nallowedChats = [1, 2]\n'
+        f'[[channels.telegram.bots]]\ntoken = "{BOT_B}"\nallowedChats = [3, 4]\n'
+    )
+
+
+async def follow_by_command(api: BotAPIEmulator, token: str, chat: int, session: str) -> None:
+    update = api.send_user_message(chat, f"/follow {session}", token=token)
+    sent = update["message"]["message_id"]
+    await api.wait_for(lambda: any(m.message_id > sent for m in api.chat(chat, token=token).visible()), 15)
+
+
+@pytest.mark.parametrize("redis_url", ["embedded"], indirect=True)
+async def test_two_bots_in_one_config_each_serve_their_own_chats(serves: Any, redis_url: str) -> None:
+    redis = connect(redis_url)
+    try:
+        async with BotAPIEmulator(token=BOT_A) as api:
+            api.add_bot(BOT_B)
+            proc = await serves(api, two_bots(api))
+            for bot in ("111111", "222222"):
+                await proc.line(rf"bot {bot}: took its lease")
+            for token, chats in ((BOT_A, (1, 2)), (BOT_B, (3, 4))):
+                for chat in chats:
+                    await follow_by_command(api, token, chat, f"s{chat}")
+            # Bot B refuses bot A's chats: allowedChats is its own.
+            api.send_user_message(1, "/follow s1", token=BOT_B)
+            await api.wait_for(lambda: api.chat(1, token=BOT_B).texts(), 15)
+            refusal = api.chat(1, token=BOT_B).texts()[0]
+            assert "not enabled for this chat" in refusal and "channels.telegram.bots[0].allowedChats" in refusal
+            store = CardStore(redis)
+            for chat in (1, 2, 3, 4):
+                await store.put(Owner("main", f"s{chat}"), step(chat, 5))
+            for token, chats in ((BOT_A, (1, 2)), (BOT_B, (3, 4))):
+                for chat in chats:
+                    await api.wait_for(
+                        lambda c=chat, t=token: any("w5 of s" in x for x in api.chat(c, token=t).texts()), 15
+                    )
+            for chat in (1, 2, 3, 4):
+                tokens = {c.token for c in api.calls_for(chat) if c.method == "editMessageText" or
+                          (c.method == "sendMessage" and "w5" in str(c.params.get("text")))}
+                assert tokens == {BOT_A if chat < 3 else BOT_B}, (chat, tokens)
+            # Each bot's state in its own namespace: the first keeps the keys it always had.
+            assert set(await redis.smembers(keys.channel_destinations("tg"))) == {"1", "2"}
+            assert set(await redis.smembers(keys.channel_destinations("tg-222222"))) == {"3", "4"}
+            async with httpx.AsyncClient(timeout=5) as client:
+                health = (await client.get(f"{proc.base}/healthz")).json()
+                page = (await client.get(f"{proc.base}/metrics")).text
+            assert {b: v["here"] for b, v in health["telegramLease"].items()} == {"111111": True, "222222": True}
+            assert {"telegram", "telegram-222222"} <= set(health["consumerLag"])
+            assert 'progresscast_lease_held{bot="222222"} 1.0' in page
+    finally:
+        await redis.aclose()
+
+
+@pytest.mark.parametrize("redis_url", ["embedded"], indirect=True)
+async def test_two_serves_two_bots_every_chat_is_served(serves: Any, redis_url: str) -> None:
+    redis = connect(redis_url)
+    try:
+        await follow_sessions(redis, range(1, 3), "tg")
+        await follow_sessions(redis, range(3, 5), "tg-222222")
+        async with BotAPIEmulator(token=BOT_A) as api:
+            api.add_bot(BOT_B)
+            procs = [await serves(api, two_bots(api)) for _ in range(2)]
+            holders = {
+                bot: await wait_until(lambda b=bot: holder_of(redis, b, procs), 15, f"a holder of {bot}")
+                for bot in ("111111", "222222")
+            }
+            store = CardStore(redis)
+            for chat in (1, 2, 3, 4):
+                await store.put(Owner("main", f"s{chat}"), step(chat, 1))
+            for token, chats in ((BOT_A, (1, 2)), (BOT_B, (3, 4))):
+                for chat in chats:
+                    await api.wait_for(
+                        lambda c=chat, t=token: any("w1 of s" in x for x in api.chat(c, token=t).texts()), 15
+                    )
+                    callers = {c.instance for c in api.calls_for(chat, token=token)}
+                    assert callers == {holders["111111" if token == BOT_A else "222222"].name}
+            async with httpx.AsyncClient(timeout=5) as client:
+                for p in procs:
+                    health = (await client.get(f"{p.base}/healthz")).json()
+                    for bot, seen in health["telegramLease"].items():
+                        assert seen["here"] == (holders[bot] is p), (p.name, health)
+                        assert f":{holders[bot].proc.pid}:" in seen["holder"]
+                    page = (await client.get(f"{p.base}/metrics")).text
+                    for bot in holders:
+                        held = "1.0" if holders[bot] is p else "0.0"
+                        assert f'progresscast_lease_held{{bot="{bot}"}} {held}' in page, (p.name, bot)
+    finally:
+        await redis.aclose()
