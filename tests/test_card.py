@@ -118,6 +118,14 @@ def test_every_removed_character_as_a_whole_step_is_refused() -> None:
         assert (card.plan[0].step, card.plan[0].note, card.markdown) == ("ab", "cd", "ef"), f"U+{ord(ch):04X}"
 
 
+def test_a_step_of_control_characters_only_is_refused() -> None:
+    # every renderer shows a control character as a space: such a step would show nothing
+    for text in ["\x00", "\x00\x1b\x7f", "\x9f \x01", "\u2028\u2029"]:
+        err = rejected({"plan": [step(text)]})
+        assert (err.field, err.rule) == ("plan[0].step", "must not be empty"), repr(text)
+    assert CardInput.parse({"plan": [step("a\x00b")]}).plan[0].step == "a\x00b"
+
+
 @pytest.mark.parametrize(
     "data",
     [{}, {"plan": []}, {"plan": None, "markdown": None}, {"plan": [], "markdown": "  \n\t "}, {"markdown": ""}],

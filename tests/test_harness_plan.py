@@ -93,6 +93,7 @@ def test_cleaning_applies_and_whitespace_folds() -> None:
         ([{"label": 3, "state": "done"}], "steps[0].label", "must be a string"),
         ([{"state": "done"}], "steps[0].label", "must be a string"),
         ([{"label": "\u200b \u200f ", "state": "done"}], "steps[0].label", "must not be empty"),
+        ([{"label": "\x00\x1b", "state": "done"}], "steps[0].label", "must not be empty"),
         ([{"label": "A", "state": "done", "note": 5}], "steps[0].note", "must be a string"),
         ([{"label": "\ud800", "state": "done"}], "steps[0].label", "lone surrogates"),
         (

@@ -29,6 +29,15 @@ REMOVED_CHARACTERS = (
 )
 _REMOVED = re.compile(f"[{REMOVED_CHARACTERS}]")
 _LONE_SURROGATE = re.compile("[\ud800-\udfff]")
+# C0/C1 controls (tab and newline included) and line/paragraph separators: kept in what
+# is stored, shown as a space wherever a line is rendered. A step made only of them has
+# nothing to show, so it counts as empty.
+SHOWN_AS_SPACE = re.compile("[\x00-\x1f\x7f-\x9f\u2028\u2029]")
+
+
+def shows_nothing(text: str) -> bool:
+    """Whether `text` renders as no visible character (only whitespace and controls)."""
+    return not SHOWN_AS_SPACE.sub(" ", text).strip()
 SURROGATE_RULE = "must be valid Unicode text (no lone surrogates)"
 
 
@@ -130,7 +139,7 @@ class Step(BaseModel):
     def _step(cls, value: str) -> str:
         _no_lone_surrogate(value)
         value = clean_text(value).strip()
-        if not value:
+        if shows_nothing(value):
             raise ValueError("must not be empty")
         if len(value.encode()) > MAX_STEP_BYTES:
             raise ValueError(f"must be at most {MAX_STEP_BYTES} UTF-8 bytes")

@@ -16,7 +16,17 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from .card import MAX_NOTE_CHARS, SURROGATE_RULE, CardError, Status, Step, clean_text, cut, has_lone_surrogate
+from .card import (
+    MAX_NOTE_CHARS,
+    SURROGATE_RULE,
+    CardError,
+    Status,
+    Step,
+    clean_text,
+    cut,
+    has_lone_surrogate,
+    shows_nothing,
+)
 
 MAX_HARNESS_STEPS = 20
 MAX_LABEL_CHARS = 120
@@ -129,7 +139,7 @@ def _item(item: Any, shape: ItemShape, where: str) -> tuple[str, Status, str | N
         raise PlanShapeError(where, "must be an object")
     label = _text(item.get(shape.label), f"{where}.{shape.label}")
     label = clean_label(label)
-    if not label:
+    if shows_nothing(label):
         raise PlanShapeError(f"{where}.{shape.label}", "must not be empty")
     state = item.get(shape.state)
     if not isinstance(state, str) or state not in shape.states:

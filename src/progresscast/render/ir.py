@@ -19,6 +19,8 @@ import unicodedata
 from dataclasses import dataclass, field, replace
 from functools import lru_cache
 
+from ..card import SHOWN_AS_SPACE
+
 ELLIPSIS = "…"
 
 # Marks a span may carry, outermost first when serialised.
@@ -26,7 +28,7 @@ MARK_ORDER = ("b", "i", "u", "s", "code")
 
 # Characters that would break lines or that Telegram may refuse, replaced by a space in
 # running text: C0/C1 controls (tab and newline included), line/paragraph separators.
-_BREAKERS = re.compile("[\x00-\x1f\x7f-\x9f\u2028\u2029]")
+_BREAKERS = SHOWN_AS_SPACE
 _SURROGATES = re.compile("[\ud800-\udfff]")
 # Whitespace left at either side of a cut `…` is dropped. (Cuts themselves only fall
 # between user-perceived characters: see `clusters`.)
