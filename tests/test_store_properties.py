@@ -10,7 +10,7 @@ from hypothesis import strategies as st
 from redis.asyncio import Redis
 
 from conftest import raw_client
-from progresscast.card import CardError, CardInput, clean_text
+from progresscast.card import CardError, CardInput, clean_text, shows_nothing
 from progresscast.connections import connect
 from progresscast.owners import Owner
 from progresscast.store import CardStore
@@ -23,7 +23,7 @@ text = st.text(
 )
 statuses = st.sampled_from(["pending", "in_progress", "completed", "blocked", "skipped"])
 step = st.fixed_dictionaries(
-    {"step": text.filter(lambda s: clean_text(s).strip()), "status": statuses},
+    {"step": text.filter(lambda s: not shows_nothing(clean_text(s))), "status": statuses},
     optional={"note": text},
 )
 valid_plan = st.lists(step, max_size=50).filter(
