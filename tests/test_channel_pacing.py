@@ -40,6 +40,23 @@ async def test_one_call_per_interval_per_destination() -> None:
     assert pacer.ready_in(7) == 0
 
 
+async def test_the_next_call_is_spaced_from_when_the_call_left_not_from_its_slot() -> None:
+    # The slot is granted, the draft is read again, and only then does the call leave:
+    # two calls spaced by their grants alone could arrive closer than the interval.
+    pacer = Pacer(budgets(scale=1.0), clock=(clock := Clock()))
+    await pacer.acquire(42)
+    clock.now += 0.3  # reading and rendering after the grant
+    pacer.sent(42)
+    assert pacer.ready_in(42) == pytest.approx(1.0)
+    clock.now += 1.0
+    pacer.take(42)
+    pacer.sent(42)  # at once: the slot's own spacing stands
+    assert pacer.ready_in(42) == pytest.approx(1.0)
+    pacer.hold(42, 5.0)
+    pacer.sent(42)  # never shortens a hold
+    assert pacer.ready_in(42) == pytest.approx(5.0)
+
+
 def test_retry_after_holds_the_destination_up_to_the_cap() -> None:
     pacer = Pacer(budgets(scale=1.0), clock=Clock())
     assert pacer.hold(42, 5) == 5

@@ -106,6 +106,13 @@ class Pacer:
         self._next[destination] = max(self._next_at(destination), self.clock() + seconds)
         return seconds
 
+    def sent(self, destination: Hashable) -> None:
+        """A call to `destination` goes out now: its next slot is one spacing from now.
+        Slots are spaced when they are granted, but a call leaves a little later (its
+        draft is read again first), so without this two calls could arrive closer than
+        the interval."""
+        self._next[destination] = max(self._next_at(destination), self.clock() + self.budgets.spacing(destination))
+
     def forget(self, destination: Hashable) -> None:
         self._next.pop(destination, None)
 
