@@ -149,3 +149,38 @@ async def test_prefs_drafts_and_marks(redis: Redis) -> None:
     await state.refuse_rich(1, "Not Found")
     assert await state.rich_refused(1) == "Not Found"
     assert 0 < await redis.ttl(keys.tg_bot_no_rich(1)) <= 24 * 3600
+
+
+# --- start-up calls: retried while the Bot API is unreachable, refusals are not ------------
+
+
+async def test_start_up_calls_are_retried_while_unreachable_and_refusals_are_not() -> None:
+    from progresscast.backoff import Backoff
+    from progresscast.telegram.bot import _while_unreachable
+
+    calls: list[int] = []
+
+    async def flaky() -> None:
+        calls.append(1)
+        if len(calls) < 3:
+            raise NetworkError("connection refused")
+
+    await _while_unreachable(Backoff(base=0.001, cap=0.001), "", flaky)
+    assert len(calls) == 3
+
+    async def refused() -> None:
+        calls.append(1)
+        raise BadRequest("Bad webhook: HTTPS URL must be provided for webhook")
+
+    calls.clear()
+    with pytest.raises(BadRequest):
+        await _while_unreachable(Backoff(base=0.001, cap=0.001), " to set the webhook", refused)
+    assert len(calls) == 1
+
+
+def test_backoff_stays_at_its_cap_after_any_number_of_failures() -> None:
+    from progresscast.backoff import Backoff
+
+    backoff = Backoff()
+    assert backoff.delay(0) == 0.5 and backoff.delay(1) == 1.0
+    assert backoff.delay(10) == backoff.delay(5_000) == backoff.cap  # hours of an unreachable API

@@ -16,7 +16,9 @@ class Backoff:
 
     def delay(self, failures: int) -> float:
         """Seconds to wait after `failures` failures in a row (0: none yet)."""
-        return float(min(self.base * 2.0 ** max(failures, 0), self.cap))
+        # The exponent is bounded: 2.0 ** 1024 overflows, and a Bot API down for hours
+        # counts that many failures.
+        return float(min(self.base * 2.0 ** min(max(failures, 0), 64), self.cap))
 
 
 __all__ = ["Backoff"]

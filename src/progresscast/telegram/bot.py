@@ -15,7 +15,7 @@ import asyncio
 import contextlib
 import logging
 import re
-from collections.abc import Callable, Coroutine
+from collections.abc import Awaitable, Callable, Coroutine
 from typing import Any
 
 from redis.asyncio import Redis
@@ -315,6 +315,23 @@ def _refused_token(exc: InvalidToken, variable: str | None, setting: str = "chan
     )
 
 
+async def _while_unreachable(backoff: Backoff, what: str, attempt: Callable[[], Awaitable[None]]) -> None:
+    """`attempt`, retried with backoff while the Bot API cannot be reached (one policy for
+    every start-up call); any other failure is the caller's to translate."""
+    failures = 0
+    while True:
+        try:
+            await attempt()
+            return
+        except (InvalidToken, BadRequest):
+            raise  # refusals (BadRequest is a NetworkError in python-telegram-bot): not retried
+        except NetworkError as exc:
+            delay = backoff.delay(failures)
+            failures += 1
+            log.warning("cannot reach the Bot API%s (%s); retrying in %.0f s", what, exc, delay)
+            await asyncio.sleep(delay)
+
+
 async def _initialize(
     app: Application,  # type: ignore[type-arg]
     backoff: Backoff,
@@ -322,18 +339,10 @@ async def _initialize(
     setting: str = "channels.telegram.token",
 ) -> None:
     """getMe, retried while the network is down; a bad token stops the adapter."""
-    failures = 0
-    while True:
-        try:
-            await app.initialize()
-            return
-        except InvalidToken as exc:
-            raise _refused_token(exc, variable, setting) from None
-        except NetworkError as exc:
-            delay = backoff.delay(failures)
-            failures += 1
-            log.warning("cannot reach the Bot API (%s); retrying in %.0f s", exc, delay)
-            await asyncio.sleep(delay)
+    try:
+        await _while_unreachable(backoff, "", app.initialize)
+    except InvalidToken as exc:
+        raise _refused_token(exc, variable, setting) from None
 
 
 async def _set_webhook(
@@ -343,20 +352,14 @@ async def _set_webhook(
     setting: str = "channels.telegram",
 ) -> None:
     """setWebhook, retried while the network is down; a URL Telegram refuses stops the adapter."""
-    failures = 0
-    while True:
-        try:
-            await app.bot.set_webhook(
-                webhook.url, secret_token=webhook.secretToken, allowed_updates=[Update.MESSAGE]
-            )
-            return
-        except BadRequest as exc:
-            raise ConfigError(f"{setting}.webhook: the Bot API refused the webhook ({exc.message})") from None
-        except NetworkError as exc:
-            delay = backoff.delay(failures)
-            failures += 1
-            log.warning("cannot reach the Bot API to set the webhook (%s); retrying in %.0f s", exc, delay)
-            await asyncio.sleep(delay)
+
+    async def attempt() -> None:
+        await app.bot.set_webhook(webhook.url, secret_token=webhook.secretToken, allowed_updates=[Update.MESSAGE])
+
+    try:
+        await _while_unreachable(backoff, " to set the webhook", attempt)
+    except BadRequest as exc:
+        raise ConfigError(f"{setting}.webhook: the Bot API refused the webhook ({exc.message})") from None
 
 
 async def receive_by_webhook(
