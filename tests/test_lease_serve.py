@@ -36,7 +36,7 @@ SCALE = 0.2
 """Telegram's pacing at 1/5 of real time, in the emulator and in every serve (a private
 chat: one call per 200 ms)."""
 PRIVATE_SPACING = 1.0 * SCALE
-JITTER = 0.2
+JITTER = 0.35
 """Share of an interval two calls of one process may arrive closer by than they left:
 each is spaced from the moment the one before left, and the way to the emulator (a
 loaded loop on a small machine) is not equally long for both. A call that ignores its

@@ -53,7 +53,7 @@ READ_TIMEOUT = 1.0
 HOLD = 1.6
 """How long an injected timeout holds its answer: past the adapter's read timeout."""
 PACED = ("sendMessage", "editMessageText", "deleteMessage", "deleteMessages", "sendRichMessage")
-JITTER = 0.2
+JITTER = 0.35
 """Share of a pacing interval two calls may arrive closer by at the server than they
 left the adapter (each is spaced from the moment the one before left): the way to the
 emulator, on a loop that serves 30 chats, the emulator and Redis's clients on a small
