@@ -157,31 +157,20 @@ def _client(
     url: str, socket_timeout: float, connect_timeout: float, limit: int, retry: Retry, shards: int | None
 ) -> Any:
     parts = urlsplit(url)
+    common: dict[str, Any] = {
+        "decode_responses": True,
+        "socket_timeout": socket_timeout,
+        "socket_connect_timeout": connect_timeout,
+        "retry": retry,
+        "health_check_interval": 30,
+    }
     if parts.scheme in CLUSTER_SCHEMES:
         if not parts.hostname:
             raise UrlError(f"{url}: a cluster URL names one node, as redis+cluster://host:port")
         node_url = urlunsplit(parts._replace(scheme=CLUSTER_SCHEMES[parts.scheme]))
-        client: Any = _BoundedCluster.from_url(
-            node_url,
-            limit=limit,
-            decode_responses=True,
-            max_connections=limit,
-            socket_timeout=socket_timeout,
-            socket_connect_timeout=connect_timeout,
-            retry=retry,
-            health_check_interval=30,
-        )
+        client: Any = _BoundedCluster.from_url(node_url, limit=limit, max_connections=limit, **common)
     else:
-        pool = BlockingConnectionPool.from_url(
-            url,
-            max_connections=limit,
-            timeout=POOL_WAIT,
-            decode_responses=True,
-            socket_timeout=socket_timeout,
-            socket_connect_timeout=connect_timeout,
-            retry=retry,
-            health_check_interval=30,
-        )
+        pool = BlockingConnectionPool.from_url(url, max_connections=limit, timeout=POOL_WAIT, **common)
         client = Redis(connection_pool=pool)
     if shards is not None:
         sharding.configure(client, shards)
