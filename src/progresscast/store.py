@@ -1,7 +1,7 @@
 """CardStore: put / get / clear / reset, runs and activity, on redis-py asyncio.
 
-Every write is one Lua script: it checks the reset epoch and the expected revision,
-bumps the owner's revision, stores or deletes the card, and appends the change
+Every write is one Lua script: it checks that no reset came since the write arrived and
+the expected revision, bumps the owner's revision, stores or deletes the card, and appends the change
 event to the owner's shard stream — all or nothing, and all in one hash slot.
 Validation happens before the script runs, so a rejected write never touches Redis.
 """
@@ -38,20 +38,16 @@ class StoreError(CardError):
 # Each script is publish.py's prelude (the change's stream, index and `last`) and a body.
 
 _WRITE = publish.script("""
-local card_key, rev_key, epoch_key, reset_at_key = KEYS[4], KEYS[5], KEYS[6], KEYS[7]
-local body, expected, admitted, is_reset, arrived_us_ago = ARGV[5], ARGV[6], ARGV[7], ARGV[8], ARGV[9]
+local card_key, rev_key, reset_at_key = KEYS[4], KEYS[5], KEYS[6]
+local body, expected, is_reset, arrived_us_ago = ARGV[5], ARGV[6], ARGV[7], ARGV[8]
 
 local now_us, ms = clock()
-local epoch = tonumber(redis.call('GET', epoch_key) or '0')
-if admitted ~= '' and tonumber(admitted) ~= epoch then
-  return {'reset', epoch}
-end
 if arrived_us_ago ~= '' then
   -- Admitted when the request arrived, that long ago: a reset since then wins. (A
   -- reset "in the future" means this server's clock stepped back: it is not counted.)
   local reset_at = tonumber(redis.call('GET', reset_at_key) or '0')
   if reset_at > now_us - tonumber(arrived_us_ago) and reset_at <= now_us then
-    return {'reset', epoch}
+    return {'reset', reset_at}
   end
 end
 local rev = tonumber(redis.call('GET', rev_key) or '0')
@@ -60,7 +56,6 @@ if expected ~= '' and tonumber(expected) ~= rev then
 end
 rev = redis.call('INCR', rev_key)
 if is_reset == '1' then
-  redis.call('INCR', epoch_key)
   redis.call('SET', reset_at_key, string.format('%d', now_us))
 end
 local shown = ''
@@ -150,25 +145,18 @@ class CardStore:
 
     # -- cards ---------------------------------------------------------------
 
-    async def admit(self, owner: Owner) -> int:
-        """The reset epoch now: pass it to `put` to refuse the write if a reset comes first.
-        (A caller that knows when its write arrived passes `arrived` instead: no read.)"""
-        lay = await self.layout()
-        return int(await self.redis.get(lay.epoch(owner)) or 0)
-
     async def put(
         self,
         owner: Owner,
         card: CardInput,
         *,
         expected_revision: int | None = None,
-        admitted_epoch: int | None = None,
         arrived: float | None = None,
     ) -> WriteResult:
-        """Store the card. `admitted_epoch` (from `admit`) or `arrived` (a `time.monotonic()`
-        reading taken when the write arrived) refuse it when a reset came in between."""
+        """Store the card. `arrived` (a `time.monotonic()` reading taken when the write
+        arrived) refuses it when a reset came in between."""
         body = "" if card.clears else json.dumps(card.to_json(), ensure_ascii=False)
-        rev = await self._apply(owner, body, expected_revision, admitted_epoch, reset=False, arrived=arrived)
+        rev = await self._apply(owner, body, expected_revision, reset=False, arrived=arrived)
         if card.clears:
             return WriteResult(revision=rev, cleared=True)
         plan = card.plan or []
@@ -179,8 +167,8 @@ class CardStore:
         return await self.put(owner, CardInput(), expected_revision=expected_revision)
 
     async def reset(self, owner: Owner) -> WriteResult:
-        """Clear at a boundary: writes admitted before it are refused afterwards."""
-        rev = await self._apply(owner, "", None, None, reset=True)
+        """Clear at a boundary: writes that arrived before it are refused afterwards."""
+        rev = await self._apply(owner, "", None, reset=True)
         return WriteResult(revision=rev, cleared=True)
 
     async def _apply(
@@ -188,15 +176,12 @@ class CardStore:
         owner: Owner,
         body: str,
         expected_revision: int | None,
-        admitted_epoch: int | None,
         *,
         reset: bool,
         arrived: float | None = None,
     ) -> int:
         try:
-            status, value = await self._write_script(
-                owner, body, expected_revision, admitted_epoch, reset=reset, arrived=arrived
-            )
+            status, value = await self._write_script(owner, body, expected_revision, reset=reset, arrived=arrived)
         except RedisError:
             self._count("error")
             raise
@@ -224,7 +209,6 @@ class CardStore:
         owner: Owner,
         body: str,
         expected_revision: int | None,
-        admitted_epoch: int | None,
         *,
         reset: bool,
         arrived: float | None = None,
@@ -238,14 +222,12 @@ class CardStore:
                 *publish.change_keys(lay, owner),
                 lay.card(owner),
                 lay.revision(owner),
-                lay.epoch(owner),
                 lay.reset_at(owner),
             ],
             args=[
                 *publish.change_args(owner, self.events_maxlen),
                 body,
                 "" if expected_revision is None else int(expected_revision),
-                "" if admitted_epoch is None else int(admitted_epoch),
                 "1" if reset else "0",
                 ago,
             ],
