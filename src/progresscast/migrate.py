@@ -4,10 +4,9 @@ The first layout tagged each owner's keys `{<agentId>:<sessionKey>}` and kept on
 global stream `pc:events` and index `pc:owners`; it could only run on one Redis
 primary, so a store holding it is never a Cluster and RENAME may cross slots. Every
 owner key is renamed to its shard key (but its reset epoch, dropped: see `_migrate`),
-the index entry moves to the shard index, and
-one `progressCard.changed` per owner goes to its shard stream, so consumers look at
-every owner once more (the old stream's entries are not carried over). One process
-migrates under a lock; the others wait for it.
+the index entry moves to the shard index, and one `progressCard.changed` per owner goes
+to its shard stream, so consumers look at every owner once more (the old stream's
+entries are not carried over). One process migrates under a lock; the others wait for it.
 """
 
 from __future__ import annotations

@@ -1,8 +1,9 @@
 """CardStore: put / get / clear / reset, runs and activity, on redis-py asyncio.
 
 Every write is one Lua script: it checks that no reset came since the write arrived and
-the expected revision, bumps the owner's revision, stores or deletes the card, and appends the change
-event to the owner's shard stream — all or nothing, and all in one hash slot.
+the expected revision, bumps the owner's revision, stores or deletes the card, and
+publishes the change to the owner's shard stream (publish.py) — all or nothing, and all
+in one hash slot.
 Validation happens before the script runs, so a rejected write never touches Redis.
 """
 
