@@ -11,7 +11,7 @@ import pytest
 
 from progresscast import keys
 from progresscast.channels.drafts import DraftState
-from progresscast.channels.state import DraftKey
+from progresscast.channels.state import ChatPrefs, DraftKey
 from progresscast.config import ConfigError, Mode, load_settings
 from progresscast.lease import Fence, FenceClosed, Lease
 from progresscast.owners import Owner
@@ -67,11 +67,17 @@ async def test_the_fence_closes_before_the_lease_can_expire(redis: Any) -> None:
     assert not await a.renew()  # expired and taken: the old holder learns it lost
 
 
-async def test_a_draft_write_of_an_older_holder_is_refused(redis: Any) -> None:
+def holders(redis: Any) -> tuple[TelegramState, TelegramState]:
+    """The state as an old holder (fence 1) and a newer one (fence 2) write it, both
+    past their local check: a write of the old one is what reaches Redis after a pause."""
     old_fence, new_fence = Fence(), Fence()
     old_fence.number, old_fence.deadline = 1, float("inf")
     new_fence.number, new_fence.deadline = 2, float("inf")
-    old, new = TelegramState(redis, fence=old_fence), TelegramState(redis, fence=new_fence)
+    return TelegramState(redis, fence=old_fence), TelegramState(redis, fence=new_fence)
+
+
+async def test_a_draft_write_of_an_older_holder_is_refused(redis: Any) -> None:
+    old, new = holders(redis)
     key = DraftKey(42, 0, Owner("main", "t1"))
     await old.save_draft(key, DraftState(message_id=7))
     await new.save_draft(key, DraftState(message_id=8))
@@ -79,9 +85,62 @@ async def test_a_draft_write_of_an_older_holder_is_refused(redis: Any) -> None:
         await old.save_draft(key, DraftState(message_id=7, revision=3))
     assert (await new.draft(key)).message_id == 8
     assert (await TelegramState(redis).draft(key)).message_id == 8  # the stored state reads as before
-    old_fence.close()
+    assert old.fence is not None
+    old.fence.close()
     with pytest.raises(FenceClosed):  # past its deadline it does not even try
         await old.save_draft(key, DraftState(message_id=9))
+
+
+async def test_a_delete_of_an_older_holder_is_refused_after_a_newer_one_wrote(redis: Any) -> None:
+    old, new = holders(redis)
+    key = DraftKey(42, 0, Owner("main", "t1"))
+    await old.save_draft(key, DraftState(message_id=7))
+    await new.save_draft(key, DraftState(message_id=8))
+    with pytest.raises(FenceClosed):
+        await old.forget_draft(key)
+    with pytest.raises(FenceClosed):
+        await old.save_draft(key, DraftState())  # the empty state is a delete
+    assert (await new.draft(key)).message_id == 8
+    await new.forget_draft(key)  # the current holder's delete works
+    assert await redis.get(old._draft_key(key)) is None
+    await old.forget_draft(key)  # nothing stored: nothing to refuse
+
+
+async def test_a_holder_deletes_what_it_or_an_older_holder_wrote(redis: Any) -> None:
+    old, new = holders(redis)
+    mine, older, unfenced = (DraftKey(42, 0, Owner("main", t)) for t in ("t1", "t2", "t3"))
+    await new.save_draft(mine, DraftState(message_id=1))
+    await old.save_draft(older, DraftState(message_id=2))
+    await TelegramState(redis).save_draft(unfenced, DraftState(message_id=3))  # no lease: no number
+    await new.save_draft(mine, DraftState())
+    await new.forget_draft(older)
+    await old.forget_draft(unfenced)
+    for key in (mine, older, unfenced):
+        assert await redis.get(new._draft_key(key)) is None
+
+
+async def test_a_draft_started_under_a_lease_carries_its_fence(redis: Any) -> None:
+    old, new = holders(redis)
+    key = DraftKey(42, 0, Owner("main", "t1"))
+    assert await new.start_draft(key, DraftState(done_run="r1"))
+    assert not await old.start_draft(key, DraftState(done_run="r0"))  # NX: never over a state
+    with pytest.raises(FenceClosed):  # the creator's number guards it like any write
+        await old.save_draft(key, DraftState(message_id=7))
+    with pytest.raises(FenceClosed):
+        await old.forget_draft(key)
+    assert (await new.draft(key)).done_run == "r1"
+
+
+async def test_follows_and_overrides_are_not_written_past_the_deadline(redis: Any) -> None:
+    old, _ = holders(redis)
+    assert old.fence is not None
+    old.fence.close()
+    key = DraftKey(42, 0, Owner("main", "t1"))
+    for write in (old.follow(key), old.unfollow(key), old.set_mode(42, Mode.off), old.set_rich(42, True)):
+        with pytest.raises(FenceClosed):
+            await write
+    assert await TelegramState(redis).follows(42) == []
+    assert await TelegramState(redis).prefs(42) == ChatPrefs()
 
 
 # --- several bots --------------------------------------------------------------------

@@ -37,18 +37,32 @@ if message_id > cur then redis.call('SET', last_message_key, ARGV[1]) return 1 e
 return 0
 """
 
-# Store a draft's state unless a newer holder of the bot's lease already wrote it: the
-# state carries the fence number of the holder that wrote it.
-_FENCED_SET = """
+# Was a draft's stored state written by a newer holder of the bot's lease than `fence`?
+# Every state written under a lease carries its writer's fence number (none: 0).
+_WRITTEN_BY_NEWER = """
+local function written_by_newer(stored, fence)
+  if not stored then return false end
+  local ok, old = pcall(cjson.decode, stored)
+  return ok and type(old) == 'table' and (tonumber(old['fence']) or 0) > fence
+end
+"""
+
+# Store a draft's state unless a newer holder of the bot's lease already wrote it.
+_FENCED_SET = _WRITTEN_BY_NEWER + """
 local draft_key = KEYS[1]
 local state = ARGV[1]
 local fence = tonumber(ARGV[2])
-local stored = redis.call('GET', draft_key)
-if stored then
-  local ok, old = pcall(cjson.decode, stored)
-  if ok and type(old) == 'table' and (tonumber(old['fence']) or 0) > fence then return 0 end
-end
+if written_by_newer(redis.call('GET', draft_key), fence) then return 0 end
 redis.call('SET', draft_key, state)
+return 1
+"""
+
+# Delete a draft's state unless a newer holder of the bot's lease wrote it (none: done).
+_FENCED_DEL = _WRITTEN_BY_NEWER + """
+local draft_key = KEYS[1]
+local fence = tonumber(ARGV[1])
+if written_by_newer(redis.call('GET', draft_key), fence) then return 0 end
+redis.call('DEL', draft_key)
 return 1
 """
 
@@ -91,9 +105,14 @@ class ChannelState:
         self.channel = channel
         self.parse_id = parse_id
         self.fence = fence
-        """The bot's lease (None: no lease): draft writes check it and carry its number."""
+        """The bot's lease (None: no lease). Draft writes and deletes check it and are
+        conditioned on its number in Redis; follows and overrides (a command's writes)
+        check it. Message ids and the rich refusal are facts the server told (a message
+        exists, rich messages were rejected), true whoever holds the lease: written
+        unchecked, so a call that went out just before a pause is still remembered."""
         self._max = redis.register_script(_MAX)
         self._fenced_set = redis.register_script(_FENCED_SET)
+        self._fenced_del = redis.register_script(_FENCED_DEL)
 
     def _draft_key(self, key: DraftKey) -> str:
         return keys.channel_draft(self.channel, key.owner, key.chat_id, key.thread_id)
@@ -102,6 +121,7 @@ class ChannelState:
 
     async def follow(self, key: DraftKey) -> bool:
         """Subscribe; False when the destination/thread already followed this owner."""
+        self._check_fence()
         c = self.channel
         async with self.redis.pipeline(transaction=False) as pipe:
             pipe.sadd(keys.channel_follows(c, key.chat_id), f"{key.thread_id} {key.owner.display_key}")
@@ -111,6 +131,7 @@ class ChannelState:
         return bool(added)
 
     async def unfollow(self, key: DraftKey) -> bool:
+        self._check_fence()
         c = self.channel
         async with self.redis.pipeline(transaction=False) as pipe:
             pipe.srem(keys.channel_follows(c, key.chat_id), f"{key.thread_id} {key.owner.display_key}")
@@ -186,9 +207,11 @@ class ChannelState:
         return _prefs(cast("dict[str, str]", await self.redis.hgetall(keys.channel_prefs(self.channel, chat_id))))
 
     async def set_mode(self, chat_id: Id, mode: Mode) -> None:
+        self._check_fence()
         await self.redis.hset(keys.channel_prefs(self.channel, chat_id), "mode", mode.value)
 
     async def set_rich(self, chat_id: Id, rich: bool) -> None:
+        self._check_fence()
         await self.redis.hset(keys.channel_prefs(self.channel, chat_id), "rich", "1" if rich else "0")
 
     # --- drafts --------------------------------------------------------------------------
@@ -210,29 +233,50 @@ class ChannelState:
         if self.fence is not None:
             self.fence.check()
 
+    def _stamped(self, state: DraftState) -> str:
+        """The state's JSON, carrying the lease's fence number when one is held."""
+        raw = state.to_json()
+        if self.fence is None:
+            return raw
+        return f'{raw[:-1]},"fence":{self.fence.number}}}'  # DraftState.from_json ignores it
+
+    def _newer(self, key: DraftKey) -> FenceClosed:
+        return FenceClosed(f"a newer holder of the lease wrote draft {key.owner.display_key} in {key.chat_id}")
+
     async def save_draft(self, key: DraftKey, state: DraftState) -> None:
-        """Store a draft's state. Under a lease: only while it is held, and never over a
-        state a newer holder stored (raises FenceClosed)."""
+        """Store a draft's state (the empty state: delete it). Under a lease: only while
+        it is held, and never over a state a newer holder stored (raises FenceClosed)."""
         self._check_fence()
         if state == DraftState():
-            await self.redis.delete(self._draft_key(key))
+            await self._delete_draft(key)
         elif self.fence is None:
             await self.redis.set(self._draft_key(key), state.to_json())
-        else:
-            number = self.fence.number
-            raw = state.to_json()
-            raw = f'{raw[:-1]},"fence":{number}}}'  # DraftState.from_json ignores it
-            if not await self._fenced_set(keys=[self._draft_key(key)], args=[raw, number]):
-                raise FenceClosed(f"a newer holder of the lease wrote draft {key.owner.display_key} in {key.chat_id}")
+        elif not await self._fenced_set(keys=[self._draft_key(key)], args=[self._stamped(state), self.fence.number]):
+            raise self._newer(key)
 
     async def start_draft(self, key: DraftKey, state: DraftState) -> bool:
         """Store the first state of a draft that has none yet (never over a lane's)."""
+        # A stale holder's NX overwrites nothing, so never a newer holder's state. It
+        # can create one where a newer holder deleted it — but only for a follow it
+        # stored itself a moment before, past the same local check in the same pause,
+        # and the state is that follow's bookkeeping (a run already ended is not
+        # announced): it agrees with the follow, and the newer holder's next write or
+        # delete of the draft supersedes it (a higher number). So NX needs no script;
+        # the state carries its creator's number like every other write, as one without
+        # reads as written by no holder (0), which a still older holder could overwrite.
         self._check_fence()
-        return bool(await self.redis.set(self._draft_key(key), state.to_json(), nx=True))
+        return bool(await self.redis.set(self._draft_key(key), self._stamped(state), nx=True))
 
     async def forget_draft(self, key: DraftKey) -> None:
+        """Delete a draft's state, fenced as `save_draft` is."""
         self._check_fence()
-        await self.redis.delete(self._draft_key(key))
+        await self._delete_draft(key)
+
+    async def _delete_draft(self, key: DraftKey) -> None:
+        if self.fence is None:
+            await self.redis.delete(self._draft_key(key))
+        elif not await self._fenced_del(keys=[self._draft_key(key)], args=[self.fence.number]):
+            raise self._newer(key)
 
     # --- message ids ---------------------------------------------------------------------
 
