@@ -380,6 +380,25 @@ async def test_timeout_that_was_dropped(api: BotAPIEmulator, bot: telegram.Bot) 
     assert api.chat(PRIVATE).texts() == ["next one arrives"]
 
 
+async def test_most_in_flight_counts_the_answers_held_at_one_moment(api: BotAPIEmulator, bot: telegram.Bot) -> None:
+    api.timeout_next("sendMessage", 3, delay=0.4)
+    await asyncio.gather(*(bot.send_message(PRIVATE, f"held {i}") for i in range(3)))
+    held = api.calls_for(PRIVATE, "sendMessage")
+    assert all(c.answered is not None and c.answered - c.at >= 0.4 for c in held)
+    assert api.most_in_flight(held) == 3
+    for i in range(3):  # one after the other: never two open at once
+        await bot.send_message(PRIVATE, f"quick {i}")
+    assert api.most_in_flight(api.calls_for(PRIVATE, "sendMessage")[3:]) == 1
+    api.timeout_next("sendMessage", delay=30)
+    pending = asyncio.create_task(bot.send_message(PRIVATE, "still held", read_timeout=5))
+    await api.wait_for(lambda: len(api.calls_for(PRIVATE, "sendMessage")) == 7)
+    await bot.send_message(PRIVATE, "while one is held")
+    still, beside = api.calls_for(PRIVATE, "sendMessage")[6:]
+    assert still.answered is None and beside.answered is not None
+    assert api.most_in_flight([still, beside]) == 2  # a held answer is open until now
+    pending.cancel()
+
+
 # --- rich messages -----------------------------------------------------------------------------
 
 

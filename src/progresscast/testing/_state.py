@@ -40,6 +40,8 @@ class Call:
     params: dict[str, Any]
     at: float
     """``time.monotonic()`` when the request arrived."""
+    answered: float | None = None
+    """``time.monotonic()`` when the answer left (after any hold); None while it is held."""
     status: int = 200
     description: str | None = None
     """The error description; None when the call succeeded."""

@@ -14,8 +14,8 @@ Telegram where tests care: HTML parsed with Telegram's rules, the 4,096-characte
 limit, "message is not modified", flood limits answered with 429 and
 ``retry_after``. Tests can inject failures (:meth:`fail_next`,
 :meth:`timeout_next`, or a random share of all calls: :meth:`fail_randomly`), act as users (:meth:`send_user_message`,
-:meth:`delete_by_user`) and read what every chat shows (:meth:`chat`) and which
-calls were made (:attr:`calls`).
+:meth:`delete_by_user`) and read what every chat shows (:meth:`chat`), which
+calls were made (:attr:`calls`) and how many were open at once (:meth:`most_in_flight`).
 
 Webhooks: after ``setWebhook`` the users' messages are POSTed to the webhook URL
 (with ``X-Telegram-Bot-Api-Secret-Token``, retried while the answer is not 2xx) instead
@@ -38,7 +38,7 @@ import json
 import logging
 import socket
 import time
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from typing import Any, Unpack
 
 import uvicorn
@@ -239,6 +239,20 @@ class BotAPIEmulator:
             if c.chat_id == chat_id and (method is None or c.method == method) and (token is None or c.token == token)
         ]
 
+    def most_in_flight(self, calls: Iterable[Call] | None = None) -> int:
+        """The most of ``calls`` (default: all) the emulator was answering at one moment,
+        from each call's arrival to its answer leaving (a held one: until now). A client
+        that keeps at most N requests open is never seen with more."""
+        edges = []
+        for call in self.calls if calls is None else calls:
+            edges.append((call.at, 1))
+            edges.append((call.answered if call.answered is not None else time.monotonic(), -1))
+        most = now = 0
+        for _, step in sorted(edges):  # at a tie an answer leaves before the next arrives
+            now += step
+            most = max(most, now)
+        return most
+
     async def wait_for(self, predicate: Callable[[], Any], timeout: float = 5.0) -> Any:
         """Wait until ``predicate()`` is truthy and return its value; TimeoutError after ``timeout``."""
         loop = asyncio.get_running_loop()
@@ -429,6 +443,9 @@ class BotAPIEmulator:
         if hold:
             with contextlib.suppress(TimeoutError):
                 await asyncio.wait_for(self.telegram.closing.wait(), timeout=hold)
+        call.answered = time.monotonic()
+        if hold:
+            self._notify()
         return _EscapedJSON(body, status_code=call.status)
 
     def _route(self, call: Call, token: str) -> Handler:
