@@ -9,8 +9,8 @@ has the permit's size, and would hide a permit that is not honoured).
 
 from __future__ import annotations
 
+import contextlib
 from collections.abc import AsyncIterator
-from typing import Any
 
 import pytest
 import telegram
@@ -24,15 +24,21 @@ from progresscast.owners import Owner
 from progresscast.store import CardStore
 from progresscast.telegram.options import AdapterOptions
 from progresscast.telegram.worker import DraftWorker
-from progresscast.testing import BotAPIEmulator
+from progresscast.testing import BotAPIEmulator, Call
 
 pytestmark = pytest.mark.filterwarnings("ignore::telegram.warnings.PTBDeprecationWarning")
 
 OWNER = Owner("main", "t1")
 CHATS = [5000 + i for i in range(8)]
+REPLIED = 4999
+"""A chat that gets a command reply, and follows nothing."""
 PERMIT = 2
 HOLD = 0.5
 """Seconds the emulator holds each answer: well inside the client's read timeout."""
+READ_TIMEOUT = HOLD + 0.3
+"""The client's read timeout where a send is made to time out."""
+SETTLE = 0.3
+"""Seconds after an unsure send before it is looked for."""
 
 
 @pytest.fixture
@@ -41,46 +47,81 @@ async def api() -> AsyncIterator[BotAPIEmulator]:
         yield emulator
 
 
-@pytest.fixture
-async def bot(api: BotAPIEmulator) -> AsyncIterator[telegram.Bot]:
-    request = HTTPXRequest(connection_pool_size=4 * len(CHATS), read_timeout=5.0)
-    async with telegram.Bot(api.token, base_url=api.base_url, request=request) as made:
-        yield made
-
-
 def settings(api: BotAPIEmulator) -> Settings:
     return Settings.model_validate(
         {"agents": {"default": "main"}, "channels": {"telegram": {"token": api.token, "apiBaseUrl": api.base_url}}}
     )
 
 
+@contextlib.asynccontextmanager
+async def following(
+    api: BotAPIEmulator, redis: Redis, *, read_timeout: float = 5.0, settle: float = 3.0
+) -> AsyncIterator[DraftWorker]:
+    """The draft worker with a permit of `PERMIT`, on a client pool far larger, and every
+    chat of `CHATS` following `OWNER`."""
+    request = HTTPXRequest(connection_pool_size=4 * len(CHATS), read_timeout=read_timeout)
+    async with telegram.Bot(api.token, base_url=api.base_url, request=request) as bot:
+        options = AdapterOptions(connection_pool_size=PERMIT, consumer="test", settle=settle)
+        worker = DraftWorker(settings(api), redis, bot, options=options)
+        await worker.start()
+        try:
+            for chat in CHATS:
+                key = DraftKey(chat, 0, OWNER)
+                assert await worker.follow(key)
+                worker.touch(key, followed=True)
+            yield worker
+        finally:
+            await worker.close()
+
+
+async def write_card(redis: Redis) -> None:
+    await CardStore(redis).put(OWNER, CardInput.parse({"plan": [{"step": "Reproduce", "status": "in_progress"}]}))
+
+
+def draft_calls(api: BotAPIEmulator) -> list[Call]:
+    return [c for c in api.calls if c.chat_id in CHATS]
+
+
+def all_answered(calls: list[Call], at_least: int) -> bool:
+    return len(calls) >= at_least and all(c.answered is not None for c in calls)
+
+
 def test_the_permit_is_the_connection_pools_size() -> None:
     assert AdapterOptions(connection_pool_size=PERMIT).worker().calls_in_flight == PERMIT
 
 
-async def test_no_more_calls_open_at_once_than_the_permit(api: BotAPIEmulator, bot: Any, redis: Redis) -> None:
-    worker = DraftWorker(
-        settings(api), redis, bot, options=AdapterOptions(connection_pool_size=PERMIT, consumer="test")
-    )
-    await worker.start()
-    try:
-        for chat in CHATS:
-            key = DraftKey(chat, 0, OWNER)
-            assert await worker.follow(key)
-            worker.touch(key, followed=True)
+async def test_no_more_calls_open_at_once_than_the_permit(api: BotAPIEmulator, redis: Redis) -> None:
+    async with following(api, redis):
         api.timeout_next("sendMessage", len(CHATS), delay=HOLD)  # applied, answered late
-        await CardStore(redis).put(OWNER, CardInput.parse({"plan": [{"step": "Reproduce", "status": "in_progress"}]}))
-
-        def answered() -> list[Any]:
-            calls = [c for c in api.calls if c.chat_id in CHATS]
-            return calls if len(calls) >= len(CHATS) and all(c.answered for c in calls) else []
-
-        await api.wait_for(answered, HOLD * len(CHATS) / PERMIT + 5)
-        await worker.idle()
-    finally:
-        await worker.close()
-    calls = [c for c in api.calls if c.chat_id in CHATS]
+        await write_card(redis)
+        await api.wait_for(lambda: all_answered(draft_calls(api), len(CHATS)), HOLD * len(CHATS) / PERMIT + 5)
+    calls = draft_calls(api)
     assert [c.method for c in calls] == ["sendMessage"] * len(CHATS)  # one send each, none repeated
     assert all(c.ok and c.answered is not None and c.answered - c.at >= HOLD - 0.05 for c in calls)
     assert api.most_in_flight(calls) == PERMIT  # the permit, and all of it
     assert all(any("Reproduce" in m.text for m in api.chat(c).visible()) for c in CHATS)
+
+
+async def test_the_probes_for_an_unsure_reply_wait_for_the_permit(api: BotAPIEmulator, redis: Redis) -> None:
+    """A reply whose send timed out is looked for with probes; they take the permit too,
+    though every draft call holds it meanwhile."""
+    async with following(api, redis, read_timeout=READ_TIMEOUT, settle=SETTLE) as worker:
+        api.timeout_next("sendMessage", delay=READ_TIMEOUT + 0.2, chat_id=REPLIED)  # the client gives up: unsure
+        api.timeout_next("sendMessage", len(CHATS), delay=HOLD)
+        worker.say(REPLIED, 0, "a reply")
+        await write_card(redis)
+
+        def answered() -> bool:
+            probes = api.calls_for(REPLIED, "editMessageText")
+            return all_answered(draft_calls(api), len(CHATS)) and all_answered(probes, 1)
+
+        await api.wait_for(answered, HOLD * len(CHATS) / PERMIT + 5)
+    [send] = api.calls_for(REPLIED, "sendMessage")
+    [probe] = api.calls_for(REPLIED, "editMessageText")
+    assert probe.description is not None and "not modified" in probe.description  # found where it landed
+    drafts = draft_calls(api)
+    # The probe was due while drafts still queued for the permit.
+    assert drafts[-1].at > send.at + READ_TIMEOUT + SETTLE + HOLD
+    # The unsure send is left out: its client gave up (and let go of the permit) while
+    # the emulator still held the answer.
+    assert api.most_in_flight([*drafts, probe]) == PERMIT

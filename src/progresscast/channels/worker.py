@@ -798,8 +798,9 @@ class ChannelWorker:
             while candidate in known:
                 candidate += 1
             await self.pacer.acquire(chat)
-            await self.pacer.leaving(chat)
-            outcome = await self.channel.client.probe(chat, candidate, replace(intent, probe=candidate))
+            async with self._calls:
+                await self.pacer.leaving(chat)
+                outcome = await self.channel.client.probe(chat, candidate, replace(intent, probe=candidate))
             k = outcome.kind
             if k is OutcomeKind.found:
                 await self._saw(chat, outcome.message_id if outcome.message_id is not None else candidate)
