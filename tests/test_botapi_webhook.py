@@ -46,10 +46,10 @@ class Receiver:
 async def serving(*receivers: Receiver) -> AsyncIterator[None]:
     """One server with a webhook path per receiver (`/telegram/hook`, `/telegram/hook-2`, …)."""
     paths = ["/telegram/hook", *(f"/telegram/hook-{i}" for i in range(2, len(receivers) + 1))]
-    app = Starlette(routes=[Route(path, got.endpoint, methods=["POST"]) for path, got in zip(paths, receivers)])
+    app = Starlette(routes=[Route(path, got.endpoint, methods=["POST"]) for path, got in zip(paths, receivers, strict=True)])
     sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM, socket.IPPROTO_TCP)
     sock.bind(("127.0.0.1", 0))
-    for path, got in zip(paths, receivers):
+    for path, got in zip(paths, receivers, strict=True):
         got.url = f"http://127.0.0.1:{sock.getsockname()[1]}{path}"
     server = uvicorn.Server(uvicorn.Config(app, lifespan="off", log_config=None, log_level="warning"))
     task = asyncio.create_task(server.serve(sockets=[sock]))

@@ -26,8 +26,9 @@ a local Bot API server (``--local``), it accepts http URLs on any port unless ma
 Several bots: :meth:`add_bot` serves another token on the same server (its own chats,
 updates, pacing and webhook: each bot's updates are POSTed to its own webhook, and only
 a bot with a webhook set has getUpdates refused); the methods that concern one bot
-take ``token=`` (default: the first), the webhook's properties have a ``_for(token)`` twin. Several clients of one bot can be told apart by
-giving each its own :meth:`base_url_for` (recorded as :attr:`Call.instance`).
+take ``token=`` (default: the first), and the webhook's properties (the first bot's)
+have a ``_for(token)`` twin. Several clients of one bot can be told apart by giving
+each its own :meth:`base_url_for` (recorded as :attr:`Call.instance`).
 """
 
 from __future__ import annotations
@@ -86,7 +87,8 @@ class ServedBot:
 
 
 class BotAPIEmulator:
-    """An emulated Bot API for one bot (or more: :meth:`add_bot`); use as ``async with BotAPIEmulator(token=...) as api``.
+    """An emulated Bot API for one bot (or more: :meth:`add_bot`); use as
+    ``async with BotAPIEmulator(token=...) as api``.
 
     Pacing: a private chat gets ``private_pace`` (default: a burst of 3, then 1 call per
     second), a group ``group_pace`` (a burst of 20, then 20 per minute), the bot as a
