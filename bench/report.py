@@ -28,7 +28,7 @@ run. `serve` runs in its own process, as in production. Over HTTP a write also p
 the HTTP parsing, the Starlette routing and middleware, the token check and JSON in and
 out; like the direct call it makes one Redis round trip (the write script itself admits
 the write against resets, by the time it arrived).""",
-    "3": """**Store.** `CardStore.put` (one Lua script: reset-epoch and revision checks, the
+    "3": """**Store.** `CardStore.put` (one Lua script: reset and revision checks, the
 revision bump, the card hash, the owner index, the change event) against the least a
 write could cost: a pipelined `SET` + `XADD` of the same JSON, with no checks at all.""",
     "4": """**Render.** A 50-step card with an 8 KB note, one step changed per render (100

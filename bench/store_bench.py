@@ -2,7 +2,7 @@
 pipelined raw `SET` + `XADD` of the same JSON (one round trip, no checks), on the same
 Redis, sequentially and with 50 concurrent writers.
 
-`CardStore.put` is one Lua script: epoch and expected-revision checks, the revision
+`CardStore.put` is one Lua script: reset and expected-revision checks, the revision
 bump, the card hash, the owner index and the change event, all or nothing.
 """
 

@@ -6,6 +6,7 @@ HTTP through httpx's ASGITransport against a real Redis (embedded, and REDIS_URL
 from __future__ import annotations
 
 import json
+import time
 from collections.abc import AsyncIterator
 from typing import Any
 
@@ -20,7 +21,7 @@ from progresscast.gateway import create_app
 from progresscast.gateway.auth import Tokens
 from progresscast.gateway.rpc import MAX_BODY
 from progresscast.owners import Owner
-from progresscast.store import CardStore
+from progresscast.store import CardStore, StoreError
 from progresscast.view import RunState
 
 RW = ["operator.read", "operator.write"]
@@ -162,21 +163,26 @@ async def test_put_is_admitted_at_arrival_so_a_reset_in_between_wins(
 
 async def test_reset_clears_and_bumps_the_revision(client: httpx.AsyncClient, store: CardStore) -> None:
     ok(await call(client, "progressCard.put", sessionKey="ticket-1", plan=PLAN))
+    arrived = time.monotonic() - 0.05  # a write that arrived before the reset ...
     result = ok(await call(client, "progressCard.reset", sessionKey="ticket-1"))
     assert result["revision"] == 2 and result["cleared"] is True and result["receipt"] == "Progress card cleared"
     assert await store.get(MAIN) is None
-    assert await store.admit(MAIN) == 1  # the reset epoch moved: older admissions are refused
+    with pytest.raises(StoreError, match="reset"):  # ... is refused when it lands after it
+        await store.put(MAIN, CardInput.parse({"markdown": "late"}), arrived=arrived)
+    assert await store.get(MAIN) is None
 
 
 async def test_clear_like_the_cli_with_an_optional_expected_revision(client: httpx.AsyncClient, store: CardStore) -> None:
     ok(await call(client, "progressCard.put", sessionKey="ticket-1", plan=PLAN))
+    arrived = time.monotonic() - 0.05  # a write that arrived before the clear ...
     err = error(await call(client, "progressCard.clear", sessionKey="ticket-1", expectedRevision=5), 409, "conflict")
     assert err["field"] == "expectedRevision"
     assert (await store.get(MAIN)) is not None
     result = ok(await call(client, "progressCard.clear", sessionKey="ticket-1", expectedRevision=1))
     assert result == {"receipt": "Progress card cleared", "revision": 2, "steps": None, "cleared": True}
     assert await store.get(MAIN) is None
-    assert await store.admit(MAIN) == 0  # a clear is not a reset
+    # ... still lands after it: a clear is not a reset.
+    assert (await store.put(MAIN, CardInput.parse({"markdown": "late"}), arrived=arrived)).revision == 3
     error(await call(client, "progressCard.clear", token="reader", sessionKey="ticket-1"), 403, "forbidden")
 
 
@@ -326,7 +332,7 @@ async def test_a_team_token_cannot_read_or_write_another_session(
     await store.put(other, CardInput.parse({"markdown": "not yours"}))
     calls: list[str] = []
     gw = client.app.state.gateway  # type: ignore[attr-defined]
-    for name in ("get", "admit", "put", "reset", "view"):
+    for name in ("get", "put", "reset", "view"):
         real = getattr(gw.store, name)
 
         def spy(*args: Any, _name: str = name, _real: Any = real, **kwargs: Any) -> Any:

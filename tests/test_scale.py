@@ -22,7 +22,7 @@ from progresscast.embedded import ensure_embedded, stop_embedded
 from progresscast.events import EventGroup
 from progresscast.gateway import create_app
 from progresscast.owners import Owner
-from progresscast.store import CardStore
+from progresscast.store import CardStore, StoreError
 from test_gateway_rpc import gateway_settings
 
 OWNER = Owner("main", "ticket-1")
@@ -70,7 +70,7 @@ async def test_a_store_in_the_first_layout_is_migrated_on_first_start(redis_url:
     # What the first layout wrote: owner keys tagged {agent:session}, one stream, one index.
     await raw.hset(keys.legacy_owner_key(owner, "card"), mapping={"body": '{"markdown": "old"}', "revision": 3, "updatedAt": 1_700_000_000_000})
     await raw.set(keys.legacy_owner_key(owner, "rev"), 3)
-    await raw.set(keys.legacy_owner_key(owner, "epoch"), 1)
+    await raw.set(keys.legacy_owner_key(owner, "epoch"), 1)  # reset once: writes are admitted by arrival now
     await raw.hset(keys.legacy_owner_key(owner, "run"), mapping={"runId": "r1", "state": "active", "startedAt": 1, "startRevision": 2})
     await raw.rpush(keys.legacy_owner_key(owner, "tools"), "read a.py")
     await raw.zadd(keys.LEGACY_OWNERS, {owner.display_key: 1_700_000_000_000})
@@ -80,18 +80,26 @@ async def test_a_store_in_the_first_layout_is_migrated_on_first_start(redis_url:
 
     client = connect(redis_url)
     store = CardStore(client)
+    arrived = time.monotonic() - 0.05  # a write that arrived before the migration
     card = await store.get(owner)
     assert card is not None and card.markdown == "old" and card.revision == 3
     view = await store.view(owner)
     assert view.run_id == "r1" and view.activity.tools == ("read a.py",)
-    assert (await store.put(owner, CardInput.parse({"markdown": "new"}))).revision == 4
-    assert await store.admit(owner) == 1  # the reset epoch came along
+    # The first layout's reset came before it arrived: it lands.
+    assert (await store.put(owner, CardInput.parse({"markdown": "new"}), arrived=arrived)).revision == 4
     assert [k async for k, _ in store.owners()] == [owner.display_key]
     left = set(await client.keys("*"))
     assert not {keys.LEGACY_EVENTS, keys.LEGACY_OWNERS} & left
     assert not [k for k in left if keys.parse_legacy_owner_key(k)]
+    assert not [k for k in left if ":epoch" in k]  # the reset epoch was dropped, not moved
     assert keys.channel_followers("tg", owner) in left
     assert (await store.last_event(owner))["revision"] == "4"
+    # A reset of the migrated owner refuses a write that arrived before it, as anywhere.
+    arrived = time.monotonic() - 0.05
+    await store.reset(owner)
+    with pytest.raises(StoreError, match="reset"):
+        await store.put(owner, CardInput.parse({"markdown": "late"}), arrived=arrived)
+    assert await store.get(owner) is None
     await client.aclose()
 
 

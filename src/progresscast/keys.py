@@ -80,13 +80,9 @@ class Layout:
     def revision(self, owner: Owner) -> str:
         return self._key(owner, "rev")
 
-    def epoch(self, owner: Owner) -> str:
-        """Reset epoch: bumped by every reset; a write admitted under an older one is refused."""
-        return self._key(owner, "epoch")
-
     def reset_at(self, owner: Owner) -> str:
         """When the last reset happened (µs, the Redis server's clock): a write that
-        arrived before it is refused without reading the epoch first."""
+        arrived before it is refused."""
         return self._key(owner, "resetAt")
 
     def run(self, owner: Owner) -> str:
@@ -113,7 +109,6 @@ class Layout:
         return [
             self.card(owner),
             self.revision(owner),
-            self.epoch(owner),
             self.reset_at(owner),
             self.run(owner),
             self.activity(owner),

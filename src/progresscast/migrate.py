@@ -3,10 +3,10 @@
 The first layout tagged each owner's keys `{<agentId>:<sessionKey>}` and kept one
 global stream `pc:events` and index `pc:owners`; it could only run on one Redis
 primary, so a store holding it is never a Cluster and RENAME may cross slots. Every
-owner key is renamed to its shard key, the index entry moves to the shard index, and
-one `progressCard.changed` per owner goes to its shard stream, so consumers look at
-every owner once more (the old stream's entries are not carried over). One process
-migrates under a lock; the others wait for it.
+owner key is renamed to its shard key (but its reset epoch, dropped: see `_migrate`),
+the index entry moves to the shard index, and one `progressCard.changed` per owner goes
+to its shard stream, so consumers look at every owner once more (the old stream's
+entries are not carried over). One process migrates under a lock; the others wait for it.
 """
 
 from __future__ import annotations
@@ -26,7 +26,6 @@ LOCK_TTL_MS = 60_000
 _KINDS = {
     "card": Layout.card,
     "rev": Layout.revision,
-    "epoch": Layout.epoch,
     "run": Layout.run,
     "activity": Layout.activity,
     "tools": Layout.tools,
@@ -65,7 +64,13 @@ async def _migrate(redis: Any, layout: Layout) -> int:
         if parsed is None:
             continue
         owner, kind = parsed
-        await redis.rename(key, _KINDS[kind](layout, owner))
+        if kind == "epoch":
+            # The first layout admitted writes by a reset epoch; now a write is refused by
+            # a reset after it arrived (resetAt). Every reset of the first layout came
+            # before anything this version admits, so the epoch has nothing left to refuse.
+            await redis.delete(key)
+        else:
+            await redis.rename(key, _KINDS[kind](layout, owner))
         owners.setdefault(owner, 0)
     for display_key, score in await redis.zrange(keys.LEGACY_OWNERS, 0, -1, withscores=True):
         listed = Owner.from_display_key(display_key)

@@ -1,8 +1,9 @@
 """CardStore: put / get / clear / reset, runs and activity, on redis-py asyncio.
 
-Every write is one Lua script: it checks the reset epoch and the expected revision,
-bumps the owner's revision, stores or deletes the card, and appends the change
-event to the owner's shard stream — all or nothing, and all in one hash slot.
+Every write is one Lua script: it checks that no reset came since the write arrived and
+the expected revision, bumps the owner's revision, stores or deletes the card, and
+publishes the change to the owner's shard stream (publish.py) — all or nothing, and all
+in one hash slot.
 Validation happens before the script runs, so a rejected write never touches Redis.
 """
 
@@ -17,7 +18,7 @@ from typing import cast
 from redis.asyncio import Redis
 from redis.exceptions import RedisError
 
-from . import keys
+from . import keys, publish
 from .activity import Activity
 from .card import Card, CardError, CardInput, StepCounts, WriteResult
 from .keys import Layout
@@ -35,29 +36,19 @@ class StoreError(CardError):
         """For a stale `expectedRevision`: the revision the card is at, to retry against."""
 
 
-# Every script also records the owner's newest event (`last`), so a reconnecting
-# viewer learns what it missed with one read, however long the stream is.
+# Each script is publish.py's prelude (the change's stream, index and `last`) and a body.
 
-_WRITE = """
-local card_key, rev_key, epoch_key = KEYS[1], KEYS[2], KEYS[3]
-local events_key, owners_key, last_key, reset_at_key = KEYS[4], KEYS[5], KEYS[6], KEYS[7]
-local body, expected, admitted = ARGV[1], ARGV[2], ARGV[3]
-local session_key, agent_id, display_key = ARGV[4], ARGV[5], ARGV[6]
-local event_type, is_reset, maxlen, arrived_us_ago = ARGV[7], ARGV[8], ARGV[9], ARGV[10]
+_WRITE = publish.script("""
+local card_key, rev_key, reset_at_key = KEYS[4], KEYS[5], KEYS[6]
+local body, expected, is_reset, arrived_us_ago = ARGV[5], ARGV[6], ARGV[7], ARGV[8]
 
-local t = redis.call('TIME')
-local now_us = tonumber(t[1]) * 1000000 + tonumber(t[2])
-local ms = math.floor(now_us / 1000)
-local epoch = tonumber(redis.call('GET', epoch_key) or '0')
-if admitted ~= '' and tonumber(admitted) ~= epoch then
-  return {'reset', epoch}
-end
+local now_us, ms = clock()
 if arrived_us_ago ~= '' then
   -- Admitted when the request arrived, that long ago: a reset since then wins. (A
   -- reset "in the future" means this server's clock stepped back: it is not counted.)
   local reset_at = tonumber(redis.call('GET', reset_at_key) or '0')
   if reset_at > now_us - tonumber(arrived_us_ago) and reset_at <= now_us then
-    return {'reset', epoch}
+    return {'reset', reset_at}
   end
 end
 local rev = tonumber(redis.call('GET', rev_key) or '0')
@@ -66,7 +57,6 @@ if expected ~= '' and tonumber(expected) ~= rev then
 end
 rev = redis.call('INCR', rev_key)
 if is_reset == '1' then
-  redis.call('INCR', epoch_key)
   redis.call('SET', reset_at_key, string.format('%d', now_us))
 end
 local shown = ''
@@ -76,19 +66,15 @@ else
   redis.call('HSET', card_key, 'body', body, 'revision', rev, 'updatedAt', ms)
   shown = tostring(rev)
 end
-redis.call('ZADD', owners_key, ms, display_key)
-local id = redis.call('XADD', events_key, 'MAXLEN', '~', maxlen, '*', 'type', event_type,
-  'sessionKey', session_key, 'agentId', agent_id, 'displayKey', display_key, 'revision', shown)
-redis.call('DEL', last_key)
-redis.call('HSET', last_key, 'id', id, 'type', event_type, 'revision', shown)
+index_owner(ms)
+publish('progressCard.changed', shown)
 return {'ok', rev}
-"""
+""")
 
-_ACTIVITY = """
-local activity_key, tools_key, events_key, owners_key, last_key = KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5]
+_ACTIVITY = publish.script("""
+local activity_key, tools_key = KEYS[4], KEYS[5]
 -- headline / answer: '' keeps, '\\0' clears
-local headline, tool, answer, max_tools = ARGV[1], ARGV[2], ARGV[3], tonumber(ARGV[4])
-local session_key, agent_id, display_key, maxlen, replace = ARGV[5], ARGV[6], ARGV[7], ARGV[8], ARGV[9]
+local headline, tool, answer, max_tools, replace = ARGV[5], ARGV[6], ARGV[7], tonumber(ARGV[8]), ARGV[9]
 
 if replace == '1' then redis.call('DEL', activity_key, tools_key) end
 for field, v in pairs({headline = headline, answer = answer}) do
@@ -99,23 +85,18 @@ if tool ~= '' then
   redis.call('RPUSH', tools_key, tool)
   redis.call('LTRIM', tools_key, -max_tools, -1)
 end
-local t = redis.call('TIME')
-redis.call('ZADD', owners_key, tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000), display_key)
-local id = redis.call('XADD', events_key, 'MAXLEN', '~', maxlen, '*', 'type', 'activity.changed',
-  'sessionKey', session_key, 'agentId', agent_id, 'displayKey', display_key, 'revision', '')
-redis.call('DEL', last_key)
-redis.call('HSET', last_key, 'id', id, 'type', 'activity.changed', 'revision', '')
+local _, ms = clock()
+index_owner(ms)
+publish('activity.changed', '')
 return 1
-"""
+""")
 
-_RUN = """
-local run_key, rev_key, activity_key, tools_key = KEYS[1], KEYS[2], KEYS[3], KEYS[4]
-local events_key, last_key = KEYS[5], KEYS[6]
+_RUN = publish.script("""
+local run_key, rev_key, activity_key, tools_key = KEYS[4], KEYS[5], KEYS[6], KEYS[7]
 -- state 'active' starts a run; anything else ends run_id if it is the current one
-local run_id, state, session_key, agent_id, display_key, maxlen = ARGV[1], ARGV[2], ARGV[3], ARGV[4], ARGV[5], ARGV[6]
+local run_id, state = ARGV[5], ARGV[6]
 
-local t = redis.call('TIME')
-local ms = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+local _, ms = clock()
 local kind
 if state == 'active' then
   local rev = redis.call('GET', rev_key) or '0'
@@ -136,12 +117,10 @@ else
   redis.call('HSET', run_key, 'state', state, 'endedAt', ms, 'endRevision', redis.call('GET', rev_key) or '0')
   kind = 'run.ended'
 end
-local id = redis.call('XADD', events_key, 'MAXLEN', '~', maxlen, '*', 'type', kind,
-  'sessionKey', session_key, 'agentId', agent_id, 'displayKey', display_key, 'revision', '', 'state', state)
-redis.call('DEL', last_key)
-redis.call('HSET', last_key, 'id', id, 'type', kind, 'revision', '', 'state', state)
+-- (No index_owner: starting or ending a run leaves the owner's place in listings.)
+publish(kind, '', state)
 return 1
-"""
+""")
 
 
 def _iso(ms: int) -> str:
@@ -167,25 +146,18 @@ class CardStore:
 
     # -- cards ---------------------------------------------------------------
 
-    async def admit(self, owner: Owner) -> int:
-        """The reset epoch now: pass it to `put` to refuse the write if a reset comes first.
-        (A caller that knows when its write arrived passes `arrived` instead: no read.)"""
-        lay = await self.layout()
-        return int(await self.redis.get(lay.epoch(owner)) or 0)
-
     async def put(
         self,
         owner: Owner,
         card: CardInput,
         *,
         expected_revision: int | None = None,
-        admitted_epoch: int | None = None,
         arrived: float | None = None,
     ) -> WriteResult:
-        """Store the card. `admitted_epoch` (from `admit`) or `arrived` (a `time.monotonic()`
-        reading taken when the write arrived) refuse it when a reset came in between."""
+        """Store the card. `arrived` (a `time.monotonic()` reading taken when the write
+        arrived) refuses it when a reset came in between."""
         body = "" if card.clears else json.dumps(card.to_json(), ensure_ascii=False)
-        rev = await self._apply(owner, body, expected_revision, admitted_epoch, reset=False, arrived=arrived)
+        rev = await self._apply(owner, body, expected_revision, reset=False, arrived=arrived)
         if card.clears:
             return WriteResult(revision=rev, cleared=True)
         plan = card.plan or []
@@ -196,8 +168,8 @@ class CardStore:
         return await self.put(owner, CardInput(), expected_revision=expected_revision)
 
     async def reset(self, owner: Owner) -> WriteResult:
-        """Clear at a boundary: writes admitted before it are refused afterwards."""
-        rev = await self._apply(owner, "", None, None, reset=True)
+        """Clear at a boundary: writes that arrived before it are refused afterwards."""
+        rev = await self._apply(owner, "", None, reset=True)
         return WriteResult(revision=rev, cleared=True)
 
     async def _apply(
@@ -205,15 +177,12 @@ class CardStore:
         owner: Owner,
         body: str,
         expected_revision: int | None,
-        admitted_epoch: int | None,
         *,
         reset: bool,
         arrived: float | None = None,
     ) -> int:
         try:
-            status, value = await self._write_script(
-                owner, body, expected_revision, admitted_epoch, reset=reset, arrived=arrived
-            )
+            status, value = await self._write_script(owner, body, expected_revision, reset=reset, arrived=arrived)
         except RedisError:
             self._count("error")
             raise
@@ -241,7 +210,6 @@ class CardStore:
         owner: Owner,
         body: str,
         expected_revision: int | None,
-        admitted_epoch: int | None,
         *,
         reset: bool,
         arrived: float | None = None,
@@ -252,24 +220,16 @@ class CardStore:
         ago = "" if arrived is None else max(0, int((time.monotonic() - arrived) * 1_000_000))
         status, value = await self._write(
             keys=[
+                *publish.change_keys(lay, owner),
                 lay.card(owner),
                 lay.revision(owner),
-                lay.epoch(owner),
-                lay.events_of(owner),
-                lay.owners_of(owner),
-                lay.last_event(owner),
                 lay.reset_at(owner),
             ],
             args=[
+                *publish.change_args(owner, self.events_maxlen),
                 body,
                 "" if expected_revision is None else int(expected_revision),
-                "" if admitted_epoch is None else int(admitted_epoch),
-                owner.session_key,
-                owner.agent_id,
-                owner.display_key,
-                "progressCard.changed",
                 "1" if reset else "0",
-                self.events_maxlen,
                 ago,
             ],
         )
@@ -315,14 +275,13 @@ class CardStore:
         lay = await self.layout()
         result = await self._run(
             keys=[
+                *publish.change_keys(lay, owner),
                 lay.run(owner),
                 lay.revision(owner),
                 lay.activity(owner),
                 lay.tools(owner),
-                lay.events_of(owner),
-                lay.last_event(owner),
             ],
-            args=[run_id, state.value, owner.session_key, owner.agent_id, owner.display_key, self.events_maxlen],
+            args=[*publish.change_args(owner, self.events_maxlen), run_id, state.value],
         )
         return int(result)
 
@@ -351,22 +310,13 @@ class CardStore:
 
         lay = await self.layout()
         await self._activity(
-            keys=[
-                lay.activity(owner),
-                lay.tools(owner),
-                lay.events_of(owner),
-                lay.owners_of(owner),
-                lay.last_event(owner),
-            ],
+            keys=[*publish.change_keys(lay, owner), lay.activity(owner), lay.tools(owner)],
             args=[
+                *publish.change_args(owner, self.events_maxlen),
                 arg(headline, checked.headline),
                 checked.tools[0] if checked.tools else "",
                 arg(answer, checked.answer),
                 MAX_TOOL_LINES,
-                owner.session_key,
-                owner.agent_id,
-                owner.display_key,
-                self.events_maxlen,
                 "1" if replace else "0",
             ],
         )

@@ -21,7 +21,7 @@ from enum import StrEnum
 
 from redis.asyncio import Redis
 
-from .. import keys
+from .. import keys, publish
 from ..card import CardInput
 from ..owners import Owner, resolve_owner
 from ..sharding import layout_of
@@ -57,23 +57,18 @@ class Applied:
     plan_problem: str | None = None
 
 
-# Both scripts touch one owner's keys, its shard's stream and index, and record the
-# owner's newest event (`last`) as the store's scripts do: one Cluster slot.
+# Both scripts touch one owner's keys and publish their changes as the store's scripts
+# do (publish.py: the shard's stream and index, the owner's `last`): one Cluster slot.
 
-# KEYS: card, rev, run, activity, tools, order, events, owners, last
-# ARGV: see _apply_status
-_STATUS = """
-local card_key, rev_key, run_key, activity_key = KEYS[1], KEYS[2], KEYS[3], KEYS[4]
-local tools_key, order_key, events_key, owners_key = KEYS[5], KEYS[6], KEYS[7], KEYS[8]
-local last_key = KEYS[9]
-local ts = ARGV[1]            -- zero-padded µs, '' = untimed (the caller allows it)
-local task_id = ARGV[2]
-local plan = ARGV[3]          -- JSON array of steps, '' keeps the card's plan
-local headline = ARGV[4]      -- '' keeps the headline
-local attention = ARGV[5]     -- '' removes the attention line
-local ended = ARGV[6]         -- '' or completed|failed|canceled
-local session_key, agent_id, display_key = ARGV[7], ARGV[8], ARGV[9]
-local maxlen = ARGV[10]
+_STATUS = publish.script("""
+local card_key, rev_key, run_key, activity_key = KEYS[4], KEYS[5], KEYS[6], KEYS[7]
+local tools_key, order_key = KEYS[8], KEYS[9]
+local ts = ARGV[5]            -- zero-padded µs, '' = untimed (the caller allows it)
+local task_id = ARGV[6]
+local plan = ARGV[7]          -- JSON array of steps, '' keeps the card's plan
+local headline = ARGV[8]      -- '' keeps the headline
+local attention = ARGV[9]     -- '' removes the attention line
+local ended = ARGV[10]        -- '' or completed|failed|canceled
 
 if ts ~= '' then
   local last = redis.call('HGET', order_key, 'ts')
@@ -85,15 +80,8 @@ if ts ~= '' then
 end
 redis.call('HSET', order_key, 'task', task_id)
 
-local t = redis.call('TIME')
-local ms = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
-local function event(kind, revision, state)
-  local id = redis.call('XADD', events_key, 'MAXLEN', '~', maxlen, '*', 'type', kind,
-    'sessionKey', session_key, 'agentId', agent_id, 'displayKey', display_key,
-    'revision', revision, 'state', state)
-  redis.call('DEL', last_key)
-  redis.call('HSET', last_key, 'id', id, 'type', kind, 'revision', revision, 'state', state)
-end
+local _, ms = clock()
+-- Every event of this script carries `state` ('' but for a run's).
 
 -- Each task is its own run: a new task, or a task working again after it ended.
 local run_id = redis.call('HGET', run_key, 'runId')
@@ -108,7 +96,7 @@ if run_id ~= task_id or (run_state ~= 'active' and ended == '') then
     redis.call('HSET', run_key, 'prevRunId', run_id, 'prevState', run_state, 'prevAnswer', prev_answer)
   end
   redis.call('HDEL', order_key, 'artifact', 'artifactDone')
-  event('run.started', '', 'active')
+  publish('run.started', '', 'active')
   run_state = 'active'
 end
 
@@ -130,7 +118,7 @@ if plan ~= '' then
       'revision', rev, 'updatedAt', ms)
     shown = tostring(rev)
   end
-  event('progressCard.changed', shown, '')
+  publish('progressCard.changed', shown, '')
 end
 
 if headline ~= '' then redis.call('HSET', activity_key, 'headline', headline) end
@@ -139,25 +127,20 @@ if attention ~= '' then
 else
   redis.call('HDEL', activity_key, 'attention')
 end
-event('activity.changed', '', '')
+publish('activity.changed', '', '')
 
 if ended ~= '' and run_state == 'active' then
   redis.call('HSET', run_key, 'state', ended, 'endedAt', ms, 'endRevision', redis.call('GET', rev_key) or '0')
-  event('run.ended', '', ended)
+  publish('run.ended', '', ended)
 end
-redis.call('ZADD', owners_key, ms, display_key)
+index_owner(ms)
 return {'applied'}
-"""
+""")
 
-# KEYS: run, activity, order, events, owners, last
-# ARGV: taskId, artifactId, text, append ('1'), lastChunk ('1'), maxBytes,
-#       sessionKey, agentId, displayKey, maxlen
-_ANSWER = """
-local run_key, activity_key, order_key = KEYS[1], KEYS[2], KEYS[3]
-local events_key, owners_key, last_key = KEYS[4], KEYS[5], KEYS[6]
-local task_id, artifact_id, text = ARGV[1], ARGV[2], ARGV[3]
-local append, last_chunk, max_bytes = ARGV[4] == '1', ARGV[5] == '1', tonumber(ARGV[6])
-local session_key, agent_id, display_key, maxlen = ARGV[7], ARGV[8], ARGV[9], ARGV[10]
+_ANSWER = publish.script("""
+local run_key, activity_key, order_key = KEYS[4], KEYS[5], KEYS[6]
+local task_id, artifact_id, text = ARGV[5], ARGV[6], ARGV[7]
+local append, last_chunk, max_bytes = ARGV[8] == '1', ARGV[9] == '1', tonumber(ARGV[10])
 
 -- The answer belongs to the task whose run is current; another task's text is stale.
 if redis.call('HGET', run_key, 'runId') ~= task_id then return {'stale'} end
@@ -184,14 +167,11 @@ if answer == '' then
 else
   redis.call('HSET', activity_key, 'answer', answer)
 end
-local t = redis.call('TIME')
-redis.call('ZADD', owners_key, tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000), display_key)
-local id = redis.call('XADD', events_key, 'MAXLEN', '~', maxlen, '*', 'type', 'activity.changed',
-  'sessionKey', session_key, 'agentId', agent_id, 'displayKey', display_key, 'revision', '')
-redis.call('DEL', last_key)
-redis.call('HSET', last_key, 'id', id, 'type', 'activity.changed', 'revision', '')
+local _, ms = clock()
+index_owner(ms)
+publish('activity.changed', '')
 return {'applied'}
-"""
+""")
 
 
 class _Once:
@@ -265,27 +245,22 @@ class UpdateApplier:
         lay = await layout_of(self.redis)
         (outcome,) = await self._status(
             keys=[
+                *publish.change_keys(lay, owner),
                 lay.card(owner),
                 lay.revision(owner),
                 lay.run(owner),
                 lay.activity(owner),
                 lay.tools(owner),
                 lay.a2a_order(owner),
-                lay.events_of(owner),
-                lay.owners_of(owner),
-                lay.last_event(owner),
             ],
             args=[
+                *publish.change_args(owner, self.events_maxlen),
                 ts,
                 change.task_id,
                 plan,
                 change.headline or "",
                 change.attention or "",
                 ended.value if ended else "",
-                owner.session_key,
-                owner.agent_id,
-                owner.display_key,
-                self.events_maxlen,
             ],
         )
         return Applied(Outcome(outcome), owner, change.plan_problem)
@@ -293,25 +268,15 @@ class UpdateApplier:
     async def _apply_answer(self, owner: Owner, chunk: AnswerChunk) -> Outcome:
         lay = await layout_of(self.redis)
         (outcome,) = await self._answer(
-            keys=[
-                lay.run(owner),
-                lay.activity(owner),
-                lay.a2a_order(owner),
-                lay.events_of(owner),
-                lay.owners_of(owner),
-                lay.last_event(owner),
-            ],
+            keys=[*publish.change_keys(lay, owner), lay.run(owner), lay.activity(owner), lay.a2a_order(owner)],
             args=[
+                *publish.change_args(owner, self.events_maxlen),
                 chunk.task_id,
                 chunk.artifact_id,
                 chunk.text,
                 "1" if chunk.append else "0",
                 "1" if chunk.last_chunk else "0",
                 MAX_ANSWER_BYTES,
-                owner.session_key,
-                owner.agent_id,
-                owner.display_key,
-                self.events_maxlen,
             ],
         )
         return Outcome(outcome)

@@ -20,7 +20,7 @@ import random
 from collections import Counter
 from collections.abc import Iterable
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, TypedDict
 
 DEFAULT_DESCRIPTIONS = {
     400: "Bad Request: injected failure",
@@ -89,7 +89,8 @@ CHAT_METHODS = frozenset({"sendMessage", "editMessageText", "deleteMessage", "de
 
 @dataclass
 class RandomFaults:
-    """Fails `rate` of the calls to `methods`, drawn from a generator seeded with `seed`.
+    """Fails `rate` of the calls to `methods` (any names, any case; default: those that
+    act on a chat) with `mix`, drawn from a generator seeded with `seed`.
 
     `applied` is the chance that a timed-out call still took effect; a 429's
     `retry_after` is drawn from 1 to `max_retry_after` (Telegram's seconds, on the
@@ -100,14 +101,15 @@ class RandomFaults:
 
     rate: float
     seed: int = 0
-    methods: frozenset[str] = CHAT_METHODS
+    methods: Iterable[str] = CHAT_METHODS
     mix: FaultMix = field(default_factory=FaultMix)
     applied: float = 0.5
     max_retry_after: int = 3
     hold: float | None = None
-    drawn: Counter[str] = field(default_factory=Counter)
+    drawn: Counter[str] = field(default_factory=Counter, init=False)
 
     def __post_init__(self) -> None:
+        self.methods = frozenset(self.methods)
         if not 0 <= self.rate <= 1:
             raise ValueError(f"fault rate must be between 0 and 1, not {self.rate}")
         if not 0 <= self.applied <= 1:
@@ -140,22 +142,18 @@ class RandomFaults:
         )
 
 
-def random_faults(
-    rate: float,
-    *,
-    seed: int = 0,
-    methods: Iterable[str] | None = None,
-    mix: FaultMix | None = None,
-    applied: float = 0.5,
-    max_retry_after: int = 3,
-    hold: float | None = None,
-) -> RandomFaults:
-    return RandomFaults(
-        rate, seed, frozenset(methods) if methods is not None else CHAT_METHODS, mix or FaultMix(), applied,
-        max_retry_after, hold,
-    )
+class FaultSettings(TypedDict, total=False):
+    """The settings of `RandomFaults` besides its rate, as keywords for whoever starts one
+    (`BotAPIEmulator.fail_randomly`): their defaults and meaning are RandomFaults's."""
+
+    seed: int
+    methods: Iterable[str]
+    mix: FaultMix
+    applied: float
+    max_retry_after: int
+    hold: float | None
 
 
 __all__ = [
-    "CHAT_METHODS", "DEFAULT_DESCRIPTIONS", "Fault", "FaultMix", "RandomFaults", "description_of", "random_faults",
+    "CHAT_METHODS", "DEFAULT_DESCRIPTIONS", "Fault", "FaultMix", "FaultSettings", "RandomFaults", "description_of",
 ]

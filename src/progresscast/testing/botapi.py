@@ -38,8 +38,8 @@ import json
 import logging
 import socket
 import time
-from collections.abc import Callable, Iterable, Iterator, Sequence
-from typing import Any
+from collections.abc import Callable, Iterator, Sequence
+from typing import Any, Unpack
 
 import uvicorn
 from starlette.applications import Starlette
@@ -47,7 +47,7 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse
 from starlette.routing import Route
 
-from ._faults import Fault, FaultMix, RandomFaults, description_of, random_faults
+from ._faults import Fault, FaultSettings, RandomFaults, description_of
 from ._pacing import BOT_PACE, GROUP_PACE, PRIVATE_PACE, Pace, Pacer
 from ._params import chat_id_of, read_params
 from ._state import ApiError, Call, ChatState, not_found
@@ -363,30 +363,19 @@ class BotAPIEmulator:
         self._faults.clear()
         self.random_faults = None
 
-    def fail_randomly(
-        self,
-        rate: float,
-        *,
-        seed: int = 0,
-        methods: Iterable[str] | None = None,
-        mix: FaultMix | None = None,
-        applied: float = 0.5,
-        max_retry_after: int = 3,
-        hold: float | None = None,
-    ) -> RandomFaults:
+    def fail_randomly(self, rate: float, **settings: Unpack[FaultSettings]) -> RandomFaults:
         """Fail ``rate`` (0 to 1) of the calls to ``methods`` (default: those that act on a
         chat) with a mix, drawn from ``seed``, of 500/502, timeouts and 429 — answered as
-        Telegram answers them (see ``progresscast.testing._faults``). A timeout holds the
-        answer ``hold`` seconds (default :attr:`timeout_delay`) and took effect with the
-        chance ``applied``; a 429's ``retry_after`` is 1 to ``max_retry_after``. Named
-        faults (:meth:`fail_next`, :meth:`timeout_next`) go first. ``rate`` 0 switches
-        the mode off. Returns the mode; its ``drawn`` counts what it injected.
+        Telegram answers them. The settings (``seed``, ``methods``, ``mix``, ``applied``,
+        ``max_retry_after``, ``hold``) are :class:`RandomFaults`'s; a timeout's ``hold``
+        defaults to :attr:`timeout_delay`. Named faults (:meth:`fail_next`,
+        :meth:`timeout_next`) go first. ``rate`` 0 switches the mode off. Returns the
+        mode; its ``drawn`` counts what it injected.
         """
-        for method in methods or ():
-            self._check_method(method)
-        faults = random_faults(
-            rate, seed=seed, methods=methods, mix=mix, applied=applied, max_retry_after=max_retry_after, hold=hold
-        )
+        faults = RandomFaults(rate, **settings)
+        if "methods" in settings:
+            for method in faults.methods:
+                self._check_method(method)
         self.random_faults = faults if rate > 0 else None
         return faults
 
