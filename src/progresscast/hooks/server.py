@@ -24,6 +24,7 @@ import json
 import os
 import signal
 import socket
+import struct
 import sys
 import time
 import traceback
@@ -123,6 +124,8 @@ class HookServer:
     def _call(self, conn: socket.socket) -> bool:
         """Greet, take one request, answer; False once the code is stale (the caller runs it)."""
         conn.settimeout(REQUEST_TIMEOUT)
+        if not _same_user(conn):
+            return True  # the directory should keep others out; this is the second lock
         stale = code_stamp() != self.stamp
         if stale:
             self.unbind()  # first, so the caller's fallback starts a fresh server at once
@@ -184,6 +187,15 @@ class HookServer:
                     wire.pid_path(self.sock).unlink(missing_ok=True)
             except FileNotFoundError:
                 pass
+
+
+def _same_user(conn: socket.socket) -> bool:
+    """Whether the peer runs as this user (Linux tells; elsewhere the directory's mode must do)."""
+    if not hasattr(socket, "SO_PEERCRED"):
+        return True
+    credentials = conn.getsockopt(socket.SOL_SOCKET, socket.SO_PEERCRED, struct.calcsize("3i"))
+    uid: int = struct.unpack("3i", credentials)[1]
+    return uid == os.getuid()
 
 
 def _text(buffer: io.BytesIO, how: list[str | None] | None) -> io.TextIOWrapper:
