@@ -40,14 +40,16 @@ class Call:
         self.elapsed = elapsed
 
 
-def hook(tmp_path: Path, harness: str, stdin: bytes | dict[str, Any], *args: str, **env: str) -> Call:
+def hook(
+    tmp_path: Path, harness: str, stdin: bytes | dict[str, Any], *args: str, cwd: Path | None = None, **env: str
+) -> Call:
     data = stdin if isinstance(stdin, bytes) else json.dumps(stdin).encode()
     imported_to = tmp_path / "imported.json"
     imported_to.unlink(missing_ok=True)
     started = time.monotonic()
     done = subprocess.run(
         [sys.executable, "-c", CONSOLE_SCRIPT, "hook", harness, *args],
-        input=data, capture_output=True, timeout=60,
+        input=data, capture_output=True, timeout=60, cwd=cwd,
         env={k: v for k, v in os.environ.items() if k != "PROGRESSCAST_CONFIG"} | {"IMPORTED_TO": str(imported_to)} | env,
     )
     elapsed = time.monotonic() - started
@@ -127,11 +129,14 @@ def test_each_call_brings_its_own_environment(hook_servers: HookServers, redis_u
         calls = [
             hook(tmp_path, "claude-code", event, "--redis", redis_url),
             hook(tmp_path, "claude-code", event, PROGRESSCAST_REDIS_URL=other, PROGRESSCAST_CONFIG=str(config)),
+            # the embedded Redis of the call's PROGRESSCAST_HOME, found from the call's directory
+            hook(tmp_path, "claude-code", event, "--session", "by-home", PROGRESSCAST_HOME="other", cwd=tmp_path),
         ]
-        assert [(c.served, c.status, c.err) for c in calls] == [(True, 0, b"")] * 2
+        assert [(c.served, c.status, c.err) for c in calls] == [(True, 0, b"")] * 3
         main, research = Owner("main", fx.CLAUDE_SESSION), Owner("research", fx.CLAUDE_SESSION)
         assert plan_of(view_of(redis_url, main)) is not None and view_of(redis_url, research).card is None
         assert plan_of(view_of(other, research)) is not None and view_of(other, main).card is None
+        assert plan_of(view_of(other, Owner("main", "by-home"))) is not None
         # and nothing of one call's environment is left for the next: this one has no config
         assert hook(tmp_path, "claude-code", event, "--agent", "research", "--redis", redis_url).err.endswith(
             b"agentId: 'research' is not a configured agent; nothing was recorded\n"
