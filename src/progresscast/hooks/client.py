@@ -150,7 +150,7 @@ def start_server() -> None:
     Its own session, no terminal, and none of this call's pipes (an agent waiting for
     the hook's output to close must not wait for the server too): stdin and stdout are
     /dev/null, stderr a log file beside the socket. Whatever fails here, the call's own
-    result stands; an unusable directory is said once on stderr.
+    result stands; a socket directory others can enter is said on stderr (by each call).
     """
     try:
         path = wire.socket_path(create=True)
