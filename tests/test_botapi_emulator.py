@@ -86,6 +86,13 @@ def last(api: BotAPIEmulator, chat_id: int) -> Any:
     return api.calls_for(chat_id)[-1]
 
 
+async def wait_for(condition: Any, timeout: float = 5.0) -> None:
+    deadline = time.monotonic() + timeout
+    while not condition():
+        assert time.monotonic() < deadline, "the condition never held"
+        await asyncio.sleep(0.01)
+
+
 async def rich(bot: telegram.Bot, method: str, **kwargs: Any) -> Any:
     return await bot.do_api_request(method, api_kwargs=kwargs)
 
@@ -143,6 +150,25 @@ async def test_json_multipart_and_query_bodies_are_all_read(api: BotAPIEmulator)
         assert answer.status_code == 200 and answer.json()["ok"] is True
     assert api.chat(PRIVATE).texts() == ["json", "multi", "query"]
     assert by_query.json()["result"]["from"]["is_bot"] is True
+
+
+async def test_a_request_cut_off_by_its_client_is_no_call(api: BotAPIEmulator) -> None:
+    """A client killed mid-request: the emulator heard no whole call, so it records none
+    (and it is no error of the emulator's, which would answer 500)."""
+    head = (
+        f"POST {api.base_url.removeprefix(api.url)}{api.token}/sendMessage HTTP/1.1\r\n"
+        f"Host: x\r\nContent-Type: application/json\r\nContent-Length: 500\r\n\r\n"
+    )
+    host, port = api.url.removeprefix("http://").split(":")
+    _, writer = await asyncio.open_connection(host, int(port))
+    writer.write(head.encode() + b'{"chat_id": 1001, "te')
+    await writer.drain()
+    await wait_for(lambda: api.calls)  # the emulator has begun to read it
+    writer.close()
+    await wait_for(lambda: not api.calls)
+    async with httpx.AsyncClient() as client:
+        answer = await client.post(f"{api.base_url}{api.token}/sendMessage", json={"chat_id": PRIVATE, "text": "x"})
+    assert answer.status_code == 200 and [c.status for c in api.calls] == [200]
 
 
 # --- messages ----------------------------------------------------------------------------------
@@ -242,6 +268,7 @@ async def test_private_chat_gets_a_burst_of_3_then_429(paced: BotAPIEmulator, pa
     assert seconds(info.value) == 1
     refused = last(api, PRIVATE)
     assert (refused.status, refused.description) == (429, "Too Many Requests: retry after 1")
+    assert refused.limit == "chat"
     assert api.chat(PRIVATE).texts() == ["m0", "m1", "m2"]
     await bot.send_message(PRIVATE + 1, "another chat is not slowed")
 
@@ -298,6 +325,7 @@ async def test_the_whole_bot_is_paced_too() -> None:
             await bot.send_message(PRIVATE + chat, "x")
         with pytest.raises(RetryAfter):
             await bot.send_message(PRIVATE + 10, "fifth chat, fifth call")
+        assert last(api, PRIVATE + 10).limit == "bot"
 
 
 # --- fault injection ---------------------------------------------------------------------------

@@ -46,15 +46,37 @@ async def test_the_next_call_is_spaced_from_when_the_call_left_not_from_its_slot
     pacer = Pacer(budgets(scale=1.0), clock=(clock := Clock()))
     await pacer.acquire(42)
     clock.now += 0.3  # reading and rendering after the grant
-    pacer.sent(42)
+    await pacer.leaving(42)
     assert pacer.ready_in(42) == pytest.approx(1.0)
     clock.now += 1.0
     pacer.take(42)
-    pacer.sent(42)  # at once: the slot's own spacing stands
+    await pacer.leaving(42)  # at once: the slot's own spacing stands
     assert pacer.ready_in(42) == pytest.approx(1.0)
     pacer.hold(42, 5.0)
-    pacer.sent(42)  # never shortens a hold
+    await pacer.leaving(42)  # never shortens a hold
     assert pacer.ready_in(42) == pytest.approx(5.0)
+
+
+async def test_calls_granted_apart_but_late_to_leave_are_spaced_again_as_they_leave() -> None:
+    # 20 slots granted one spacing apart, whose calls all fell behind (a loaded loop)
+    # and reach the moment of leaving together: they leave at the bot's rate again,
+    # after a burst no larger than `catch_up` allows.
+    b = Budgets(interval=lambda chat: 1.0, bot_rate=100.0, catch_up=0.05, scale=1.0)
+    pacer = Pacer(b)
+    for chat in range(20):
+        await pacer.acquire(chat)
+    left: list[float] = []
+
+    async def leave(chat: int) -> None:
+        await pacer.leaving(chat)
+        left.append(time.monotonic())
+
+    await asyncio.gather(*(leave(chat) for chat in range(20)))
+    at_once = 1 + round(b.catch_up_seconds / b.bot_spacing)  # the slots `catch_up` keeps
+    assert left[at_once] - left[0] >= b.bot_spacing * 0.9
+    assert left[-1] - left[0] >= (20 - at_once) * b.bot_spacing * 0.9
+    for chat in range(20):  # and each destination is spaced from when its call left
+        assert pacer.ready_in(chat) > 0.8
 
 
 def test_retry_after_holds_the_destination_up_to_the_cap() -> None:

@@ -172,7 +172,19 @@ def check_pacing(api: BotAPIEmulator, chats: range, token: str | None = None) ->
             if b.at - a.at < PRIVATE_SPACING * (1.0 if a.instance != b.instance else 1 - JITTER)
         ]
         assert not close, f"chat {chat}: calls only {close} s apart"
-    assert not [c for c in api.calls if c.status == 429], "the emulator answered 429"
+    refused = [c for c in api.calls if c.status == 429]
+    assert not refused, "the emulator answered 429: " + "; ".join(refusal(api, c) for c in refused[:3])
+
+
+def refusal(api: BotAPIEmulator, call: Any) -> str:
+    """A 429, with what the bot sent in the (scaled) second before it."""
+    window = [c for c in api.calls if call.at - SCALE <= c.at < call.at and c.method in PACED]
+    to_chat = [c for c in window if c.chat_id == call.chat_id]
+    by = {name: sum(c.instance == name for c in window) for name in sorted({str(c.instance) for c in window})}
+    return (
+        f"{call.method} to chat {call.chat_id} by {call.instance} over the {call.limit} limit, after "
+        f"{len(window)} paced calls in {SCALE} s ({len(to_chat)} to that chat; by {by})"
+    )
 
 
 def check_one_draft_each(api: BotAPIEmulator, chats: range, newest: Callable[[int], str], token: str | None = None):
@@ -202,6 +214,7 @@ async def test_three_serves_one_bot_the_holder_killed_mid_run(serves: Any, redis
                     await store.put(Owner("main", f"s{i}"), step(i, n))
                 if n == writes_each // 2:
                     first.proc.kill()  # SIGKILL, mid-run: nothing released
+                    await first.proc.wait()
                     killed_at = time.monotonic()
                 await asyncio.sleep(0.4)
 

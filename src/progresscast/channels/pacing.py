@@ -8,7 +8,8 @@ never refused. The bot-wide slots follow their ideal times: when the event loop 
 late (busy with writes), the slots that fell due meanwhile are granted at once rather
 than lost, up to `catch_up` seconds' worth — a burst no larger than that, which the
 channel's bot-wide allowance (Telegram's tolerates about a second of it) absorbs; over
-any window the bot makes at most `bot_rate` calls a second plus that burst.
+any window the bot makes at most `bot_rate` calls a second plus that burst, counted
+when the calls leave (`leaving`), not only when their slots were granted.
 
 `acquire` is the only way to a slot. A destination first waits until it may be called;
 then it queues for the bot-wide slot. When the bot-wide budget binds, slots go to the
@@ -67,6 +68,8 @@ class Pacer:
         self.clock = clock
         self._next: dict[Hashable, float] = {}
         self._bot_next = 0.0
+        self._leave_next = 0.0
+        """When the bot's next call may leave (`leaving`)."""
         self._queue: list[tuple[int, float, int, asyncio.Future[None]]] = []
         self._order = itertools.count()
         self._timer: asyncio.TimerHandle | None = None
@@ -106,11 +109,19 @@ class Pacer:
         self._next[destination] = max(self._next_at(destination), self.clock() + seconds)
         return seconds
 
-    def sent(self, destination: Hashable) -> None:
-        """A call to `destination` goes out now: its next slot is one spacing from now.
-        Slots are spaced when they are granted, but a call leaves a little later (its
-        draft is read again first), so without this two calls could arrive closer than
-        the interval."""
+    async def leaving(self, destination: Hashable) -> None:
+        """A call to `destination` is about to leave. Slots are spaced when they are
+        granted, but a call leaves later (its draft is read again, rendered, a connection
+        found), and on a loaded loop later for some than for others: calls granted one
+        by one could leave together. So the bot's calls are spaced again by when they
+        leave — the same budget and `catch_up` as the grants; a call waits here only if
+        the calls before it fell behind and then caught up at once — and the
+        destination's next slot is one spacing from the moment its call left."""
+        now = self.clock()
+        at = max(self._leave_next, now - self.budgets.catch_up_seconds)
+        self._leave_next = at + self.budgets.bot_spacing
+        if at > now:
+            await asyncio.sleep(at - now)
         self._next[destination] = max(self._next_at(destination), self.clock() + self.budgets.spacing(destination))
 
     def forget(self, destination: Hashable) -> None:

@@ -639,19 +639,19 @@ class ChannelWorker:
         chat = key.chat_id
         client = self.channel.client
         if isinstance(call, Send):
+            await self.pacer.leaving(chat)
             mark = await self.state.last_message(chat)
             state = begin(state, call, mark, self.clock())
             await self.state.save_draft(key, state)  # write-ahead: a crash now is an unsure send
-            self.pacer.sent(chat)
             outcome = await client.send(chat, key.thread_id, call.shown)
         elif isinstance(call, Edit):
-            self.pacer.sent(chat)
+            await self.pacer.leaving(chat)
             outcome = await client.edit(chat, call.message_id, call.shown)
         elif isinstance(call, Delete):
-            self.pacer.sent(chat)
+            await self.pacer.leaving(chat)
             outcome = await client.delete(chat, call.message_id)
         elif isinstance(call, Probe):
-            self.pacer.sent(chat)
+            await self.pacer.leaving(chat)
             outcome = await client.probe(chat, call.message_id, call.intent)
         else:
             raise TypeError(f"unknown call {call!r}")
@@ -752,7 +752,7 @@ class ChannelWorker:
         client = self.channel.client
         mark = await self.state.last_message(chat)
         async with self._calls:
-            self.pacer.sent(chat)
+            await self.pacer.leaving(chat)
             if item.payload is not None:
                 outcome = await client.send(chat, item.thread_id, item.payload)
             else:
@@ -798,7 +798,7 @@ class ChannelWorker:
             while candidate in known:
                 candidate += 1
             await self.pacer.acquire(chat)
-            self.pacer.sent(chat)
+            await self.pacer.leaving(chat)
             outcome = await self.channel.client.probe(chat, candidate, replace(intent, probe=candidate))
             k = outcome.kind
             if k is OutcomeKind.found:

@@ -40,15 +40,26 @@ class _Bucket:
     scale: float = 1.0
 
     def refill(self, now: float) -> None:
+        # Requests are stamped when they arrive but may take their token out of order
+        # (each awaits its body first): the clock of a bucket never goes back.
         elapsed = max(0.0, now - self.updated) / self.scale
         self.tokens = min(self.pace.burst, self.tokens + elapsed * self.pace.per_second)
-        self.updated = now
+        self.updated = max(self.updated, now)
 
     def wait(self) -> float:
         """Seconds until one token is available (0 when one is)."""
         if self.tokens >= 1:
             return 0.0
         return (1 - self.tokens) / self.pace.per_second
+
+
+@dataclass(frozen=True)
+class Refusal:
+    """Why a call was refused: the limit that had no token, and the ``retry_after``."""
+
+    limit: str
+    """``chat`` (the chat's own limit) or ``bot`` (the whole bot's)."""
+    retry_after: int
 
 
 @dataclass
@@ -61,14 +72,16 @@ class Pacer:
     scale: float = field(default_factory=time_scale)
     _buckets: dict[object, _Bucket] = field(default_factory=dict)
 
-    def take(self, chat_id: int, chat_type: str, now: float) -> int | None:
-        """Take a token for a call to ``chat_id``; the ``retry_after`` to answer when there is none."""
+    def take(self, chat_id: int, chat_type: str, now: float) -> Refusal | None:
+        """Take a token for a call to ``chat_id``; why not, when there is none."""
         rule = self.private if chat_type == "private" else self.group
-        buckets = [b for b in (self._bucket(chat_id, rule, now), self._bucket("bot", self.bot, now)) if b]
-        wait = max((b.wait() for b in buckets), default=0.0)
-        if wait > 0:
-            return max(1, math.ceil(wait))
-        for b in buckets:
+        found = {"chat": self._bucket(chat_id, rule, now), "bot": self._bucket("bot", self.bot, now)}
+        buckets = {limit: b for limit, b in found.items() if b}
+        waits = {limit: b.wait() for limit, b in buckets.items()}
+        limit = max(waits, key=waits.__getitem__, default=None)
+        if limit is not None and waits[limit] > 0:
+            return Refusal(limit, max(1, math.ceil(waits[limit])))
+        for b in buckets.values():
             b.tokens -= 1
         return None
 

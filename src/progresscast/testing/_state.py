@@ -55,6 +55,9 @@ class Call:
     instance: str | None = None
     """The `INSTANCE` of a base URL `…/i/INSTANCE/bot` (:meth:`BotAPIEmulator.base_url_for`):
     which of several clients made the call."""
+    limit: str | None = None
+    """For a call refused with 429 by the flood limits: ``chat`` or ``bot``, the one it
+    was over (what Telegram does not say, but a test wants to know)."""
 
     @property
     def ok(self) -> bool:

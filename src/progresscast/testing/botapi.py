@@ -43,7 +43,7 @@ from typing import Any, Unpack
 
 import uvicorn
 from starlette.applications import Starlette
-from starlette.requests import Request
+from starlette.requests import ClientDisconnect, Request
 from starlette.responses import JSONResponse
 from starlette.routing import Route
 
@@ -416,6 +416,11 @@ class BotAPIEmulator:
         except ApiError as e:
             call.status, call.description = e.status, e.description
             body = e.envelope()
+        except ClientDisconnect:
+            # The client went away mid-request (a killed process): Telegram never saw a
+            # whole call, so none is recorded, and nobody hears the answer.
+            self.calls.remove(call)
+            return JSONResponse({}, status_code=400)
         except Exception:  # a bug of the emulator: answer like Telegram's 500, keep the traceback
             log.exception("Bot API emulator failed on %s", call.method)
             error = ApiError(500, "Internal Server Error")
@@ -453,8 +458,10 @@ class BotAPIEmulator:
         if paced:
             assert chat_id is not None
             telegram, pacer = self.bots[call.token or self.telegram.token]
-            retry = pacer.take(chat_id, telegram.chat(chat_id).type, call.at)
-            if retry is not None:
+            refused = pacer.take(chat_id, telegram.chat(chat_id).type, call.at)
+            if refused is not None:
+                call.limit = refused.limit
+                retry = refused.retry_after
                 raise ApiError(429, f"Too Many Requests: retry after {retry}", {"retry_after": retry})
         try:
             result = handler(call.params)
