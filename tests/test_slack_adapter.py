@@ -374,6 +374,38 @@ async def test_follows_in_a_burst_open_their_threads_through_the_channels_pace(s
     assert refused(slack) == []
 
 
+async def test_a_follow_of_a_run_that_ended_shows_its_plan_stopped_one_paced_call_at_a_time(slack, harness) -> None:
+    # A stream cannot be started already stopped: the finished plan takes a
+    # chat.startStream and then a chat.stopStream, each in a slot of its own.
+    h = await harness(richMessages=True)
+    await h.store.start_run(OWNER, "r1")
+    await h.put(("Fix", "completed"), ("Ship", "skipped"))
+    await h.store.end_run(OWNER, "r1", RunState.completed)
+    assert (await h.command("follow t1"))["text"] == "Following agent:main:t1."
+    await slack.wait_for(lambda: slack.calls_for(C, "chat.stopStream"), timeout=5)
+    [anchor, plan] = await h.shows("[complete] Fix", count=2)
+    assert plan.stream and plan.thread_ts == anchor.ts and not plan.streaming
+    assert [c.method for c in slack.calls_for(C)] == ["chat.postMessage", "chat.startStream", "chat.stopStream"]
+    at = [c.at for c in slack.calls_for(C)]
+    jitter = 0.3 * SCALE
+    assert min(b - a for a, b in itertools.pairwise(at)) >= SCALE - jitter, at
+    assert refused(slack) == []
+
+
+async def test_following_a_followed_session_again_opens_no_second_thread(slack, harness) -> None:
+    h = await harness(richMessages=True)
+    await h.put(("Fix", "in_progress"))
+    assert (await h.command("follow t1"))["text"] == "Following agent:main:t1."
+    # asked again while its thread is still opening, and once it is open
+    assert (await h.command("follow t1"))["text"] == "This channel already follows agent:main:t1."
+    await h.shows("[in_progress] Fix", count=2)
+    assert (await h.command("follow t1"))["text"] == "This channel already follows agent:main:t1."
+    await h.put(("Fix", "completed"))
+    await h.shows("[complete] Fix", count=2)
+    assert len(await h.adapter.channel.state.follows(C)) == 1
+    assert len(h.posts()) == 1
+
+
 async def test_a_thread_opening_post_whose_answer_is_lost_is_found_and_used(slack, harness) -> None:
     h = await harness(richMessages=True)
     await h.stop()
