@@ -50,12 +50,14 @@ p99 staleness at 10 and 50 steps. By chats: p50/p99 staleness (figure 1) and the
     "7": """**Hooks.** One `progresscast hook claude-code` call (the console script) for a
 `TodoWrite` event, from spawning the process to its exit, on the bench Redis, against the
 same interpreter doing nothing (`python -c pass`) and importing redis-py (`python -c
-"import redis"`), interleaved. Most of a call is Python importing: redis-py (which
-imports its asyncio client and asyncio whichever client one uses) and pydantic, which
-the card rules are written in. The hook path imports nothing else of weight (no web
-framework, channels, renderers or metrics; no settings models without a config file;
-a test checks the modules a hook call imports) and runs with the cyclic garbage collector
-off (the process lives for one event).""",
+"import redis"`), interleaved. The typical call is served by the user's warm hook server
+(started by the warm-up call, as by the first call of a session): the call imports only
+the standard library and hands the event over a unix socket to a process that has
+redis-py and pydantic loaded. The cold call (`PROGRESSCAST_HOOK_SERVER=off`; what the
+first call of a session costs) is mostly Python importing: redis-py (which imports its
+asyncio client and asyncio whichever client one uses) and pydantic, which the card rules
+are written in; it imports nothing else of weight (a test checks the modules a hook call
+imports) and runs with the cyclic garbage collector off.""",
 }
 
 

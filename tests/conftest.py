@@ -194,3 +194,83 @@ async def redis(redis_url: str) -> AsyncIterator[Any]:
 @pytest.fixture
 def store(redis: Any) -> CardStore:
     return CardStore(redis)
+
+
+# -- the warm hook server ----------------------------------------------------------------
+
+
+@pytest.fixture(autouse=True)
+def _hook_calls_run_in_their_own_process(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Hook calls in tests run in their own process, as with no warm hook server: one
+    would outlive the test. The tests of the server ask for one (`hook_servers`)."""
+    monkeypatch.setenv("PROGRESSCAST_HOOK_SERVER", "off")
+
+
+class HookServers:
+    """A socket directory of its own for warm hook servers; each one started there is
+    killed at teardown (by the process id it writes beside its socket)."""
+
+    def __init__(self, directory: Path) -> None:
+        self.dir = directory
+        self.seen: set[int] = set()
+
+    def pid(self) -> int | None:
+        """The pid of the server now listening, if any."""
+        for found in self.dir.glob("hook-*.pid"):
+            try:
+                pid = int(found.read_text())
+            except (OSError, ValueError):
+                continue
+            self.seen.add(pid)
+            if alive(pid):
+                return pid
+        return None
+
+    def wait_for_server(self, timeout: float = 20.0) -> int:
+        deadline = time.monotonic() + timeout
+        while (pid := self.pid()) is None or not any(self.dir.glob("hook-*.sock")):
+            if time.monotonic() > deadline:
+                logs = "".join(log.read_text() for log in self.dir.glob("hook-*.log"))
+                raise AssertionError(f"no hook server started in {timeout:g} s; its log: {logs!r}")
+            time.sleep(0.02)
+        return pid
+
+    def log(self) -> str:
+        return "".join(log.read_text() for log in self.dir.glob("hook-*.log"))
+
+    def stop(self) -> None:
+        self.pid()
+        # and any server started for this directory whose pid file is gone or replaced
+        for cmdline in Path("/proc").glob("[0-9]*/cmdline"):
+            try:
+                if any(arg.startswith(f"{self.dir}/".encode()) for arg in cmdline.read_bytes().split(b"\0")):
+                    self.seen.add(int(cmdline.parent.name))
+            except OSError:
+                pass
+        for pid in self.seen:
+            if alive(pid):
+                os.kill(pid, 15)
+        deadline = time.monotonic() + 10
+        while any(alive(pid) for pid in self.seen) and time.monotonic() < deadline:
+            time.sleep(0.02)
+        shutil.rmtree(self.dir, ignore_errors=True)
+
+
+def alive(pid: int) -> bool:
+    """Whether the process runs (a zombie nobody reaped yet does not)."""
+    try:
+        with open(f"/proc/{pid}/stat") as stat:
+            return stat.read().rpartition(")")[2].split()[0] != "Z"
+    except OSError:
+        return False
+
+
+@pytest.fixture
+def hook_servers(monkeypatch: pytest.MonkeyPatch) -> Iterator[HookServers]:
+    """Hook calls of this test may use warm hook servers (in a directory of their own,
+    short enough for a unix socket's path)."""
+    servers = HookServers(Path(tempfile.mkdtemp(prefix="pc-hooks-", dir="/tmp")))
+    monkeypatch.delenv("PROGRESSCAST_HOOK_SERVER")
+    monkeypatch.setenv("PROGRESSCAST_HOOK_SOCKET_DIR", str(servers.dir))
+    yield servers
+    servers.stop()

@@ -42,21 +42,32 @@ class Receiver:
         return JSONResponse({}, status_code=status)
 
 
-@pytest.fixture
-async def receiver() -> AsyncIterator[Receiver]:
-    got = Receiver()
-    app = Starlette(routes=[Route("/telegram/hook", got.endpoint, methods=["POST"])])
+@contextlib.asynccontextmanager
+async def serving(*receivers: Receiver) -> AsyncIterator[None]:
+    """One server with a webhook path per receiver (`/telegram/hook`, `/telegram/hook-2`, …)."""
+    paths = ["/telegram/hook", *(f"/telegram/hook-{i}" for i in range(2, len(receivers) + 1))]
+    app = Starlette(routes=[Route(path, got.endpoint, methods=["POST"]) for path, got in zip(paths, receivers, strict=True)])
     sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM, socket.IPPROTO_TCP)
     sock.bind(("127.0.0.1", 0))
-    got.url = f"http://127.0.0.1:{sock.getsockname()[1]}/telegram/hook"
+    for path, got in zip(paths, receivers, strict=True):
+        got.url = f"http://127.0.0.1:{sock.getsockname()[1]}{path}"
     server = uvicorn.Server(uvicorn.Config(app, lifespan="off", log_config=None, log_level="warning"))
     task = asyncio.create_task(server.serve(sockets=[sock]))
     while not server.started:
         await asyncio.sleep(0.01)
-    yield got
-    server.should_exit = True
-    with contextlib.suppress(asyncio.CancelledError):
-        await task
+    try:
+        yield
+    finally:
+        server.should_exit = True
+        with contextlib.suppress(asyncio.CancelledError):
+            await task
+
+
+@pytest.fixture
+async def receiver() -> AsyncIterator[Receiver]:
+    got = Receiver()
+    async with serving(got):
+        yield got
 
 
 @pytest.fixture
@@ -186,3 +197,82 @@ async def test_updates_wait_for_get_updates_after_delete_webhook(api: BotAPIEmul
 async def test_set_webhook_with_a_bad_url_is_refused_by_ptb(api: BotAPIEmulator, bot) -> None:
     with pytest.raises(BadRequest, match="(?i)invalid webhook URL specified"):
         await bot.set_webhook("ftp://example.org/x")
+
+
+# --- several bots ---------------------------------------------------------------------
+
+SECOND = "222222:second-bot_token"
+
+
+async def test_each_bot_posts_to_its_own_webhook_and_only_a_hooked_bot_refuses_get_updates(
+    api: BotAPIEmulator, bot: telegram.Bot
+) -> None:
+    api.add_bot(SECOND)
+    first_hook, second_hook = Receiver(), Receiver()
+    async with serving(first_hook, second_hook), telegram.Bot(SECOND, base_url=api.base_url) as second:
+        await bot.set_webhook(first_hook.url, secret_token="first")
+        # The second bot has no webhook: it polls, and its users' messages wait for getUpdates.
+        waiting = api.send_user_message(PRIVATE, "/help", token=SECOND)
+        got = await second.get_updates(timeout=0)
+        assert [u.update_id for u in got] == [waiting["update_id"]]
+        with pytest.raises(Conflict):
+            await bot.get_updates(timeout=0)
+        assert (await second.get_webhook_info()).url == ""
+        assert api.webhook_for(SECOND) is None and api.webhook_deliveries_for(SECOND) == []
+
+        await second.set_webhook(second_hook.url, secret_token="second")
+        with pytest.raises(Conflict):
+            await second.get_updates(timeout=0)
+        to_first = api.send_user_message(PRIVATE, "/follow a")
+        to_second = api.send_user_message(PRIVATE, "/follow b", token=SECOND)
+        await api.wait_for(lambda: first_hook.posts and len(second_hook.posts) == 2)
+        # The update left pending by getUpdates (never confirmed) goes out first.
+        assert [body for _, body in second_hook.posts] == [waiting, to_second]
+        assert [body for _, body in first_hook.posts] == [to_first]
+        assert {h["x-telegram-bot-api-secret-token"] for h, _ in first_hook.posts} == {"first"}
+        assert {h["x-telegram-bot-api-secret-token"] for h, _ in second_hook.posts} == {"second"}
+        assert [d.update_id for d in api.webhook_deliveries_for(SECOND)] == [waiting["update_id"], to_second["update_id"]]
+        assert [d.update_id for d in api.webhook_deliveries] == [to_first["update_id"]]
+        assert (await second.get_webhook_info()).url == second_hook.url
+        assert (await bot.get_webhook_info()).url == first_hook.url
+
+        api.lose_webhook_answers(1, token=SECOND)  # only the second bot's next answer is lost
+        again = api.send_user_message(PRIVATE, "/card", token=SECOND)
+        once = api.send_user_message(PRIVATE, "/card")
+        await api.wait_for(lambda: len(second_hook.posts) == 4 and len(first_hook.posts) == 2)
+        assert [body for _, body in second_hook.posts[2:]] == [again] * 2
+        assert [body for _, body in first_hook.posts[1:]] == [once]
+        assert (await second.get_webhook_info()).last_error_message == "Read timeout expired"
+        assert (await bot.get_webhook_info()).last_error_message is None
+
+        await second.delete_webhook()  # the first bot keeps its webhook
+        assert await second.get_updates(timeout=0) == ()
+        with pytest.raises(Conflict):
+            await bot.get_updates(timeout=0)
+        later = api.send_user_message(PRIVATE, "/help")
+        await api.wait_for(lambda: len(first_hook.posts) == 3)
+        assert first_hook.posts[-1][1] == later and len(second_hook.posts) == 4
+
+
+async def test_a_bot_added_while_serving_and_its_webhook_survive_a_restart(api: BotAPIEmulator) -> None:
+    api.add_bot(SECOND)
+    hook = Receiver()
+    async with serving(hook), telegram.Bot(SECOND, base_url=api.base_url) as second:
+        await second.set_webhook(hook.url)
+        before = api.send_user_message(PRIVATE, "one", token=SECOND)
+        await api.wait_for(lambda: hook.posts)
+        await api.stop()
+        await api.start()
+        after = api.send_user_message(PRIVATE, "two", token=SECOND)
+        await api.wait_for(lambda: len(hook.posts) == 2)
+    assert [body for _, body in hook.posts] == [before, after]
+    assert api.webhook_deliveries == []
+
+
+async def test_an_added_bot_checks_its_webhook_like_the_first() -> None:
+    async with BotAPIEmulator(local_mode=False) as strict:
+        strict.add_bot(SECOND)
+        async with httpx.AsyncClient() as client:
+            answer = await client.post(f"{strict.base_url}{SECOND}/setWebhook", json={"url": "http://example.org/x"})
+        assert answer.json()["description"] == "Bad Request: bad webhook: An HTTPS URL must be provided for webhook"
+        assert strict.webhook_for(SECOND) is None

@@ -29,6 +29,7 @@ class CLI:
     def __init__(self, backend: str, home: Path) -> None:
         self.env = {k: v for k, v in os.environ.items() if not k.startswith("PROGRESSCAST_")}
         self.env["PROGRESSCAST_HOME"] = str(home)
+        self.env["PROGRESSCAST_HOOK_SERVER"] = "off"  # a hook call starts no server outliving the test
         self.extra = ["--redis", server_url()] if backend == "server" else []
 
     def __call__(self, *args: str, stdin: str = "") -> subprocess.CompletedProcess[str]:

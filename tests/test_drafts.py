@@ -27,6 +27,7 @@ from progresscast.channels.drafts import (
     Situation,
     Wait,
     apply,
+    begin,
     block_cut,
     completed_blocks,
     decide,
@@ -197,6 +198,25 @@ def test_next_call_covers_every_case() -> None:
     assert next_call(shown, None) == Delete(5)
     assert next_call(shown, RICH) == Delete(5)  # classic → rich: replaced, not edited
     assert next_call(replace(shown, fresh=True), P1) == Delete(5)  # /card: moved down
+
+
+def test_a_payload_with_an_opening_is_sent_as_it_then_edited_to_it_in_a_call_of_its_own() -> None:
+    # Slack's finished plan display: a stream is started, and stopped by a second call.
+    blocks = Payload("chat.postMessage", {"blocks": []}, "blocks")
+    opening = Payload("chat.startStream", {"chunks": [1]}, "plan")
+    stopped = Payload("chat.stopStream", {"chunks": [1]}, "plan", lambda: blocks, opening=opening)
+    send = next_call(DraftState(), stopped)
+    assert send == Send(stopped, opening, opens=True)
+    assert isinstance(send, Send) and send.makes == opening.digest != stopped.digest
+    state = apply(DraftState(), send, Outcome(OutcomeKind.ok, message_id="1.2"))
+    assert state.digest == opening.digest and state.kind == "plan"
+    assert next_call(state, stopped) == Edit("1.2", stopped, stopped)
+    # An unsure opening, once found, is the opening too: it is still to be stopped.
+    unsure = apply(begin(DraftState(), send, 0, 1.0), send, Outcome(OutcomeKind.unsure), 2.0)
+    assert unsure.intent is not None and unsure.intent.digest == opening.digest
+    # Its content refused: the payload's own fallback, in one call.
+    refused = apply(DraftState(), send, Outcome(OutcomeKind.refused_content))
+    assert next_call(refused, stopped) == Send(stopped, blocks)
 
 
 def test_digest_ignores_the_fallback_and_key_order() -> None:

@@ -121,6 +121,7 @@ async def test_page_paths_with_surrogate_bytes_are_a_clear_4xx(client: httpx.Asy
 def run_cli(home: Path, *args: str | bytes, stdin: str = "") -> subprocess.CompletedProcess[bytes]:
     env = {k: v for k, v in os.environ.items() if not k.startswith("PROGRESSCAST_")}
     env["PROGRESSCAST_HOME"] = str(home)
+    env["PROGRESSCAST_HOOK_SERVER"] = "off"  # a hook call starts no server outliving the test
     return subprocess.run(
         [sys.executable, "-m", "progresscast.cli", *args],
         input=stdin.encode(),

@@ -2,8 +2,9 @@
 
 A hook is a new process on every agent event and most of its time is Python importing,
 so the hook path must not pull in the server side (web framework, channels, renderers,
-metrics) nor, without a config file, build the settings models. Checked here on what
-the process really imported, not by timing it (bench/hook_bench.py times it).
+metrics) nor, without a config file, build the settings models; and a call served by
+the warm hook server imports only the standard library. Checked here on what the
+process really imported, not by timing it (bench/hook_bench.py times it).
 """
 
 from __future__ import annotations
@@ -19,9 +20,11 @@ from typing import Any
 import pytest
 
 import agent_fixtures as fx
+from conftest import HookServers
 from progresscast.config import Settings
 from progresscast.embedded import ensure_embedded, is_running, socket_path, stop_embedded
 from progresscast.hooks.context import HookSettings, hook_settings
+from progresscast.owners import Owner
 
 # What the console script `progresscast` does (`from progresscast.cli import main;
 # sys.exit(main())`), then the names of every module the process imported.
@@ -76,6 +79,22 @@ def test_a_hook_call_imports_only_what_a_hook_needs(
     assert err == ""  # the hook did its work (a failure would be said on stderr)
     assert "progresscast.store" in modules  # it did reach the store
     assert heavy(modules) == []
+
+
+def test_a_served_call_imports_neither_redis_nor_pydantic_nor_asyncio(
+    hook_servers: HookServers, redis_url: str, tmp_path: Path
+) -> None:
+    # What a call costs once this user's warm hook server runs: the standard library.
+    from test_hook_server import hook, warm
+    from test_hooks import plan_of, view_of
+
+    warm(hook_servers, tmp_path, redis_url)
+    for harness, event in [("claude-code", fx.CLAUDE_TODOWRITE_SESSION[1]), ("gemini", fx.GEMINI_SESSION[2])]:
+        call = hook(tmp_path, harness, event, "--redis", redis_url)
+        assert call.status == 0 and call.err == b""
+        loaded = [m for m in call.modules if m.split(".")[0] in ("redis", "pydantic", "asyncio")]
+        assert loaded == [] and "progresscast.store" not in call.modules
+    assert plan_of(view_of(redis_url, Owner("main", fx.CLAUDE_SESSION))) is not None  # the server did the work
 
 
 def test_with_a_config_file_the_hook_reads_it(redis_url: str, tmp_path: Path) -> None:

@@ -16,13 +16,16 @@ from prometheus_client.parser import text_string_to_metric_families
 
 from progresscast import keys, sharding
 from progresscast.card import CardInput
-from progresscast.channels.state import ChannelState
+from progresscast.channels.state import ChannelState, DraftKey
+from progresscast.config import ChannelSettings
 from progresscast.connections import Role, connect
 from progresscast.embedded import ensure_embedded, stop_embedded
 from progresscast.events import EventGroup
 from progresscast.gateway import create_app
 from progresscast.owners import Owner
+from progresscast.slack.channel import SlackState
 from progresscast.store import CardStore, StoreError
+from progresscast.telegram.follows import TelegramState
 from test_gateway_rpc import gateway_settings
 
 OWNER = Owner("main", "ticket-1")
@@ -230,4 +233,35 @@ async def test_metrics_parse_and_counters_move_with_the_work(redis: Any) -> None
     assert moved("progresscast_writes_total", outcome="ok") == 1
     assert moved("progresscast_writes_total", outcome="conflict") == 1
     assert moved("progresscast_renders_total", channel="web") == 1
-    assert ("progresscast_follows", ()) in after
+    assert ("progresscast_follows", (("channel", "telegram"),)) in after  # counted with no channel configured
+
+
+async def test_follows_are_counted_per_bot_and_channel(redis: Any) -> None:
+    settings = gateway_settings().model_copy(
+        update={
+            "channels": ChannelSettings.model_validate(
+                {"telegram": {"token": "111111:first", "bots": [{"token": "222222:second"}]}, "slack": {}}
+            )
+        }
+    )
+    first, second, slack = TelegramState(redis), TelegramState(redis, "tg-222222"), SlackState(redis)
+    s1, s2 = Owner("main", "s1"), Owner("main", "s2")
+    for key in (DraftKey(1, 0, s1), DraftKey(1, 0, s2), DraftKey(-100200, 5, s1)):
+        await first.follow(key)
+    await second.follow(DraftKey(1, 0, s1))
+    for key in (DraftKey("C1", "", s1), DraftKey("C1", "1700.1", s2)):
+        await slack.follow(key)
+    client = httpx.AsyncClient(transport=httpx.ASGITransport(app=create_app(settings, redis)), base_url="http://gw")
+
+    async def follows() -> dict[str, float]:
+        page = samples((await client.get("/metrics")).text)
+        return {dict(labels)["channel"]: v for (name, labels), v in page.items() if name == "progresscast_follows"}
+
+    async with client:
+        assert await follows() == {"telegram": 3, "telegram-222222": 1, "slack": 2}
+        await second.unfollow(DraftKey(1, 0, s1))
+        await first.follow(DraftKey(2, 0, s2))
+        await slack.unfollow(DraftKey("C1", "", s1))
+        assert await follows() == {"telegram": 4, "telegram-222222": 0, "slack": 1}
+        await first.unfollow(DraftKey(-100200, 5, s1))
+        assert await follows() == {"telegram": 3, "telegram-222222": 0, "slack": 1}

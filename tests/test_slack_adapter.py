@@ -334,6 +334,114 @@ async def test_plan_display_streams_in_a_thread_of_its_own(slack: SlackAPIEmulat
     assert await h.adapter.channel.state.follows(C) == []
 
 
+async def test_follows_in_a_burst_open_their_threads_through_the_channels_pace(slack, harness) -> None:
+    # A draft in the channel being edited, then several follows at once with the plan
+    # display on: every thread-opening post waits its turn with the draft's edits.
+    h = await harness()
+    await h.command("follow t1")
+    await h.put(("Edit 0", "in_progress"))
+    await h.shows("Edit 0")
+    await h.command("rich on")
+    others = [Owner("main", f"s{i}") for i in range(1, 5)]
+    for owner in others:
+        await h.put((f"Plan of {owner.session_key}", "in_progress"), owner=owner)
+
+    async def edits() -> None:
+        for i in range(1, 40):
+            await h.put((f"Edit {i}", "in_progress"))
+            await asyncio.sleep(SCALE / 4)
+
+    editing = asyncio.create_task(edits())
+    replies = await asyncio.gather(*(h.command(f"follow {o.session_key}") for o in others))
+    await editing
+    assert [r["text"] for r in replies] == [f"Following {o.display_key}." for o in others]
+    shown = await h.shows(count=1 + 2 * len(others), timeout=10)
+    await slack.wait_for(lambda: "Edit 39" in slack.channel(C).visible()[0].visible_text)
+    for owner in others:
+        [anchor] = [m for m in shown if m.visible_text == f"Progress of {owner.display_key}, in this thread."]
+        [plan] = [m for m in shown if m.stream and m.thread_ts == anchor.ts]
+        assert f"[in_progress] Plan of {owner.session_key}" in plan.visible_text
+        assert plan.recipient_user_id == PERSON_ID
+    # About one call a second to the channel, scaled. Arrival times are taken on the
+    # event loop the adapter, the gateway and the writer share, and on a loaded machine
+    # one may be late by up to 100 ms — twice this test's interval — so no single pair
+    # is judged: any nine calls in a row must span eight intervals but for that (four
+    # openers posted past the pace would arrive together, and the nine around them not).
+    at = [c.at for c in slack.calls_for(C)]
+    late = 0.1
+    assert min(b - a for a, b in zip(at, at[8:], strict=False)) >= 8 * SCALE - late, at
+    assert [c for c in slack.calls if c.error == "ratelimited"] == []
+    assert refused(slack) == []
+
+
+async def test_a_follow_of_a_run_that_ended_shows_its_plan_stopped_one_paced_call_at_a_time(
+    slack, harness, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # A stream cannot be started already stopped: the finished plan takes a
+    # chat.startStream and then a chat.stopStream, each in a slot of its own. Three
+    # calls, so each pair is judged: the adapter paces at 1/4 of real time (250 ms),
+    # so that an arrival late by up to 100 ms on a loaded machine still passes.
+    interval = 0.25
+    monkeypatch.setenv(ENV, str(interval))
+    h = await harness(richMessages=True)
+    await h.store.start_run(OWNER, "r1")
+    await h.put(("Fix", "completed"), ("Ship", "skipped"))
+    await h.store.end_run(OWNER, "r1", RunState.completed)
+    assert (await h.command("follow t1"))["text"] == "Following agent:main:t1."
+    await slack.wait_for(lambda: slack.calls_for(C, "chat.stopStream"), timeout=5)
+    [anchor, plan] = await h.shows("[complete] Fix", count=2)
+    assert plan.stream and plan.thread_ts == anchor.ts and not plan.streaming
+    assert [c.method for c in slack.calls_for(C)] == ["chat.postMessage", "chat.startStream", "chat.stopStream"]
+    at = [c.at for c in slack.calls_for(C)]
+    late = 0.1
+    assert min(b - a for a, b in itertools.pairwise(at)) >= interval - late, at
+    assert refused(slack) == []
+
+
+async def test_following_a_followed_session_again_opens_no_second_thread(slack, harness) -> None:
+    h = await harness(richMessages=True)
+    await h.put(("Fix", "in_progress"))
+    assert (await h.command("follow t1"))["text"] == "Following agent:main:t1."
+    # asked again while its thread is still opening, and once it is open
+    assert (await h.command("follow t1"))["text"] == "This channel already follows agent:main:t1."
+    await h.shows("[in_progress] Fix", count=2)
+    assert (await h.command("follow t1"))["text"] == "This channel already follows agent:main:t1."
+    await h.put(("Fix", "completed"))
+    await h.shows("[complete] Fix", count=2)
+    assert len(await h.adapter.channel.state.follows(C)) == 1
+    assert len(h.posts()) == 1
+
+
+async def test_a_thread_opening_post_whose_answer_is_lost_is_found_and_used(slack, harness) -> None:
+    h = await harness(richMessages=True)
+    await h.stop()
+    await h.start(timeout=1.0)
+    await h.put(("Fix", "in_progress"))
+    slack.timeout_next("chat.postMessage", delay=2.0, channel=C)  # it lands; its answer comes too late
+    assert (await h.command("follow t1"))["text"] == "Following agent:main:t1."
+    [anchor, plan] = await h.shows("[in_progress] Fix", count=2, timeout=10)
+    assert "Progress of agent:main:t1, in this thread." in anchor.visible_text
+    assert plan.stream and plan.thread_ts == anchor.ts and plan.recipient_user_id == PERSON_ID
+    assert slack.calls_for(C, "conversations.history") and len(slack.calls_for(C, "chat.postMessage")) == 1
+
+
+async def test_a_run_that_ends_while_its_thread_opens_gets_its_answer(slack, harness) -> None:
+    # The follow was typed while the run was on: its end is announced in the thread,
+    # however long the channel's lane took to open it.
+    h = await harness(richMessages=True)
+    await h.store.start_run(OWNER, "r1")
+    await h.put(("Fix", "in_progress"))
+    await h.store.update_activity(OWNER, answer="Fixed while you waited.")
+    slack.fail_next("chat.postMessage", "ratelimited", retry_after=10, channel=C)
+    assert (await h.command("follow t1"))["text"] == "Following agent:main:t1."
+    await h.put(("Fix", "completed"))
+    await h.store.end_run(OWNER, "r1", RunState.completed)
+    [anchor, answer] = await h.shows("Fixed while you waited.", count=2, timeout=10)
+    assert "Progress of agent:main:t1, in this thread." in anchor.visible_text and answer.thread_ts == anchor.ts
+    limited, opened = slack.calls_for(C, "chat.postMessage")[:2]
+    assert limited.error == "ratelimited" and opened.at - limited.at >= 10 * SCALE * 0.9
+
+
 async def test_a_workspace_without_the_plan_display_gets_block_kit_and_it_is_remembered(redis: Redis) -> None:
     async with SlackAPIEmulator(channels=[C, OTHER], streaming=False) as slack:
         h = Harness(slack, redis, richMessages=True)

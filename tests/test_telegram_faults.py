@@ -53,12 +53,13 @@ READ_TIMEOUT = 1.0
 HOLD = 1.6
 """How long an injected timeout holds its answer: past the adapter's read timeout."""
 PACED = ("sendMessage", "editMessageText", "deleteMessage", "deleteMessages", "sendRichMessage")
-JITTER = 0.35
+JITTER = 0.5
 """Share of a pacing interval two calls may arrive closer by at the server than they
 left the adapter (each is spaced from the moment the one before left): the way to the
 emulator, on a loop that serves 30 chats, the emulator and Redis's clients on a small
-machine, is not equally long for both. A call that ignores its pacing arrives within a
-few milliseconds."""
+machine, is not equally long for both — up to 100 ms under load, which does not shrink
+with the time scale. A call that ignores its pacing, or a 429's retry_after, arrives
+within a few milliseconds. (The lease tests measure pacing at Telegram's own speed.)"""
 
 CARD = re.compile(r"c(\d+) r(\d+) w(\d+)")
 ANSWER = re.compile(r"Answer c(\d+) r(\d+)")

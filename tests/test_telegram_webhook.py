@@ -25,6 +25,7 @@ from progresscast.owners import Owner
 from progresscast.store import CardStore
 from progresscast.telegram.bot import run_adapter
 from progresscast.telegram.options import AdapterOptions
+from progresscast.telegram.standby import run_bots
 from progresscast.testing import BotAPIEmulator, ShownMessage
 from progresscast.timescale import ENV as TIME_SCALE_ENV
 
@@ -219,6 +220,53 @@ async def test_a_webhook_telegram_refuses_stops_the_adapter_with_one_line(runnin
         settings = settings_for(strict, webhook="http://127.0.0.1:9/telegram/x")
         with pytest.raises(ConfigError, match=r"^channels\.telegram\.webhook: the Bot API refused the webhook \((?i:.*https)"):
             await run_adapter(settings, running.redis, options=AdapterOptions(consumer="t"))
+
+
+async def test_two_bots_each_on_its_own_webhook_through_one_gateway(
+    api: BotAPIEmulator, running: Running, redis: Any
+) -> None:
+    second, second_id, second_path = "222222:second-bot_token", 222222, "/telegram/hook-2"
+    api.add_bot(second)
+    sock, base = running.socket()
+    hooks = {"first": base + PATH, "second": base + second_path}
+    settings = Settings.model_validate({
+        "agents": {"default": "main"},
+        "channels": {"telegram": {
+            "apiBaseUrl": api.base_url, "token": api.token,
+            "webhook": {"url": hooks["first"], "secretToken": SECRET},
+            "bots": [{"token": second, "webhook": {"url": hooks["second"], "secretToken": SECRET + "-2"}}],
+        }},
+    })  # fmt: skip
+    await running.gateway(settings, sock)
+    options = AdapterOptions(consumer="test", read_timeout=1.0, settle=1.0)
+    running.tasks.append(asyncio.create_task(run_bots(settings, redis, options=options)))
+    await api.wait_for(lambda: api.webhook is not None and api.webhook_for(second) is not None, 10)
+    assert (api.webhook.url, api.webhook_for(second).url) == (hooks["first"], hooks["second"])  # type: ignore[union-attr]
+
+    # One chat talks to both bots; each bot hears only what was said to it, by its own webhook.
+    to_first = api.send_user_message(CHAT, "/follow s1")["message"]["message_id"]
+    to_second = api.send_user_message(CHAT, "/follow s2", token=second)["message"]["message_id"]
+
+    def reply(after: int, token: str | None = None) -> ShownMessage | None:
+        return next((m for m in api.chat(CHAT, token=token).visible() if m.message_id > after), None)
+
+    first_reply = await api.wait_for(lambda: reply(to_first), 10)
+    second_reply = await api.wait_for(lambda: reply(to_second, second), 10)
+    assert first_reply.text.startswith("Following agent:main:s1")
+    assert second_reply.text.startswith("Following agent:main:s2")
+    assert [d.status for d in api.webhook_deliveries] == [200]
+    assert [d.status for d in api.webhook_deliveries_for(second)] == [200]
+    assert (await redis.xlen(keys.tg_updates(BOT_ID)), await redis.xlen(keys.tg_updates(second_id))) == (1, 1)
+    assert not [c for c in api.calls if c.method == "getUpdates"]  # neither bot polls
+
+    store = CardStore(redis)
+    await store.put(Owner("main", "s2"), CardInput.parse({"plan": [{"step": "Second", "status": "in_progress"}]}))
+    draft = await api.wait_for(lambda: reply(second_reply.message_id, second), 10)
+    assert "Second" in draft.text
+    await store.put(Owner("main", "s1"), CardInput.parse({"plan": [{"step": "First", "status": "in_progress"}]}))
+    draft = await api.wait_for(lambda: reply(first_reply.message_id), 10)
+    assert "First" in draft.text
+    assert [m.text for m in api.chat(CHAT, token=second).visible()].count(draft.text) == 0
 
 
 # --- settings -------------------------------------------------------------------------

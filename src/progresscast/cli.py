@@ -1,14 +1,14 @@
 """The command line (docs/cli.md). Bad input: exit status 2, one line on stderr.
 
 `progresscast hook …` runs on every event of an agent, as a new process each time, so
-this module imports only the standard library at the top: each command imports what
-it uses, and a hook builds only its own parser (see `_run_hook`).
+this module imports only the standard library at the top (not even asyncio): each
+command imports what it uses, a one-event hook call first hands itself to the warm
+hook server (hooks/client.py), and a hook builds only its own parser (`hook_status`).
 """
 
 from __future__ import annotations
 
 import argparse
-import asyncio
 import gc
 import json
 import os
@@ -323,6 +323,8 @@ async def _with_store(args: argparse.Namespace, settings: Settings, work: Callab
 
 
 def _card_command(args: argparse.Namespace, settings: Settings) -> None:
+    import asyncio
+
     from .card import CardInput
 
     owner = _owner(args, settings)
@@ -447,10 +449,49 @@ def _runs_hook(argv: list[str]) -> bool:
     return argv[i : i + 1] == ["hook"]
 
 
-def _run_hook(args: argparse.Namespace) -> NoReturn:
-    from .hooks import run_hook
+def _exit_status(code: object) -> int:
+    """What the interpreter makes of `SystemExit(code)`."""
+    if code is None:
+        return 0
+    if isinstance(code, int):
+        return code
+    print(code, file=sys.stderr)
+    return 1
 
-    raise SystemExit(run_hook(args))
+
+def hook_status(argv: list[str], wrapped: Sequence[str] = ()) -> int:
+    """Run the hook `progresscast <argv> [-- <wrapped>]` in this process: its exit status.
+    What the warm hook server runs for each call it takes, too."""
+    from .hooks.runner import run_hook
+
+    try:
+        return run_hook(_parse(argv, list(wrapped), hook_only=True))
+    except SystemExit as exc:
+        return _exit_status(exc.code)
+
+
+def _run_hook(argv: list[str], wrapped: list[str]) -> NoReturn:
+    from .hooks.client import call_server, one_event_harness, start_server
+
+    harness = None if wrapped else one_event_harness(argv)
+    start = False
+    if harness is not None:
+        served, start = call_server(argv, harness)
+        if served is not None:
+            raise SystemExit(served)
+    # A hook process lives for one agent event and spends most of it importing; the
+    # cyclic garbage collector would only walk what the imports build, again and
+    # again (≈ 8 % of a call). On again after, for a caller running hooks in-process.
+    collecting = gc.isenabled()
+    gc.disable()
+    try:
+        status = hook_status(argv, wrapped)
+    finally:
+        if collecting:
+            gc.enable()
+    if start:
+        start_server()  # for the next calls; this one's result is already out
+    raise SystemExit(status)
 
 
 def main(argv: list[str] | None = None) -> None:
@@ -460,19 +501,12 @@ def main(argv: list[str] | None = None) -> None:
     if "--" in argv:
         argv, wrapped = argv[: argv.index("--")], argv[argv.index("--") + 1 :]
     if _runs_hook(argv):
-        # A hook process lives for one agent event and spends most of it importing; the
-        # cyclic garbage collector would only walk what the imports build, again and
-        # again (≈ 8 % of a call). On again after, for a caller running hooks in-process.
-        collecting = gc.isenabled()
-        gc.disable()
-        try:
-            _run_hook(_parse(argv, wrapped, hook_only=True))
-        finally:
-            if collecting:
-                gc.enable()
+        _run_hook(argv, wrapped)
     args = _parse(argv, wrapped)
     if args.command == "hook":  # reached when the global options were abbreviated
-        _run_hook(args)
+        from .hooks.runner import run_hook
+
+        raise SystemExit(run_hook(args))
     from redis.exceptions import RedisError
 
     from .card import SURROGATE_RULE, CardError, has_lone_surrogate
@@ -488,6 +522,8 @@ def main(argv: list[str] | None = None) -> None:
             where = f"{command} {args.card_command}" if command == "card" else command
             _fail(f"{option} is required (see 'progresscast {where} --help')")
     settings = _settings(args)
+    import asyncio
+
     try:
         if args.command == "card":
             _card_command(args, settings)

@@ -32,7 +32,11 @@ STALENESS = Histogram(
 CONSUMER_LAG = Gauge(
     "progresscast_consumer_lag", "Change events not yet handled by a consumer group (all shards)", ["group"]
 )
-FOLLOWS = Gauge("progresscast_follows", "Chat topics following a card owner")
+FOLLOWS = Gauge(
+    "progresscast_follows",
+    "Chat topics following a card owner, by channel (its consumer group: telegram, telegram-<bot id>, slack)",
+    ["channel"],
+)
 LEASE_HELD = Gauge(
     "progresscast_lease_held", "1 while this process holds the bot's lease (polls and edits for it), else 0", ["bot"]
 )

@@ -155,6 +155,14 @@ class Send:
     purpose: Purpose = "draft"
     index: int = 0
     revision: int | None = None
+    opens: bool = False
+    """`shown` is `payload`'s opening (`Payload.opening`): the new message shows that,
+    and is edited to `payload` by a call of its own."""
+
+    @property
+    def makes(self) -> str:
+        """The digest of what the new message shows once sent."""
+        return self.shown.digest if self.opens else self.payload.digest
 
 
 @dataclass(frozen=True)
@@ -205,6 +213,8 @@ def next_call(state: DraftState, want: Payload | None, revision: int | None = No
         return Delete(state.message_id) if state.message_id is not None else None
     out = shown(state, want)
     if state.message_id is None:
+        if out is want and want.opening is not None:
+            return Send(want, want.opening, revision=revision, opens=True)
         return Send(want, out, revision=revision) if out is not None else None
     if state.digest == want.digest and not state.fresh:
         return None
@@ -446,7 +456,7 @@ def begin(state: DraftState, call: Send, mark: int, now: float) -> DraftState:
     """Before a first send: remember what goes out (write-ahead; see the module doc)."""
     out = call.shown
     intent = Intent(
-        call.purpose, call.index, out.method, dict(out.params), call.payload.digest, out.kind,
+        call.purpose, call.index, out.method, dict(out.params), call.makes, out.kind,
         mark, now, mark + 1, revision=call.revision,
     )
     return replace(state, intent=intent)
@@ -506,7 +516,7 @@ def _sent(state: DraftState, call: Send, message_id: MessageId) -> DraftState:
     if call.purpose == "answer":
         return replace(state, intent=None, answer_sent=call.index + 1)
     return replace(
-        state, intent=None, message_id=message_id, digest=call.payload.digest, kind=call.shown.kind,
+        state, intent=None, message_id=message_id, digest=call.makes, kind=call.shown.kind,
         revision=call.revision, fresh=False,
     )
 

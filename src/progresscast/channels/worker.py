@@ -26,7 +26,7 @@ import logging
 import socket
 import time
 from collections import OrderedDict, deque
-from collections.abc import Callable, Hashable
+from collections.abc import Awaitable, Callable, Hashable
 from dataclasses import dataclass, field, replace
 
 from redis.asyncio import Redis
@@ -54,7 +54,7 @@ from .drafts import (
     on_follow,
 )
 from .failure_log import INTERVAL, FailureLog
-from .outcome import Outcome, OutcomeKind
+from .outcome import MessageId, Outcome, OutcomeKind
 from .pacing import Pacer
 from .state import DraftKey, Id
 
@@ -112,6 +112,11 @@ class Bounded:
         return len(self._items)
 
 
+Then = Callable[[MessageId | None], Awaitable[None]]
+"""What a sender does once its one-off message is settled: given its id, or None
+when it was not delivered (`ChannelWorker.say`)."""
+
+
 @dataclass(frozen=True)
 class _Say:
     """A one-off message through the destination's lane: a command reply, or a snapshot."""
@@ -119,6 +124,9 @@ class _Say:
     thread_id: Id
     text: str | None = None
     payload: Payload | None = None
+    then: Then | None = None
+    """Called in the lane once the message is settled (never while it is still to be
+    retried)."""
 
 
 @dataclass(frozen=True)
@@ -467,11 +475,13 @@ class ChannelWorker:
         self.lane(key.chat_id).touch(key)
         return True
 
-    async def follow(self, key: DraftKey) -> bool:
+    async def follow(self, key: DraftKey, *, view: View | None = None) -> bool:
         """Subscribe the destination; False when it already followed. A run that had
         already ended is not announced to it — even when its lane looks at the draft
         before the caller's `touch(key, followed=True)` (an event read late, after the
-        subscription is stored), and after a restart before its lane looks at all."""
+        subscription is stored), and after a restart before its lane looks at all.
+        `view`: the owner's view when the destination asked to follow, if that was
+        before now (a follow made once a message is posted); default: read now."""
         if await self.state.is_following(key):
             return False
         # Noted before the subscription is stored: from then on any look at the draft
@@ -480,15 +490,16 @@ class ChannelWorker:
         self._requests[key] = _Request(followed=True, fresh=old.fresh)
         if not await self.state.follow(key):
             return False  # followed in between, by someone else: not a new follow after all
-        await self._remember_follow(key)
+        await self._remember_follow(key, view)
         return True
 
-    async def _remember_follow(self, key: DraftKey) -> None:
+    async def _remember_follow(self, key: DraftKey, view: View | None) -> None:
         """What a new follow means for its draft, stored at once (for a restart before its
         lane looks), and handed to the lane with the view it was decided on: what the
         follow means is decided by the owner's state now, not by what it is once the lane
         gets to look (a run may begin and end while the lane waits out a 429)."""
-        view = await self.store.view(key.owner)
+        if view is None:
+            view = await self.store.view(key.owner)
         self._follow_views[key] = view  # for the caller's `touch(key, followed=True)`
         request = self._requests.get(key)
         if request is not None and request.followed and request.at_follow is None:
@@ -503,9 +514,12 @@ class ChannelWorker:
         if done is not None:
             done()
 
-    def say(self, chat_id: Id, thread_id: Id, text: str) -> None:
-        """Send a plain-text message (a command reply) before the destination's drafts."""
-        self.lane(chat_id).say(_Say(thread_id, text=text))
+    def say(self, chat_id: Id, thread_id: Id, text: str, *, then: Then | None = None) -> None:
+        """Send a plain-text message (a command reply) before the destination's drafts.
+        `then`: what to do with the posted message's id (None: not delivered), done in
+        the lane once it is settled — a command that needs the id waits for nothing,
+        and what it does next is ordered with the destination's other calls."""
+        self.lane(chat_id).say(_Say(thread_id, text=text, then=then))
 
     def send_once(self, chat_id: Id, thread_id: Id, payload: Payload) -> None:
         """Send a rendered payload as a one-off message (not a draft)."""
@@ -759,7 +773,9 @@ class ChannelWorker:
                 outcome = await client.say(chat, item.thread_id, item.text or "")
         if outcome.kind is OutcomeKind.unsure:
             sent = item.payload if item.payload is not None else client.said(item.thread_id, item.text or "")
-            await self._find(chat, sent, mark)
+            found = await self._find(chat, sent, mark)
+            if item.then is not None:
+                await item.then(found)
             return
         if outcome.kind is OutcomeKind.rate_limited:
             self.pacer.hold(chat, outcome.retry_after)
@@ -772,7 +788,10 @@ class ChannelWorker:
         if outcome.kind is OutcomeKind.ok and outcome.message_id is not None:
             self._ok(chat)
             await self._saw(chat, outcome.message_id)
-        elif outcome.kind is OutcomeKind.unsupported:
+            if item.then is not None:
+                await item.then(outcome.message_id)
+            return
+        if outcome.kind is OutcomeKind.unsupported:
             await self.channel.unsupported(outcome.detail)
             self.log.warning("chat %s: a rich message was not delivered: %s", chat, outcome.detail)
         else:
@@ -780,13 +799,15 @@ class ChannelWorker:
                 f"not delivered: {outcome.kind}", "chat %s: a message was not delivered (%s): %s", chat, outcome.kind,
                 outcome.detail,
             )
+        if item.then is not None:
+            await item.then(None)
 
-    async def _find(self, chat: Id, sent: Payload, mark: int) -> None:
+    async def _find(self, chat: Id, sent: Payload, mark: int) -> MessageId | None:
         """A one-off message whose send may or may not have landed: not sent again (a
         duplicate reply is worse than none), but looked for, so that it is known. An
         unknown message of ours is what a draft's probe — an identical edit of the ids
         after its mark — would overwrite. The lane waits meanwhile: nothing else goes to
-        this chat while the message is unaccounted for."""
+        this chat while the message is unaccounted for. Returns its id when it was found."""
         self.failures.warning("unsure message", "chat %s: a message may or may not have landed; looking for it", chat)
         intent = Intent(
             "answer", 0, sent.method, dict(sent.params), sent.digest, sent.kind, mark, self.clock(), mark + 1
@@ -803,10 +824,11 @@ class ChannelWorker:
                 outcome = await self.channel.client.probe(chat, candidate, replace(intent, probe=candidate))
             k = outcome.kind
             if k is OutcomeKind.found:
-                await self._saw(chat, outcome.message_id if outcome.message_id is not None else candidate)
-                return
+                found = outcome.message_id if outcome.message_id is not None else candidate
+                await self._saw(chat, found)
+                return found
             if k is OutcomeKind.absent:
-                return
+                return None
             if k is OutcomeKind.foreign:
                 if outcome.message_id is not None:
                     await self._saw(chat, outcome.message_id)  # one of ours after all: never probed again
@@ -816,6 +838,7 @@ class ChannelWorker:
             else:  # transient, unsure: the same probe again, after a pause
                 failures += 1
                 await asyncio.sleep(self.backoff(chat))
+        return None
 
 
-__all__ = ["Bounded", "ChannelWorker", "Lane", "WorkerOptions"]
+__all__ = ["Bounded", "ChannelWorker", "Lane", "Then", "WorkerOptions"]

@@ -15,6 +15,7 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 
 from .. import keys, metrics
+from ..config import Settings
 from ..events import group_lag
 from ..lease import INSTANCE
 from ..sharding import layout_of
@@ -25,6 +26,7 @@ PING_TIMEOUT = 1.5
 MAX_LAG = 10_000
 """A consumer group further behind than this many events makes /healthz answer 503."""
 FOLLOW_CHATS_SCANNED = 10_000
+"""Destinations whose follows are counted, per channel (a bound on one scrape's work)."""
 
 
 async def consumer_lag(redis: Any) -> dict[str, int]:
@@ -41,12 +43,32 @@ async def consumer_lag(redis: Any) -> dict[str, int]:
     return lag
 
 
-async def follows(redis: Any) -> int:
-    total = 0
-    chats = await redis.smembers(keys.TG_CHATS)
-    for chat in list(chats)[:FOLLOW_CHATS_SCANNED]:
-        total += int(await redis.scard(keys.tg_chat_follows(int(chat))))
-    return total
+def follow_channels(settings: Settings) -> dict[str, str]:
+    """The channels whose follows are counted: label (the channel's consumer group, as
+    `progresscast_consumer_lag` names it) → the namespace of its keys. The first Telegram
+    bot always (its keys need no token), another bot when this process has its token
+    (its id names its keys), Slack when configured."""
+    from ..telegram.standby import bots
+
+    channels = {"telegram": keys.TG}
+    for bot in bots(settings):
+        channels[bot.group] = bot.namespace
+    if settings.channels.slack is not None:
+        channels["slack"] = keys.SLACK
+    return channels
+
+
+async def follows(redis: Any, namespace: str) -> int:
+    """Chat topics (Slack threads) following an owner in one channel: one SCARD per
+    destination, each a key of its own (no command spans Cluster slots), pipelined."""
+    chats = list(await redis.smembers(keys.channel_destinations(namespace)))[:FOLLOW_CHATS_SCANNED]
+    if not chats:
+        return 0
+    async with redis.pipeline(transaction=False) as pipe:
+        for chat in chats:
+            pipe.scard(keys.channel_follows(namespace, chat.decode() if isinstance(chat, bytes) else chat))
+        counts = await pipe.execute()
+    return sum(int(n) for n in counts)
 
 
 async def lease_holders(redis: Any, bot_ids: list[str]) -> dict[str, dict[str, Any]]:
@@ -66,19 +88,20 @@ def _bot_ids(request: Request) -> list[str]:
     return [bot.bot_id for bot in bots(gateway_of(request).settings)]
 
 
-async def _observe(redis: Any) -> dict[str, int]:
+async def _observe(redis: Any, settings: Settings) -> dict[str, int]:
     await redis.ping()
     lag = await consumer_lag(redis)
     for group, value in lag.items():
         metrics.CONSUMER_LAG.labels(group).set(value)
-    metrics.FOLLOWS.set(await follows(redis))
+    for channel, namespace in follow_channels(settings).items():
+        metrics.FOLLOWS.labels(channel).set(await follows(redis, namespace))
     return lag
 
 
 async def healthz(request: Request) -> Response:
     gw = gateway_of(request)
     try:
-        lag = await asyncio.wait_for(_observe(gw.redis), PING_TIMEOUT)
+        lag = await asyncio.wait_for(_observe(gw.redis, gw.settings), PING_TIMEOUT)
     except (RedisError, TimeoutError, OSError) as exc:
         reason = f"redis is not answering: {exc or type(exc).__name__}"
         return JSONResponse({"ok": False, "reason": reason}, status_code=503)
@@ -100,7 +123,7 @@ async def healthz(request: Request) -> Response:
 async def metrics_page(request: Request) -> Response:
     gw = gateway_of(request)
     try:
-        await asyncio.wait_for(_observe(gw.redis), PING_TIMEOUT)
+        await asyncio.wait_for(_observe(gw.redis, gw.settings), PING_TIMEOUT)
     except (RedisError, TimeoutError, OSError):
         pass  # counters are still worth scraping; the gauges keep their last value
     return Response(generate_latest(), media_type=CONTENT_TYPE_LATEST)

@@ -6,78 +6,10 @@ starts and ends runs. A hook never blocks or fails its agent: it exits 0 whateve
 happens (a wrapped `codex` passes on codex's own exit status) and says what went
 wrong on stderr. Gemini CLI reads the hook's stdout as JSON, so that hook prints
 `{}` and nothing else.
+
+A hook call is a new process on every agent event, and most of its time would be Python
+importing redis-py and pydantic. So a one-event hook call (claude-code, gemini) first
+asks this user's warm hook server (server.py) to run it: the call itself imports only
+the standard library (client.py, wire.py). With no server answering it runs here
+(runner.py) and starts one for the next calls.
 """
-
-from __future__ import annotations
-
-import argparse
-import asyncio
-import json
-import sys
-from typing import Any
-
-from .context import HookContext
-
-
-def _event(ctx: HookContext) -> dict[str, Any] | None:
-    try:
-        text = sys.stdin.buffer.read().decode("utf-8")
-        event = json.loads(text)
-    except (UnicodeDecodeError, ValueError, RecursionError) as exc:
-        ctx.warn(f"stdin: not a JSON hook event ({exc.__class__.__name__}: {exc}); ignored")
-        return None
-    if not isinstance(event, dict):
-        ctx.warn("stdin: the hook event must be a JSON object; ignored")
-        return None
-    return event
-
-
-async def _one_event(ctx: HookContext) -> None:
-    event = _event(ctx)
-    if event is None:
-        return
-    if ctx.harness == "claude-code":
-        from .claude_code import handle
-    else:
-        from .gemini import handle
-    await handle(ctx, event)
-
-
-async def _run(ctx: HookContext, wrapped: list[str]) -> int:
-    try:
-        if ctx.harness == "codex":
-            from . import codex
-
-            return await codex.run(ctx, wrapped)
-        await _one_event(ctx)
-        return 0
-    finally:
-        await ctx.close()
-
-
-def run_hook(args: argparse.Namespace) -> int:
-    """Run one hook; the exit status (0, or a wrapped command's own)."""
-    ctx = HookContext(args.harness, args)
-    wrapped = list(args.wrapped or [])
-    if wrapped and args.harness != "codex":
-        ctx.warn(f"only the codex hook runs a command; ignoring {' '.join(wrapped)}")
-        wrapped = []
-    status = 0
-    try:
-        status = asyncio.run(_run(ctx, wrapped))
-    except KeyboardInterrupt:
-        status = 130 if wrapped else 0
-    except Exception as exc:  # whatever went wrong, the agent carries on
-        ctx.warn(_why(exc))
-    finally:
-        if args.harness == "gemini":
-            print("{}", flush=True)
-    return status
-
-
-def _why(exc: Exception) -> str:
-    from redis.exceptions import RedisError
-
-    if isinstance(exc, RedisError):
-        return f"the card store is not answering ({exc}); nothing was recorded"
-    return f"{exc}; nothing was recorded"

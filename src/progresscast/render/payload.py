@@ -11,6 +11,11 @@ final answer. A fallback may have a fallback of its own (rich → classic → pl
 
 The digest says what we *meant* to show: equal digests show the same message. The
 fallback takes no part in it, and is computed only when asked for.
+
+A payload may have an *opening*: what a new message is made with when it cannot be
+made showing the payload at once (Slack's finished plan display: a stream is started,
+and stopped only by a second call). The message is sent as the opening and then
+edited to the payload, each call in a slot of its own.
 """
 
 from __future__ import annotations
@@ -37,6 +42,9 @@ class Payload:
     make_fallback: Callable[[], Payload | None] | None = field(default=None, repr=False)
     """What to show when the channel refuses this content (computed only then)."""
     digest: str = field(default="", repr=False)
+    opening: Payload | None = field(default=None, repr=False)
+    """What a new message is sent as when it cannot show this payload at once (then
+    edited to it); None: sent as itself."""
 
     def __post_init__(self) -> None:
         if not self.digest:

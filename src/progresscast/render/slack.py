@@ -39,7 +39,9 @@ holds the activity (headline and tool lines). Titles and details are plain text 
 is not part of the plan display (a stream can only be appended to, so a note could
 not be kept current). `fallback` is the Block Kit call, for where a stream does not
 apply or is refused. Once the run has ended the call is `chat.stopStream` with the
-same chunks: the plan's last state, and the end of the stream.
+same chunks: the plan's last state, and the end of the stream (one cannot be started
+stopped: a new message is started with the same chunks first, and stopped by a call of
+its own — `slack_payload`).
 """
 
 from __future__ import annotations

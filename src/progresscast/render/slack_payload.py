@@ -4,7 +4,8 @@ about how a Slack message looks, the fallbacks included, is made here.
 - A draft: Block Kit (`chat.postMessage` with blocks), falling back to its plain text
   when Slack refuses the blocks; or, where the plan display applies (a thread and the
   person it streams to) and the settings ask for it, the plan (`chat.startStream`,
-  `chat.stopStream` once the run ended), falling back to Block Kit.
+  `chat.stopStream` once the run ended — a new message then opens with
+  `chat.startStream` and is stopped by an edit of its own), falling back to Block Kit.
 - A final answer: one Block Kit message per part, each falling back to its plain text.
 - A `/progresscast card` snapshot: the progress draft, also when the mode shows none.
 
@@ -49,7 +50,13 @@ def _payload(call: dict[str, Any] | None, thread_ts: str | None, recipient: Reci
         params["recipient_team_id"] = recipient.team_id
     fallback = call.get("fallback")
     kind = PLAN if stream else BLOCKS
-    return Payload(str(call["method"]), params, kind, lambda: _payload(fallback, thread_ts) if fallback else None)
+    # A stream cannot be started stopped: a finished plan's new message is started
+    # with the same chunks, and stopped by an edit of its own (each call paced).
+    opening = Payload("chat.startStream", params, PLAN) if call["method"] == "chat.stopStream" else None
+    return Payload(
+        str(call["method"]), params, kind, lambda: _payload(fallback, thread_ts) if fallback else None,
+        opening=opening,
+    )
 
 
 def slack_draft(

@@ -106,31 +106,19 @@ class SlackClient:
         self.bot_user_id = bot_user_id
 
     async def send(self, chat_id: Id, thread_id: Id, payload: Payload) -> Outcome:
+        """A new message: `chat.postMessage`, or `chat.startStream` for the plan display
+        (one call: a finished plan is stopped by an edit, in a slot of its own)."""
+        if payload.method == "chat.stopStream":
+            raise ValueError("a plan display is started with chat.startStream (its payload's opening)")
         params: dict[str, Any] = {"channel": str(chat_id), **payload.params}
         thread = _thread(thread_id)
         if thread and not params.get("thread_ts"):
             params["thread_ts"] = thread
-        if payload.method in STREAM_METHODS:
-            return await self._start_stream(params, stop=payload.method == "chat.stopStream")
         try:
             reply = await self.web.api_call(payload.method, json=params)
         except Exception as exc:
-            return classify(exc)
+            return classify(exc, stream=payload.method in STREAM_METHODS)
         return Outcome(K.ok, message_id=str(reply["ts"]))
-
-    async def _start_stream(self, params: dict[str, Any], *, stop: bool) -> Outcome:
-        """A new plan display; one whose run has ended is started and stopped at once."""
-        try:
-            reply = await self.web.api_call("chat.startStream", json=params)
-        except Exception as exc:
-            return classify(exc, stream=True)
-        ts = str(reply["ts"])
-        if stop:
-            try:
-                await self.web.api_call("chat.stopStream", json={"channel": params["channel"], "ts": ts})
-            except Exception as exc:  # shown all the same; an unstopped stream ends by itself
-                log.warning("stopping the plan display %s failed: %s", ts, classify(exc, stream=True).detail)
-        return Outcome(K.ok, message_id=ts)
 
     async def edit(self, chat_id: Id, message_id: MessageId, payload: Payload) -> Outcome:
         """Make message `message_id` show the payload: `chat.update` (blocks replaced, so

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import json
 import logging
+import time
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
@@ -26,11 +27,13 @@ from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
 
 from ..card import SURROGATE_RULE, CardError, escape_lone_surrogates, has_lone_surrogate, reject_lone_surrogates
+from ..channels.outcome import MessageId
 from ..channels.state import DraftKey
 from ..config import Mode, Settings, SlackSettings
 from ..gateway.state import raw_form
 from ..owners import Owner, resolve_owner
 from ..render.slack_payload import Recipient, slack_draft, slack_snapshot
+from ..view import View
 from .channel import NO_THREAD, allowed, effective_mode
 
 if TYPE_CHECKING:
@@ -39,6 +42,10 @@ if TYPE_CHECKING:
 log = logging.getLogger("progresscast.slack")
 
 MAX_BODY = 64 * 1024
+
+OPENING_PATIENCE = 120.0
+"""Seconds a follow whose thread is still being opened counts as made (a second
+`/progresscast follow` of it meanwhile opens no second thread)."""
 
 COMMANDS = [
     ("follow", "SESSION [AGENT] — show this session's progress card in this channel"),
@@ -84,6 +91,9 @@ class SlackCommands:
         self.state = worker.state
         self.store = worker.store
         self.verifier = SignatureVerifier(settings.channels.slack.signingSecret)
+        self._opening: dict[tuple[str, Owner], float] = {}
+        """Follows whose thread the channel's lane is still to open, and until when (on
+        the monotonic clock) that counts as following: memory only, as the opening is."""
         self.handlers: dict[str, Callable[[Invocation], Awaitable[str]]] = {
             "follow": self.follow,
             "unfollow": self.unfollow,
@@ -170,14 +180,18 @@ class SlackCommands:
             owner = self._owner(args)
         except CardError as exc:
             return f"Sorry, I can't follow {args[0]}: {self._problem(exc)}."
-        key = DraftKey(channel, NO_THREAD, owner)
-        if await self._plan_display(channel) and inv.user_id and inv.team_id:
-            thread = await self._open_thread(channel, owner)
-            if thread is not None:
-                key = DraftKey(channel, thread, owner)
-                await self.state.set_recipient(channel, thread, Recipient(inv.user_id, inv.team_id))
-        added = await self.worker.follow(key)
         view = await self.store.view(owner)
+        if await self._followed(channel, owner):
+            added = False
+        elif await self._plan_display(channel) and inv.user_id and inv.team_id:
+            # A thread of its own: a new follow (a follow that cannot open one is made in
+            # the channel once that is known, and may find it already followed there).
+            self._follow_in_thread(channel, owner, Recipient(inv.user_id, inv.team_id), view)
+            added = True
+        else:
+            key = DraftKey(channel, NO_THREAD, owner)
+            added = await self.worker.follow(key)
+            self.worker.touch(key, followed=added)
         mode = effective_mode(self.slack, channel, await self.state.prefs(channel))
         name = owner.display_key
         if not added:
@@ -188,20 +202,42 @@ class SlackCommands:
             text = f"Following {name}."
         if mode is Mode.off:
             text += " Live cards are off in this channel (mode off): only final answers are posted."
-        self.worker.touch(key, followed=added)
         return text
+
+    async def _followed(self, channel: str, owner: Owner) -> bool:
+        """Does the channel follow `owner` already, in the channel or in a thread — or is
+        a thread for it still being opened?"""
+        now = time.monotonic()
+        self._opening = {k: until for k, until in self._opening.items() if until > now}
+        if (channel, owner) in self._opening:
+            return True
+        return any(key.owner == owner for key in await self.state.follows(channel))
 
     async def _plan_display(self, channel: str) -> bool:
         settings = await self.worker.slack_channel.render_settings(channel)
         return settings.rich
 
-    async def _open_thread(self, channel: str, owner: Owner) -> str | None:
-        """The plan display streams in a thread: a message that starts one (None when it
-        could not be posted: the follow is then in the channel, as Block Kit)."""
-        outcome = await self.worker.slack_channel.client.say(
-            channel, NO_THREAD, f"Progress of {owner.display_key}, in this thread."
-        )
-        return str(outcome.message_id) if outcome.delivered and outcome.message_id else None
+    def _follow_in_thread(self, channel: str, owner: Owner, recipient: Recipient, view: View) -> None:
+        """The plan display streams in a thread: the channel's lane posts a message that
+        starts one, paced and ordered with the channel's other calls, and then follows
+        `owner` in it (in the channel, as Block Kit, when it could not be posted). The
+        command does not wait for it: Slack waits three seconds for the answer, and the
+        lane may be waiting for the channel's pace or a 429's Retry-After."""
+
+        async def follow(thread: MessageId | None) -> None:
+            try:
+                key = DraftKey(channel, NO_THREAD if thread is None else str(thread), owner)
+                if thread is not None:
+                    await self.state.set_recipient(channel, str(thread), recipient)
+                added = await self.worker.follow(key, view=view)
+                self.worker.touch(key, followed=added)
+            finally:
+                self._opening.pop((channel, owner), None)
+
+        # Until the lane has opened the thread and stored the follow; a reply the lane
+        # dropped (Redis down) calls nothing back, so the mark also expires.
+        self._opening[(channel, owner)] = time.monotonic() + OPENING_PATIENCE
+        self.worker.say(channel, NO_THREAD, f"Progress of {owner.display_key}, in this thread.", then=follow)
 
     async def unfollow(self, inv: Invocation) -> str:
         channel, args = inv.channel, inv.args

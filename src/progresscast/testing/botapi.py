@@ -24,9 +24,11 @@ a local Bot API server (``--local``), it accepts http URLs on any port unless ma
 ``local_mode=False``. :attr:`webhook_deliveries` lists every POST and its answer.
 
 Several bots: :meth:`add_bot` serves another token on the same server (its own chats,
-updates and pacing; webhooks only for the first bot); the methods that concern one bot
-take ``token=`` (default: the first). Several clients of one bot can be told apart by
-giving each its own :meth:`base_url_for` (recorded as :attr:`Call.instance`).
+updates, pacing and webhook: each bot's updates are POSTed to its own webhook, and only
+a bot with a webhook set has getUpdates refused); the methods that concern one bot
+take ``token=`` (default: the first), and the webhook's properties (the first bot's)
+have a ``_for(token)`` twin. Several clients of one bot can be told apart by giving
+each its own :meth:`base_url_for` (recorded as :attr:`Call.instance`).
 """
 
 from __future__ import annotations
@@ -39,6 +41,7 @@ import logging
 import socket
 import time
 from collections.abc import Callable, Iterable, Iterator, Sequence
+from dataclasses import dataclass
 from typing import Any, Unpack
 
 import uvicorn
@@ -74,8 +77,18 @@ class _QuietServer(uvicorn.Server):
         yield
 
 
+@dataclass(frozen=True)
+class ServedBot:
+    """One bot the emulator serves: its state, its flood limits and its webhook's sender."""
+
+    telegram: FakeTelegram
+    pacer: Pacer
+    webhook_sender: WebhookSender
+
+
 class BotAPIEmulator:
-    """An emulated Bot API for one bot; use as ``async with BotAPIEmulator(token=...) as api``.
+    """An emulated Bot API for one bot (or more: :meth:`add_bot`); use as
+    ``async with BotAPIEmulator(token=...) as api``.
 
     Pacing: a private chat gets ``private_pace`` (default: a burst of 3, then 1 call per
     second), a group ``group_pace`` (a burst of 20, then 20 per minute), the bot as a
@@ -101,15 +114,15 @@ class BotAPIEmulator:
         fault_rate: float = 0.0,
         fault_seed: int = 0,
     ) -> None:
-        self.telegram = FakeTelegram(token, bot_username=bot_username, count=count, local_mode=local_mode)
-        self.webhook_sender = WebhookSender(
-            self.telegram, retry_delays=webhook_retry_delays, timeout=webhook_timeout, on_change=self._notify
-        )
-        self.pacer = Pacer(private_pace, group_pace, bot_pace)
         self._paces = (private_pace, group_pace, bot_pace)
         self._count = count
-        self.bots: dict[str, tuple[FakeTelegram, Pacer]] = {token: (self.telegram, self.pacer)}
-        """Every bot served, by token: its state and its flood limits."""
+        self._local_mode = local_mode
+        self._webhook_retry_delays = tuple(webhook_retry_delays)
+        self._webhook_timeout = webhook_timeout
+        self.bots: dict[str, ServedBot] = {}
+        """Every bot served, by token (the first is the one made with the emulator)."""
+        first = self._serve(FakeTelegram(token, bot_username=bot_username, count=count, local_mode=local_mode))
+        self.telegram, self.pacer, self.webhook_sender = first.telegram, first.pacer, first.webhook_sender
         self.timeout_delay = timeout_delay
         """Default hold of :meth:`timeout_next`: past python-telegram-bot's 5 s read timeout."""
         self.calls: list[Call] = []
@@ -135,12 +148,23 @@ class BotAPIEmulator:
         if token in self.bots:
             raise ValueError("the emulator serves this token already")
         username = bot_username or f"progresscast_test_bot_{len(self.bots) + 1}"
-        telegram = FakeTelegram(token, bot_username=username, count=self._count)
-        self.bots[token] = (telegram, Pacer(*self._paces))
-        return telegram
+        served = self._serve(FakeTelegram(token, bot_username=username, count=self._count, local_mode=self._local_mode))
+        if self._task is not None:  # added while serving: its webhook works at once
+            served.webhook_sender.start()
+        return served.telegram
+
+    def _serve(self, telegram: FakeTelegram) -> ServedBot:
+        sender = WebhookSender(
+            telegram, retry_delays=self._webhook_retry_delays, timeout=self._webhook_timeout, on_change=self._notify
+        )
+        served = self.bots[telegram.token] = ServedBot(telegram, Pacer(*self._paces), sender)
+        return served
+
+    def _served(self, token: str | None) -> ServedBot:
+        return self.bots[token or self.telegram.token]
 
     def bot(self, token: str | None = None) -> FakeTelegram:
-        return self.telegram if token is None else self.bots[token][0]
+        return self._served(token).telegram
 
     # --- lifecycle -------------------------------------------------------------------------
 
@@ -150,8 +174,8 @@ class BotAPIEmulator:
         Stopping and starting again emulates Telegram being unreachable for a while:
         chats, calls and faults are kept.
         """
-        for telegram, _ in self.bots.values():
-            telegram.closing.clear()
+        for served in self.bots.values():
+            served.telegram.closing.clear()
         # IPPROTO_TCP, so that asyncio sets TCP_NODELAY on accepted connections (no
         # delayed-ACK stall of ≈ 40 ms per answer).
         sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM, socket.IPPROTO_TCP)
@@ -169,15 +193,17 @@ class BotAPIEmulator:
                 self._task.result()  # raises what stopped the server
                 raise RuntimeError("the Bot API emulator stopped while starting")
             await asyncio.sleep(0.01)
-        self.webhook_sender.start()
+        for served in self.bots.values():
+            served.webhook_sender.start()
         return self
 
     async def stop(self) -> None:
         # Wake long polls and held answers first, so that shutdown does not wait for them.
-        for telegram, _ in self.bots.values():
-            telegram.closing.set()
-            telegram.updates.wake()
-        await self.webhook_sender.stop()
+        for served in self.bots.values():
+            served.telegram.closing.set()
+            served.telegram.updates.wake()
+        for served in self.bots.values():
+            await served.webhook_sender.stop()
         if self._server is not None and self._task is not None:
             self._server.should_exit = True
             await self._task
@@ -272,18 +298,27 @@ class BotAPIEmulator:
 
     @property
     def webhook(self) -> Webhook | None:
-        """The webhook setWebhook set (url, secret_token, allowed_updates), if any."""
-        return self.telegram.webhook
+        """The first bot's :meth:`webhook_for`."""
+        return self.webhook_for()
+
+    def webhook_for(self, token: str | None = None) -> Webhook | None:
+        """The webhook setWebhook set for a bot (url, secret_token, allowed_updates), if any."""
+        return self.bot(token).webhook
 
     @property
     def webhook_deliveries(self) -> list[Delivery]:
-        """Every POST to a webhook, in order: the update id and the HTTP status answered."""
-        return self.webhook_sender.deliveries
+        """The first bot's :meth:`webhook_deliveries_for`."""
+        return self.webhook_deliveries_for()
 
-    def lose_webhook_answers(self, times: int = 1) -> None:
-        """The next ``times`` webhook POSTs reach the webhook, but their answers are lost:
+    def webhook_deliveries_for(self, token: str | None = None) -> list[Delivery]:
+        """Every POST of a bot's updates to its webhook, in order: the update id and the
+        HTTP status answered."""
+        return self._served(token).webhook_sender.deliveries
+
+    def lose_webhook_answers(self, times: int = 1, *, token: str | None = None) -> None:
+        """The next ``times`` POSTs to a bot's webhook reach it, but their answers are lost:
         Telegram takes them as failed and posts the same update again."""
-        self.webhook_sender.lose_answers += times
+        self._served(token).webhook_sender.lose_answers += times
 
     # --- what users do ---------------------------------------------------------------------
 
@@ -313,9 +348,9 @@ class BotAPIEmulator:
         self._notify()
         return update
 
-    def delete_by_user(self, chat_id: int, message_id: int) -> None:
+    def delete_by_user(self, chat_id: int, message_id: int, *, token: str | None = None) -> None:
         """A user deletes a message: later edits answer "message to edit not found"."""
-        chat = self.telegram.chat(chat_id)
+        chat = self.bot(token).chat(chat_id)
         if message_id not in chat.messages:
             raise KeyError(f"chat {chat_id} shows no message {message_id}")
         chat.deleted[message_id] = chat.messages.pop(message_id)
@@ -452,7 +487,7 @@ class BotAPIEmulator:
         if token not in self.bots:
             raise ApiError(401, "Unauthorized")
         call.token = token
-        found = self.bots[token][0].lookup(call.method)
+        found = self.bots[token].telegram.lookup(call.method)
         if found is None:
             raise not_found()
         call.method, handler = found
@@ -474,8 +509,9 @@ class BotAPIEmulator:
         paced = paced and call.method in PACED and chat_id is not None
         if paced:
             assert chat_id is not None
-            telegram, pacer = self.bots[call.token or self.telegram.token]
-            refused = pacer.take(chat_id, telegram.chat(chat_id).type, call.at)
+            served = self._served(call.token)
+            pacer = served.pacer
+            refused = pacer.take(chat_id, served.telegram.chat(chat_id).type, call.at)
             if refused is not None:
                 call.limit = refused.limit
                 retry = refused.retry_after
