@@ -316,3 +316,61 @@ def test_bad_webhook_settings_are_one_line_naming_the_setting(tmp_path: Path, we
     with pytest.raises(ConfigError, match=r"^config .*: channels\.telegram\." + message) as caught:
         load(tmp_path, webhook)
     assert "\n" not in str(caught.value)
+
+
+async def test_an_adapter_that_wakes_late_never_moves_the_cursor_back(redis: Any) -> None:
+    """The old adapter stalls in an update (a pause past its lease) while the new one
+    handles what came after and stops; when the old one goes on, the cursor stays where
+    the new one left it, so what the new one handled is not handled again."""
+    from progresscast.telegram.webhook import UpdateInbox
+
+    bot_id = 4242
+    cursor_key = keys.tg_updates_cursor(bot_id)
+    old, new = UpdateInbox(redis, bot_id), UpdateInbox(redis, bot_id)
+    stalled, go_on = asyncio.Event(), asyncio.Event()
+    handled: dict[str, list[int]] = {"old": [], "new": []}
+
+    async def old_handles(update: dict[str, Any]) -> None:
+        handled["old"].append(update["update_id"])
+        stalled.set()
+        await go_on.wait()
+
+    async def new_handles(update: dict[str, Any]) -> None:
+        handled["new"].append(update["update_id"])
+
+    async def until(condition: Any) -> None:
+        async with asyncio.timeout(10):
+            while True:
+                value = condition()
+                if asyncio.iscoroutine(value):
+                    value = await value
+                if value:
+                    return
+                await asyncio.sleep(0.01)
+
+    async def cursor_is(entry_id: str) -> bool:
+        return bool(await redis.get(cursor_key) == entry_id)
+
+    async def newest() -> str:
+        [(entry_id, _)] = await redis.xrevrange(keys.tg_updates(bot_id), count=1)
+        return str(entry_id)
+
+    await old.hand_over({"update_id": 1})
+    old.start(old_handles)
+    try:
+        await asyncio.wait_for(stalled.wait(), 5)
+        for update_id in (2, 3):
+            await old.hand_over({"update_id": update_id})
+        new.start(new_handles)
+        third = await newest()
+        await until(lambda: cursor_is(third))
+        await new.close()
+        go_on.set()
+        await old.hand_over({"update_id": 4})
+        await until(lambda: handled["old"][-1:] == [4])
+    finally:
+        await old.close()
+        await new.close()
+    assert handled == {"old": [1, 4], "new": [1, 2, 3]}
+    assert await redis.get(cursor_key) == await newest()
+

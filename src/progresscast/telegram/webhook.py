@@ -46,6 +46,25 @@ redis.call('XADD', stream_key, 'MAXLEN', '~', stream_maxlen, '*', 'update', upda
 return 1
 """
 
+# The cursor only moves forward: an adapter that paused past its lease and wakes up
+# must not move it back over updates the next holder has handled (they would be
+# handled again). Stream ids are "<ms>-<seq>".
+_ADVANCE = """
+local cursor_key = KEYS[1]
+local new_id = ARGV[1]
+local old_id = redis.call('GET', cursor_key)
+if old_id then
+  local old_ms, old_seq = string.match(old_id, '^(%d+)-(%d+)$')
+  local new_ms, new_seq = string.match(new_id, '^(%d+)-(%d+)$')
+  old_ms, old_seq, new_ms, new_seq = tonumber(old_ms), tonumber(old_seq), tonumber(new_ms), tonumber(new_seq)
+  if old_ms and (old_ms > new_ms or (old_ms == new_ms and old_seq >= new_seq)) then
+    return 0
+  end
+end
+redis.call('SET', cursor_key, new_id)
+return 1
+"""
+
 Handle = Callable[[dict[str, Any]], Awaitable[None]]
 
 
@@ -56,6 +75,7 @@ class UpdateInbox:
         self.redis = redis
         self.bot_id = bot_id
         self._hand_over = redis.register_script(_HAND_OVER)
+        self._advance = redis.register_script(_ADVANCE)
         self.closed = False
         self._task: asyncio.Task[None] | None = None
 
@@ -118,7 +138,8 @@ class UpdateInbox:
                         if update is not None:
                             await handle(update)
                         cursor = entry_id
-                    await self.redis.set(cursor_key, cursor)
+                    if not await self._advance(keys=[cursor_key], args=[cursor]):
+                        cursor = None  # another adapter went further: read on from its cursor
                 failures = 0
             except RedisError as exc:
                 delay = backoff.delay(failures)
