@@ -289,3 +289,44 @@ async def test_event_stream_refusals(redis: Redis, token: str | None, params: di
     assert response.status_code == status
     assert response.json()["error"]["code"] == code
     assert app.state.gateway.hub.subscribers == 0
+
+
+class _LosesOneCancel:
+    """A reader client whose blocking read loses the first cancel, as redis-py's socket
+    write does under Python 3.11's `wait_for` when the cancel lands just as it finishes."""
+
+    def __init__(self, redis: Any) -> None:
+        self.redis = redis
+        self.lost = 0
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self.redis, name)
+
+    async def xread(self, *args: Any, **kwargs: Any) -> Any:
+        try:
+            return await self.redis.xread(*args, **kwargs)
+        except asyncio.CancelledError:
+            if self.lost:
+                raise
+            self.lost += 1
+            return []
+
+
+async def test_a_shard_reader_ends_when_its_cancel_was_lost_in_a_read(redis_url: str) -> None:
+    from progresscast.connections import Role, connect
+    from progresscast.gateway.hub import EventHub
+
+    readers = connect(redis_url, role=Role.readers)
+    lossy = _LosesOneCancel(readers)
+    hub = EventHub(lossy, block_ms=500)
+    sub = await hub.subscribe(Owner("main", "ticket-1"))
+    (reader,) = [t for t in asyncio.all_tasks() if t.get_name() == f"event-hub-{sub.stream}"]
+    try:
+        await asyncio.sleep(0.1)  # well inside its first blocking read
+        hub.unsubscribe(sub)  # the last viewer left: the reader is cancelled
+        await asyncio.wait([reader], timeout=3)
+        assert lossy.lost == 1 and reader.done(), "the reader read on after its cancel was lost"
+    finally:
+        reader.cancel()
+        await asyncio.wait([reader], timeout=3)
+        await readers.aclose()

@@ -27,6 +27,7 @@ from a2a.utils.errors import A2AError, TaskNotFoundError, UnsupportedOperationEr
 from google.protobuf.json_format import MessageToDict
 
 from ..card import CardError
+from ..stopping import still_wanted
 from .apply import Applied, Source, UpdateApplier
 from .mapping import EXTENSION_URI, RUN_END, StatusChange, TaskState, Update, UpdateError, parse_timestamp, parse_update
 
@@ -57,15 +58,6 @@ Report = Callable[[Update, Applied], None]
 
 def _quiet(update: Update, applied: Applied) -> None:
     return None
-
-
-def still_wanted() -> None:
-    """Raise CancelledError if this task was asked to stop. A library call may swallow
-    the CancelledError (Python 3.11's wait_for race); a loop that checks this at each
-    turn still ends, so `serve` and Ctrl-C never hang on a follower."""
-    task = asyncio.current_task()
-    if task is not None and task.cancelling():
-        raise asyncio.CancelledError
 
 
 @asynccontextmanager

@@ -19,8 +19,9 @@ from redis.asyncio import Redis
 
 from .. import keys
 from ..config import A2AAgentSettings, Settings
+from ..stopping import still_wanted
 from .apply import UpdateApplier
-from .follow import AgentUnavailable, ContextCursor, Follower, Pacing, agent_client, still_wanted
+from .follow import AgentUnavailable, ContextCursor, Follower, Pacing, agent_client
 
 log = logging.getLogger("progresscast.a2a")
 

@@ -22,6 +22,7 @@ from ..connections import READ_BLOCK_MS
 from ..events import Event
 from ..owners import Owner
 from ..sharding import layout_of
+from ..stopping import still_wanted
 
 BACKOFF = Backoff()
 """The one retry policy (backoff.py)."""
@@ -121,8 +122,13 @@ class EventHub:
         ready.set_result(None)
         failures = 0
         while True:
+            # Checked at every turn (the tail yields at least once per block time): a
+            # cancel a library call swallowed must still end this reader, or it reads on
+            # forever with nobody listening and even the event loop cannot close.
+            still_wanted()
             try:
                 async for event in events.tail(self.redis, stream, start=position, block_ms=self.block_ms):
+                    still_wanted()
                     failures = 0
                     if event is None:
                         continue
