@@ -45,6 +45,11 @@ ARRIVAL_JITTER = 0.25
 from the moment the one before left). A call that ignores its pacing arrives within a
 few milliseconds. Across a handover (the last call of one holder, the first of the
 next) the interval must hold in full."""
+IN_FLIGHT_AT_RESUME = 0.25
+"""Seconds after SIGCONT within which a call a paused process had already begun may arrive."""
+CONNECTIONS = 16
+"""The adapter's connections to the Bot API (`connection_pool_size`): at most that many
+calls can be on their way at once."""
 TOKEN = "gw-token-for-tests"
 BOT_A = "111111:first-bot-token"
 BOT_B = "222222:second-bot-token"
@@ -290,8 +295,13 @@ async def test_a_paused_holder_makes_no_call_once_its_lease_passed(serves: Any, 
                 lambda: all(any(f"w{last} of s{i}" in t for t in api.chat(i).texts()) for i in sessions),
                 15, "every chat shows its newest card",
             )
-            late = [(c.method, c.chat_id) for c in api.calls if c.instance == old.name and c.at > resumed]
-            assert not late, f"the paused holder called after it resumed: {late}"
+            # A call already past its last lease check when SIGSTOP came leaves at SIGCONT:
+            # Telegram takes no fencing token, so no client can hold that one back. It
+            # arrives at once; nothing the old holder decides after it resumed goes out.
+            late = [(c.method, c.chat_id, round(c.at - resumed, 3)) for c in api.calls
+                    if c.instance == old.name and c.at > resumed]
+            in_flight = [call for call in late if call[2] <= IN_FLIGHT_AT_RESUME]
+            assert late == in_flight and len(in_flight) <= CONNECTIONS, f"the paused holder called: {late}"
             # The old one's poll from before the pause was ended by the new one's (409); the
             # new one's was never ended by a poll of the old one.
             assert not [c for c in api.calls if c.status == 409 and c.instance == new.name], "two pollers"
