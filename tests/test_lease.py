@@ -76,11 +76,17 @@ def holders(redis: Any) -> tuple[TelegramState, TelegramState]:
     return TelegramState(redis, fence=old_fence), TelegramState(redis, fence=new_fence)
 
 
-async def test_a_draft_write_of_an_older_holder_is_refused(redis: Any) -> None:
+async def written_by_both(redis: Any) -> tuple[TelegramState, TelegramState, DraftKey]:
+    """A draft the old holder wrote (message 7), then the newer one (message 8)."""
     old, new = holders(redis)
     key = DraftKey(42, 0, Owner("main", "t1"))
     await old.save_draft(key, DraftState(message_id=7))
     await new.save_draft(key, DraftState(message_id=8))
+    return old, new, key
+
+
+async def test_a_draft_write_of_an_older_holder_is_refused(redis: Any) -> None:
+    old, new, key = await written_by_both(redis)
     with pytest.raises(FenceClosed):
         await old.save_draft(key, DraftState(message_id=7, revision=3))
     assert (await new.draft(key)).message_id == 8
@@ -92,10 +98,7 @@ async def test_a_draft_write_of_an_older_holder_is_refused(redis: Any) -> None:
 
 
 async def test_a_delete_of_an_older_holder_is_refused_after_a_newer_one_wrote(redis: Any) -> None:
-    old, new = holders(redis)
-    key = DraftKey(42, 0, Owner("main", "t1"))
-    await old.save_draft(key, DraftState(message_id=7))
-    await new.save_draft(key, DraftState(message_id=8))
+    old, new, key = await written_by_both(redis)
     with pytest.raises(FenceClosed):
         await old.forget_draft(key)
     with pytest.raises(FenceClosed):
