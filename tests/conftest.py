@@ -8,6 +8,7 @@ is set, against that server too (database 15, flushed per test).
 
 from __future__ import annotations
 
+import gc
 import os
 import shutil
 import socket
@@ -30,6 +31,61 @@ TEST_DB = 15
 BACKENDS = ["embedded", "cluster"] + (["server"] if os.environ.get("REDIS_URL") else [])
 CLUSTER_MASTERS = 3
 SLOTS = 16384
+
+
+FULL_COLLECTION_EVERY = 25
+"""Tests between two full garbage collections (see `pytest_runtest_protocol`)."""
+_tests_run = 0
+_pauses: dict[str, _Pauses] = {}
+
+
+class _Pauses:
+    """Each garbage collection during a test that took over 20 ms (a `gc.callbacks` entry)."""
+
+    def __init__(self) -> None:
+        self.began = self.started = time.monotonic()
+        self.long: list[str] = []
+
+    def __call__(self, phase: str, info: dict[str, int]) -> None:
+        now = time.monotonic()
+        if phase == "start":
+            self.started = now
+        elif now - self.started > 0.02:
+            took, at = (now - self.started) * 1000, now - self.began
+            self.long.append(f"generation {info['generation']}: {took:.0f} ms, ended {at:.3f} s into the test")
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_protocol(item: pytest.Item, nextitem: pytest.Item | None) -> Any:
+    """Each test runs with what earlier tests left on the heap frozen out of the garbage
+    collector. Many tests measure time at an emulator, which shares the test's event
+    loop: a full collection stops that loop for as long as it takes to scan the heap,
+    and by the end of a suite run the heap took up to half a second on a 2-core
+    machine — two calls that left a pacing interval apart were stamped as arriving
+    together. Frozen, a collection scans only what the test made. What the tests left
+    is collected every `FULL_COLLECTION_EVERY` tests, between two of them."""
+    global _tests_run
+    pauses = _pauses[item.nodeid] = _Pauses()
+    gc.callbacks.append(pauses)
+    gc.freeze()
+    try:
+        return (yield)
+    finally:
+        gc.unfreeze()
+        gc.callbacks.remove(pauses)
+        del _pauses[item.nodeid]
+        _tests_run += 1
+        if _tests_run % FULL_COLLECTION_EVERY == 0:
+            gc.collect()
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]) -> Any:
+    report = yield
+    pauses = _pauses.get(item.nodeid)
+    if report.failed and pauses is not None and pauses.long:  # what may have stopped the loop
+        report.sections.append(("garbage collections over 20 ms", "\n".join(pauses.long)))
+    return report
 
 
 def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter) -> None:
