@@ -255,3 +255,21 @@ def test_off_means_no_server(hook_servers: HookServers, redis_url: str, tmp_path
         assert not call.served and (call.status, call.err) == (0, b"")
     time.sleep(0.5)
     assert list(hook_servers.dir.iterdir()) == []
+
+
+def test_the_server_is_asked_only_for_one_event_hooks_whatever_the_options_hold() -> None:
+    """The client finds the harness the way the command line does: an option's value
+    (a session named "codex") is not the harness, and every option with a value that
+    `hook` accepts is one the client skips."""
+    from progresscast.cli import _parser
+
+    assert client.one_event_harness(["--redis", "gemini", "hook", "--session", "codex", "claude-code"]) == "claude-code"
+    assert client.one_event_harness(["hook", "--agent", "claude-code", "codex"]) is None
+    assert client.one_event_harness(["hook", "gemini", "--help"]) is None
+    hook_parser = next(
+        p for a in _parser(hook_only=True)._actions if a.choices and "hook" in a.choices for p in [a.choices["hook"]]
+    )
+    with_value = {o for a in hook_parser._actions if a.nargs != 0 for o in a.option_strings if o.startswith("--")}
+    assert with_value == set(client.GLOBAL_OPTIONS) | set(client.HOOK_OPTIONS)
+    harness = next(a for a in hook_parser._actions if a.dest == "harness")
+    assert tuple(harness.choices) == client.HARNESSES

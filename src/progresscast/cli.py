@@ -103,14 +103,17 @@ def _parser(*, hook_only: bool = False) -> argparse.ArgumentParser:
     `hook` (what a hook call parses, without building the rest)."""
     # SUPPRESS: a subcommand that does not repeat --redis/--config must not reset the
     # value given before it (`progresscast --redis URL card get …`).
+    from .hooks.client import GLOBAL_OPTIONS
+
+    redis_option, config_option = GLOBAL_OPTIONS  # what a hook call skips to find `hook`
     common = _Parser(add_help=False)
     common.add_argument(
-        "--redis", metavar="URL", default=argparse.SUPPRESS,
+        redis_option, metavar="URL", default=argparse.SUPPRESS,
         help="Redis URL, e.g. redis://127.0.0.1:6379/0 (default: $PROGRESSCAST_REDIS_URL, the config's store.url, "
         "else the embedded Redis under $PROGRESSCAST_HOME)",
     )
     common.add_argument(
-        "--config", metavar="FILE", default=argparse.SUPPRESS,
+        config_option, metavar="FILE", default=argparse.SUPPRESS,
         help="TOML config, e.g. config/progresscast.toml (default: $PROGRESSCAST_CONFIG, else built-in defaults)",
     )
 
@@ -248,16 +251,19 @@ def _add_commands(commands: Any, common: argparse.ArgumentParser) -> None:
 
 
 def _add_hook(commands: Any, common: argparse.ArgumentParser) -> None:
+    from .hooks.client import HARNESSES, HOOK_OPTIONS
+
     hook = commands.add_parser(
         "hook",
         help="an agent's hook: its event JSON on stdin (never fails the agent)",
-        usage="progresscast hook claude-code|codex|gemini [--session KEY] [--agent ID] [-- codex exec --json …]",
+        usage=f"progresscast hook {'|'.join(HARNESSES)} [--session KEY] [--agent ID] [-- codex exec --json …]",
         parents=[common],
         epilog=_example("progresscast hook claude-code < event.json"),
     )
-    hook.add_argument("harness", choices=["claude-code", "codex", "gemini"], help="whose events these are")
-    hook.add_argument("--session", metavar="KEY", help="session key (default: the agent's own session id)")
-    hook.add_argument("--agent", metavar="ID", help="agent id (default: the configured default agent)")
+    session, agent = HOOK_OPTIONS  # the warm hook server's client skips their values too
+    hook.add_argument("harness", choices=HARNESSES, help="whose events these are")
+    hook.add_argument(session, metavar="KEY", help="session key (default: the agent's own session id)")
+    hook.add_argument(agent, metavar="ID", help="agent id (default: the configured default agent)")
 
 
 _ARGUMENTS = {"card_file": "CARD.json"}
@@ -444,7 +450,9 @@ def _parse(argv: list[str], wrapped: list[str], *, hook_only: bool = False) -> a
 def _runs_hook(argv: list[str]) -> bool:
     """Whether the command is `hook`: the first word past the global --redis / --config."""
     i = 0
-    while i < len(argv) and argv[i].split("=", 1)[0] in ("--redis", "--config"):
+    from .hooks.client import GLOBAL_OPTIONS
+
+    while i < len(argv) and argv[i].split("=", 1)[0] in GLOBAL_OPTIONS:
         i += 1 if "=" in argv[i] else 2
     return argv[i : i + 1] == ["hook"]
 

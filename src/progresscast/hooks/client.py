@@ -27,8 +27,12 @@ ONE_EVENT = ("claude-code", "gemini")
 """The hooks that read one event and exit. Codex's hook follows a whole `codex exec`
 stream for as long as it runs (piped in or wrapped): it gains nothing from a server
 that would be busy with it throughout, so it always runs in its own process."""
-_HARNESSES = ("claude-code", "codex", "gemini")
-_TAKES_VALUE = ("--session", "--agent", "--redis", "--config")
+HARNESSES = ("claude-code", "codex", "gemini")
+"""Every `progresscast hook` harness (the command line's choices)."""
+GLOBAL_OPTIONS = ("--redis", "--config")
+"""The options before a command, each with a value."""
+HOOK_OPTIONS = ("--session", "--agent")
+"""The hook's own options, each with a value."""
 
 GREETING_TIMEOUT = 2.0
 """Seconds to wait for the server to greet (it serves one call at a time), and to send
@@ -49,9 +53,9 @@ def one_event_harness(argv: list[str]) -> str | None:
     for word in words:
         if skip:
             skip = False
-        elif word in _TAKES_VALUE:
+        elif word in GLOBAL_OPTIONS or word in HOOK_OPTIONS:
             skip = True
-        elif word in _HARNESSES:
+        elif word in HARNESSES:
             return word if word in ONE_EVENT else None
     return None
 
