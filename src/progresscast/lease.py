@@ -30,6 +30,8 @@ import socket
 import time
 from typing import Any
 
+from .stopping import still_wanted
+
 log = logging.getLogger("progresscast.lease")
 
 SAFETY = 0.8
@@ -151,6 +153,7 @@ class Lease:
         """Renew until the lease is lost (then return). A Redis that does not answer is
         retried; meanwhile the deadline passes and the fence closes by itself."""
         while True:
+            still_wanted()
             await asyncio.sleep(self.ttl * RENEW_EVERY)
             try:
                 if not await self.renew():

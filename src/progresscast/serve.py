@@ -22,6 +22,7 @@ from typing import Any
 from .config import ConfigError, Settings
 from .connections import Role, connect
 from .embedded import EmbeddedRedisError, embedded_home, ensure_embedded, is_running
+from .stopping import still_wanted
 
 log = logging.getLogger("progresscast")
 
@@ -141,6 +142,7 @@ async def keep_embedded(home: Path, every: float = EMBEDDED_CHECK_SECONDS) -> No
     """Restart the embedded Redis of `home` whenever it stops answering (killed, crashed).
     Clients reconnect by themselves: the server comes back on the same socket."""
     while True:
+        still_wanted()
         await asyncio.sleep(every)
         if await asyncio.to_thread(is_running, home):
             continue

@@ -34,6 +34,7 @@ from redis.asyncio import Redis
 from ..backoff import Backoff
 from ..events import EventGroup, coalesce
 from ..render.payload import Payload
+from ..stopping import still_wanted
 from ..store import CardStore
 from ..view import View
 from .channel import Channel
@@ -364,6 +365,7 @@ class ChannelWorker:
 
         failures = 0
         while True:
+            still_wanted()
             try:
                 if config:
                     for key in await self.channel.config_follows():

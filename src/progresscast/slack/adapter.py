@@ -25,6 +25,7 @@ from starlette.routing import Route
 from ..backoff import Backoff
 from ..channels.worker import ChannelWorker, WorkerOptions
 from ..config import Settings
+from ..stopping import still_wanted
 from .channel import SlackChannel, SlackPace, SlackState
 from .client import SlackClient
 from .commands import SlackCommands
@@ -73,6 +74,7 @@ class SlackAdapter:
         """auth.test: the workspace and the app's user; retried while Slack is unreachable."""
         failures = 0
         while True:
+            still_wanted()
             try:
                 reply = await self.web.auth_test()
                 self.channel.team_id = str(reply.get("team_id") or "")

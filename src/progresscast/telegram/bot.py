@@ -29,6 +29,7 @@ from ..channels.state import DraftKey
 from ..config import ConfigError, Mode, Settings, TelegramSettings, TelegramWebhookSettings
 from ..owners import Owner, resolve_owner
 from ..render.telegram_payload import telegram_draft, telegram_snapshot
+from ..stopping import still_wanted
 from ..store import CardStore
 from .client import FencedRequest
 from .follows import TelegramState, allowed, effective_mode, wants_rich
@@ -320,6 +321,7 @@ async def _while_unreachable(backoff: Backoff, what: str, attempt: Callable[[], 
     every start-up call); any other failure is the caller's to translate."""
     failures = 0
     while True:
+        still_wanted()
         try:
             await attempt()
             return

@@ -25,6 +25,7 @@ from .. import keys, metrics
 from ..backoff import Backoff
 from ..config import Settings, TelegramSettings, bot_id_of
 from ..lease import Lease
+from ..stopping import still_wanted
 from .options import AdapterOptions
 
 log = logging.getLogger("progresscast.telegram")
@@ -97,6 +98,7 @@ async def run_bot(settings: Settings, redis: Redis, bot: TelegramBot, *, options
     held = metrics.LEASE_HELD.labels(bot.bot_id)
     held.set(0)
     while True:
+        still_wanted()
         try:
             got = await lease.acquire()
             holder = None if got else await lease.current_holder()

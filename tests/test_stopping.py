@@ -1,0 +1,86 @@
+"""Loops that run until cancelled end even when a library call lost the cancel.
+
+Python 3.11's `asyncio.wait_for` — which redis-py wraps around every socket call —
+returns the inner result when a cancel lands just as the inner call finishes: the
+CancelledError is gone, though the task still counts as being cancelled. Here a real
+redis-py client on a real Redis loses every cancel that lands during a command, and
+each loop must still end once its task is cancelled.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import AsyncIterator, Coroutine
+from pathlib import Path
+from typing import Any
+
+import pytest
+from redis.asyncio import Redis
+
+from progresscast import keys
+from progresscast.config import Settings
+from progresscast.embedded import ensure_embedded, stop_embedded
+from progresscast.lease import Lease
+from progresscast.telegram.standby import bots, run_bot
+
+TOKEN = "123456:" + "A" * 35
+
+
+class LosesCancels(Redis):
+    """redis-py as the race leaves it: a cancel landing while a command is in flight
+    is lost, and the command's reply returned. `in_flight` is set once a command is."""
+
+    in_flight: asyncio.Event
+
+    async def execute_command(self, *args: Any, **options: Any) -> Any:
+        command = asyncio.ensure_future(super().execute_command(*args, **options))
+        self.in_flight.set()
+        try:
+            return await asyncio.shield(command)
+        except asyncio.CancelledError:
+            return await command
+
+
+@pytest.fixture
+async def redis(tmp_path: Path) -> AsyncIterator[LosesCancels]:
+    home = tmp_path / "home"
+    client = LosesCancels.from_url(ensure_embedded(home), decode_responses=True)
+    client.in_flight = asyncio.Event()
+    yield client
+    await client.aclose()
+    stop_embedded(home)
+
+
+async def cancelled_in_a_command(redis: LosesCancels, loop: Coroutine[Any, Any, Any]) -> asyncio.Task[Any]:
+    """Run `loop`; cancel it while one of its commands is in flight (the cancel is lost)."""
+    redis.in_flight.clear()
+    task = asyncio.create_task(loop)
+    await asyncio.wait_for(redis.in_flight.wait(), 5)
+    task.cancel()
+    await asyncio.sleep(0)  # the cancel reaches the command, which loses it
+    return task
+
+
+async def ends_cancelled(task: asyncio.Task[Any]) -> None:
+    done, _ = await asyncio.wait([task], timeout=3)
+    assert done, "the loop went on after its cancel was lost"
+    assert task.cancelled()
+
+
+async def test_a_lost_cancel_while_renewing_still_ends_keeping_the_lease(redis: LosesCancels) -> None:
+    lease = Lease(redis, keys.tg_lease("1"), keys.tg_fence("1"), ttl=0.3)
+    assert await lease.acquire()
+    task = await cancelled_in_a_command(redis, lease.keep())
+    await ends_cancelled(task)
+    assert lease.fence.is_open()  # the renew itself went through: the loop stopped after it
+
+
+async def test_a_lost_cancel_while_standing_by_still_ends_the_standby(redis: LosesCancels) -> None:
+    settings = Settings.model_validate({"channels": {"telegram": {"token": TOKEN, "leaseSeconds": 2}}})
+    (bot,) = bots(settings)
+    other = bot.lease(redis)
+    other.holder = "another process"
+    assert await other.acquire()  # this process stands by, asking Redis now and then
+    task = await cancelled_in_a_command(redis, run_bot(settings, redis, bot))
+    await ends_cancelled(task)
+    assert await other.current_holder() == "another process"
