@@ -36,6 +36,10 @@ C = "C0TEST0001"
 OTHER = "C0TEST0002"
 OWNER = Owner("main", "t1")
 SCALE = 0.05
+ARRIVAL_JITTER = 0.015
+"""Seconds two calls may arrive closer at the emulator than they left the adapter (the
+way there is not equally long on a busy loop); a call that ignores its pacing arrives
+within a few ms of the one before."""
 
 
 @pytest.fixture(autouse=True)
@@ -186,14 +190,20 @@ async def test_a_burst_of_writes_is_coalesced_into_paced_updates_of_one_message(
     await h.command("follow t1")
     await h.put(("Step 0", "in_progress"))
     [draft] = await h.shows("Step 0")
-    for i in range(1, 30):
+    for i in range(1, 30):  # three writes an interval, for about ten intervals
         await h.put(*[(f"Step {k}", "completed") for k in range(i)], (f"Step {i}", "in_progress"))
+        await asyncio.sleep(SCALE / 3)
     [last] = await h.shows("29/30 complete", "Step 29", timeout=10)
     assert last.ts == draft.ts and len(h.posts()) == 1
     updates = [c for c in slack.calls_for(C, "chat.update") if c.ok]
-    assert 1 <= len(updates) < 29  # coalesced: the newest card at each slot
+    assert 5 <= len(updates) < 20  # coalesced: the newest card at each slot
+    # One call a second per channel, scaled: each update left the adapter an interval
+    # after the one before. At the emulator a gap may come out shorter by the way there
+    # (a few ms on a busy loop), never by most of an interval; the whole run keeps the rate.
+    interval = 1.0 * SCALE
     gaps = [b.at - a.at for a, b in itertools.pairwise(updates)]
-    assert all(g >= 0.9 * SCALE for g in gaps)  # about one call a second per channel, scaled
+    assert all(g >= interval - ARRIVAL_JITTER for g in gaps), gaps
+    assert updates[-1].at - updates[0].at >= (len(updates) - 1) * interval - ARRIVAL_JITTER
     assert refused(slack) == []
 
 
