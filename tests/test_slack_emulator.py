@@ -72,6 +72,7 @@ async def test_post_update_delete_and_what_the_channel_shows(slack: SlackAPIEmul
     assert deleted["ok"] and ts in slack.channel(C).deleted and ts not in slack.channel(C).messages
 
 
+@pytest.mark.filterwarnings("ignore:The top-level `text` argument is missing")  # the no_text case, on purpose
 async def test_slack_error_strings(slack: SlackAPIEmulator) -> None:
     web = client(slack)
     assert (await error_of(client(slack, "xoxb-wrong").auth_test()))[:2] == (200, "invalid_auth")
