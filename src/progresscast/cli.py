@@ -101,11 +101,11 @@ class _VersionAction(argparse.Action):
 def _parser(*, hook_only: bool = False) -> argparse.ArgumentParser:
     """The whole command line; with `hook_only`, the same but with no command besides
     `hook` (what a hook call parses, without building the rest)."""
-    # SUPPRESS: a subcommand that does not repeat --redis/--config must not reset the
-    # value given before it (`progresscast --redis URL card get …`).
     from .hooks.client import GLOBAL_OPTIONS
 
     redis_option, config_option = GLOBAL_OPTIONS  # what a hook call skips to find `hook`
+    # SUPPRESS: a subcommand that does not repeat --redis/--config must not reset the
+    # value given before it (`progresscast --redis URL card get …`).
     common = _Parser(add_help=False)
     common.add_argument(
         redis_option, metavar="URL", default=argparse.SUPPRESS,
@@ -449,9 +449,9 @@ def _parse(argv: list[str], wrapped: list[str], *, hook_only: bool = False) -> a
 
 def _runs_hook(argv: list[str]) -> bool:
     """Whether the command is `hook`: the first word past the global --redis / --config."""
-    i = 0
     from .hooks.client import GLOBAL_OPTIONS
 
+    i = 0
     while i < len(argv) and argv[i].split("=", 1)[0] in GLOBAL_OPTIONS:
         i += 1 if "=" in argv[i] else 2
     return argv[i : i + 1] == ["hook"]
