@@ -30,7 +30,6 @@ that was sent, is the post (`found`); none is `absent`, and it is safe to post a
 from __future__ import annotations
 
 import asyncio
-import logging
 from typing import Any
 
 import aiohttp
@@ -44,7 +43,6 @@ from ..render.payload import Payload
 from ..render.slack import escape
 from ..render.slack_payload import STREAM_METHODS
 
-log = logging.getLogger("progresscast.slack")
 K = OutcomeKind
 
 GONE = frozenset({"message_not_found", "thread_not_found"})
