@@ -51,9 +51,9 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
-from ..card import Step
-from ..config import RenderSettings
-from ..view import TERMINAL, View
+from ..config.settings import RenderSettings
+from ..model.card import Step
+from ..model.view import TERMINAL, View
 from .draft import compose
 from .ir import Line, Span, cut_line, middle_cut, plain, split_line, u16, visible_units
 from .markdown import markdown_lines

@@ -22,8 +22,8 @@ from typing import Any
 
 from markupsafe import Markup
 
-from ..config import RenderSettings
-from ..view import View
+from ..config.settings import RenderSettings
+from ..model.view import View
 from .draft import compose
 from .ir import Line, Span, split_line, u16, visible_units
 from .markdown import markdown_lines
