@@ -9,6 +9,7 @@ and look at every call it took.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
 
 from hypothesis import given, settings
@@ -36,6 +37,7 @@ from progresscast.channels.outcome import Outcome, OutcomeKind
 from progresscast.config.settings import Mode
 from progresscast.model.activity import Activity
 from progresscast.model.card import Card
+from progresscast.model.needs import Need
 from progresscast.model.owners import Owner
 from progresscast.model.view import EndedRun, RunState, View
 
@@ -92,12 +94,21 @@ class Fake:
             )
         return classic
 
-    def answer(self, markdown: str) -> list[Payload]:
+    def answer(self, markdown: str, head: str | None = None) -> list[Payload]:
+        parts = [p for p in markdown.split("|") if p]
+        if head:
+            parts = [f"{head} / {parts[0]}", *parts[1:]] if parts else [head]
         return [
             Payload("sendMessage", {"text": f"answer: {p}"}, "classic", lambda p=p: plain(f"answer: {p}"))
-            for p in markdown.split("|")
-            if p
+            for p in parts
         ]
+
+    def end_line(self, v: View) -> str | None:
+        """No end lines here (tests/test_draft_conduct.py has them)."""
+        return None
+
+    def ping(self, v: View, needs: Sequence[Need]) -> Payload | None:
+        return Payload("sendMessage", {"text": "ping " + ", ".join(n.key for n in needs)}, "classic")
 
 
 def plain(text: str) -> Payload:

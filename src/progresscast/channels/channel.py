@@ -16,6 +16,7 @@ from __future__ import annotations
 from typing import Protocol
 
 from ..render.payload import Payload
+from .conduct import Conduct
 from .drafts import Intent, Renderers
 from .outcome import MessageId, Outcome
 from .pacing import Budgets
@@ -25,8 +26,12 @@ from .state import ChannelState, ChatPrefs, DraftKey, Id
 class Client(Protocol):
     """The channel's API calls; every reply (or exception) becomes an `Outcome`."""
 
-    async def send(self, chat_id: Id, thread_id: Id, payload: Payload) -> Outcome:
-        """A new message in the destination/thread; `ok` carries its id."""
+    async def send(
+        self, chat_id: Id, thread_id: Id, payload: Payload, *, reply_to: MessageId | None = None, silent: bool = False
+    ) -> Outcome:
+        """A new message in the destination/thread; `ok` carries its id. `reply_to`: the
+        message it answers (a ping replies to the live draft; sent even when that is
+        gone); `silent`: without a notification (drafts), where the channel can say so."""
         ...
 
     async def edit(self, chat_id: Id, message_id: MessageId, payload: Payload) -> Outcome: ...
@@ -65,6 +70,11 @@ class Channel(Protocol):
 
     @property
     def keep_on_complete(self) -> bool: ...
+
+    def conduct(self, chat_id: Id) -> Conduct:
+        """The destination's pings, start delay and staying at the bottom (its own
+        `notify`, else the channel's), on the time scale."""
+        ...
 
     @property
     def block_chars(self) -> int:

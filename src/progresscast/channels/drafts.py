@@ -40,108 +40,18 @@ drafts, replies) are skipped, so a probe never overwrites one of our messages.
 
 from __future__ import annotations
 
-import json
-from dataclasses import asdict, dataclass, replace
-from typing import Any, Literal, Protocol
+from collections.abc import Sequence
+from dataclasses import dataclass, field, replace
+from typing import Protocol
 
 from ..config.settings import Mode
 from ..model.activity import Activity
+from ..model.needs import Need
 from ..model.view import TERMINAL, View
 from ..render.payload import Payload, digest
+from .conduct import Conduct, all_needs, fresh_needs
+from .draft_state import DraftState, Intent, Purpose
 from .outcome import MessageId, Outcome, OutcomeKind
-
-Purpose = Literal["draft", "answer"]
-
-
-@dataclass(frozen=True)
-class Intent:
-    """A first send whose outcome is not known yet (see the module doc)."""
-
-    purpose: Purpose
-    index: int
-    """Which part of the final answer (purpose "answer"); 0 for a draft."""
-    method: str
-    params: dict[str, Any]
-    """Exactly what was sent (a fallback when that was sent), for probing."""
-    digest: str
-    """The digest of the payload we meant to show: what the draft shows once adopted."""
-    kind: str
-    """The kind of message that was sent."""
-    mark: int
-    """The highest message id known in the destination before the send; 0 when none is
-    known (then the ids from 1 are probed: a destination where nothing is known yet)."""
-    at: float
-    """Wall-clock time (seconds) from which probing waits `settle`: the send, then, once
-    its outcome turned out unknown (a timeout), that moment — a request still in flight
-    at the server may land until well after the client gave up."""
-    probe: int = 0
-    """The next message id to probe (mark + 1 at first)."""
-    probes: int = 0
-    """Probes made so far."""
-    revision: int | None = None
-    """The card revision the payload showed."""
-
-
-@dataclass(frozen=True)
-class DraftState:
-    message_id: MessageId | None = None
-    digest: str | None = None
-    """What the message shows: the digest of the payload we *meant* (see `Payload`)."""
-    kind: str | None = None
-    revision: int | None = None
-    """The card revision the message shows (None: no card, or not known)."""
-    fresh: bool = False
-    """/card asked to show the draft again as a new message at the bottom of the chat."""
-    seen_run: str | None = None
-    """The last run this draft saw active: if it ended unseen (the next run began before
-    the draft looked again), its ending is still handled, from the run's record."""
-    done_run: str | None = None
-    """The run whose end was handled; its message (if kept) is that run's record."""
-    keep: bool = False
-    """After `done_run`, progress mode keeps showing the finished card (keepOnComplete)."""
-    late: bool = False
-    """After `done_run`, the message is a live draft of a card written after the run
-    ended (or of a finished session the chat followed afterwards), not its record: it
-    follows later writes, and the next run takes it over."""
-    answer_run: str | None = None
-    """The run whose end is being handled (set before its first call)."""
-    answer_sent: int = 0
-    """How many messages of `answer_run`'s final answer were sent."""
-    offset: int = 0
-    """`block` mode: characters of the answer shown by earlier (rotated) messages."""
-    answer: str | None = None
-    """`progress`/`off` mode: the final answer of `answer_run`, captured while its ending
-    is under way (None otherwise). A new run replaces the owner's activity, so an ending
-    interrupted by a new run is finished from this copy."""
-    refused: str | None = None
-    """The digest of a payload whose content the channel refused: it is shown through
-    its fallback `level` deep (the same content is never tried again as it was)."""
-    level: int = 0
-    given_up: str | None = None
-    """The digest of a draft the channel refused for good (or with no fallback left):
-    not tried again until the content changes."""
-    intent: Intent | None = None
-
-    @property
-    def settled(self) -> bool:
-        """The message is the record of a finished run: left alone from now on."""
-        return self.done_run is not None and self.keep and not self.late
-
-    def to_json(self) -> str:
-        return json.dumps(asdict(self), ensure_ascii=False, separators=(",", ":"))
-
-    @classmethod
-    def from_json(cls, raw: str | None) -> DraftState:
-        if not raw:
-            return cls()
-        data = json.loads(raw)
-        intent = data.pop("intent", None)
-        known = {k: v for k, v in data.items() if k in cls.__dataclass_fields__}
-        if intent:
-            intent = {k: v for k, v in intent.items() if k in Intent.__dataclass_fields__}
-            intent.setdefault("kind", "classic")
-        return cls(**known, intent=Intent(**intent) if intent else None)
-
 
 # --- the calls -----------------------------------------------------------------------
 
@@ -158,6 +68,10 @@ class Send:
     opens: bool = False
     """`shown` is `payload`'s opening (`Payload.opening`): the new message shows that,
     and is edited to `payload` by a call of its own."""
+    reply_to: MessageId | None = None
+    """Purpose "ping": the live draft it replies to (None: none)."""
+    needs: tuple[str, ...] = ()
+    """Purpose "ping": the keys of what it announces."""
 
     @property
     def makes(self) -> str:
@@ -237,7 +151,18 @@ class Renderers(Protocol):
 
     def draft(self, view: View) -> Payload | None: ...
 
-    def answer(self, markdown: str) -> list[Payload]: ...
+    def answer(self, markdown: str, head: str | None = None) -> list[Payload]:
+        """A run's final answer as messages, `head` (the line that says how the run
+        ended) first — a message of its own when the answer is empty."""
+        ...
+
+    def end_line(self, view: View) -> str | None:
+        """How the view's run ended, on one line (None: not ended, or nothing to say)."""
+        ...
+
+    def ping(self, view: View, needs: Sequence[Need]) -> Payload | None:
+        """The separate, notifying message for what newly needs a person."""
+        ...
 
 
 @dataclass(frozen=True)
@@ -254,12 +179,18 @@ class Situation:
     known: frozenset[int] = frozenset()
     """Message ids after an intent's mark that we know we sent (other drafts, replies):
     not the lost message, so never probed — a probe must not overwrite them."""
+    conduct: Conduct = field(default_factory=Conduct)
+    """The destination's pings, start delay and staying at the bottom."""
 
 
 def on_follow(state: DraftState, view: View) -> DraftState:
     """A chat starts following: a run that already ended is not announced again (no
     final answer), but its card is shown, as a live draft that follows later writes
-    (as in a chat that followed before the end and sees a card written after it)."""
+    (as in a chat that followed before the end and sees a card written after it). What
+    needs a person already is not pinged: the chat asked to follow, and sees the card."""
+    pinged = tuple(dict.fromkeys((*state.pinged, *all_needs(view))))
+    if pinged != state.pinged:
+        state = replace(state, pinged=pinged)
     run_id = view.run_id
     if view.run in TERMINAL and run_id and state.done_run != run_id:
         return replace(state, done_run=run_id, keep=False, late=True, answer_run=None, answer_sent=0)
@@ -308,7 +239,13 @@ def decide(state: DraftState, view: View, sit: Situation, renderers: Renderers) 
         and view.previous.run_id == seen
     ):
         if mode in (Mode.progress, Mode.off):
-            s = replace(s, answer_run=seen, answer_sent=0, answer=view.previous.answer or "")
+            ended = View(
+                owner=view.owner, card=view.card, activity=Activity(answer=view.previous.answer),
+                run=view.previous.state, run_id=seen,
+            )
+            s = replace(
+                s, answer_run=seen, answer_sent=0, answer=view.previous.answer or "", end=renderers.end_line(ended)
+            )
         else:  # partial / block: the preview is that run's answer; it stays
             s = replace(s, done_run=seen, keep=True)
 
@@ -323,16 +260,18 @@ def decide(state: DraftState, view: View, sit: Situation, renderers: Renderers) 
             keep = mode is Mode.progress and sit.keep_on_complete
             if not keep and s.message_id is not None:
                 return s, Delete(s.message_id)
-            s, part = _answer(s, renderers.answer(s.answer))
+            s, part = _answer(s, renderers.answer(s.answer, s.end))
             if part is not None:
                 return s, part
+        # What was pinged stays pinged while it lasts: a step still blocked in the
+        # next run is no news.
         if s.late:
             s = DraftState(
                 message_id=s.message_id, digest=s.digest, kind=s.kind, revision=s.revision, fresh=s.fresh,
-                refused=s.refused, level=s.level, given_up=s.given_up,
+                refused=s.refused, level=s.level, given_up=s.given_up, pinged=s.pinged,
             )
         else:
-            s = DraftState(fresh=s.fresh)
+            s = DraftState(fresh=s.fresh, pinged=s.pinged)
 
     terminal = view.run in TERMINAL
     if not terminal and run_id is not None and s.seen_run != run_id:
@@ -349,16 +288,22 @@ def decide(state: DraftState, view: View, sit: Situation, renderers: Renderers) 
         if ending:
             assert run_id is not None
             answer = view.activity.answer or ""
-            if s.answer != answer:
-                s = replace(s, answer=answer)
+            end = renderers.end_line(view)
+            if s.answer != answer or s.end != end:
+                s = replace(s, answer=answer, end=end)
             keep = mode is Mode.progress and sit.keep_on_complete
             call = next_call(s, renderers.draft(view) if keep else None, rev)
             if call is not None:
                 return s, call
-            s, part = _answer(s, renderers.answer(answer))
+            s, part = _answer(s, renderers.answer(answer, end))
             if part is not None:
                 return s, part
-            return replace(s, done_run=run_id, keep=keep, late=False, fresh=False, answer=None), None
+            # The line that ended the run (a message that notifies) named what needs a
+            # person: it is the ping for all of it.
+            return replace(
+                s, done_run=run_id, keep=keep, late=False, fresh=False, answer=None, end=None,
+                pinged=all_needs(view),
+            ), None
         if finished and mode is Mode.progress and view.after_end and not s.late:
             # A card written after the run ended: what the agent says now, in a new
             # draft (a kept record stays as it is).
@@ -369,18 +314,38 @@ def decide(state: DraftState, view: View, sit: Situation, renderers: Renderers) 
             s = replace(s, keep=True)  # /card after the end: show the finished card again
         show = not finished or (mode is Mode.progress and (s.keep or s.late))
         want = renderers.draft(view) if show else None
-        return _settle(s, want, rev)
+        s, draft_call = _settle(s, want, rev)
+        return (s, draft_call) if draft_call is not None else _ping(s, view, sit, renderers)
 
     # partial / block: the preview message is the answer, it stays when the run ends.
+    full = view
     if mode is Mode.block:
         s, view, rotation = _rotate(s, view, sit, renderers)
         if rotation is not None:
             return s, rotation
     want = renderers.draft(view)
     s, settled = _settle(s, want, rev)
-    if settled is None and ending:
+    if settled is not None:
+        return s, settled
+    if ending:
         s = replace(s, done_run=run_id, keep=True, fresh=False)
-    return s, settled
+    return _ping(s, full, sit, renderers)
+
+
+def _ping(s: DraftState, view: View, sit: Situation, renderers: Renderers) -> tuple[DraftState, Send | None]:
+    """Once the draft shows the view: one ping for everything that newly needs a person,
+    replying to the draft (a need that passed is forgotten, so it pings again later)."""
+    kept, fresh = fresh_needs(s, view, sit.conduct, sit.mode)
+    if kept != s.pinged:
+        s = replace(s, pinged=kept)
+    if not fresh:
+        return s, None
+    keys = tuple(n.key for n in fresh)
+    payload = renderers.ping(view, fresh)
+    out = shown(s, payload) if payload is not None else None
+    if payload is None or out is None:
+        return replace(s, pinged=(*s.pinged, *keys)), None  # nothing left to say it with
+    return s, Send(payload, out, "ping", reply_to=s.message_id, needs=keys)
 
 
 def _answer(s: DraftState, parts: list[Payload]) -> tuple[DraftState, Send | None]:
@@ -457,7 +422,7 @@ def begin(state: DraftState, call: Send, mark: int, now: float) -> DraftState:
     out = call.shown
     intent = Intent(
         call.purpose, call.index, out.method, dict(out.params), call.makes, out.kind,
-        mark, now, mark + 1, revision=call.revision,
+        mark, now, mark + 1, revision=call.revision, needs=call.needs,
     )
     return replace(state, intent=intent)
 
@@ -479,6 +444,8 @@ def apply(state: DraftState, call: Call, outcome: Outcome, now: float = 0.0) -> 
         # Refused for good (or a reply that makes no sense for a send).
         if call.purpose == "answer":
             return replace(s, answer_sent=call.index + 1)
+        if call.purpose == "ping":
+            return _pinged(s, call.needs)  # not tried again: a ping is not worth a loop
         return replace(s, given_up=call.payload.digest)
     if isinstance(call, Edit):
         if outcome.delivered:
@@ -500,6 +467,8 @@ def apply(state: DraftState, call: Call, outcome: Outcome, now: float = 0.0) -> 
             message_id = outcome.message_id if outcome.message_id is not None else call.message_id
             if intent.purpose == "answer":
                 return replace(state, intent=None, answer_sent=intent.index + 1)
+            if intent.purpose == "ping":
+                return _pinged(replace(state, intent=None), intent.needs)
             return replace(
                 state, intent=None, message_id=message_id, digest=intent.digest, kind=intent.kind,
                 revision=intent.revision, fresh=False,
@@ -515,10 +484,16 @@ def apply(state: DraftState, call: Call, outcome: Outcome, now: float = 0.0) -> 
 def _sent(state: DraftState, call: Send, message_id: MessageId) -> DraftState:
     if call.purpose == "answer":
         return replace(state, intent=None, answer_sent=call.index + 1)
+    if call.purpose == "ping":
+        return _pinged(replace(state, intent=None), call.needs)
     return replace(
         state, intent=None, message_id=message_id, digest=call.makes, kind=call.shown.kind,
         revision=call.revision, fresh=False,
     )
+
+
+def _pinged(state: DraftState, keys: tuple[str, ...]) -> DraftState:
+    return replace(state, pinged=tuple(dict.fromkeys((*state.pinged, *keys))))
 
 
 def _unknown(state: DraftState, now: float) -> DraftState:
@@ -549,6 +524,7 @@ __all__ = [
     "Intent",
     "Payload",
     "Probe",
+    "Purpose",
     "Renderers",
     "Send",
     "Situation",

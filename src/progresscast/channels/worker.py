@@ -26,12 +26,13 @@ import logging
 import socket
 import time
 from collections import OrderedDict, deque
-from collections.abc import Awaitable, Callable, Hashable
+from collections.abc import Awaitable, Callable, Hashable, Sequence
 from dataclasses import dataclass, field, replace
 
 from redis.asyncio import Redis
 
 from ..backoff import Backoff
+from ..model.needs import Need
 from ..model.view import View
 from ..render.payload import Payload
 from ..stopping import still_wanted
@@ -148,6 +149,7 @@ class _Request:
 class _Read:
     """Everything one decision about a draft reads."""
 
+    key: DraftKey
     state: DraftState
     following: bool
     view: View
@@ -162,7 +164,7 @@ class _Rendered:
         self.inner = renderers
         self.mode = renderers.mode
         self._drafts: list[tuple[View, Payload | None]] = []
-        self._answers: dict[str, list[Payload]] = {}
+        self._answers: dict[tuple[str, str | None], list[Payload]] = {}
 
     def draft(self, view: View) -> Payload | None:
         for seen, payload in self._drafts:
@@ -172,10 +174,16 @@ class _Rendered:
         self._drafts.append((view, payload))
         return payload
 
-    def answer(self, markdown: str) -> list[Payload]:
-        if markdown not in self._answers:
-            self._answers[markdown] = self.inner.answer(markdown)
-        return self._answers[markdown]
+    def answer(self, markdown: str, head: str | None = None) -> list[Payload]:
+        if (markdown, head) not in self._answers:
+            self._answers[markdown, head] = self.inner.answer(markdown, head)
+        return self._answers[markdown, head]
+
+    def end_line(self, view: View) -> str | None:
+        return self.inner.end_line(view)
+
+    def ping(self, view: View, needs: Sequence[Need]) -> Payload | None:
+        return self.inner.ping(view, needs)
 
 
 def _inputs(read: _Read) -> tuple[object, ...]:
@@ -618,7 +626,7 @@ class ChannelWorker:
         state, following, prefs = await self.state.draft_following(key)
         view = await self.store.view(key.owner)
         renderers = await self.channel.renderers(key, prefs)
-        return _Read(state, following, view, _Rendered(renderers))
+        return _Read(key, state, following, view, _Rendered(renderers))
 
     async def _decide(self, key: DraftKey, read: _Read) -> tuple[DraftState, DraftState, Call | None]:
         """Decide from what was read: (stored state, state after bookkeeping, next call)."""
@@ -646,6 +654,7 @@ class ChannelWorker:
             settle=self.options.settle,
             max_probes=self.options.max_probes,
             known=known,
+            conduct=self.channel.conduct(read.key.chat_id),
         )
 
     async def _call(
@@ -659,7 +668,10 @@ class ChannelWorker:
             mark = await self.state.last_message(chat)
             state = begin(state, call, mark, self.clock())
             await self.state.save_draft(key, state)  # write-ahead: a crash now is an unsure send
-            outcome = await client.send(chat, key.thread_id, call.shown)
+            # Drafts are sent silently; answers and pings notify (a ping replies to the draft).
+            outcome = await client.send(
+                chat, key.thread_id, call.shown, reply_to=call.reply_to, silent=call.purpose == "draft"
+            )
         elif isinstance(call, Edit):
             await self.pacer.leaving(chat)
             outcome = await client.edit(chat, call.message_id, call.shown)

@@ -18,6 +18,7 @@ from urllib.parse import unquote, urlsplit
 
 from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, ValidationError, field_validator, model_validator
 
+from ..model.needs import DEFAULT_NOTIFY, Notify
 from ..model.owners import AGENT_ID, DEFAULT_AGENT
 from ..model.validation import field_and_rule, field_path
 from .errors import ConfigError as ConfigError
@@ -32,6 +33,8 @@ class Mode(StrEnum):
     partial = "partial"
     block = "block"
     progress = "progress"
+
+
 
 
 def _from_env(value: str | None) -> str | None:
@@ -151,6 +154,14 @@ class StreamingSettings(_Model):
     block: PreviewSettings = Field(default_factory=PreviewSettings)
     blockChars: int = Field(3000, ge=200, le=4000)
     """In `block` mode, a preview past this many characters rotates to a new message."""
+    startDelay: float = Field(1.5, ge=0, le=600)
+    """Seconds from a run's start before its first draft is sent: a quicker run shows
+    only its answer."""
+    repostInterval: float = Field(10.0, ge=0, le=86_400)
+    """At most one repost of a draft (to the bottom of the chat) per this many seconds."""
+    stayAtBottom: bool = True
+    """When someone else's message lands below the draft, the next update reposts the
+    draft under it (the new one first, then the old one deleted)."""
 
     def checklist_lines(self, mode: Mode) -> int:
         """The line limit of the card's lines in a draft of `mode`."""
@@ -172,11 +183,17 @@ class RenderSettings(_Model):
     label: str | None = None
 
 
+def _notify() -> Any:
+    return Field(default_factory=lambda: list(DEFAULT_NOTIFY))
+
+
 class ChatSettings(_Model):
     id: int
     richMessages: bool | None = None
     mode: Mode | None = None
     follow: list[str] = Field(default_factory=list)
+    notify: list[Notify] | None = None
+    """What pings this chat (None: the bot's `notify`)."""
 
 
 WEBHOOK_PATH_PREFIX = "/telegram/"
@@ -232,6 +249,8 @@ class TelegramSettings(_Model):
     apiBaseUrl: str = "https://api.telegram.org/bot"
     richMessages: bool = False
     keepOnComplete: bool = False
+    notify: list[Notify] = _notify()
+    """What a separate, notifying message is sent for (per chat: `chats[].notify`)."""
     allowedChats: list[int] = Field(default_factory=list)
     botCallsPerSecond: float | None = Field(None, gt=0, le=10_000)
     """Bot API calls a second for the whole bot; unset: Telegram's ≈ 30. Raise it only
@@ -373,6 +392,8 @@ class SlackChannelSettings(_Model):
     richMessages: bool | None = None
     mode: Mode | None = None
     follow: list[str] = Field(default_factory=list)
+    notify: list[Notify] | None = None
+    """What pings this channel (None: the app's `notify`)."""
 
     @field_validator("id")
     @classmethod
@@ -390,6 +411,8 @@ class SlackSettings(_Model):
     richMessages: bool = False
     """Slack's plan display (a stream in a thread) where it applies, else Block Kit."""
     keepOnComplete: bool = False
+    notify: list[Notify] = _notify()
+    """What a separate, notifying message is sent for (per channel: `channels[].notify`)."""
     allowedChannels: list[str] = Field(default_factory=list)
     """Empty: any channel may follow; else only these channel ids."""
     streaming: StreamingSettings = Field(default_factory=StreamingSettings)

@@ -55,6 +55,7 @@ from ..config.settings import RenderSettings
 from ..model.card import Step
 from ..model.view import TERMINAL, View
 from .draft import compose
+from .ending import head_lines
 from .ir import Line, Span, cut_line, middle_cut, plain, split_line, u16, visible_units
 from .markdown import markdown_lines
 from .templates import Theme, theme
@@ -489,12 +490,12 @@ def _answer_messages(lines: list[Line], limit: int) -> list[dict[str, Any]]:
     return out
 
 
-def render_slack_final_answer(answer_markdown: str) -> list[dict[str, Any]]:
+def render_slack_final_answer(answer_markdown: str, head: str | None = None) -> list[dict[str, Any]]:
     """The final answer of a run (progress mode) as normal messages: `chat.postMessage`
     calls with mrkdwn sections, each within Slack's limits — as many as the text
-    needs; [] for an empty answer."""
-    lines = list(markdown_lines(answer_markdown, "answer")) if answer_markdown else []
-    return _answer_messages(lines, ANSWER_CHUNK)
+    needs; `head` (how the run ended) first, bold; [] for an empty answer without one."""
+    lines = list(markdown_lines(answer_markdown, "answer")) if answer_markdown.strip() else []
+    return _answer_messages(head_lines(head, lines), ANSWER_CHUNK)
 
 
 __all__ = [

@@ -15,14 +15,18 @@ the thread when it looks for it.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from ..config.settings import Mode, RenderSettings
+from ..model.needs import Need
 from ..model.view import View
+from .ending import end_line, ping_text
 from .payload import Payload
-from .slack import render_blocks, render_plan, render_slack_final_answer
+from .slack import escape, render_blocks, render_plan, render_slack_final_answer
+from .templates import theme
 
 BLOCKS = "blocks"
 PLAN = "plan"
@@ -76,14 +80,29 @@ def slack_draft(
     return _payload(render_blocks(view, blocks, templates_dir=templates_dir), thread_ts)
 
 
-def slack_answer(markdown: str, *, thread_ts: str | None = None) -> list[Payload]:
-    """A run's final answer as normal messages ([] for an empty answer)."""
+def slack_answer(markdown: str, *, head: str | None = None, thread_ts: str | None = None) -> list[Payload]:
+    """A run's final answer as normal messages, under `head` (how the run ended; a
+    message of its own for an empty answer); [] for an empty answer without one."""
     out = []
-    for call in render_slack_final_answer(markdown):
+    for call in render_slack_final_answer(markdown, head):
         payload = _payload(call, thread_ts)
         if payload is not None:
             out.append(payload)
     return out
+
+
+def slack_ping(
+    view: View, needs: Sequence[Need], *, thread_ts: str | None = None, templates_dir: str | Path | None = None
+) -> Payload | None:
+    """The ping for what newly needs a person: its text, mrkdwn-escaped (nothing in it
+    can mention anyone)."""
+    text = ping_text(view, needs, theme("slack", templates_dir))
+    if not text:
+        return None
+    params: dict[str, Any] = {"text": escape(text)}
+    if thread_ts:
+        params["thread_ts"] = thread_ts
+    return Payload("chat.postMessage", params, BLOCKS)
 
 
 def slack_snapshot(
@@ -117,8 +136,14 @@ class SlackRenderers:
             view, self.settings, thread_ts=self.thread_ts, recipient=self.recipient, templates_dir=self.templates_dir
         )
 
-    def answer(self, markdown: str) -> list[Payload]:
-        return slack_answer(markdown, thread_ts=self.thread_ts)
+    def answer(self, markdown: str, head: str | None = None) -> list[Payload]:
+        return slack_answer(markdown, head=head, thread_ts=self.thread_ts)
+
+    def end_line(self, view: View) -> str | None:
+        return end_line(view, theme("slack", self.templates_dir))
+
+    def ping(self, view: View, needs: Sequence[Need]) -> Payload | None:
+        return slack_ping(view, needs, thread_ts=self.thread_ts, templates_dir=self.templates_dir)
 
 
 __all__ = [
@@ -129,5 +154,6 @@ __all__ = [
     "SlackRenderers",
     "slack_answer",
     "slack_draft",
+    "slack_ping",
     "slack_snapshot",
 ]

@@ -25,6 +25,7 @@ from markupsafe import Markup
 from ..config.settings import RenderSettings
 from ..model.view import View
 from .draft import compose
+from .ending import head_lines
 from .ir import Line, Span, split_line, u16, visible_units
 from .markdown import markdown_lines
 from .templates import template, theme
@@ -219,23 +220,36 @@ def _chunks(lines: list[Line], limit: int) -> list[list[Line]]:
 
 
 def render_final_answer_messages(
-    answer_markdown: str, *, templates_dir: str | Path | None = None
+    answer_markdown: str, *, head: str | None = None, templates_dir: str | Path | None = None
 ) -> list[dict[str, Any]]:
     """The final answer of a run (progress mode) as normal messages: `sendMessage`
     payloads in Telegram HTML, each at most 4,096 visible characters — as many as the
-    text needs, split at paragraph breaks where possible; [] for an empty answer."""
-    return [_message(to_html(chunk, templates_dir)) for chunk in answer_chunks(answer_markdown)]
+    text needs, split at paragraph breaks where possible; `head` (how the run ended)
+    first, bold; [] for an empty answer without one."""
+    return [_message(to_html(chunk, templates_dir)) for chunk in answer_chunks(answer_markdown, head)]
 
 
-def answer_chunks(answer_markdown: str) -> list[list[Line]]:
-    """The final answer's lines, split into messages of at most 4,096 visible characters."""
+_MENTION = re.compile(r"@(?=\w)")
+
+
+def no_mentions(text: str) -> str:
+    """Text whose `@name` Telegram does not take for a mention (which would notify that
+    person): a word joiner after the `@`, invisible. Card text never carries one (it is
+    cleaned away on input), so the only ones are ours."""
+    return _MENTION.sub("@\u2060", text)
+
+
+def answer_chunks(answer_markdown: str, head: str | None = None) -> list[list[Line]]:
+    """The final answer's lines (under `head`), split into messages of at most 4,096
+    visible characters."""
     lines = list(markdown_lines(answer_markdown, "answer")) if answer_markdown else []
-    return _chunks(lines, MAX_TEXT)
+    return _chunks(head_lines(no_mentions(head) if head else None, lines), MAX_TEXT)
 
 
 __all__ = [
     "MAX_TEXT",
     "answer_chunks",
+    "no_mentions",
     "render_final_answer_messages",
     "render_telegram",
     "to_blocks",

@@ -14,13 +14,17 @@ in the same text.
 from __future__ import annotations
 
 import functools
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
 from ..config.settings import Mode, RenderSettings
+from ..model.needs import Need
 from ..model.view import View
+from .ending import end_line, ping_text
 from .payload import Payload
-from .telegram import answer_chunks, render_telegram, to_html, wrap_message
+from .telegram import answer_chunks, no_mentions, render_telegram, to_html, wrap_message
+from .templates import theme
 from .text import render_text
 
 RICH_METHOD = "sendRichMessage"
@@ -57,16 +61,30 @@ def telegram_draft(view: View, settings: RenderSettings, *, templates_dir: str |
     return as_classic()
 
 
-def telegram_answer(markdown: str, *, templates_dir: str | Path | None = None) -> list[Payload]:
-    """A run's final answer as normal messages ([] for an empty answer)."""
-    if not markdown.strip():
+def telegram_answer(
+    markdown: str, *, head: str | None = None, templates_dir: str | Path | None = None
+) -> list[Payload]:
+    """A run's final answer as normal messages, under `head` (how the run ended; a
+    message of its own for an empty answer); [] for an empty answer without one."""
+    if not markdown.strip() and not head:
         return []
     out: list[Payload] = []
-    for chunk in answer_chunks(markdown):
+    for chunk in answer_chunks(markdown if markdown.strip() else "", head):
         text = "\n".join(line.text for line in chunk)
         html = wrap_message(to_html(chunk, templates_dir))
         out.append(Payload("sendMessage", html, CLASSIC, functools.partial(plain, text)))
     return out
+
+
+def telegram_ping(
+    view: View, needs: Sequence[Need], *, templates_dir: str | Path | None = None
+) -> Payload | None:
+    """The ping for what newly needs a person: plain text (no parse mode: nothing in it
+    can be refused), its mentions defused."""
+    text = ping_text(view, needs, theme("telegram", templates_dir))
+    if not text:
+        return None
+    return Payload("sendMessage", {"text": no_mentions(text), "link_preview_options": {"is_disabled": True}}, CLASSIC)
 
 
 def telegram_snapshot(
@@ -89,8 +107,22 @@ class TelegramRenderers:
     def draft(self, view: View) -> Payload | None:
         return telegram_draft(view, self.settings, templates_dir=self.templates_dir)
 
-    def answer(self, markdown: str) -> list[Payload]:
-        return telegram_answer(markdown, templates_dir=self.templates_dir)
+    def answer(self, markdown: str, head: str | None = None) -> list[Payload]:
+        return telegram_answer(markdown, head=head, templates_dir=self.templates_dir)
+
+    def end_line(self, view: View) -> str | None:
+        return end_line(view, theme("telegram", self.templates_dir))
+
+    def ping(self, view: View, needs: Sequence[Need]) -> Payload | None:
+        return telegram_ping(view, needs, templates_dir=self.templates_dir)
 
 
-__all__ = ["RICH_METHOD", "TelegramRenderers", "plain", "telegram_answer", "telegram_draft", "telegram_snapshot"]
+__all__ = [
+    "RICH_METHOD",
+    "TelegramRenderers",
+    "plain",
+    "telegram_answer",
+    "telegram_draft",
+    "telegram_ping",
+    "telegram_snapshot",
+]

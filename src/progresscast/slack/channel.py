@@ -22,6 +22,7 @@ from dataclasses import dataclass
 
 from redis.asyncio import Redis
 
+from ..channels.conduct import Conduct, conduct_of
 from ..channels.pacing import Budgets
 from ..channels.state import ChannelState, ChatPrefs, DraftKey, Id
 from ..config.settings import Mode, RenderSettings, Settings, SlackChannelSettings, SlackSettings
@@ -113,6 +114,11 @@ class SlackChannel:
 
     def allowed(self, chat_id: Id) -> bool:
         return allowed(self.slack, chat_id)
+
+    def conduct(self, chat_id: Id) -> Conduct:
+        config = channel_config(self.slack, str(chat_id))
+        notify = config.notify if config is not None and config.notify is not None else self.slack.notify
+        return conduct_of(self.slack.streaming, notify, self.budgets.scale)
 
     async def plan_refused(self) -> str | None:
         """Why this workspace refused the plan display (None: it did not), remembered a day."""

@@ -103,15 +103,22 @@ class SlackClient:
         self.web = web
         self.bot_user_id = bot_user_id
 
-    async def send(self, chat_id: Id, thread_id: Id, payload: Payload) -> Outcome:
+    async def send(
+        self, chat_id: Id, thread_id: Id, payload: Payload, *, reply_to: MessageId | None = None, silent: bool = False
+    ) -> Outcome:
         """A new message: `chat.postMessage`, or `chat.startStream` for the plan display
-        (one call: a finished plan is stopped by an edit, in a slot of its own)."""
+        (one call: a finished plan is stopped by an edit, in a slot of its own). A reply
+        (a ping) to a draft in a thread is a thread reply also shown in the channel
+        (`reply_broadcast`); elsewhere it is a new message. (`silent`: Slack posts
+        notify nobody unless they mention someone, which agent text never does.)"""
         if payload.method == "chat.stopStream":
             raise ValueError("a plan display is started with chat.startStream (its payload's opening)")
         params: dict[str, Any] = {"channel": str(chat_id), **payload.params}
         thread = _thread(thread_id)
         if thread and not params.get("thread_ts"):
             params["thread_ts"] = thread
+        if reply_to is not None and params.get("thread_ts"):
+            params["reply_broadcast"] = True
         try:
             reply = await self.web.api_call(payload.method, json=params)
         except Exception as exc:

@@ -164,16 +164,27 @@ class TelegramClient:
     def __init__(self, bot: Bot) -> None:
         self.bot = bot
 
-    async def send(self, chat_id: Id, thread_id: Id, payload: Payload) -> Outcome:
-        return await self._send(int(chat_id), int(thread_id or 0), payload.method, dict(payload.params))
+    async def send(
+        self, chat_id: Id, thread_id: Id, payload: Payload, *, reply_to: MessageId | None = None, silent: bool = False
+    ) -> Outcome:
+        """A new message; `silent` sends it with `disable_notification`, `reply_to` as a
+        reply to that message (`reply_parameters`, sent even when it is gone)."""
+        extra: dict[str, Any] = {}
+        if silent:
+            extra["disable_notification"] = True
+        if reply_to is not None:
+            extra["reply_parameters"] = {"message_id": int(reply_to), "allow_sending_without_reply": True}
+        return await self._send(int(chat_id), int(thread_id or 0), payload.method, dict(payload.params), extra)
 
-    async def _send(self, chat_id: int, thread_id: int, method: str, params: dict[str, Any]) -> Outcome:
+    async def _send(
+        self, chat_id: int, thread_id: int, method: str, params: dict[str, Any], extra: dict[str, Any]
+    ) -> Outcome:
         rich = method == RICH_METHOD
         thread = thread_id or None
         try:
             if rich:
                 result = await self.bot.do_api_request(
-                    RICH_METHOD, api_kwargs={"chat_id": chat_id, "message_thread_id": thread, **params}
+                    RICH_METHOD, api_kwargs={"chat_id": chat_id, "message_thread_id": thread, **params, **extra}
                 )
                 message_id = int(result["message_id"]) if isinstance(result, dict) else None
             else:
@@ -183,7 +194,7 @@ class TelegramClient:
                     text=params["text"],
                     parse_mode=parse_mode,
                     message_thread_id=thread,
-                    api_kwargs=rest or None,
+                    api_kwargs={**rest, **extra} or None,
                 )
                 message_id = message.message_id
         except Exception as exc:

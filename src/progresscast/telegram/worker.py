@@ -11,6 +11,7 @@ from dataclasses import replace
 from redis.asyncio import Redis
 from telegram import Bot
 
+from ..channels.conduct import Conduct, conduct_of
 from ..channels.state import ChatPrefs, DraftKey, Id
 from ..channels.worker import Bounded, ChannelWorker
 from ..config.settings import RenderSettings, Settings, TelegramSettings
@@ -18,7 +19,7 @@ from ..model.card import CardError
 from ..model.owners import resolve_owner
 from ..render.telegram_payload import TelegramRenderers
 from .client import TelegramClient
-from .follows import TelegramState, allowed, render_settings
+from .follows import TelegramState, allowed, chat_config, render_settings
 from .options import AdapterOptions
 
 log = logging.getLogger("progresscast.telegram")
@@ -54,6 +55,11 @@ class TelegramChannel:
 
     def allowed(self, chat_id: Id) -> bool:
         return isinstance(chat_id, int) and allowed(self.telegram, chat_id)
+
+    def conduct(self, chat_id: Id) -> Conduct:
+        chat = chat_config(self.telegram, int(chat_id))
+        notify = chat.notify if chat is not None and chat.notify is not None else self.telegram.notify
+        return conduct_of(self.telegram.streaming, notify, self.budgets.scale)
 
     async def render_settings(self, chat_id: int, prefs: ChatPrefs | None = None) -> RenderSettings:
         if prefs is None:

@@ -85,6 +85,8 @@ class SlackMessage:
     """Markdown text appended to a stream."""
     recipient_user_id: str | None = None
     recipient_team_id: str | None = None
+    reply_broadcast: bool = False
+    """A thread reply also shown in the channel (`reply_broadcast`)."""
 
     @property
     def from_bot(self) -> bool:
@@ -124,6 +126,8 @@ class SlackMessage:
             out["blocks"] = self.blocks
         if self.thread_ts:
             out["thread_ts"] = self.thread_ts
+        if self.reply_broadcast:
+            out["subtype"] = "thread_broadcast"
         if self.edits:
             out["edited"] = {"user": self.user, "ts": self.ts}
         return out

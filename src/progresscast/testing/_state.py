@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from .telegram_html import Entity
@@ -90,6 +90,10 @@ class ShownMessage:
     edits: int = 0
     user_id: int | None = None
     """The sender, for a message a user sent."""
+    reply_to: int | None = None
+    """The message this one replies to (`reply_parameters`), when it was there."""
+    notified: bool = True
+    """Sent without `disable_notification`: the chat's members were notified of it."""
 
     @property
     def is_rich(self) -> bool:
@@ -160,6 +164,9 @@ def message_to_api(msg: ShownMessage, chat: ChatState, sender: dict[str, Any]) -
             out["is_topic_message"] = True
     if msg.edit_date is not None:
         out["edit_date"] = msg.edit_date
+    replied = chat.messages.get(msg.reply_to) if msg.reply_to is not None else None
+    if replied is not None:
+        out["reply_to_message"] = message_to_api(replace(replied, reply_to=None), chat, sender)
     if msg.rich is not None:
         out["rich_message"] = {"blocks": msg.blocks or []}
         if msg.rich.get("is_rtl"):

@@ -173,6 +173,7 @@ class FakeTelegram:
     def sendMessage(self, p: dict[str, Any]) -> dict[str, Any]:
         parsed = self._parse_text(p)
         chat = self.chat(require_chat_id(p))
+        reply_to = _reply_to(p, chat)
         shown = self._fit(parsed)
         msg = ShownMessage(
             message_id=chat.new_message_id(),
@@ -185,12 +186,15 @@ class FakeTelegram:
             source=text_param(p, "text"),
             message_thread_id=_thread(p),
             reply_markup=_markup(p),
+            reply_to=reply_to,
+            notified=not p.get("disable_notification"),
         )
         chat.messages[msg.message_id] = msg
         return message_to_api(msg, chat, self.bot_user)
 
     def sendRichMessage(self, p: dict[str, Any]) -> dict[str, Any]:
         chat = self.chat(require_chat_id(p))
+        reply_to = _reply_to(p, chat)
         content = check_rich(p.get("rich_message"))
         msg = ShownMessage(
             message_id=chat.new_message_id(),
@@ -202,6 +206,8 @@ class FakeTelegram:
             blocks=content.blocks,
             message_thread_id=_thread(p),
             reply_markup=_markup(p),
+            reply_to=reply_to,
+            notified=not p.get("disable_notification"),
         )
         chat.messages[msg.message_id] = msg
         return message_to_api(msg, chat, self.bot_user)
@@ -334,6 +340,23 @@ class FakeTelegram:
         )
         chat.messages[msg.message_id] = msg
         return self.updates.push({"message": message_to_api(msg, chat, sender)})
+
+
+def _reply_to(p: dict[str, Any], chat: ChatState) -> int | None:
+    """The message a send replies to (`reply_parameters`), checked as the Bot API does:
+    a missing one is refused unless `allow_sending_without_reply` (then no reply)."""
+    reply = p.get("reply_parameters")
+    if reply is None:
+        return None
+    if not isinstance(reply, dict) or not isinstance(reply.get("message_id"), int):
+        raise ApiError(400, "Bad Request: can't parse reply parameters JSON object")
+    if reply.get("chat_id") not in (None, chat.id):
+        raise ApiError(400, "Bad Request: the emulator does not reply across chats")  # invented
+    if reply["message_id"] in chat.messages:
+        return int(reply["message_id"])
+    if reply.get("allow_sending_without_reply"):
+        return None
+    raise ApiError(400, "Bad Request: message to be replied not found")
 
 
 def _thread(p: dict[str, Any]) -> int | None:

@@ -17,7 +17,10 @@ other method its tier per workspace — answered with HTTP 429, ``Retry-After`` 
 ``ratelimited``. Tests read what each channel shows (:meth:`channel`), inject faults
 (:meth:`fail_next`, :meth:`timeout_next`), act as people (:meth:`post_as_user`,
 :meth:`delete_by_user`) and send slash commands and events signed like Slack
-(:meth:`send_slash_command`, :meth:`send_event`).
+(:meth:`send_slash_command`, :meth:`send_event`). With :attr:`events_url` set (the
+app's Events API Request URL), every new message — a person's or the app's own — is
+sent to it as a ``message`` event, signed, in the order the messages were posted
+(:attr:`events`: each one sent, with the app's HTTP status).
 
 ``time_scale`` (default: the shared setting ``PROGRESSCAST_TIME_SCALE``, as the
 adapters read it) makes every pace that many times slower (0.05: twenty times
@@ -147,6 +150,12 @@ class SlackAPIEmulator:
         self.timeout_delay = timeout_delay
         self.streaming = streaming
         self.calls: list[SlackCall] = []
+        self.events_url: str | None = None
+        """The app's Events API Request URL: new messages are sent there as events."""
+        self.events: list[tuple[dict[str, Any], int]] = []
+        """Each event sent to `events_url`, with the status the app answered (0: no answer)."""
+        self._outbox: asyncio.Queue[dict[str, Any]] = asyncio.Queue()
+        self._sender: asyncio.Task[None] | None = None
         self.responses: list[dict[str, Any]] = []
         """What the app posted to slash commands' ``response_url``."""
         self._channels: dict[str, SlackChannel] = {}
@@ -196,6 +205,7 @@ class SlackAPIEmulator:
         )
         self._server = _QuietServer(config)
         self._task = asyncio.create_task(self._server.serve(sockets=[sock]))
+        self._sender = asyncio.create_task(self._send_events())
         while not self._server.started:
             if self._task.done():
                 self._task.result()
@@ -205,6 +215,11 @@ class SlackAPIEmulator:
 
     async def stop(self) -> None:
         self._closing.set()
+        if self._sender is not None:
+            self._sender.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await self._sender
+            self._sender = None
         if self._server is not None and self._task is not None:
             self._server.should_exit = True
             await self._task
@@ -265,8 +280,36 @@ class SlackAPIEmulator:
         channel = self.channel(channel_id)
         msg = SlackMessage(new_ts(), channel_id, user, text=text, thread_ts=thread_ts, editable=False)
         channel.messages[msg.ts] = msg
+        self._posted(msg)
         self._notify()
         return msg
+
+    def _posted(self, msg: SlackMessage) -> None:
+        """A new message: its `message` event, for the app's Events API (if it has one)."""
+        if self.events_url is None:
+            return
+        event = {**msg.to_api(), "channel": msg.channel, "event_ts": msg.ts, "channel_type": "channel"}
+        self._outbox.put_nowait({
+            "token": "verification-token-deprecated",
+            "team_id": self.team_id,
+            "api_app_id": "A0PROGRESS",
+            "type": "event_callback",
+            "event_id": f"Ev{msg.ts.replace('.', '')}",
+            "event_time": int(float(msg.ts)),
+            "event": event,
+        })
+
+    async def _send_events(self) -> None:
+        """Events in order, one at a time (Slack retries a failed one; the emulator does not)."""
+        while True:
+            payload = await self._outbox.get()
+            url = self.events_url
+            status = 0
+            if url is not None:
+                with contextlib.suppress(httpx.HTTPError):
+                    status = (await self.send_event(url, payload)).status_code
+            self.events.append((payload, status))
+            self._notify()
 
     def delete_by_user(self, channel_id: str, ts: str) -> None:
         """A person deletes a message: later updates answer ``message_not_found``."""
@@ -557,8 +600,11 @@ class SlackAPIEmulator:
             blocks=list(blocks or []),
             thread_ts=str(thread_ts) if thread_ts else None,
             bot_id=BOT_ID,
+            # Slack ignores reply_broadcast outside a thread.
+            reply_broadcast=bool(thread_ts) and str(params.get("reply_broadcast", "")).lower() in ("1", "true"),
         )
         channel.messages[msg.ts] = msg
+        self._posted(msg)
         return {"ok": True, "channel": channel.id, "ts": msg.ts, "message": msg.to_api()}
 
     def _update(self, params: dict[str, Any]) -> dict[str, Any]:

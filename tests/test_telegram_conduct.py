@@ -1,0 +1,167 @@
+"""Drafts that behave like a teammate, over the Bot API emulator (real HTTP, real
+Redis, pacing on the shared time scale): pings that notify as replies to the silent
+draft, the line that ends every run, no flash for quick runs, and the draft kept at
+the bottom of the chat."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+from redis.asyncio import Redis
+
+from a2a_updates import status, steps, ts
+from progresscast.agents.a2a.apply import Source, UpdateApplier
+from progresscast.agents.a2a.mapping import parse_update
+from progresscast.model.view import RunState
+from progresscast.testing import BotAPIEmulator, ShownMessage
+from progresscast.timescale import ENV as TIME_SCALE_ENV
+from test_telegram_adapter import OWNER, PRIVATE, SCALE, Harness, quiet
+
+pytestmark = pytest.mark.filterwarnings("ignore::telegram.warnings.PTBDeprecationWarning")
+
+
+@pytest.fixture
+async def api(monkeypatch: pytest.MonkeyPatch):
+    monkeypatch.setenv(TIME_SCALE_ENV, str(SCALE))  # Telegram's pacing at 1/20 of real time
+    async with BotAPIEmulator() as emulator:
+        yield emulator
+
+
+@pytest.fixture
+async def harness(api: BotAPIEmulator, redis: Redis):
+    made: list[Harness] = []
+
+    async def make(**telegram: object) -> Harness:
+        h = Harness(api, redis, **telegram)
+        made.append(h)
+        await h.start()
+        return h
+
+    yield make
+    for h in made:
+        if h.task and not h.task.done():
+            await h.stop()
+
+
+def bot_messages(api: BotAPIEmulator, chat: int, h: Harness) -> list[ShownMessage]:
+    """The bot's messages besides command replies, oldest first."""
+    return [m for m in api.chat(chat).visible() if (chat, m.message_id) not in h.replies]
+
+
+def replies_to(api: BotAPIEmulator, chat: int, message_id: int) -> list[ShownMessage]:
+    return [m for m in api.chat(chat).visible() if m.reply_to == message_id]
+
+
+async def following(harness, **telegram: object) -> Harness:  # type: ignore[no-untyped-def]
+    h: Harness = await harness(**telegram)
+    await h.command(PRIVATE, "/follow t1")
+    return h
+
+
+# --- pings ---------------------------------------------------------------------------------
+
+
+async def test_a_blocked_step_pings_once_as_a_reply_that_notifies_while_the_draft_stays_silent(
+    api: BotAPIEmulator, harness
+) -> None:
+    h = await following(harness)
+    await h.store.start_run(OWNER, "r1")
+    await h.put(("Fetch", "completed"), ("Confirm access", "in_progress"))
+    [draft] = await h.shows(PRIVATE, "Confirm access")
+    assert not draft.notified  # drafts are sent silently
+    await h.put(("Fetch", "completed"), ("Confirm access", "blocked"))
+    [ping] = await api.wait_for(lambda: replies_to(api, PRIVATE, draft.message_id), 5)
+    assert ping.notified
+    assert ping.text == "⛔ Needs you — t1: Confirm access"
+    assert bot_messages(api, PRIVATE, h) == [api.chat(PRIVATE).messages[draft.message_id], ping]
+    assert "⛔" in api.chat(PRIVATE).messages[draft.message_id].text  # the draft showed it first
+    # The same card again, and another write with the step still blocked: no new ping.
+    await h.put(("Fetch", "completed"), ("Confirm access", "blocked"))
+    await h.put(("Fetch", "completed"), ("Confirm access", "blocked"), markdown="waiting on you")
+    await api.wait_for(lambda: "waiting on you" in api.chat(PRIVATE).messages[draft.message_id].text, 5)
+    await quiet(3)
+    assert len(bot_messages(api, PRIVATE, h)) == 2
+    sends = [c for c in api.calls_for(PRIVATE, "sendMessage") if c.ok and "reply_parameters" in c.params]
+    assert len(sends) == 1 and sends[0].params.get("disable_notification") is None
+
+
+async def test_blocked_then_unblocked_then_blocked_pings_again(api: BotAPIEmulator, harness) -> None:
+    h = await following(harness)
+    await h.store.start_run(OWNER, "r1")
+    await h.put(("Confirm access", "blocked"))
+    [draft] = await api.wait_for(lambda: [m for m in bot_messages(api, PRIVATE, h) if not m.notified], 5)
+    await api.wait_for(lambda: len(replies_to(api, PRIVATE, draft.message_id)) == 1, 5)
+    await h.put(("Confirm access", "in_progress"))
+    await api.wait_for(lambda: "▶" in api.chat(PRIVATE).messages[draft.message_id].text, 5)
+    await h.put(("Confirm access", "blocked"))
+    await api.wait_for(lambda: len(replies_to(api, PRIVATE, draft.message_id)) == 2, 5)
+
+
+async def test_a_failed_run_pings_with_the_line_that_ends_it(api: BotAPIEmulator, harness) -> None:
+    h = await following(harness)
+    await h.store.start_run(OWNER, "r1")
+    await h.put(("Fetch", "completed"), ("Confirm access", "blocked"), ("Ship", "pending"))
+    [draft] = await api.wait_for(lambda: [m for m in bot_messages(api, PRIVATE, h) if not m.notified], 5)
+    await api.wait_for(lambda: replies_to(api, PRIVATE, draft.message_id), 5)
+    await h.store.update_activity(OWNER, answer="I could not get access.")
+    await h.store.end_run(OWNER, "r1", RunState.failed)
+
+    def ended() -> list[ShownMessage]:
+        return [m for m in bot_messages(api, PRIVATE, h) if m.text.startswith("❌")]
+
+    [end] = await api.wait_for(ended, 5)
+    assert end.notified
+    assert end.text == "❌ t1 · failed · ⛔ Confirm access\n\nI could not get access."
+    assert draft.message_id in api.chat(PRIVATE).deleted
+
+
+async def test_a_failed_run_in_partial_mode_pings_as_a_reply_to_the_preview(api: BotAPIEmulator, harness) -> None:
+    h = await following(harness, chats=[{"id": PRIVATE, "mode": "partial"}])
+    await h.store.start_run(OWNER, "r1")
+    await h.store.update_activity(OWNER, answer="Working on it.")
+    await h.put(("Fetch", "in_progress"))
+    [preview] = await h.shows(PRIVATE, "Working on it.")
+    await h.store.end_run(OWNER, "r1", RunState.failed)
+    [ping] = await api.wait_for(lambda: replies_to(api, PRIVATE, preview.message_id), 5)
+    assert ping.notified and ping.text.startswith("❌ t1 · failed")
+    assert preview.message_id in api.chat(PRIVATE).messages  # the preview is the answer: it stays
+
+
+async def test_notify_per_chat_turns_pings_off(api: BotAPIEmulator, harness) -> None:
+    h = await following(harness, chats=[{"id": PRIVATE, "notify": []}])
+    await h.store.start_run(OWNER, "r1")
+    await h.put(("Confirm access", "blocked"))
+    await h.shows(PRIVATE, "Confirm access")
+    await quiet(3)
+    assert len(bot_messages(api, PRIVATE, h)) == 1
+
+
+async def test_an_a2a_task_waiting_for_input_pings(api: BotAPIEmulator, harness) -> None:
+    h = await following(harness)
+    applier = UpdateApplier(h.redis, agent_id="main", known_agents=frozenset({"main"}), default_agent="main")
+
+    async def update(data: dict[str, Any]) -> None:
+        parsed = parse_update(data)
+        assert parsed is not None
+        await applier.apply(parsed, Source.stream)
+
+    await update(status("task-1", at=ts(1), plan=steps(2, 0), text="Reading", context="t1"))
+    [draft] = await h.shows(PRIVATE, "Step 0")
+    await update(status("task-1", "TASK_STATE_INPUT_REQUIRED", at=ts(2), text="Which branch?", context="t1"))
+    [ping] = await api.wait_for(lambda: replies_to(api, PRIVATE, draft.message_id), 5)
+    assert ping.text == "⛔ Needs you — t1: Waiting for input: Which branch?" and ping.notified
+    await update(status("task-1", "TASK_STATE_AUTH_REQUIRED", at=ts(3), text="Log in", context="t1"))
+    await api.wait_for(lambda: "Log in" in api.chat(PRIVATE).messages[draft.message_id].text, 5)
+    await quiet(2)
+    assert len(replies_to(api, PRIVATE, draft.message_id)) == 1  # still waiting on the person: no news
+
+
+async def test_agent_text_in_a_ping_mentions_nobody(api: BotAPIEmulator, harness) -> None:
+    h = await following(harness)
+    await h.store.start_run(OWNER, "r1")
+    await h.put(("Ask @alice_admin for the key", "blocked"))
+    [ping] = await api.wait_for(lambda: [m for m in bot_messages(api, PRIVATE, h) if m.notified], 5)
+    assert "@alice_admin" not in ping.text and ping.text.replace("\u2060", "").endswith("Ask @alice_admin for the key")
+    assert not any(e.type in ("mention", "text_mention") for e in ping.entities)
+
