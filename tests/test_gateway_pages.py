@@ -248,3 +248,27 @@ async def test_the_token_redirect_keeps_escapes_so_it_names_the_same_session(cli
     assert response.headers["location"] == "/sessions/agent:main:pct%2541?x=a%26b"
     shown = await signed_in(client, "reader").get(response.headers["location"])
     assert "the escaped one" in shown.text and "a different session" not in shown.text
+
+
+async def test_last_update_keeps_its_time_after_a_clear(client: httpx.AsyncClient, store: CardStore) -> None:
+    owner = Owner("main", "ticket-1")
+    await put(store, "ticket-1")
+    written = (await store.get(owner)).updatedAt  # type: ignore[union-attr]
+    await store.clear(owner)
+    page = (await signed_in(client).get("/sessions/ticket-1")).text
+    stamp = re.search(r'<time id="pc-updated" class="pc-local-time" datetime="([^"]+)">', page)
+    assert stamp is not None and stamp.group(1) >= written and "none yet" not in page
+    result = (await client.get("/v1/card", params={"sessionKey": "ticket-1"})).json()["result"]
+    assert result["updatedAt"] == stamp.group(1) and result["revision"] is None
+
+
+async def test_the_card_shows_how_its_run_ended_and_the_final_answer(client: httpx.AsyncClient, store: CardStore) -> None:
+    owner = Owner("main", "ticket-1")
+    await store.start_run(owner, "r1")
+    await put(store, "ticket-1", {"plan": [{"step": "Confirm access", "status": "blocked"}]})
+    await store.update_activity(owner, answer="Waiting on **you** for access.")
+    await store.end_run(owner, "r1", RunState.failed)
+    page = (await signed_in(client).get("/sessions/ticket-1")).text
+    assert "Run failed" in page and "Blocked: Confirm access" in page
+    assert 'aria-label="Confirm access, blocked"' in page  # not paused: it still waits for a person
+    assert "Waiting on <strong>you</strong> for access." in page

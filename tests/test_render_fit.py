@@ -78,9 +78,10 @@ def test_selection_invariants(rows: int) -> None:
 
 
 
-def test_paused_applies_to_unfinished_steps_only() -> None:
+def test_paused_applies_to_pending_and_active_steps_only() -> None:
+    # Blocked stays blocked when the run is over: it still waits for a person.
     states = [step_state(s, True) for s in plan("capbs")]
-    assert states == ["completed", "paused", "paused", "paused", "skipped"]
+    assert states == ["completed", "paused", "paused", "blocked", "skipped"]
     assert [step_state(s, False) for s in plan("capbs")] == ["completed", "in_progress", "pending", "blocked", "skipped"]
 
 

@@ -286,10 +286,10 @@ KINDS = {"blocked": "blocked", "in progress": "active", "done": "done", "pending
 
 def card_part(lines: Sequence[Line], mode: Mode) -> list[Line]:
     """The lines that count against the limit: all of a progress draft, the card's
-    lines of a partial/block one."""
+    lines of a partial/block one (not the answer, nor the line heading it once the run ended)."""
     if mode is Mode.progress:
         return list(lines)
-    return [line for line in lines if line.kind not in ("answer", "blank")]
+    return [line for line in lines if line.kind not in ("answer", "blank", "end")]
 
 
 @PROPS
@@ -323,7 +323,7 @@ def test_priority_properties(view: View, s: RenderSettings) -> None:
         # a blocked step is always visible: its row, with its mark and the start of its text
         assert blocked[0] in shown
         row = next(line for line in lines if line.kind == "step" and line.index == blocked[0])
-        icon = TEXT.icons["paused" if view.paused else "blocked"]
+        icon = TEXT.icons["blocked"]  # paused or not: it waits for a person
         assert row.text.startswith(icon + " ")
         first = plain(plan[blocked[0]].step)
         assert not first or row.text[len(icon) + 1 :][:1] in (first[:1], "…")

@@ -129,7 +129,7 @@ def test_plan_display_maps_states() -> None:
     assert paused is not None
     assert [t.get("details") for t in paused["params"]["chunks"][3:5]] == [
         "Paused",
-        "Paused — waiting for the on-call DBA",
+        "Blocked — waiting for the on-call DBA",  # it still waits for a person
     ]
 
 

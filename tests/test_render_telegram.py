@@ -65,10 +65,11 @@ def test_every_state_is_distinct_and_paused_too() -> None:
     assert len(set(icons.values())) == 5, icons
     paused = shown(View(OWNER, card(ALL), paused=True), maxLines=20)
     paused_icons = {line.split(" ", 1)[1]: line.split(" ", 1)[0] for line in paused if " step" in line and not line.startswith("⚠")}
-    # completed and skipped keep theirs; the unfinished ones all read paused, unlike any other state
+    # completed, skipped and blocked keep theirs; active and pending read paused, unlike any other state
     assert paused_icons["done step"] == icons["done step"]
     assert paused_icons["dropped step"] == icons["dropped step"]
-    pause = {paused_icons[k] for k in ("active step", "waiting step", "stuck step")}
+    assert paused_icons["stuck step"] == icons["stuck step"]
+    pause = {paused_icons[k] for k in ("active step", "waiting step")}
     assert len(pause) == 1 and pause.isdisjoint(icons.values())
     assert paused[0] == "main · ticket-4821 · 2/5 complete · paused"  # the header says so too
 
@@ -266,7 +267,7 @@ def test_rich_paused_and_empty() -> None:
     message = rich(View(OWNER, card(ALL), paused=True), maxLines=20)
     items = next(b for b in message["blocks"] if b["type"] == "list")["items"]
     texts = [rich_text(i["blocks"][0]["text"]) for i in items]
-    assert texts[1:4] == ["⏸️ active step", "⏸️ waiting step", "⏸️ stuck step"]
+    assert texts[1:4] == ["⏸️ active step", "⏸️ waiting step", "⛔ stuck step"]
     assert render_telegram(View(OWNER), RenderSettings(rich=True)) is None
 
 

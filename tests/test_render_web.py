@@ -62,10 +62,27 @@ def test_each_state_has_its_own_label_and_class() -> None:
     assert html.count('aria-current="step"') == 1
 
 
-def test_paused_steps_read_paused() -> None:
-    html = render_web(view(PLAN, paused=True), RenderSettings())
-    assert labels(html) == ["a, completed", "b, skipped", "c, paused", "d, paused", "e, paused"]
-    assert "pc-step--paused" in html
+def test_paused_steps_read_paused_but_blocked_stays_blocked_under_its_banner() -> None:
+    html = render_web(view(PLAN, paused=True, run=RunState.completed), RenderSettings())
+    assert labels(html) == ["a, completed", "b, skipped", "c, paused", "d, blocked", "e, paused"]
+    assert "pc-step--paused" in html and "pc-step--blocked" in html
+    assert '<p class="pc-attention pc-attention--blocked" role="alert">' in html and "Blocked: d" in html
+
+
+def test_the_run_state_and_its_final_answer() -> None:
+    ended = view(PLAN, run=RunState.completed, activity=Activity(answer="Fixed **it** <script>x</script>"))
+    html = render_web(ended, RenderSettings())
+    assert '<p class="pc-run pc-run--completed">Run completed</p>' in html
+    assert '<section class="pc-answer" aria-label="Final answer"' in html
+    assert "<strong>it</strong>" in html and "<script" not in html
+    assert html.index("pc-run") < html.index("pc-answer")
+    working = render_web(view(PLAN, run=RunState.active, activity=Activity(answer="so far")), RenderSettings())
+    assert "Working" in working and "pc-answer" not in working  # the answer is final once the run ends
+    canceled = render_web(view(PLAN, run=RunState.canceled), RenderSettings())
+    assert canceled.count("Run canceled") == 1
+    failed = render_web(view(PLAN, run=RunState.failed), RenderSettings())
+    assert failed.count("Run failed") == 1  # said once, as the alert
+    assert "pc-run" not in render_web(view(PLAN), RenderSettings())  # a session without runs
 
 
 def test_escaping_and_sanitised_note() -> None:

@@ -95,3 +95,14 @@ async def test_a_failed_run_pings_with_the_line_that_ends_it(slack: SlackAPIEmul
     [end] = await h.shows("❌ t1 · failed")
     assert end.visible_text.startswith("❌ t1 · failed\n") and "The deploy broke." in end.visible_text
     assert draft.ts in slack.channel(C).deleted
+
+
+async def test_a_run_that_ends_without_an_answer_keeps_its_end_line(slack: SlackAPIEmulator, harness) -> None:
+    h = await harness()
+    await h.command("follow t1")
+    await h.store.start_run(OWNER, "r1")
+    await h.put(("Fetch", "completed"), ("Fix", "in_progress"))
+    [draft] = await h.shows("Fix")
+    await h.store.end_run(OWNER, "r1", RunState.completed)
+    [end] = await h.shows("✅ t1 · 1/2 done")
+    assert end.visible_text == "✅ t1 · 1/2 done" and draft.ts in slack.channel(C).deleted

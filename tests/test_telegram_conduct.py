@@ -5,6 +5,9 @@ the bottom of the chat."""
 
 from __future__ import annotations
 
+import asyncio
+import json
+import sys
 from typing import Any
 
 import pytest
@@ -165,3 +168,68 @@ async def test_agent_text_in_a_ping_mentions_nobody(api: BotAPIEmulator, harness
     assert "@alice_admin" not in ping.text and ping.text.replace("\u2060", "").endswith("Ask @alice_admin for the key")
     assert not any(e.type in ("mention", "text_mention") for e in ping.entities)
 
+
+
+# --- how a run ended -------------------------------------------------------------------------
+
+
+async def hook(redis_url: str, event: dict[str, Any]) -> None:
+    """`progresscast hook claude-code` in its own process, as Claude Code runs it."""
+    proc = await asyncio.create_subprocess_exec(
+        sys.executable, "-m", "progresscast", "hook", "claude-code", "--redis", redis_url,
+        stdin=asyncio.subprocess.PIPE, stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE,
+    )
+    _, err = await proc.communicate(json.dumps(event).encode())
+    assert proc.returncode == 0 and not err, err
+
+
+async def test_a_claude_code_stop_without_an_answer_keeps_one_line_of_how_the_run_ended(
+    api: BotAPIEmulator, harness, redis_url: str
+) -> None:
+    h = await following(harness)
+    base = {"session_id": "t1", "transcript_path": "/tmp/x.jsonl", "cwd": "/tmp"}
+    await hook(redis_url, {**base, "hook_event_name": "UserPromptSubmit", "prompt": "fix it"})
+    todos = [
+        {"content": "Reproduce", "status": "completed", "activeForm": "Reproducing"},
+        {"content": "Fix", "status": "in_progress", "activeForm": "Fixing"},
+    ]
+    await hook(redis_url, {**base, "hook_event_name": "PostToolUse", "tool_name": "TodoWrite",
+                           "tool_input": {"todos": todos}, "tool_response": {}})
+    [draft] = await h.shows(PRIVATE, "Fix")
+    await hook(redis_url, {**base, "hook_event_name": "Stop"})
+
+    def ended() -> list[ShownMessage]:
+        return [m for m in bot_messages(api, PRIVATE, h) if m.text.startswith("✅")]
+
+    [end] = await api.wait_for(ended, 5)
+    assert end.text == "✅ t1 · 1/2 done" and end.notified
+    assert draft.message_id in api.chat(PRIVATE).deleted and bot_messages(api, PRIVATE, h) == [end]
+
+
+async def test_a_completed_run_heads_its_answer_with_the_end_line(api: BotAPIEmulator, harness) -> None:
+    h = await following(harness)
+    await h.store.start_run(OWNER, "r1")
+    await h.put(("Fetch", "completed"), ("Fix", "in_progress"))
+    await h.shows(PRIVATE, "Fix")
+    await h.put(("Fetch", "completed"), ("Fix", "completed"))
+    await h.store.update_activity(OWNER, answer="The pager was off by **one**.")
+    await h.store.end_run(OWNER, "r1", RunState.completed)
+    [answer] = await h.shows(PRIVATE, "The pager was off by one.")
+    assert answer.text == "✅ t1 · 2/2 done\n\nThe pager was off by one."
+    assert any(e.type == "bold" for e in answer.entities) and answer.notified
+
+
+async def test_a_kept_draft_keeps_a_blocked_step_blocked_and_the_end_line_is_sent(
+    api: BotAPIEmulator, harness
+) -> None:
+    h = await following(harness, keepOnComplete=True)
+    await h.store.start_run(OWNER, "r1")
+    await h.put(("Fetch", "completed"), ("Confirm access", "blocked"), ("Ship", "pending"))
+    [draft] = await api.wait_for(lambda: [m for m in bot_messages(api, PRIVATE, h) if not m.notified], 5)
+    await api.wait_for(lambda: replies_to(api, PRIVATE, draft.message_id), 5)
+    await h.store.end_run(OWNER, "r1", RunState.failed)
+    [end] = await api.wait_for(lambda: [m for m in bot_messages(api, PRIVATE, h) if m.text.startswith("❌")], 5)
+    assert end.text == "❌ t1 · failed · ⛔ Confirm access"
+    kept = await api.wait_for(lambda: "⏸" in api.chat(PRIVATE).messages[draft.message_id].text and
+                              api.chat(PRIVATE).messages[draft.message_id], 5)
+    assert "⛔ Confirm access" in kept.text and "⏸️ Ship" in kept.text

@@ -402,7 +402,9 @@ def _rotate(
     if s.offset > len(answer):  # the answer started over (a new run cleared the activity)
         s = replace(s, offset=0)
     while (cut := block_cut(answer, s.offset, sit.block_chars)) is not None:
-        chunk = View(owner=view.owner, activity=Activity(answer=answer[s.offset : cut].rstrip()), run=view.run)
+        # A frozen chunk is a part of the answer, not the run: no state of its own (the
+        # line that ends the run heads the last message only).
+        chunk = View(owner=view.owner, activity=Activity(answer=answer[s.offset : cut].rstrip()))
         # A finished chunk is part of the answer: /card's `fresh` does not move it.
         call = next_call(replace(s, fresh=False), renderers.draft(chunk))
         if call is not None:

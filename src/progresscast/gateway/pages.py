@@ -101,7 +101,8 @@ async def show(gw: Gateway, owner: Owner) -> CardShown:
         # Markup: the fragment comes from the web renderer, which escapes and sanitizes.
         html=Markup(render_card(gw, view)),
         revision=card.revision if card else None,
-        updated_at=card.updatedAt if card else None,
+        # Without a card (cleared), when it was cleared — or last changed otherwise.
+        updated_at=card.updatedAt if card else await gw.store.last_change(owner),
         paused=view.paused,
     )
 

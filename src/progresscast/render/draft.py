@@ -37,7 +37,9 @@ checklist, the activity headline, the note's bar; no label and no tool lines), a
 blank line, the note (cut at its end). When the card's lines are long they are cut
 shorter (middle `…`) so that the answer keeps at least half of the message when it
 needs it. `block` renders like `partial`; rotating to a new message is the adapter's
-job.
+job. Once the run has ended, the preview is its answer: it is headed by the line that
+says how the run ended (`render/ending.py`, bold, cut to `maxLineChars`), which then
+says a failed run instead of an attention line.
 
 Mode `off` — nothing (None).
 
@@ -55,8 +57,9 @@ from functools import lru_cache
 from ..config.settings import Mode, RenderSettings
 from ..model.card import DONE_STATUSES, Status, Step
 from ..model.view import RunState, View
+from .ending import end_line
 from .fit import (
-    UNFINISHED,
+    PAUSABLE,
     Omitted,
     Priority,
     Rank,
@@ -180,12 +183,13 @@ def bar_line(bar: NoteBar, theme: Theme, cap: int) -> Line:
     return _fitted("bar", (Span(cells + " "),), (Span(bar.caption),), (), cap)
 
 
-def attention_lines(view: View, theme: Theme) -> list[tuple[str, str, str]]:
+def attention_lines(view: View, theme: Theme, *, ended: bool = False) -> list[tuple[str, str, str]]:
     """What needs a person besides blocked steps (those are checklist rows), in rank
-    order: (state, mark key, text) — a failed run, then what the agent waits for (the
-    activity's attention line, `Waiting for input: …`)."""
+    order: (state, mark key, text) — a failed run (unless the line that ends the run,
+    `ended`, says so), then what the agent waits for (the activity's attention line,
+    `Waiting for input: …`)."""
     out = []
-    if view.run is RunState.failed:
+    if view.run is RunState.failed and not ended:
         out.append(("failed", "failed", theme.word("failed")))
     if view.activity.attention:
         out.append(("blocked", "blocked", plain(view.activity.attention)))
@@ -265,12 +269,13 @@ def _card_lines(
     note: Sequence[Line],
     owner: bool,
     tools: bool,
+    ended: bool = False,
 ) -> list[Line]:
     """The best `rows` lines of what the card and activity could show (see fit.py),
     in display order, each within `settings.maxLineChars`."""
     cap = settings.maxLineChars
     activity = view.activity
-    attention = attention_lines(view, theme)
+    attention = attention_lines(view, theme, ended=ended)
     statuses = tuple([s.status for s in plan])
     chosen, omitted, hidden_blocked, done = _select(
         statuses,
@@ -285,7 +290,7 @@ def _card_lines(
     spare = rows - len(chosen)
 
     joiner = theme.word("joiner")
-    paused = view.paused and any(status in UNFINISHED for status in statuses)
+    paused = view.paused and any(status in PAUSABLE for status in statuses)
     count = ""
     parts: list[str] = []
     if plan:
@@ -440,6 +445,21 @@ def _items(lines: Sequence[Line]) -> int:
 def _preview(
     view: View, settings: RenderSettings, theme: Theme, budget: int, max_items: int | None
 ) -> list[Line] | None:
+    # The preview is the run's answer: once the run ended, it is headed by how (not a
+    # card written after that), and a failed run is said there, once.
+    ended = None if view.after_end else end_line(view, theme)
+    if ended is None:
+        return _preview_body(view, settings, theme, budget, max_items, ended=False)
+    top = _fitted("end", (), (Span(ended, ("b",)),), (), settings.maxLineChars)
+    reserve = top.length + 2  # the head and a blank line
+    items = None if max_items is None else max(max_items - 1, 0)
+    lines = _preview_body(view, settings, theme, max(budget - reserve, 1), items, ended=True)
+    return [top, BLANK, *lines] if lines else [top]
+
+
+def _preview_body(
+    view: View, settings: RenderSettings, theme: Theme, budget: int, max_items: int | None, *, ended: bool
+) -> list[Line] | None:
     card = view.card
     plan: Sequence[Step] = (card.plan or ()) if card else ()
     bar, rest = _note_of(view)
@@ -461,7 +481,7 @@ def _preview(
                 body = strip_blank(note[top + 1 :])
         rows = settings.checklistLines or settings.maxLines
         struct = _card_lines(
-            view, settings, theme, rows=rows, plan=plan, bar=bar, note=head, owner=False, tools=False
+            view, settings, theme, rows=rows, plan=plan, bar=bar, note=head, owner=False, tools=False, ended=ended
         )
     answer_units = visible_units(answer_lines)
     reserve = min(answer_units, budget // 2)

@@ -35,7 +35,9 @@ from functools import lru_cache
 from ..model.card import DONE_STATUSES, Status, Step
 from .ir import Line, cut_line
 
-UNFINISHED = frozenset({Status.pending, Status.in_progress, Status.blocked})
+PAUSABLE = frozenset({Status.pending, Status.in_progress})
+"""The steps a paused run shows paused. A blocked step keeps its mark: it still waits
+for a person, whether a run is active or not."""
 
 NEXT_STEPS = 2
 """Pending steps ranked (6); more of them rank after the activity lines."""
@@ -60,12 +62,12 @@ Rank = tuple[int, int, int]
 
 
 def step_state(step: Step, paused: bool) -> str:
-    """The display state: the status, or `paused` for an unfinished step of a paused run."""
+    """The display state: the status, or `paused` for a pending or active step of a paused run."""
     return status_state(step.status, paused)
 
 
 def status_state(status: Status, paused: bool) -> str:
-    if paused and status in UNFINISHED:
+    if paused and status in PAUSABLE:
         return "paused"
     return status.value
 
@@ -243,6 +245,7 @@ def strip_blank(lines: Sequence[Line]) -> list[Line]:
 
 __all__ = [
     "NEXT_STEPS",
+    "PAUSABLE",
     "RECENT_STEPS",
     "Omitted",
     "Priority",

@@ -14,7 +14,12 @@
 * the note's own progress bar (a valid `<progress aria-label value max>` first in the
   note) pinned above the note, its label shown beside it;
 * the note, rendered by markdown-it-py and sanitised by bleach (see `markdown.py`);
+* how the run stands (`Working`, `Run completed`, `Run canceled`; a failed run is
+  the alert above) and, once it has ended, its final answer (Markdown, sanitised);
 * the activity (`role="status"`: the headline, `paused`, recent tool lines).
+
+Pending and active steps of a paused run read `paused`; a blocked step stays
+`blocked`, named in its alert, whether a run is active or not.
 
 With no card: `<p class="pc-empty">No progress card</p>` (and the activity, if any).
 The web card has no line limits: every step and the whole note are shown.
@@ -29,11 +34,13 @@ from markupsafe import Markup
 
 from ..config.settings import RenderSettings
 from ..model.card import Status
-from ..model.view import RunState, View
-from .fit import UNFINISHED, step_state
+from ..model.view import TERMINAL, RunState, View
+from .fit import PAUSABLE, step_state
 from .ir import plain
 from .markdown import markdown_web_html, note_parts, number_text
 from .templates import template, theme
+
+_RUN_WORDS = {RunState.active: "run_active", RunState.completed: "run_completed", RunState.canceled: "canceled"}
 
 
 class WebStep(NamedTuple):
@@ -90,10 +97,15 @@ def render_web(view: View, settings: RenderSettings, *, templates_dir: str | Pat
         if step.status is Status.blocked:
             attention.append({"kind": "blocked", "text": th.word("blocked_one", step=plain(step.step))})
     status_parts = []
-    if view.paused and any(s.status in UNFINISHED for s in plan):
+    if view.paused and any(s.status in PAUSABLE for s in plan):
         status_parts.append(th.word("run_paused"))
-    if view.run is RunState.canceled:
-        status_parts.append(th.word("canceled"))
+    # How the run stands (a failed one is said once, with what needs a person), and
+    # its final answer once it has ended.
+    run = None
+    if view.run in _RUN_WORDS:
+        run = {"kind": view.run.value, "text": th.word(_RUN_WORDS[view.run])}
+    answer = view.activity.answer if view.run in TERMINAL else None
+    answer_html = Markup(markdown_web_html(answer)) if answer else Markup("")
     if view.activity.headline:
         status_parts.append(plain(view.activity.headline))
     return template("web/card.j2", templates_dir).render(
@@ -101,8 +113,10 @@ def render_web(view: View, settings: RenderSettings, *, templates_dir: str | Pat
         steps=steps,
         note_html=note_html,
         note_bar=note_bar,
-        empty=not plan and not note_html and note_bar is None,
+        empty=not plan and not note_html and note_bar is None and not answer_html,
         attention=attention,
+        run=run,
+        answer_html=answer_html,
         status=" · ".join(status_parts),
         tools=[plain(t) for t in view.activity.tools],
         words=th.words,

@@ -376,6 +376,13 @@ class CardStore:
         lay = await self.layout()
         return cast("dict[str, str]", await self.redis.hgetall(lay.last_event(owner)))
 
+    async def last_change(self, owner: Owner) -> str | None:
+        """When the owner last changed (a write, a clear, activity, a run), ISO 8601 on
+        the store's clock — the time its newest event was appended; None: never."""
+        event_id = (await self.last_event(owner)).get("id", "")
+        ms, _, _ = event_id.partition("-")
+        return _iso(int(ms)) if ms.isdigit() else None
+
     async def owners(self, *, page: int = 500) -> AsyncIterator[tuple[str, int]]:
         """Every display key with its last change (ms), newest first, across all shards.
 
