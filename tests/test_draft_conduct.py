@@ -14,7 +14,7 @@ from progresscast.config.settings import Mode
 from progresscast.model.needs import Need, Notify
 from progresscast.model.view import RunState, View
 from progresscast.render.payload import Payload
-from test_drafts import Chat, Fake, card, drive, plan, sit, view
+from test_drafts import Chat, Fake, card, drive, plan, resit, sit, view
 
 
 class Ends(Fake):
@@ -197,3 +197,111 @@ def test_a_draft_send_is_a_draft_and_never_deletes_before_its_ping() -> None:
     kinds = [(type(c).__name__, getattr(c, "purpose", None)) for c in chat.calls]
     assert kinds == [("Send", "draft"), ("Send", "ping")]
     assert not any(isinstance(c, Delete) for c in chat.calls)
+
+
+# --- no flash: the start delay -------------------------------------------------------------
+
+
+def started(v: View, at: float) -> View:
+    return replace(v, started_at=at)
+
+
+def test_a_runs_first_draft_waits_the_start_delay_from_the_runs_start() -> None:
+    r, s = Ends(), sit("r1", now=100.0, conduct=Conduct(start_delay=1.5))
+    v = started(view(card(1, ("A", "in_progress")), RunState.active), 99.0)
+    state, call = plan(DraftState(), v, s, r)
+    assert call == Wait(0.5)
+    later = replace(s, situation=replace(s.situation, now=100.6))
+    state, call = plan(state, v, later, r)
+    assert isinstance(call, Send) and call.purpose == "draft"
+    # Once there is a draft, updates go out at once.
+    state = apply(state, call, Outcome(OutcomeKind.ok, message_id=5))
+    _, edit = plan(state, started(view(card(2, ("A", "completed")), RunState.active), 99.0), s, r)
+    assert isinstance(edit, Edit)
+
+
+def test_a_run_shorter_than_the_start_delay_shows_only_its_answer_and_end_line() -> None:
+    chat, r = Chat(), Ends()
+    s = sit("r1", now=100.0, conduct=Conduct(start_delay=1.5))
+    state, call = plan(DraftState(), started(view(card(1, ("A", "in_progress")), RunState.active), 99.9), s, r)
+    assert isinstance(call, Wait)
+    drive(state, started(view(card(2, ("A", "completed")), RunState.completed, answer="done"), 99.9), s, r, chat)
+    assert [type(c).__name__ for c in chat.calls] == ["Send"]
+    assert list(chat.messages.values()) == ["answer: end completed / done"]
+
+
+def test_no_start_delay_without_a_run_for_card_or_after_it() -> None:
+    r, s = Ends(), sit(None, now=100.0, conduct=Conduct(start_delay=1.5))
+    _, call = plan(DraftState(), view(card(1, ("A", "in_progress"))), s, r)  # a session without runs
+    assert isinstance(call, Send)
+    fresh = DraftState(fresh=True)  # /card asked for it
+    _, call = plan(fresh, started(view(card(1, ("A", "in_progress")), RunState.active), 99.9), sit("r1", now=100.0), r)
+    assert isinstance(call, Send)
+
+
+# --- at the bottom -----------------------------------------------------------------------
+
+
+def shown_at(message_id: int, r: Fake, v: View, s: object) -> DraftState:
+    state, send = plan(DraftState(), v, s, r)  # type: ignore[arg-type]
+    assert isinstance(send, Send)
+    return apply(state, send, Outcome(OutcomeKind.ok, message_id=message_id))
+
+
+def test_a_message_below_the_draft_moves_the_next_update_to_the_bottom_new_first() -> None:
+    r = Ends()
+    s = sit("r1", now=100.0, conduct=Conduct(repost_interval=10.0), below=12)
+    state = shown_at(10, r, view(card(1, ("A", "in_progress")), RunState.active), s)
+    v2 = view(card(2, ("A", "completed"), ("B", "in_progress")), RunState.active)
+    state, send = plan(state, v2, s, r)
+    assert isinstance(send, Send) and send.purpose == "draft" and send.reply_to is None
+    state = apply(state, send, Outcome(OutcomeKind.ok, message_id=13), 100.0)
+    assert state.message_id == 13 and state.stale == 10 and state.reposted_at == 100.0
+    state, delete = plan(state, v2, s, r)
+    assert delete == Delete(10, stale=True)
+    state = apply(state, delete, Outcome(OutcomeKind.ok))
+    assert state.stale is None and state.message_id == 13
+    assert plan(state, v2, s, r)[1] is None
+    # Someone writes again at once: within the interval the draft is edited in place.
+    soon = resit(s, now=105.0, below=14)
+    _, edit = plan(state, view(card(3, ("B", "completed")), RunState.active), soon, r)
+    assert isinstance(edit, Edit) and edit.message_id == 13
+    # After the interval, the next update moves it again.
+    later = resit(s, now=110.5, below=14)
+    _, again = plan(state, view(card(3, ("B", "completed")), RunState.active), later, r)
+    assert isinstance(again, Send) and again.purpose == "draft"
+
+
+def test_no_repost_without_an_update_a_newer_message_or_stay_at_bottom() -> None:
+    r = Ends()
+    v = view(card(1, ("A", "in_progress")), RunState.active)
+    v2 = view(card(2, ("A", "completed")), RunState.active)
+    s = sit("r1", now=100.0, below=12)
+    state = shown_at(10, r, v, s)
+    assert plan(state, v, s, r)[1] is None  # nothing new to show: it stays where it is
+    assert isinstance(plan(state, v2, resit(s, below=9), r)[1], Edit)  # the message is above the draft
+    assert isinstance(plan(state, v2, resit(s, below=None), r)[1], Edit)
+    off = resit(s, conduct=Conduct(stay_at_bottom=False))
+    assert isinstance(plan(state, v2, off, r)[1], Edit)
+
+
+def test_a_stale_draft_that_cannot_be_deleted_is_forgotten_and_an_unsure_repost_is_probed() -> None:
+    r = Ends()
+    s = sit("r1", now=100.0, below=12)
+    state = shown_at(10, r, view(card(1, ("A", "in_progress")), RunState.active), s)
+    v2 = view(card(2, ("A", "completed")), RunState.active)
+    state, send = plan(state, v2, s, r)
+    assert isinstance(send, Send)
+    from progresscast.channels.drafts import Probe, begin
+
+    unsure = apply(begin(state, send, 12, 100.0), send, Outcome(OutcomeKind.unsure), 100.0)
+    assert unsure.message_id == 10 and unsure.stale is None  # the old one is still the draft
+    state2, probe = plan(unsure, v2, resit(s, now=200.0), r)
+    assert isinstance(probe, Probe)
+    found = apply(state2, probe, Outcome(OutcomeKind.found, message_id=13), 200.0)
+    assert found.message_id == 13 and found.stale == 10  # it landed: the old one goes
+    state = apply(state, send, Outcome(OutcomeKind.ok, message_id=13), 100.0)
+    state, delete = plan(state, v2, s, r)
+    assert isinstance(delete, Delete)
+    assert apply(state, delete, Outcome(OutcomeKind.refused)).stale is None
+    assert apply(state, delete, Outcome(OutcomeKind.transient)).stale == 10

@@ -585,7 +585,8 @@ async def test_follow_shows_the_current_card_and_unfollow_removes_it(api: BotAPI
 
 
 async def test_mode_override_wins_over_config_and_persists(api: BotAPIEmulator, harness, redis: Redis) -> None:
-    h = await harness(chats=[{"id": PRIVATE, "mode": "partial"}])
+    # (The /mode commands land below the draft; kept in place here, to follow one message.)
+    h = await harness(chats=[{"id": PRIVATE, "mode": "partial"}], streaming={"stayAtBottom": False})
     await h.command(PRIVATE, "/follow t1")
     await h.put(("Reproduce", "in_progress"))
     [draft] = await h.shows(PRIVATE, "Reproduce")

@@ -233,3 +233,82 @@ async def test_a_kept_draft_keeps_a_blocked_step_blocked_and_the_end_line_is_sen
     kept = await api.wait_for(lambda: "⏸" in api.chat(PRIVATE).messages[draft.message_id].text and
                               api.chat(PRIVATE).messages[draft.message_id], 5)
     assert "⛔ Confirm access" in kept.text and "⏸️ Ship" in kept.text
+
+
+# --- no flash --------------------------------------------------------------------------------
+
+
+async def test_a_run_shorter_than_the_start_delay_shows_no_draft_but_its_answer(api: BotAPIEmulator, harness) -> None:
+    # startDelay 40 s of Telegram's time: 2 s here.
+    h = await following(harness, streaming={"startDelay": 40})
+    await h.store.start_run(OWNER, "r1")
+    await h.put(("Look it up", "in_progress"))
+    await h.store.update_activity(OWNER, headline="Reading")
+    await quiet(10)  # long enough for a draft (one pacing interval is 1 s), shorter than the delay
+    await h.put(("Look it up", "completed"))
+    await h.store.update_activity(OWNER, answer="It is 42.")
+    await h.store.end_run(OWNER, "r1", RunState.completed)
+    [answer] = await h.shows(PRIVATE, "It is 42.")
+    assert answer.text == "✅ t1 · 1/1 done\n\nIt is 42."
+    await quiet(50)  # past the delay: still nothing more
+    assert bot_messages(api, PRIVATE, h) == [answer]
+    assert not api.chat(PRIVATE).deleted and not api.calls_for(PRIVATE, "deleteMessage")
+
+
+async def test_a_longer_run_shows_its_first_draft_after_the_start_delay(api: BotAPIEmulator, harness) -> None:
+    h = await following(harness, streaming={"startDelay": 20})  # 1 s here
+    await h.store.start_run(OWNER, "r1")
+    began = asyncio.get_running_loop().time()
+    await h.put(("Build", "in_progress"))
+    [draft] = await h.shows(PRIVATE, "Build", timeout=10)
+    assert asyncio.get_running_loop().time() - began >= 20 * SCALE - 0.05
+    assert not draft.notified
+
+
+# --- at the bottom ---------------------------------------------------------------------------
+
+
+async def test_a_message_under_the_draft_then_a_write_reposts_it_below_new_first(
+    api: BotAPIEmulator, harness
+) -> None:
+    h = await following(harness, streaming={"repostInterval": 100})  # 5 s here
+    await h.store.start_run(OWNER, "r1")
+    await h.put(("Build", "in_progress"))
+    [draft] = await h.shows(PRIVATE, "Build")
+    person = api.send_user_message(PRIVATE, "how is it going?")["message"]["message_id"]
+    await quiet(2)  # the update reached the adapter; nothing moves until the next write
+    assert api.chat(PRIVATE).messages.get(draft.message_id) is not None
+    await h.put(("Build", "completed"), ("Test", "in_progress"))
+    [moved] = await h.shows(PRIVATE, "Test")
+    assert moved.message_id > person > draft.message_id and not moved.notified
+    assert draft.message_id in api.chat(PRIVATE).deleted
+    calls = [(c.method, c.params.get("message_id")) for c in api.calls_for(PRIVATE) if c.ok][-2:]
+    assert calls == [("sendMessage", None), ("deleteMessage", draft.message_id)]  # the new one first
+    # Another message at once: within the interval the draft is edited where it is.
+    api.send_user_message(PRIVATE, "and now?")
+    await quiet(2)
+    await h.put(("Build", "completed"), ("Test", "completed"))
+    [same] = await h.shows(PRIVATE, "2/2 complete")
+    assert same.message_id == moved.message_id
+
+
+async def test_the_bots_own_ping_under_the_draft_does_not_move_it(api: BotAPIEmulator, harness) -> None:
+    h = await following(harness, streaming={"repostInterval": 0})
+    await h.store.start_run(OWNER, "r1")
+    await h.put(("Confirm access", "blocked"))
+    [draft] = await api.wait_for(lambda: [m for m in bot_messages(api, PRIVATE, h) if not m.notified], 5)
+    await api.wait_for(lambda: replies_to(api, PRIVATE, draft.message_id), 5)
+    await h.put(("Confirm access", "in_progress"))
+    await api.wait_for(lambda: "▶" in api.chat(PRIVATE).messages[draft.message_id].text, 5)
+    assert not api.chat(PRIVATE).deleted
+
+
+async def test_stay_at_bottom_off_edits_in_place(api: BotAPIEmulator, harness) -> None:
+    h = await following(harness, streaming={"stayAtBottom": False, "repostInterval": 0})
+    await h.put(("Build", "in_progress"))
+    [draft] = await h.shows(PRIVATE, "Build")
+    api.send_user_message(PRIVATE, "hello")
+    await quiet(2)
+    await h.put(("Build", "completed"))
+    [same] = await h.shows(PRIVATE, "1/1 complete")
+    assert same.message_id == draft.message_id

@@ -63,6 +63,8 @@ within a few milliseconds. (The lease tests measure pacing at Telegram's own spe
 
 CARD = re.compile(r"c(\d+) r(\d+) w(\d+)")
 ANSWER = re.compile(r"Answer c(\d+) r(\d+)")
+ENDED = re.compile(r"✅ s\d+ · \d+/\d+ done\n\n")
+"""The line that says how a run ended, heading its answer."""
 REPLY = ("Following ", "This chat already follows")
 
 
@@ -179,8 +181,9 @@ def shown_right(api: BotAPIEmulator, chat: int, expected: Expected) -> bool:
     visible = [m.text for m in api.chat(chat).visible() if not m.text.startswith(REPLY)]
     cards = [t for t in visible if CARD.search(t)]
     answers = [t for t in visible if ANSWER.search(t)]
-    if len(cards) + len(answers) != len(visible):
+    if len(cards) + len(answers) != len(visible) or not all(ENDED.match(t) for t in answers):
         return False
+    answers = [ENDED.sub("", t, count=1) for t in answers]
     if expected.card is None:
         return not cards and answers == expected.answers
     return answers == expected.answers and len(cards) == 1 and expected.card in cards[0]

@@ -46,6 +46,8 @@ class Intent:
     """The card revision the payload showed."""
     needs: tuple[str, ...] = ()
     """Purpose "ping": the keys of what it announced (`model.needs`)."""
+    repost: bool = False
+    """A draft sent again at the bottom: once found, the draft it replaced is deleted."""
 
 
 @dataclass(frozen=True)

@@ -47,9 +47,9 @@ from typing import Protocol
 from ..config.settings import Mode
 from ..model.activity import Activity
 from ..model.needs import Need
-from ..model.view import TERMINAL, View
+from ..model.view import TERMINAL, RunState, View
 from ..render.payload import Payload, digest
-from .conduct import Conduct, all_needs, fresh_needs
+from .conduct import Conduct, all_needs, buried, fresh_needs
 from .draft_state import DraftState, Intent, Purpose
 from .outcome import MessageId, Outcome, OutcomeKind
 
@@ -72,6 +72,9 @@ class Send:
     """Purpose "ping": the live draft it replies to (None: none)."""
     needs: tuple[str, ...] = ()
     """Purpose "ping": the keys of what it announces."""
+    repost: bool = False
+    """A draft sent again below someone else's message: the one it replaces is deleted
+    once it is sent (`DraftState.stale`)."""
 
     @property
     def makes(self) -> str:
@@ -90,6 +93,8 @@ class Edit:
 @dataclass(frozen=True)
 class Delete:
     message_id: MessageId
+    stale: bool = False
+    """The draft a repost replaced (not the live one)."""
 
 
 @dataclass(frozen=True)
@@ -181,6 +186,8 @@ class Situation:
     not the lost message, so never probed — a probe must not overwrite them."""
     conduct: Conduct = field(default_factory=Conduct)
     """The destination's pings, start delay and staying at the bottom."""
+    below: MessageId | None = None
+    """The newest message someone else posted in the draft's thread."""
 
 
 def on_follow(state: DraftState, view: View) -> DraftState:
@@ -218,6 +225,10 @@ def decide(state: DraftState, view: View, sit: Situation, renderers: Renderers) 
             while candidate in sit.known:
                 candidate += 1
             return s, Probe(candidate, intent)
+
+    # A repost is sent first, then the draft it replaced goes.
+    if s.stale is not None:
+        return s, Delete(s.stale, stale=True)
 
     if not sit.following:
         if s.message_id is not None and not s.settled:
@@ -314,22 +325,35 @@ def decide(state: DraftState, view: View, sit: Situation, renderers: Renderers) 
             s = replace(s, keep=True)  # /card after the end: show the finished card again
         show = not finished or (mode is Mode.progress and (s.keep or s.late))
         want = renderers.draft(view) if show else None
-        s, draft_call = _settle(s, want, rev)
+        if want is not None and (hold := _held(s, view, sit)) is not None:
+            return s, hold
+        s, draft_call = _settle(s, want, rev, sit)
         return (s, draft_call) if draft_call is not None else _ping(s, view, sit, renderers)
 
     # partial / block: the preview message is the answer, it stays when the run ends.
     full = view
+    if (hold := _held(s, view, sit)) is not None and renderers.draft(view) is not None:
+        return s, hold
     if mode is Mode.block:
         s, view, rotation = _rotate(s, view, sit, renderers)
         if rotation is not None:
             return s, rotation
     want = renderers.draft(view)
-    s, settled = _settle(s, want, rev)
+    s, settled = _settle(s, want, rev, sit)
     if settled is not None:
         return s, settled
     if ending:
         s = replace(s, done_run=run_id, keep=True, fresh=False)
     return _ping(s, full, sit, renderers)
+
+
+def _held(s: DraftState, view: View, sit: Situation) -> Wait | None:
+    """No flash: a run's first draft waits `start_delay` from the run's start, so a quick
+    turn shows only its answer (a draft /card asks for goes at once)."""
+    if s.message_id is not None or s.fresh or view.run is not RunState.active or view.started_at is None:
+        return None
+    left = view.started_at + sit.conduct.start_delay - sit.now
+    return Wait(left) if left > 0 else None
 
 
 def _ping(s: DraftState, view: View, sit: Situation, renderers: Renderers) -> tuple[DraftState, Send | None]:
@@ -360,10 +384,17 @@ def _answer(s: DraftState, parts: list[Payload]) -> tuple[DraftState, Send | Non
     return s, None
 
 
-def _settle(s: DraftState, want: Payload | None, rev: int | None) -> tuple[DraftState, Call | None]:
+def _settle(s: DraftState, want: Payload | None, rev: int | None, sit: Situation) -> tuple[DraftState, Call | None]:
     call = next_call(s, want, rev)
     if call is None and s.fresh:
         s = replace(s, fresh=False)  # nothing to show again (or already shown fresh)
+    if isinstance(call, Edit) and buried(s, sit.below, sit.conduct, sit.now):
+        # Someone else's message landed below the draft: this update goes out as a new
+        # draft under it (the old one is deleted once it is sent).
+        want = call.payload
+        if call.shown is want and want.opening is not None:
+            return s, Send(want, want.opening, revision=rev, opens=True, repost=True)
+        return s, Send(want, call.shown, revision=rev, repost=True)
     return s, call
 
 
@@ -424,7 +455,7 @@ def begin(state: DraftState, call: Send, mark: int, now: float) -> DraftState:
     out = call.shown
     intent = Intent(
         call.purpose, call.index, out.method, dict(out.params), call.makes, out.kind,
-        mark, now, mark + 1, revision=call.revision, needs=call.needs,
+        mark, now, mark + 1, revision=call.revision, needs=call.needs, repost=call.repost,
     )
     return replace(state, intent=intent)
 
@@ -435,7 +466,7 @@ def apply(state: DraftState, call: Call, outcome: Outcome, now: float = 0.0) -> 
     k = outcome.kind
     if isinstance(call, Send):
         if k in (OutcomeKind.ok, OutcomeKind.not_modified) and outcome.message_id is not None:
-            return _sent(state, call, outcome.message_id)
+            return _sent(state, call, outcome.message_id, now)
         if k is OutcomeKind.unsure:
             return _unknown(state, now)
         s = replace(state, intent=None)
@@ -462,6 +493,8 @@ def apply(state: DraftState, call: Call, outcome: Outcome, now: float = 0.0) -> 
     if isinstance(call, Delete):
         if outcome.retryable:
             return state
+        if call.stale:
+            return replace(state, stale=None)
         return _gone(state)  # deleted, already gone, or not deletable: forgotten
     if isinstance(call, Probe):
         intent = call.intent
@@ -471,6 +504,8 @@ def apply(state: DraftState, call: Call, outcome: Outcome, now: float = 0.0) -> 
                 return replace(state, intent=None, answer_sent=intent.index + 1)
             if intent.purpose == "ping":
                 return _pinged(replace(state, intent=None), intent.needs)
+            if intent.repost:
+                state = _moved(state, now)
             return replace(
                 state, intent=None, message_id=message_id, digest=intent.digest, kind=intent.kind,
                 revision=intent.revision, fresh=False,
@@ -483,15 +518,22 @@ def apply(state: DraftState, call: Call, outcome: Outcome, now: float = 0.0) -> 
     return state
 
 
-def _sent(state: DraftState, call: Send, message_id: MessageId) -> DraftState:
+def _sent(state: DraftState, call: Send, message_id: MessageId, now: float = 0.0) -> DraftState:
     if call.purpose == "answer":
         return replace(state, intent=None, answer_sent=call.index + 1)
     if call.purpose == "ping":
         return _pinged(replace(state, intent=None), call.needs)
+    if call.repost:
+        state = _moved(state, now)
     return replace(
         state, intent=None, message_id=message_id, digest=call.makes, kind=call.shown.kind,
         revision=call.revision, fresh=False,
     )
+
+
+def _moved(state: DraftState, now: float) -> DraftState:
+    """A repost landed: the draft it replaces is to be deleted, and the interval starts."""
+    return replace(state, stale=state.message_id, reposted_at=now)
 
 
 def _pinged(state: DraftState, keys: tuple[str, ...]) -> DraftState:

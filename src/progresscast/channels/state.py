@@ -28,7 +28,7 @@ upgraded since is tried again after a day (one refused call)."""
 KEEP_SENT_IDS = 200
 """Recent sent message ids remembered per destination (probes look only a few ids ahead)."""
 
-# Set a key to a number only when it is larger (message ids only grow).
+# Set a key to a number only when it is larger (message ids, and Slack's decimal `ts`, only grow).
 _MAX = """
 local last_message_key = KEYS[1]
 local message_id = tonumber(ARGV[1])
@@ -219,15 +219,20 @@ class ChannelState:
     async def draft(self, key: DraftKey) -> DraftState:
         return DraftState.from_json(cast("str | None", await self.redis.get(self._draft_key(key))))
 
-    async def draft_following(self, key: DraftKey) -> tuple[DraftState, bool, ChatPrefs]:
-        """The draft's state, whether its destination still follows the owner, and the
-        destination's overrides, in one round trip (on a Cluster, one per node)."""
+    async def draft_following(self, key: DraftKey) -> tuple[DraftState, bool, ChatPrefs, Id | None]:
+        """The draft's state, whether its destination still follows the owner, the
+        destination's overrides, and the newest message someone else posted in its thread
+        (`heard`), in one round trip (on a Cluster, one per node)."""
         async with self.redis.pipeline(transaction=False) as pipe:
             pipe.get(self._draft_key(key))
             pipe.sismember(keys.channel_followers(self.channel, key.owner), f"{key.chat_id} {key.thread_id}")
             pipe.hgetall(keys.channel_prefs(self.channel, key.chat_id))
-            raw, following, prefs = await pipe.execute()
-        return DraftState.from_json(cast("str | None", raw)), bool(following), _prefs(cast("dict[str, str]", prefs))
+            pipe.get(keys.channel_heard(self.channel, key.chat_id, key.thread_id))
+            raw, following, prefs, heard = await pipe.execute()
+        below = self._id(cast("str", heard)) if heard else None
+        return (
+            DraftState.from_json(cast("str | None", raw)), bool(following), _prefs(cast("dict[str, str]", prefs)), below
+        )
 
     def _check_fence(self) -> None:
         if self.fence is not None:
@@ -282,6 +287,12 @@ class ChannelState:
 
     async def saw_message(self, chat_id: Id, message_id: int) -> None:
         await self._max(keys=[keys.channel_last_message(self.channel, chat_id)], args=[int(message_id)])
+
+    async def heard(self, chat_id: Id, thread_id: Id, message_id: Id) -> None:
+        """Someone else posted `message_id` in the destination's thread (kept when newer:
+        Telegram's ids grow, Slack's `ts` are decimal seconds). A fact the server told:
+        written unchecked by the lease, like message ids."""
+        await self._max(keys=[keys.channel_heard(self.channel, chat_id, thread_id)], args=[str(message_id)])
 
     async def last_message(self, chat_id: Id) -> int:
         return int(cast("str | None", await self.redis.get(keys.channel_last_message(self.channel, chat_id))) or 0)

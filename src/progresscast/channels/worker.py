@@ -154,6 +154,8 @@ class _Read:
     following: bool
     view: View
     renderers: _Rendered
+    below: MessageId | None = None
+    """The newest message someone else posted in the draft's thread (`ChannelState.heard`)."""
 
 
 class _Rendered:
@@ -524,6 +526,14 @@ class ChannelWorker:
         if done is not None:
             done()
 
+    async def heard(self, chat_id: Id, thread_id: Id, message_id: MessageId) -> None:
+        """Someone else (a person, another bot — never this bot) posted `message_id` in
+        the destination's thread: a draft above it moves to the bottom with its next
+        update (nothing moves until then). Destinations that may not have drafts are
+        not noted."""
+        if self.channel.allowed(chat_id):
+            await self.state.heard(chat_id, thread_id, message_id)
+
     def say(self, chat_id: Id, thread_id: Id, text: str, *, then: Then | None = None) -> None:
         """Send a plain-text message (a command reply) before the destination's drafts.
         `then`: what to do with the posted message's id (None: not delivered), done in
@@ -623,10 +633,10 @@ class ChannelWorker:
         """Everything a decision about one draft reads. One after the other, not
         gathered: a lane holds one Redis connection at a time (10,000 lanes share a
         bounded pool)."""
-        state, following, prefs = await self.state.draft_following(key)
+        state, following, prefs, below = await self.state.draft_following(key)
         view = await self.store.view(key.owner)
         renderers = await self.channel.renderers(key, prefs)
-        return _Read(key, state, following, view, _Rendered(renderers))
+        return _Read(key, state, following, view, _Rendered(renderers), below)
 
     async def _decide(self, key: DraftKey, read: _Read) -> tuple[DraftState, DraftState, Call | None]:
         """Decide from what was read: (stored state, state after bookkeeping, next call)."""
@@ -655,6 +665,7 @@ class ChannelWorker:
             max_probes=self.options.max_probes,
             known=known,
             conduct=self.channel.conduct(read.key.chat_id),
+            below=read.below,
         )
 
     async def _call(

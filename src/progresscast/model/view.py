@@ -44,6 +44,8 @@ class View:
     after_end: bool = False
     """The run has ended and the card was written after it ended."""
     previous: EndedRun | None = None
+    started_at: float | None = None
+    """When the current run started (seconds since the epoch, the store's clock)."""
 
     @property
     def empty(self) -> bool:

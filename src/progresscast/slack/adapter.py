@@ -71,6 +71,7 @@ class SlackAdapter:
                 reply = await self.web.auth_test()
                 self.channel.team_id = str(reply.get("team_id") or "")
                 self.client.bot_user_id = str(reply.get("user_id") or "") or None
+                self.client.bot_id = str(reply.get("bot_id") or "") or None
                 return
             except SlackApiError as exc:
                 if exc.response.get("error") in ("invalid_auth", "not_authed", "account_inactive", "token_revoked"):

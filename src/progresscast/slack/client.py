@@ -99,9 +99,11 @@ def _thread(thread_id: Id) -> str | None:
 class SlackClient:
     """`channels.Client` for one Slack app in one workspace."""
 
-    def __init__(self, web: AsyncWebClient, bot_user_id: str | None = None) -> None:
+    def __init__(self, web: AsyncWebClient, bot_user_id: str | None = None, bot_id: str | None = None) -> None:
         self.web = web
         self.bot_user_id = bot_user_id
+        self.bot_id = bot_id
+        """The app's bot id (`B…`): its own messages carry it."""
 
     async def send(
         self, chat_id: Id, thread_id: Id, payload: Payload, *, reply_to: MessageId | None = None, silent: bool = False

@@ -2,8 +2,10 @@
 received over HTTP on the gateway, verified with the app's signing secret.
 
     POST /slack/commands   a slash command (form-encoded, signed)
-    POST /slack/events     the Events API: answers `url_verification`; other events
-                           are acknowledged and ignored
+    POST /slack/events     the Events API: answers `url_verification`; a `message`
+                           event notes where someone else's message landed (the drafts
+                           above it move down with their next update, `events.py`);
+                           other events are acknowledged and ignored
 
 Every request is checked with `slack_sdk.signature.SignatureVerifier`
 (`X-Slack-Signature` over `v0:<timestamp>:<body>`, timestamps older than five
@@ -35,6 +37,7 @@ from ..model.owners import Owner, resolve_owner
 from ..model.view import View
 from ..render.slack_payload import Recipient, slack_draft, slack_snapshot
 from .channel import NO_THREAD, allowed, effective_mode
+from .events import landed
 
 if TYPE_CHECKING:
     from .worker import SlackWorker
@@ -158,6 +161,14 @@ class SlackCommands:
             return JSONResponse({"error": "body must be JSON"}, status_code=400)
         if isinstance(payload, dict) and payload.get("type") == "url_verification":
             return JSONResponse({"challenge": str(payload.get("challenge", ""))})
+        if isinstance(payload, dict) and payload.get("type") == "event_callback":
+            client = self.worker.slack_channel.client
+            try:
+                for channel, thread, ts in landed(payload.get("event"), own_user=client.bot_user_id,
+                                                  own_bot=client.bot_id):
+                    await self.worker.heard(channel, thread, ts)
+            except Exception:  # Redis down: acknowledged anyway (Slack would only send it again)
+                log.exception("noting a Slack message event failed")
         return Response(status_code=200)
 
     # --- commands ------------------------------------------------------------------------

@@ -369,6 +369,7 @@ class CardStore:
             paused=paused,
             after_end=after_end,
             previous=previous,
+            started_at=int(run["startedAt"]) / 1000 if str(run.get("startedAt", "")).isdigit() else None,
         )
 
     async def last_event(self, owner: Owner) -> dict[str, str]:

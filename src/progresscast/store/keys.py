@@ -205,6 +205,12 @@ def channel_last_message(channel: str, destination: int | str) -> str:
     return f"{PREFIX}:{channel}:chat:{destination}:lastmsg"
 
 
+def channel_heard(channel: str, destination: int | str, thread: int | str) -> str:
+    """The newest message someone else (a person, another bot) posted in the destination's
+    thread (0 or "0": none): a draft above it moves down with its next update."""
+    return f"{PREFIX}:{channel}:chat:{destination}:heard:{thread}"
+
+
 def channel_sent(channel: str, destination: int | str) -> str:
     """Sorted set of the ids of recent messages the bot sent there (score = id): probing
     for an unsure send skips them."""

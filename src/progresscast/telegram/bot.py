@@ -406,6 +406,7 @@ async def run_adapter(settings: Settings, redis: Redis, *, options: AdapterOptio
     await _initialize(app, options.backoff, settings.env_name(token_setting), token_setting)
     worker = DraftWorker(settings, redis, app.bot, options=options)
     Commands(settings, worker).register(app)
+    app.add_handler(MessageHandler(filters.ALL, _heard(worker)), group=-2)
     app.add_error_handler(_log_error)
     started = polling = False
     inbox: UpdateInbox | None = None
@@ -440,6 +441,18 @@ async def run_adapter(settings: Settings, redis: Redis, *, options: AdapterOptio
                 await app.stop()
         with contextlib.suppress(Exception):
             await app.shutdown()
+
+
+def _heard(worker: DraftWorker) -> Handler:
+    """Every message the bot sees is someone else's (Telegram never shows a bot its own):
+    a draft above it in its chat (or topic) moves to the bottom with its next update."""
+
+    async def heard(update: Update, context: ContextTypes.DEFAULT_TYPE) -> None:
+        message = update.effective_message
+        if message is not None:
+            await worker.heard(message.chat_id, thread_of(message), message.message_id)
+
+    return heard
 
 
 async def _log_error(update: object, context: ContextTypes.DEFAULT_TYPE) -> None:
