@@ -26,6 +26,7 @@ from mcp.client.streamable_http import streamable_http_client
 from redis.asyncio import Redis
 
 from progresscast.model.owners import Owner
+from progresscast.model.view import RunState
 from progresscast.store.cards import CardStore
 from progresscast.store.sharding import layout_of
 
@@ -396,3 +397,55 @@ async def test_a_stored_plan_whose_explanation_fails_is_still_reported_updated(s
     assert not result.is_error
     assert text_of(result) == "Plan updated; the explanation was not shown: the card store is not answering"
     assert (await store.get(owner)) is not None
+
+
+# -- the run an MCP client holds ----------------------------------------------------------
+
+
+async def wait_until(check: Any, timeout: float = 10.0) -> Any:
+    deadline = time.monotonic() + timeout
+    while not (value := await check()):
+        assert time.monotonic() < deadline, "condition still false"
+        await asyncio.sleep(0.05)
+    return value
+
+
+async def test_a_connected_agent_is_never_paused_and_its_run_ends_when_it_goes(
+    redis_url: str, tmp_path: Path, store: CardStore
+) -> None:
+    owner = Owner("main", "t-held")
+    # An earlier run of the session ended (a hook's Stop, say), under its headline.
+    await store.start_run(owner, "r0")
+    await store.update_activity(owner, headline="old run's headline")
+    await store.end_run(owner, "r0", RunState.completed)
+    async with stdio_mcp(server_env(redis_url, tmp_path), "--session", "t-held") as mcp:
+        assert not (await mcp.call_tool("progress_card", {"plan": PLAN})).is_error
+        view = await store.view(owner)
+        assert view.run is RunState.active and view.run_id != "r0" and not view.paused
+        assert view.activity.headline is None  # not the old run's
+        held = view.run_id
+        assert not (await mcp.call_tool("update_plan", {"steps": [{"label": "Fix", "state": "active"}]})).is_error
+        assert (await store.view(owner)).run_id == held  # one run while connected
+    # The client went: its run ended.
+    ended = await wait_until(lambda: _ended(store, owner))
+    assert ended.run_id == held and ended.run is RunState.completed
+
+
+async def _ended(store: CardStore, owner: Owner) -> Any:
+    view = await store.view(owner)
+    return view if view.run is not RunState.active else None
+
+
+async def test_a_run_already_active_is_the_one_the_agent_writes_in(
+    redis_url: str, tmp_path: Path, store: CardStore
+) -> None:
+    owner = Owner("main", "t-hooked")
+    await store.start_run(owner, "hook-run")  # the harness's hooks run the turn
+    async with stdio_mcp(server_env(redis_url, tmp_path), "--session", "t-hooked") as mcp:
+        assert not (await mcp.call_tool("progress_card", {"plan": PLAN})).is_error
+        assert (await store.view(owner)).run_id == "hook-run"
+        await store.end_run(owner, "hook-run", RunState.completed)  # the turn ends (Stop)
+        assert not (await mcp.call_tool("progress_card", {"plan": PLAN[:2]})).is_error
+        view = await store.view(owner)
+        assert view.run is RunState.active and view.run_id != "hook-run" and not view.paused
+    await wait_until(lambda: _ended(store, owner))

@@ -36,6 +36,7 @@ from ..model.card import (
 )
 from ..model.owners import Owner, resolve_owner
 from .harness_plan import CODEX_PLAN, MAX_HARNESS_STEPS, MAX_LABEL_CHARS, PROGRESS_V1, PlanShapeError, map_plan
+from .held_run import HeldRun
 from .mcp_input import REFUSED_META_KEY, GuardedBodies, GuardedLines
 from .plan_update import replace_plan
 from .sinks import CardSink, Gateway, GatewaySink, SinkError, StoreSink
@@ -185,6 +186,8 @@ class AgentTools:
     def __init__(self, sink: CardSink, offered: tuple[str, ...] = TOOL_NAMES) -> None:
         self.sink = sink
         self.offered = offered
+        self.run = HeldRun(sink)
+        """The run this server holds while its client is connected (`held_run`)."""
 
     async def call(
         self, name: str, arguments: dict[str, Any] | None, refused_field: str | None = None
@@ -196,6 +199,7 @@ class AgentTools:
             if refused_field is not None:
                 raise CardError(refused_field, SURROGATE_RULE)
             reject_lone_surrogates(arguments or {})
+            await self.run.before_write()
             if name == "progress_card":
                 return await self.progress_card(arguments or {})
             return await self.update_plan(arguments or {})
@@ -353,8 +357,11 @@ async def _serve(args: argparse.Namespace, tools: AgentTools) -> None:
         lines = anyio.wrap_file(io.TextIOWrapper(sys.stdin.buffer, encoding="utf-8", errors="replace"))
         # The SDK only iterates its stdin's lines, which is all GuardedLines offers.
         stdin = cast("anyio.AsyncFile[str]", GuardedLines(lines))
-        async with stdio_server(stdin=stdin) as (read_stream, write_stream):
-            await server.run(read_stream, write_stream, server.create_initialization_options())
+        try:
+            async with stdio_server(stdin=stdin) as (read_stream, write_stream):
+                await server.run(read_stream, write_stream, server.create_initialization_options())
+        finally:
+            await tools.run.release()  # the client went
         return
     import uvicorn
 
@@ -365,5 +372,8 @@ async def _serve(args: argparse.Namespace, tools: AgentTools) -> None:
     app = GuardedBodies(server.streamable_http_app(host=host))
     print(f"progresscast mcp: streamable HTTP on {address(sock)}/mcp", file=sys.stderr, flush=True)
     config = uvicorn.Config(app, log_level="warning", access_log=False, lifespan="on")
-    await uvicorn.Server(config).serve(sockets=[sock])
+    try:
+        await uvicorn.Server(config).serve(sockets=[sock])
+    finally:
+        await tools.run.release()  # over HTTP, the run is held until the server stops
 

@@ -17,6 +17,7 @@ from redis.exceptions import RedisError
 
 from ..model.card import CardError, CardInput, StepCounts, WriteResult
 from ..model.owners import Owner
+from ..model.view import RunState
 from ..store.cards import CardStore, StoreError
 
 if TYPE_CHECKING:  # the hooks never talk to a gateway: they need not pay for importing httpx
@@ -55,6 +56,16 @@ class CardSink(Protocol):
         self, *, headline: str | None = None, answer: str | None = None, tool: str | None = None
     ) -> None: ...
 
+    async def run_active(self) -> bool | None:
+        """Is a run of the owner active? None: not known here."""
+        ...
+
+    async def start_run(self, run_id: str) -> None: ...
+
+    async def end_run(self, run_id: str, state: RunState) -> None:
+        """End the run if it is still the current one (else nothing)."""
+        ...
+
 
 class StoreSink:
     def __init__(self, store: CardStore, owner: Owner) -> None:
@@ -86,6 +97,24 @@ class StoreSink:
     ) -> None:
         try:
             await self.store.update_activity(self.owner, headline=headline, answer=answer, tool=tool)
+        except RedisError as exc:
+            raise SinkError(f"the card store is not answering: {exc}") from None
+
+    async def run_active(self) -> bool | None:
+        try:
+            return (await self.store.view(self.owner)).run is RunState.active
+        except RedisError as exc:
+            raise SinkError(f"the card store is not answering: {exc}") from None
+
+    async def start_run(self, run_id: str) -> None:
+        try:
+            await self.store.start_run(self.owner, run_id)
+        except RedisError as exc:
+            raise SinkError(f"the card store is not answering: {exc}") from None
+
+    async def end_run(self, run_id: str, state: RunState) -> None:
+        try:
+            await self.store.end_run(self.owner, run_id, state)
         except RedisError as exc:
             raise SinkError(f"the card store is not answering: {exc}") from None
 
@@ -166,3 +195,15 @@ class GatewaySink:
     ) -> None:
         given = {k: v for k, v in {"headline": headline, "answer": answer, "tool": tool}.items() if v is not None}
         await self.gateway.call("activity.put", {**self._owner_params(), **given})
+
+    async def run_active(self) -> bool | None:
+        return None  # the RPC does not say (a run's state is read by no RPC method)
+
+    async def start_run(self, run_id: str) -> None:
+        await self.gateway.call("run.start", {**self._owner_params(), "runId": run_id})
+
+    async def end_run(self, run_id: str, state: RunState) -> None:
+        try:
+            await self.gateway.call("run.end", {**self._owner_params(), "runId": run_id, "state": state.value})
+        except SinkError:
+            pass  # not the current run any more (409), or the gateway is gone: nothing to end
