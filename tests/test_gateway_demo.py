@@ -11,6 +11,7 @@ import re
 import select
 import subprocess
 import sys
+import tempfile
 import time
 from pathlib import Path
 
@@ -23,6 +24,8 @@ from progresscast.demo import SESSION, example_session, run_demo
 from progresscast.model.owners import Owner
 from progresscast.store.cards import CardStore
 from progresscast.store.embedded import stop_embedded
+from progresscast.telegram.bot import run_adapter
+from progresscast.testing import DEFAULT_TOKEN, BotAPIEmulator
 
 
 def demo_args(redis_url: str, *, serve: bool = False) -> argparse.Namespace:
@@ -60,11 +63,10 @@ async def test_demo_plays_the_example_to_a_real_adapter_and_prints_what_the_chat
     tail = text[text.rindex("✕ the bot deletes message"):]
     assert "the bot sends message" in tail and answer[:20] in tail  # the answer comes after the draft is gone
     assert "Demo done (stdin is not a terminal" in text
-    # It went through the real store, and ended with the card cleared.
+    # It ran on a store of its own: the one it was pointed at never saw it.
     store = CardStore(redis)
-    owner = Owner("main", SESSION)
-    assert await store.get(owner) is None
-    assert await store.revision(owner) == 1 + sum("card" in e for e in example_session())  # reset + writes
+    assert await store.revision(Owner("main", SESSION)) == 0
+    assert [key async for key, _ in store.owners()] == []
     # ...and the gateway is gone.
     async with httpx.AsyncClient() as client:
         try:
@@ -73,6 +75,42 @@ async def test_demo_plays_the_example_to_a_real_adapter_and_prints_what_the_chat
             pass
         else:
             raise AssertionError("the demo's gateway still answers after it exited")
+
+
+async def test_the_demo_keeps_to_itself_beside_a_running_serve_on_the_same_home(
+    redis_url: str, redis: Redis, monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    """A user tries the bot with `progresscast emulator telegram` (its default bot and chat)
+    and a `serve` on their store whose chat follows the demo's session; then runs the
+    demo on the same home. The demo uses its own temporary store, bot and chat: the
+    user's chat and store see nothing of it, and it leaves nothing behind."""
+    monkeypatch.setenv("PROGRESSCAST_TIME_SCALE", "0.1")
+    temp = tmp_path / "tmp"
+    temp.mkdir()
+    monkeypatch.setattr(tempfile, "tempdir", str(temp))
+    user_settings = Settings.model_validate({
+        "gateway": {"listen": "127.0.0.1:0"},
+        "channels": {"telegram": {"token": DEFAULT_TOKEN, "chats": [{"id": 4821, "follow": [SESSION]}]}},
+    })
+    async with BotAPIEmulator() as user_api:
+        telegram = user_settings.channels.telegram
+        assert telegram is not None
+        telegram.apiBaseUrl = user_api.base_url
+        serve = asyncio.create_task(run_adapter(user_settings, redis))
+        try:
+            await user_api.wait_for(lambda: any(c.method == "getUpdates" for c in user_api.calls), 30)
+            out = io.StringIO()
+            args = demo_args(redis_url)
+            await asyncio.wait_for(run_demo(args, settings(), out=out, interactive=False), 90)
+            await asyncio.sleep(1)
+            assert user_api.chat(4821).visible() == []  # the user's chat got nothing
+            assert "Demo done" in out.getvalue() and "its own temporary store" in out.getvalue()
+        finally:
+            serve.cancel()
+            await asyncio.gather(serve, return_exceptions=True)
+    store = CardStore(redis)
+    assert await store.revision(Owner("main", SESSION)) == 0 and await store.get(Owner("main", SESSION)) is None
+    assert list(temp.iterdir()) == []  # its temporary home is gone
 
 
 async def test_demo_serve_keeps_the_page_up(redis_url: str) -> None:

@@ -1,10 +1,12 @@
 """`progresscast demo`: the bundled example session, played through the gateway to a
 Telegram chat — the real adapter, talking to the shipped Bot API emulator.
 
-The demo starts the Bot API emulator, the gateway and web page on the store (the
-embedded Redis unless told otherwise) and the Telegram adapter with a chat that
-follows the demo session; mints a one-off token; and plays the example through
-`POST /v1/rpc` — the path an agent harness takes. What the chat shows is printed as
+The demo keeps to itself: it runs on its own temporary home and embedded Redis (never
+the configured store, which a `serve` may be using), with a bot and a chat of its own
+(not the emulator's defaults that `progresscast emulator telegram` uses), and removes
+its home when it ends. There it starts the Bot API emulator, the gateway and web page
+and the Telegram adapter with a chat that follows the demo session; mints a one-off
+token; and plays the example through `POST /v1/rpc` — the path an agent harness takes. What the chat shows is printed as
 it happens: each message the bot sends, edits or deletes, as a person reads it.
 At a terminal the page then stays up until Enter or Ctrl-C; otherwise (`make demo`
 in CI, stdin closed) the demo ends by itself. `--serve` keeps serving until Ctrl-C.
@@ -24,18 +26,22 @@ import asyncio
 import json
 import os
 import secrets
+import shutil
 import sys
+import tempfile
 from importlib import resources
+from pathlib import Path
 from typing import Any, TextIO
 from urllib.parse import quote
 
 import httpx
 
-from .config.settings import ChatSettings, GatewayToken, Settings, TelegramSettings
+from .config.settings import ChannelSettings, ChatSettings, GatewaySettings, GatewayToken, Settings, TelegramSettings
 from .gateway.auth import READ, WRITE
 from .gateway.server import address, bind, run_gateway
 from .model.owners import Owner
-from .store.connections import connect, redis_url
+from .store.connections import connect
+from .store.embedded import ensure_embedded, stop_embedded
 from .testing import BotAPIEmulator
 from .testing.console import ChatConsole
 
@@ -43,8 +49,10 @@ SESSION = "demo-ticket-4821"
 RUN_ID = "demo-run"
 DEFAULT_DELAY = 0.8
 SERVE_DELAY = 2.0  # someone is about to open the page: give them time to watch
-CHAT = 4821
-"""The emulated private chat that follows the demo session."""
+CHAT = 48219
+"""The emulated private chat that follows the demo session (not the emulator's default)."""
+DEMO_TOKEN = "482100:DEMO-token_for-the-progresscast-demo"
+"""The demo's own bot (the emulator's default bot is the one a user tries it with)."""
 SHUTDOWN_SECONDS = 12.0
 """How long each part of the demo may take to stop."""
 SETTLE_SECONDS = 30.0
@@ -83,14 +91,20 @@ class Rpc:
 
 
 def demo_settings(settings: Settings, token: str, api: BotAPIEmulator) -> Settings:
-    """The settings plus a one-off token, and a Telegram adapter on the emulator whose
-    chat `CHAT` follows the demo session (a configured Telegram section is set aside)."""
-    settings = with_demo_token(settings, token)
+    """The demo's own settings: the configured agents, templates and gateway address (a
+    free port when it is taken), a one-off token, and a Telegram adapter on the emulator
+    whose chat `CHAT` follows the demo session — nothing else of the configuration (its
+    store, tokens, channels, A2A agents) is used."""
     telegram = TelegramSettings(
         token=api.token, apiBaseUrl=api.base_url, chats=[ChatSettings(id=CHAT, follow=[SESSION])]
     )
-    channels = settings.channels.model_copy(update={"telegram": telegram})
-    return settings.model_copy(update={"channels": channels})
+    own = Settings(
+        agents=settings.agents,
+        templates=settings.templates,
+        gateway=GatewaySettings(listen=settings.gateway.listen),
+        channels=ChannelSettings(telegram=telegram),
+    )
+    return with_demo_token(own, token)
 
 
 async def play(rpc: Rpc, owner: Owner, *, delay: float, out: TextIO, run_id: str = RUN_ID) -> None:
@@ -144,17 +158,31 @@ def _interactive() -> bool:
 async def run_demo(
     args: argparse.Namespace, settings: Settings, *, out: TextIO | None = None, interactive: bool | None = None
 ) -> None:
-    from .telegram.bot import run_adapter
-
     out = out or sys.stdout
     interactive = _interactive() if interactive is None else interactive
     token = secrets.token_urlsafe(18)
     serving = bool(getattr(args, "serve", False))
     delay = args.delay if args.delay is not None else (SERVE_DELAY if serving else DEFAULT_DELAY)
+    home = Path(tempfile.mkdtemp(prefix="progresscast-demo-"))
+    try:
+        url = await asyncio.to_thread(ensure_embedded, home)
+        await _play_demo(args, settings, url, token, delay, serving, interactive, out)
+    finally:
+        await asyncio.to_thread(stop_embedded, home)
+        shutil.rmtree(home, ignore_errors=True)
+
+
+async def _play_demo(
+    args: argparse.Namespace, settings: Settings, url: str, token: str, delay: float, serving: bool,
+    interactive: bool, out: TextIO,
+) -> None:
+    """The demo on the store at `url` (its own)."""
+    from .telegram.bot import run_adapter
+
     tasks: list[asyncio.Task[Any]] = []
-    async with BotAPIEmulator() as api:
+    async with BotAPIEmulator(DEMO_TOKEN) as api:
         settings = demo_settings(settings, token, api)
-        redis = connect(redis_url(args.redis, settings), settings)
+        redis = connect(url, settings)
         owner = Owner(agent_id=settings.agents.default, session_key=SESSION)
         # The configured address, or any free port when something else holds it.
         sock = bind(settings.gateway.listen, fallback=True)
@@ -168,7 +196,9 @@ async def run_demo(
             # The adapter polls once it has subscribed the chat to the demo session.
             await api.wait_for(lambda: any(c.method == "getUpdates" for c in api.calls), 30)
             page = f"{base}/sessions/{quote(owner.display_key, safe=':')}?token={token}"
-            print(f"progresscast demo: gateway and web page on {base}", file=out)
+            print(f"progresscast demo: gateway and web page on {base}, on its own temporary store", file=out)
+            if getattr(args, "redis", None):
+                print("(--redis is not used: the demo never touches another store)", file=out)
             print(f"Watch the card live: {page}", file=out)
             print(f"(RPC: POST {base}/v1/rpc with 'Authorization: Bearer {token}')", file=out)
             print(

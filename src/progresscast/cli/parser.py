@@ -137,7 +137,7 @@ def add_commands(commands: Any, common: argparse.ArgumentParser) -> None:
     )
 
     demo = commands.add_parser(
-        "demo", help="play the bundled example on the embedded store", parents=[common],
+        "demo", help="play the bundled example on a temporary store of its own", parents=[common],
         epilog=example("progresscast demo", "progresscast demo --serve --delay 2"),
     )
     demo.add_argument("--serve", action="store_true", help="keep serving after the example")
