@@ -5,11 +5,21 @@ from __future__ import annotations
 
 import asyncio
 import re
+import socket
 import sys
 from pathlib import Path
+from typing import Any
 
 import telegram
 
+from progresscast.channels.worker import WorkerOptions
+from progresscast.config.settings import Settings
+from progresscast.gateway.app import create_app
+from progresscast.gateway.server import serve_app
+from progresscast.model.card import CardInput
+from progresscast.model.owners import Owner
+from progresscast.slack.adapter import SlackAdapter, SlackOptions
+from progresscast.store.cards import CardStore
 from progresscast.testing import DEFAULT_TOKEN
 
 
@@ -74,3 +84,55 @@ async def test_stdin_from_a_file_is_typed_and_the_emulator_keeps_serving(tmp_pat
         proc.kill()
         await proc.wait()
     assert b"Traceback" not in await proc.stderr.read()
+
+
+async def test_emulator_slack_prints_its_settings_takes_slash_commands_and_shows_the_channel(
+    redis: Any, monkeypatch: Any
+) -> None:
+    """`progresscast emulator slack` beside a real Slack adapter and gateway: a line typed
+    as `/progresscast …` is a signed slash command to the app, a plain line a person's
+    message (an event to the app), and what the channel shows is printed."""
+    monkeypatch.setenv("PROGRESSCAST_TIME_SCALE", "0.05")
+    sock = socket.socket()
+    sock.bind(("127.0.0.1", 0))
+    sock.listen(16)
+    sock.setblocking(False)
+    app_url = f"http://127.0.0.1:{sock.getsockname()[1]}"
+    proc = await asyncio.create_subprocess_exec(
+        sys.executable, "-m", "progresscast.cli", "emulator", "slack", "--app", app_url,
+        stdin=asyncio.subprocess.PIPE, stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE,
+    )
+    assert proc.stdin is not None and proc.stdout is not None
+    seen: list[str] = []
+    tasks: list[asyncio.Task[Any]] = []
+    try:
+        base = (await read_until(proc.stdout, r'apiBaseUrl = "(http://127\.0\.0\.1:\d+/api/)"', seen)).group(1)
+        text = "".join(seen)
+        token = re.search(r'token = "(xoxb-[^"]+)"', text)
+        secret = re.search(r'signingSecret = "([^"]+)"', text)
+        assert token and secret, text
+        await read_until(proc.stdout, r"Type as a person in channel C0TEST0001", seen)
+        settings = Settings.model_validate({"channels": {"slack": {
+            "token": token.group(1), "signingSecret": secret.group(1), "apiBaseUrl": base,
+        }}})
+        adapter = SlackAdapter(settings, redis, options=SlackOptions(
+            worker=WorkerOptions(group="slack", consumer="test", settle=1.0)))
+        started = asyncio.Event()
+        tasks.append(asyncio.create_task(serve_app(create_app(settings, redis, routes=adapter.routes()), sock,
+                                                   started=started)))
+        tasks.append(asyncio.create_task(adapter.run()))
+        await asyncio.wait_for(adapter.started.wait(), 10)
+        proc.stdin.write(b"/progresscast follow t1\n")
+        await proc.stdin.drain()
+        await read_until(proc.stdout, r"app → Following agent:main:t1", seen)
+        await CardStore(redis).put(Owner("main", "t1"), CardInput.parse({"plan": [{"step": "Fix", "status": "in_progress"}]}))
+        await read_until(proc.stdout, r"the app posts message [\d.]+:\n    │ main · t1", seen)
+        proc.stdin.write(b"hello from a person\n")
+        await proc.stdin.drain()
+        await read_until(proc.stdout, r"you → hello from a person", seen)
+    finally:
+        for task in tasks:
+            task.cancel()
+        await asyncio.gather(*tasks, return_exceptions=True)
+        proc.kill()
+        await proc.wait()

@@ -48,7 +48,10 @@ async def test_pages_without_a_token_show_the_login_form(client: httpx.AsyncClie
     assert f'name="next" value="{path}"' in response.text
 
 
-async def test_token_in_the_address_moves_into_an_httponly_strict_cookie(client: httpx.AsyncClient) -> None:
+async def test_token_in_the_address_moves_into_an_httponly_strict_cookie(
+    client: httpx.AsyncClient, store: CardStore
+) -> None:
+    await put(store, "ticket-1")
     response = await client.get("/sessions/ticket-1?token=reader&agentId=main")
     assert response.status_code == 303
     assert response.headers["location"] == "/sessions/ticket-1?agentId=main"  # the token is gone
@@ -272,3 +275,18 @@ async def test_the_card_shows_how_its_run_ended_and_the_final_answer(client: htt
     assert "Run failed" in page and "Blocked: Confirm access" in page
     assert 'aria-label="Confirm access, blocked"' in page  # not paused: it still waits for a person
     assert "Waiting on <strong>you</strong> for access." in page
+
+
+async def test_an_unknown_session_is_a_404_page_not_an_empty_card(client: httpx.AsyncClient, store: CardStore) -> None:
+    response = await signed_in(client).get("/sessions/never-written")
+    assert response.status_code == 404
+    assert "No such session" in response.text and "agent:main:never-written" in response.text
+    assert 'id="pc-live"' not in response.text and "No progress card" not in response.text
+    # One that was written and then cleared is known: its page shows it (empty).
+    owner = Owner("main", "cleared")
+    await put(store, "cleared")
+    await store.clear(owner)
+    assert (await client.get("/sessions/cleared")).status_code == 200
+    # So is one with only a run or activity so far.
+    await store.start_run(Owner("main", "just-started"), "r1")
+    assert (await client.get("/sessions/just-started")).status_code == 200

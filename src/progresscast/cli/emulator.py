@@ -1,21 +1,35 @@
-"""`progresscast emulator telegram`: the shipped Bot API emulator on its own, so anyone
-can try the bot without a token. Lines typed on stdin are sent as a user of one chat;
-what the chat shows is printed as it happens."""
+"""`progresscast emulator telegram|slack`: a shipped service emulator on its own, so
+anyone can try a channel without a token or a workspace. It prints what to put in the
+config; lines typed on stdin are sent as a person of one chat or channel; what that
+chat or channel shows is printed as it happens."""
 
 from __future__ import annotations
 
 import argparse
 import asyncio
 import sys
-from typing import TextIO
+from collections.abc import Awaitable, Callable, Coroutine
+from typing import Any, TextIO
+
+import httpx
 
 from ..config.settings import ConfigError
-from ..testing import BotAPIEmulator
+from ..testing import BotAPIEmulator, SlackAPIEmulator
 from ..testing.console import ChatConsole
+from ..testing.slack_console import ChannelConsole
+
+SLASH = "/progresscast"
 
 
 async def run_emulator(args: argparse.Namespace, *, out: TextIO | None = None) -> None:
     out = out or sys.stdout
+    if args.emulator == "slack":
+        await _run_slack(args, out)
+    else:
+        await _run_telegram(args, out)
+
+
+async def _run_telegram(args: argparse.Namespace, out: TextIO) -> None:
     chat = args.chat
     api = BotAPIEmulator(port=args.port, fault_rate=args.fault_rate, fault_seed=args.fault_seed)
     try:
@@ -39,19 +53,94 @@ async def run_emulator(args: argparse.Namespace, *, out: TextIO | None = None) -
                 f"seed {args.fault_seed}).",
                 file=out, flush=True,
             )
+
+        async def typed(text: str) -> None:
+            api.send_user_message(chat, text)
+            print(f"  you → {text}", file=out, flush=True)
+
         console = ChatConsole(api, chat, out)
-        printer = asyncio.create_task(console.run())
-        try:
-            await _type_as_user(api, chat, out)
-            print("(input closed: still serving until Ctrl-C)", file=out, flush=True)
-            await asyncio.Event().wait()
-        finally:
-            printer.cancel()
+        await _serve_typing(console.run, typed, out)
     finally:
         await api.stop()
 
 
-async def _type_as_user(api: BotAPIEmulator, chat: int, out: TextIO) -> None:
+async def _run_slack(args: argparse.Namespace, out: TextIO) -> None:
+    channel = args.channel
+    slack = SlackAPIEmulator(channels=[channel], port=args.port)
+    try:
+        await slack.start()
+    except OSError as exc:
+        raise ConfigError(f"--port: cannot listen on 127.0.0.1:{args.port} ({exc.strerror})") from None
+    app = args.app.rstrip("/")
+    slack.events_url = f"{app}/slack/events"
+    try:
+        print(f"Slack Web API emulator on {slack.url}", file=out)
+        print("Point the Slack adapter at it (then run `progresscast serve --config FILE`):", file=out)
+        print("  [channels.slack]", file=out)
+        print(f'  token = "{slack.token}"', file=out)
+        print(f'  signingSecret = "{slack.signing_secret}"', file=out)
+        print(f'  apiBaseUrl = "{slack.base_url}"', file=out)
+        print(
+            f"Slash commands and events go to the app at {app} (/slack/commands, /slack/events), signed with "
+            "that secret.",
+            file=out,
+        )
+        print(
+            f"Type as a person in channel {channel}: {SLASH} follow ticket-4821 is a slash command (its "
+            "answer, seen only by you, is printed); any other line is a message in the channel. What the "
+            "channel shows is printed as it happens. Ctrl-C stops.",
+            file=out, flush=True,
+        )
+
+        async def typed(text: str) -> None:
+            if text == SLASH or text.startswith(SLASH + " "):
+                print(f"  you → {text}", file=out, flush=True)
+                await _slash(slack, app, channel, text.removeprefix(SLASH).strip(), out)
+            else:
+                slack.post_as_user(channel, text)
+                print(f"  you → {text}", file=out, flush=True)
+
+        console = ChannelConsole(slack, channel, out)
+        await _serve_typing(console.run, typed, out)
+    finally:
+        await slack.stop()
+
+
+async def _slash(slack: SlackAPIEmulator, app: str, channel: str, text: str, out: TextIO) -> None:
+    """A slash command as Slack sends it (signed), and the app's answer as the person sees it."""
+    try:
+        response = await slack.send_slash_command(f"{app}/slack/commands", text or "help", channel_id=channel)
+    except httpx.HTTPError as exc:
+        print(f"  (no answer from the app at {app}: {exc or type(exc).__name__}; is `progresscast serve` "
+              "running with this [channels.slack]?)", file=out, flush=True)
+        return
+    try:
+        body = response.json()
+    except ValueError:
+        body = None
+    if response.status_code == 200 and isinstance(body, dict):
+        answer = str(body.get("text", "")).replace("&lt;", "<").replace("&gt;", ">").replace("&amp;", "&")
+        print(f"  app → {answer}", file=out, flush=True)
+    else:
+        print(f"  (the app answered HTTP {response.status_code})", file=out, flush=True)
+
+
+Typed = Callable[[str], Awaitable[None]]
+
+
+async def _serve_typing(printer: Callable[[], Coroutine[Any, Any, None]], typed: Typed, out: TextIO) -> None:
+    """Print what the chat shows while the lines typed on stdin go to `typed`; keep
+    serving once stdin closes, until Ctrl-C."""
+    shown = asyncio.create_task(printer())
+    try:
+        await _read_lines(typed)
+        print("(input closed: still serving until Ctrl-C)", file=out, flush=True)
+        await asyncio.Event().wait()
+    finally:
+        shown.cancel()
+
+
+async def _read_lines(typed: Typed) -> None:
     loop = asyncio.get_running_loop()
     reader = asyncio.StreamReader()
     try:
@@ -59,15 +148,14 @@ async def _type_as_user(api: BotAPIEmulator, chat: int, out: TextIO) -> None:
     except (PermissionError, ValueError):
         # A regular file or /dev/null cannot be watched by the event loop; it never blocks,
         # so it is read as it is.
-        for text in sys.stdin:
-            _typed(api, chat, out, text)
+        for line in sys.stdin:
+            await _typed(typed, line)
         return
     while line := await reader.readline():
-        _typed(api, chat, out, line.decode(errors="replace"))
+        await _typed(typed, line.decode(errors="replace"))
 
 
-def _typed(api: BotAPIEmulator, chat: int, out: TextIO, line: str) -> None:
+async def _typed(typed: Typed, line: str) -> None:
     text = line.strip()
     if text:
-        api.send_user_message(chat, text)
-        print(f"  you → {text}", file=out, flush=True)
+        await typed(text)

@@ -7,6 +7,7 @@ from typing import Any
 
 from ..agents.hooks.command import add_hook
 from ..arguments import Parser, example, program
+from ..config.settings import SLACK_CHANNEL_ID
 
 
 def _fraction(raw: str) -> float:
@@ -18,6 +19,16 @@ def _fraction(raw: str) -> float:
 
 
 _fraction.__name__ = "share from 0 to 1"  # what argparse names in "invalid … value"
+
+
+def _slack_channel(raw: str) -> str:
+    """A Slack channel id, as the config takes them."""
+    if not SLACK_CHANNEL_ID.fullmatch(raw):
+        raise ValueError(raw)
+    return raw
+
+
+_slack_channel.__name__ = "channel id (C, G or D, then capitals and digits)"
 
 
 def full_parser() -> argparse.ArgumentParser:
@@ -134,6 +145,23 @@ def add_commands(commands: Any, common: argparse.ArgumentParser) -> None:
     )
     telegram.add_argument(
         "--fault-seed", type=int, default=0, metavar="N", help="seed of the random faults (default: 0)"
+    )
+
+    slack = emulators.add_parser(
+        "slack", help="the Slack Web API emulator; type on stdin as a person in a channel", parents=[common],
+        description="The Slack emulator the tests use, on its own: point channels.slack at it (token, "
+        "signingSecret, apiBaseUrl as printed), type `/progresscast …` as a slash command or any other line "
+        "as a message, and see what the channel shows.",
+        epilog=example("progresscast emulator slack --port 8082 --app http://127.0.0.1:8787"),
+    )
+    slack.add_argument("--port", type=int, default=0, metavar="N", help="port to listen on (default: a free one)")
+    slack.add_argument(
+        "--channel", type=_slack_channel, default="C0TEST0001", metavar="ID",
+        help="the channel you type in (default: C0TEST0001)",
+    )
+    slack.add_argument(
+        "--app", default="http://127.0.0.1:8787", metavar="URL",
+        help="the gateway of `progresscast serve`: slash commands and events are sent there (default: %(default)s)",
     )
 
     demo = commands.add_parser(

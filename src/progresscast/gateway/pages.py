@@ -234,9 +234,18 @@ async def session(request: Request) -> Response:
         message = f"This token may not see {owner.display_key}."
         return page(gw, "error", 403, title="Not allowed", message=message, signed_in=True)
     try:
-        shown = await show(gw, owner)
+        known = await gw.store.last_change(owner) is not None or await gw.store.revision(owner) > 0
+        shown = await show(gw, owner) if known else None
     except RedisError:
         return _store_unavailable(gw)
+    if shown is None:
+        # Nothing ever wrote to it (a typo, or an agent that has not started): say so,
+        # rather than show an empty card as if it were one.
+        message = (
+            f"No session {owner.display_key}: nothing has written to it yet. Its page shows the card "
+            "once an agent writes one; check the session key (and the agent)."
+        )
+        return page(gw, "error", 404, title="No such session", message=message, signed_in=True)
     return page(gw, "session", card=shown, signed_in=True)
 
 

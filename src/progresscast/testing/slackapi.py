@@ -139,6 +139,7 @@ class SlackAPIEmulator:
         time_scale: float | None = None,
         timeout_delay: float = 6.0,
         streaming: bool = True,
+        port: int = 0,
     ) -> None:
         self.token = token
         self.signing_secret = signing_secret
@@ -167,7 +168,8 @@ class SlackAPIEmulator:
         self._closing = asyncio.Event()
         self._server: _QuietServer | None = None
         self._task: asyncio.Task[None] | None = None
-        self._port = 0
+        self._port = port
+        """0: a free port, chosen at start."""
         self._handlers: dict[str, Callable[[dict[str, Any]], dict[str, Any]]] = {
             "auth.test": self._auth_test,
             "chat.postMessage": self._post_message,
