@@ -1,6 +1,8 @@
 """What every chat channel shares (see docs/channels.md).
 
-- `drafts`  — pure: the draft state, `decide` (the next call) and `apply` (a reply's meaning)
+- `drafts`  — pure: `decide` (the next call), on the draft state (`draft_state`); the
+  calls (`calls`) and what a reply to one means (`replies`, `apply`)
+- `conduct` — pure: pings, the start delay and staying at the bottom, per destination
 - `outcome` — the kinds of reply a channel's client reports
 - `pacing`  — budgets per destination and bot, served fairly, rendering only once granted
   (retries use the one policy in `progresscast.backoff`)

@@ -10,9 +10,10 @@ channel refused (and how deep into its fallbacks we went), and an *intent* for a
 first send whose outcome is not known yet. All of it is stored with the draft, so a
 restarted worker behaves as the one before it.
 
-`decide` looks at the state, the owner's View and the destination's situation and
-returns the next call (or None when the destination already shows the right thing);
-`apply` folds the reply to that call, read as an `Outcome` kind, back into the state.
+`decide` looks at the state (`draft_state.py`), the owner's View and the destination's
+situation and returns the next call (`calls.py`; None when the destination already
+shows the right thing); `apply` (`replies.py`) folds the reply to that call, read as
+an `Outcome` kind, back into the state.
 A channel's worker only performs calls and stores states; every decision is here, so
 it is tested once, without any channel, Redis or clock.
 
@@ -21,7 +22,14 @@ Lifecycle: send → edit in place → delete when a clear leaves nothing to show
 end delete the draft (or keep it: keepOnComplete) and send the final answer once. A
 run that ended while the draft did not look (the next run already began) is still
 ended from the store's record of it. A card written after its run ended is shown in a
-new (late) draft, which the next run takes over.
+new (late) draft, which the next run takes over. A run's end keeps one line of how it
+ended, the head of its answer (or a message of its own).
+
+Towards people (`conduct.py`): once the draft shows the view, a ping — a separate
+message that notifies, replying to the draft — announces what newly needs a person
+(once per need while it lasts; a failed run's ping is its end line); a run's first
+draft waits the start delay; an update of a draft that someone else's message landed
+below goes out as a new draft under it, and the old one is deleted once that is sent.
 
 Duplicate-free first sends. Chat APIs have no idempotency keys: a `sendMessage` that
 times out may or may not have created the message. Before a first send the worker
@@ -49,102 +57,11 @@ from ..model.activity import Activity
 from ..model.needs import Need
 from ..model.view import TERMINAL, RunState, View
 from ..render.payload import Payload, digest
+from .calls import Call, Delete, Edit, Probe, Send, Wait, next_call, shown
 from .conduct import Conduct, all_needs, buried, fresh_needs
 from .draft_state import DraftState, Intent, Purpose
-from .outcome import MessageId, Outcome, OutcomeKind
-
-# --- the calls -----------------------------------------------------------------------
-
-
-@dataclass(frozen=True)
-class Send:
-    payload: Payload
-    """What we mean to show (its digest is what the draft then shows)."""
-    shown: Payload
-    """What goes out: `payload`, or its fallback after the channel refused it."""
-    purpose: Purpose = "draft"
-    index: int = 0
-    revision: int | None = None
-    opens: bool = False
-    """`shown` is `payload`'s opening (`Payload.opening`): the new message shows that,
-    and is edited to `payload` by a call of its own."""
-    reply_to: MessageId | None = None
-    """Purpose "ping": the live draft it replies to (None: none)."""
-    needs: tuple[str, ...] = ()
-    """Purpose "ping": the keys of what it announces."""
-    repost: bool = False
-    """A draft sent again below someone else's message: the one it replaces is deleted
-    once it is sent (`DraftState.stale`)."""
-
-    @property
-    def makes(self) -> str:
-        """The digest of what the new message shows once sent."""
-        return self.shown.digest if self.opens else self.payload.digest
-
-
-@dataclass(frozen=True)
-class Edit:
-    message_id: MessageId
-    payload: Payload
-    shown: Payload
-    revision: int | None = None
-
-
-@dataclass(frozen=True)
-class Delete:
-    message_id: MessageId
-    stale: bool = False
-    """The draft a repost replaced (not the live one)."""
-
-
-@dataclass(frozen=True)
-class Probe:
-    """Re-apply an unsure send's exact content to a candidate message id."""
-
-    message_id: int
-    intent: Intent
-
-
-@dataclass(frozen=True)
-class Wait:
-    """Nothing to call yet: look again after `seconds`."""
-
-    seconds: float
-
-
-Call = Send | Edit | Delete | Probe | Wait
-"""One API call a draft needs (or a wait): what `decide` returns."""
-
-
-def shown(state: DraftState, want: Payload) -> Payload | None:
-    """What goes out to show `want`: its fallback as deep as the channel refused it;
-    None when nothing is left to try."""
-    if want.digest == state.given_up:
-        return None
-    if want.digest == state.refused and state.level > 0:
-        return want.degraded(state.level)
-    return want
-
-
-def next_call(state: DraftState, want: Payload | None, revision: int | None = None) -> Send | Edit | Delete | None:
-    """The one call that moves the chat from `state` towards showing `want` (None: no draft)."""
-    if want is None:
-        return Delete(state.message_id) if state.message_id is not None else None
-    out = shown(state, want)
-    if state.message_id is None:
-        if out is want and want.opening is not None:
-            return Send(want, want.opening, revision=revision, opens=True)
-        return Send(want, out, revision=revision) if out is not None else None
-    if state.digest == want.digest and not state.fresh:
-        return None
-    if out is None:
-        return None
-    # A message cannot become another kind (classic ↔ rich) by editing, and /card wants
-    # the draft at the bottom of the chat: both replace the message (delete, then send).
-    if state.kind != out.kind or state.fresh:
-        return Delete(state.message_id)
-    return Edit(state.message_id, want, out, revision)
-
+from .outcome import MessageId
+from .replies import apply, begin
 
 # --- the whole decision --------------------------------------------------------------
 
@@ -445,119 +362,6 @@ def _rotate(
     if view.run not in TERMINAL:
         tail = completed_blocks(tail)
     return s, _with_answer(view, tail), None
-
-
-# --- outcomes ------------------------------------------------------------------------
-
-
-def begin(state: DraftState, call: Send, mark: int, now: float) -> DraftState:
-    """Before a first send: remember what goes out (write-ahead; see the module doc)."""
-    out = call.shown
-    intent = Intent(
-        call.purpose, call.index, out.method, dict(out.params), call.makes, out.kind,
-        mark, now, mark + 1, revision=call.revision, needs=call.needs, repost=call.repost,
-    )
-    return replace(state, intent=intent)
-
-
-def apply(state: DraftState, call: Call, outcome: Outcome, now: float = 0.0) -> DraftState:
-    """The state after `call` was answered with `outcome` — how every reply is read,
-    whatever the channel. Waiting (rate limits, backoff) is the worker's part."""
-    k = outcome.kind
-    if isinstance(call, Send):
-        if k in (OutcomeKind.ok, OutcomeKind.not_modified) and outcome.message_id is not None:
-            return _sent(state, call, outcome.message_id, now)
-        if k is OutcomeKind.unsure:
-            return _unknown(state, now)
-        s = replace(state, intent=None)
-        if k in (OutcomeKind.rate_limited, OutcomeKind.transient, OutcomeKind.unsupported):
-            return s
-        if k is OutcomeKind.refused_content:
-            return _refused_content(s, call.payload)
-        # Refused for good (or a reply that makes no sense for a send).
-        if call.purpose == "answer":
-            return replace(s, answer_sent=call.index + 1)
-        if call.purpose == "ping":
-            return _pinged(s, call.needs)  # not tried again: a ping is not worth a loop
-        return replace(s, given_up=call.payload.digest)
-    if isinstance(call, Edit):
-        if outcome.delivered:
-            return replace(state, digest=call.payload.digest, kind=call.shown.kind, revision=call.revision)
-        if k in (OutcomeKind.gone, OutcomeKind.locked):
-            return _gone(state)  # deleted by a user, or no longer editable: a new draft
-        if k is OutcomeKind.refused_content:
-            return _refused_content(state, call.payload)
-        if k is OutcomeKind.refused:
-            return replace(state, given_up=call.payload.digest)
-        return state  # retried (with the newest content), or switched off (unsupported)
-    if isinstance(call, Delete):
-        if outcome.retryable:
-            return state
-        if call.stale:
-            return replace(state, stale=None)
-        return _gone(state)  # deleted, already gone, or not deletable: forgotten
-    if isinstance(call, Probe):
-        intent = call.intent
-        if k is OutcomeKind.found:
-            message_id = outcome.message_id if outcome.message_id is not None else call.message_id
-            if intent.purpose == "answer":
-                return replace(state, intent=None, answer_sent=intent.index + 1)
-            if intent.purpose == "ping":
-                return _pinged(replace(state, intent=None), intent.needs)
-            if intent.repost:
-                state = _moved(state, now)
-            return replace(
-                state, intent=None, message_id=message_id, digest=intent.digest, kind=intent.kind,
-                revision=intent.revision, fresh=False,
-            )
-        if k is OutcomeKind.foreign:
-            return replace(state, intent=replace(intent, probe=call.message_id + 1, probes=intent.probes + 1))
-        if outcome.retryable:
-            return state
-        return replace(state, intent=None)  # absent: nothing of ours landed there
-    return state
-
-
-def _sent(state: DraftState, call: Send, message_id: MessageId, now: float = 0.0) -> DraftState:
-    if call.purpose == "answer":
-        return replace(state, intent=None, answer_sent=call.index + 1)
-    if call.purpose == "ping":
-        return _pinged(replace(state, intent=None), call.needs)
-    if call.repost:
-        state = _moved(state, now)
-    return replace(
-        state, intent=None, message_id=message_id, digest=call.makes, kind=call.shown.kind,
-        revision=call.revision, fresh=False,
-    )
-
-
-def _moved(state: DraftState, now: float) -> DraftState:
-    """A repost landed: the draft it replaces is to be deleted, and the interval starts."""
-    return replace(state, stale=state.message_id, reposted_at=now)
-
-
-def _pinged(state: DraftState, keys: tuple[str, ...]) -> DraftState:
-    return replace(state, pinged=tuple(dict.fromkeys((*state.pinged, *keys))))
-
-
-def _unknown(state: DraftState, now: float) -> DraftState:
-    """The send's outcome turned out unknown (a timeout, a 5xx) at `now`: `settle` is
-    counted from here, not from the send, so that probing never starts while the
-    request may still be landing."""
-    if state.intent is None:
-        return state
-    return replace(state, intent=replace(state.intent, at=now))
-
-
-def _refused_content(state: DraftState, payload: Payload) -> DraftState:
-    """Show this payload through its next fallback from now on."""
-    level = state.level + 1 if state.refused == payload.digest else 1
-    return replace(state, refused=payload.digest, level=level)
-
-
-def _gone(state: DraftState) -> DraftState:
-    """The message was deleted (by us or a user) or can no longer be edited."""
-    return replace(state, message_id=None, digest=None, kind=None, revision=None)
 
 
 __all__ = [

@@ -1,0 +1,125 @@
+"""What the reply to a call means for the draft (`apply`), and the write-ahead record
+of a first send (`begin`) — how every reply is read, whatever the channel (see
+`drafts` for the lifecycle and probing of unsure sends)."""
+
+from __future__ import annotations
+
+from dataclasses import replace
+
+from ..render.payload import Payload
+from .calls import Call, Delete, Edit, Probe, Send
+from .draft_state import DraftState, Intent
+from .outcome import MessageId, Outcome, OutcomeKind
+
+
+def begin(state: DraftState, call: Send, mark: int, now: float) -> DraftState:
+    """Before a first send: remember what goes out (write-ahead; see the module doc)."""
+    out = call.shown
+    intent = Intent(
+        call.purpose, call.index, out.method, dict(out.params), call.makes, out.kind,
+        mark, now, mark + 1, revision=call.revision, needs=call.needs, repost=call.repost,
+    )
+    return replace(state, intent=intent)
+
+
+def apply(state: DraftState, call: Call, outcome: Outcome, now: float = 0.0) -> DraftState:
+    """The state after `call` was answered with `outcome` — how every reply is read,
+    whatever the channel. Waiting (rate limits, backoff) is the worker's part."""
+    k = outcome.kind
+    if isinstance(call, Send):
+        if k in (OutcomeKind.ok, OutcomeKind.not_modified) and outcome.message_id is not None:
+            return _sent(state, call, outcome.message_id, now)
+        if k is OutcomeKind.unsure:
+            return _unknown(state, now)
+        s = replace(state, intent=None)
+        if k in (OutcomeKind.rate_limited, OutcomeKind.transient, OutcomeKind.unsupported):
+            return s
+        if k is OutcomeKind.refused_content:
+            return _refused_content(s, call.payload)
+        # Refused for good (or a reply that makes no sense for a send).
+        if call.purpose == "answer":
+            return replace(s, answer_sent=call.index + 1)
+        if call.purpose == "ping":
+            return _pinged(s, call.needs)  # not tried again: a ping is not worth a loop
+        return replace(s, given_up=call.payload.digest)
+    if isinstance(call, Edit):
+        if outcome.delivered:
+            return replace(state, digest=call.payload.digest, kind=call.shown.kind, revision=call.revision)
+        if k in (OutcomeKind.gone, OutcomeKind.locked):
+            return _gone(state)  # deleted by a user, or no longer editable: a new draft
+        if k is OutcomeKind.refused_content:
+            return _refused_content(state, call.payload)
+        if k is OutcomeKind.refused:
+            return replace(state, given_up=call.payload.digest)
+        return state  # retried (with the newest content), or switched off (unsupported)
+    if isinstance(call, Delete):
+        if outcome.retryable:
+            return state
+        if call.stale:
+            return replace(state, stale=None)
+        return _gone(state)  # deleted, already gone, or not deletable: forgotten
+    if isinstance(call, Probe):
+        intent = call.intent
+        if k is OutcomeKind.found:
+            message_id = outcome.message_id if outcome.message_id is not None else call.message_id
+            if intent.purpose == "answer":
+                return replace(state, intent=None, answer_sent=intent.index + 1)
+            if intent.purpose == "ping":
+                return _pinged(replace(state, intent=None), intent.needs)
+            if intent.repost:
+                state = _moved(state, now)
+            return replace(
+                state, intent=None, message_id=message_id, digest=intent.digest, kind=intent.kind,
+                revision=intent.revision, fresh=False,
+            )
+        if k is OutcomeKind.foreign:
+            return replace(state, intent=replace(intent, probe=call.message_id + 1, probes=intent.probes + 1))
+        if outcome.retryable:
+            return state
+        return replace(state, intent=None)  # absent: nothing of ours landed there
+    return state
+
+
+def _sent(state: DraftState, call: Send, message_id: MessageId, now: float = 0.0) -> DraftState:
+    if call.purpose == "answer":
+        return replace(state, intent=None, answer_sent=call.index + 1)
+    if call.purpose == "ping":
+        return _pinged(replace(state, intent=None), call.needs)
+    if call.repost:
+        state = _moved(state, now)
+    return replace(
+        state, intent=None, message_id=message_id, digest=call.makes, kind=call.shown.kind,
+        revision=call.revision, fresh=False,
+    )
+
+
+def _moved(state: DraftState, now: float) -> DraftState:
+    """A repost landed: the draft it replaces is to be deleted, and the interval starts."""
+    return replace(state, stale=state.message_id, reposted_at=now)
+
+
+def _pinged(state: DraftState, keys: tuple[str, ...]) -> DraftState:
+    return replace(state, pinged=tuple(dict.fromkeys((*state.pinged, *keys))))
+
+
+def _unknown(state: DraftState, now: float) -> DraftState:
+    """The send's outcome turned out unknown (a timeout, a 5xx) at `now`: `settle` is
+    counted from here, not from the send, so that probing never starts while the
+    request may still be landing."""
+    if state.intent is None:
+        return state
+    return replace(state, intent=replace(state.intent, at=now))
+
+
+def _refused_content(state: DraftState, payload: Payload) -> DraftState:
+    """Show this payload through its next fallback from now on."""
+    level = state.level + 1 if state.refused == payload.digest else 1
+    return replace(state, refused=payload.digest, level=level)
+
+
+def _gone(state: DraftState) -> DraftState:
+    """The message was deleted (by us or a user) or can no longer be edited."""
+    return replace(state, message_id=None, digest=None, kind=None, revision=None)
+
+
+__all__ = ["apply", "begin"]
