@@ -26,6 +26,7 @@ from redis.asyncio import Redis, RedisCluster
 from progresscast.connections import connect
 from progresscast.embedded import ensure_embedded, stop_embedded
 from progresscast.store import CardStore
+from synapse_server import synapse  # noqa: F401  (the session's Synapse homeserver, for the Matrix tests)
 
 TEST_DB = 15
 BACKENDS = ["embedded", "cluster"] + (["server"] if os.environ.get("REDIS_URL") else [])
