@@ -422,7 +422,8 @@ class SlackSettings(_Model):
 # --- Matrix -----------------------------------------------------------------------------
 
 MATRIX_USER_ID = re.compile(r"@[a-z0-9._=/+-]+:[A-Za-z0-9.:\[\]-]+")
-MATRIX_ROOM_ID = re.compile(r"![^:\s]+:[A-Za-z0-9.:\[\]-]+")
+MATRIX_ROOM_ID = re.compile(r"![^:\s]+(?::[A-Za-z0-9.:\[\]-]+)?")
+"""`!opaque:server.name`, or (room version 12 on) `!` and the room's hash alone."""
 
 
 class Access(StrEnum):
@@ -445,7 +446,7 @@ class MatrixRoomSettings(_Model):
     @classmethod
     def _id(cls, value: str) -> str:
         if not MATRIX_ROOM_ID.fullmatch(value):
-            raise ValueError(f"room id {value!r} must look like !abcdef:example.org (a room id, not an alias)")
+            raise ValueError(f"room id {value!r} must be a room id like !abcdef:example.org or !abcdef, not an alias")
         return value
 
 

@@ -27,7 +27,7 @@ import logging
 from collections.abc import Callable
 from typing import Any
 
-from nio import AsyncClient, RoomGetStateEventResponse, SyncResponse
+from nio import AsyncClient, RoomGetStateResponse, SyncResponse
 from redis.asyncio import Redis
 
 from .. import keys
@@ -81,6 +81,19 @@ def power_of(content: dict[str, Any], user: str) -> int:
         return int(level)
     except (TypeError, ValueError):
         return 0
+
+
+def is_creator(create: dict[str, Any], user: str) -> bool:
+    """Room versions 12 and later give a room's creators a power above every level and
+    leave them out of `m.room.power_levels`: the sender of its `m.room.create` event
+    and the event's `additional_creators`."""
+    content = create.get("content")
+    content = content if isinstance(content, dict) else {}
+    version = str(content.get("room_version", ""))
+    if not (version.isdigit() and int(version) >= 12) and "hydra" not in version:
+        return False
+    creators = content.get("additional_creators")
+    return create.get("sender") == user or (isinstance(creators, list) and user in creators)
 
 
 def _sources(events: list[Any]) -> list[dict[str, Any]]:
@@ -183,11 +196,17 @@ class MatrixSync:
         self.worker.say(room_id, NO_THREAD, ENCRYPTED_REFUSAL, then=leave)
 
     async def _may_change(self, room_id: str, user: str) -> bool:
+        """Is `user`'s power in the room at least MIN_POWER (a creator's always is, from
+        room version 12 on)? Read from the room's state when a command needs it."""
         self.check()
-        reply = await self.nio.room_get_state_event(room_id, "m.room.power_levels")
-        if not isinstance(reply, RoomGetStateEventResponse) or not isinstance(reply.content, dict):
+        reply = await self.nio.room_get_state(room_id)
+        if not isinstance(reply, RoomGetStateResponse):
             return False
-        return power_of(reply.content, user) >= MIN_POWER
+        state = {e.get("type"): e for e in reply.events if isinstance(e, dict) and e.get("state_key") == ""}
+        levels = state.get("m.room.power_levels", {}).get("content", {})
+        if power_of(levels if isinstance(levels, dict) else {}, user) >= MIN_POWER:
+            return True
+        return is_creator(state.get("m.room.create", {}), user)
 
     async def _command(self, room_id: str, event: dict[str, Any]) -> None:
         parsed = parse_command(event, self.user_id)
@@ -206,4 +225,4 @@ class MatrixSync:
             self.worker.say(room_id, thread, reply)
 
 
-__all__ = ["ENCRYPTED_REFUSAL", "POLL_MS", "MatrixSync", "parse_command", "power_of"]
+__all__ = ["ENCRYPTED_REFUSAL", "POLL_MS", "MatrixSync", "is_creator", "parse_command", "power_of"]
