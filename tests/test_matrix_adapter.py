@@ -484,3 +484,35 @@ async def test_an_encrypted_room_is_told_once_and_left(harness: Harness) -> None
     await until(left, "the bot to say why and leave")
     said = [e["content"]["body"] for e in await harness.person.events(room) if e["sender"] == harness.bot.user_id and e["type"] == "m.room.message"]
     assert len(said) == 1 and "end-to-end encrypted" in said[0]
+
+
+async def test_one_reader_per_account_and_a_standby_takes_over(harness: Harness) -> None:
+    from progresscast import keys
+    from progresscast.matrix.adapter import run_matrix
+
+    room = await harness.room(["shop*"])
+    harness.matrix = {"leaseSeconds": 1.0}
+    settings = harness.settings()
+    options = MatrixOptions(worker=WorkerOptions(group="matrix", consumer="test", settle=1.0), poll_ms=1000)
+    lease = keys.mx_lease(harness.bot.user_id)
+    first = asyncio.create_task(run_matrix(settings, harness.redis, options=options))
+    await until(lambda: harness.redis.get(lease), "the first process to take the lease")
+    second = asyncio.create_task(run_matrix(settings, harness.redis, options=options))
+    try:
+        await harness.invite(room)
+        await harness.command(room, "!pc follow shop", "Following")
+        await harness.put(("Pick the items", "in_progress"))
+        draft = (await harness.shows(room, "Pick the items"))[0]
+        await harness.command(room, "!pc help", "Here: following")
+        said = [e["content"].get("body", "") for e in await harness.person.events(room) if e["sender"] == harness.bot.user_id]
+        assert sum("Following" in b for b in said) == 1  # one reader: one reply each
+        first.cancel()
+        await asyncio.gather(first, return_exceptions=True)
+        await harness.put(("Pick the items", "completed"), ("Pay", "in_progress"))
+        drafts = await harness.shows(room, "▶️ Pay")
+        assert drafts[0]["event_id"] == draft["event_id"]  # the standby edits the same draft
+        await harness.command(room, "!pc card", "again below")
+    finally:
+        for task in (first, second):
+            task.cancel()
+        await asyncio.gather(first, second, return_exceptions=True)
