@@ -21,14 +21,17 @@ from ..stopping import still_wanted
 Job = Callable[[Fence], Coroutine[Any, Any, None]]
 
 
-async def while_held(lease: Lease, job: Job, *, name: str, poll: float, log: logging.Logger) -> None:
+async def while_held(
+    lease: Lease, job: Job, *, name: str, label: str, poll: float, log: logging.Logger
+) -> None:
     """Stand by until this process holds `lease`, run `job` while it does, and start
     over when it is lost. Until cancelled; an exception of the job (a refused token)
-    ends it."""
+    ends it. `name` starts its log lines (`bot 123`); `label` is the account in the
+    `progresscast_lease_held` metric."""
     backoff = Backoff()
     failures = 0
     said: str | None = None
-    held = metrics.LEASE_HELD.labels(name)
+    held = metrics.LEASE_HELD.labels(label)
     held.set(0)
     while True:
         still_wanted()
@@ -51,7 +54,7 @@ async def while_held(lease: Lease, job: Job, *, name: str, poll: float, log: log
             await asyncio.sleep(poll)
             continue
         said = None
-        log.info("%s: took its lease (fence %d): this process acts for it", name, lease.fence.number)
+        log.info("%s: took its lease (fence %d): this process polls and edits for it", name, lease.fence.number)
         held.set(1)
         try:
             await _hold(lease, job(lease.fence), name, log)
@@ -72,6 +75,8 @@ async def _hold(lease: Lease, run: Coroutine[Any, Any, None], name: str, log: lo
         lease.fence.close()  # no call from here on, whatever is still running
         log.warning("%s: lost its lease to %s: standing by", name, await lease.current_holder())
     finally:
+        # A graceful stop keeps the fence open while the job stops (its last reads
+        # confirm what it handled), and the keeper renewing meanwhile.
         for task in (job, keeper):
             task.cancel()
             with contextlib.suppress(asyncio.CancelledError):

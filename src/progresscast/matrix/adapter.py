@@ -133,7 +133,7 @@ async def run_matrix(settings: Settings, redis: Redis, *, options: MatrixOptions
         await MatrixAdapter(settings, redis, options=options, fence=fence).run()
 
     poll = min(STANDBY_POLL, matrix.leaseSeconds / 4)
-    await while_held(lease, job, name=f"matrix {matrix.userId}", poll=poll, log=log)
+    await while_held(lease, job, name=f"matrix {matrix.userId}", label=matrix.userId, poll=poll, log=log)
 
 
 __all__ = ["MatrixAdapter", "MatrixOptions", "run_matrix"]
