@@ -516,3 +516,32 @@ async def test_one_reader_per_account_and_a_standby_takes_over(harness: Harness)
         for task in (first, second):
             task.cancel()
         await asyncio.gather(first, second, return_exceptions=True)
+
+
+async def test_run_end_redacts_the_draft_and_sends_the_answer_once(harness: Harness) -> None:
+    from progresscast.view import RunState
+
+    room = await following(harness)
+    await harness.store.start_run(SHOP, "r1")
+    await harness.put(("Pick the items", "completed"), ("Pay", "in_progress"))
+    await harness.store.update_activity(SHOP, answer="Paid with **card** — @room <script>x()</script>")
+    draft = (await harness.shows(room, "Pay"))[0]
+    await harness.put(("Pick the items", "completed"), ("Pay", "completed"))
+    await harness.store.end_run(SHOP, "r1", RunState.completed)
+
+    async def answered() -> list[dict[str, Any]]:
+        shown = await harness.person.shown(room, harness.bot.user_id)
+        return [e for e in shown if e["shown"]["msgtype"] == "m.text"]
+
+    [answer] = await until(answered, "the final answer")
+    content = answer["content"]
+    assert content["m.mentions"] == {} and "<strong>card</strong>" in content["formatted_body"]
+    assert "<script" not in content["formatted_body"]
+    await until(lambda: _redacted(harness, room, draft["event_id"]), "the draft to be redacted at the run's end")
+    await harness.command(room, "!pc help", "Here: following")  # later: still one answer
+    assert len(await answered()) == 1
+
+
+async def _redacted(harness: Harness, room: str, event_id: str) -> bool:
+    events = await harness.person.events(room)
+    return any(e["event_id"] == event_id and not e["content"] for e in events)
