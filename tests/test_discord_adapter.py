@@ -20,18 +20,18 @@ import pytest
 from nacl.signing import SigningKey
 from redis.asyncio import Redis
 
-from progresscast.card import CardInput
 from progresscast.channels.worker import WorkerOptions
-from progresscast.config import Settings
+from progresscast.config.settings import Settings
 from progresscast.discord.adapter import DiscordAdapter, DiscordOptions
 from progresscast.discord.register import register
 from progresscast.gateway.app import create_app
 from progresscast.gateway.server import serve_app
-from progresscast.owners import Owner
-from progresscast.store import CardStore
+from progresscast.model.card import CardInput
+from progresscast.model.owners import Owner
+from progresscast.model.view import RunState
+from progresscast.store.cards import CardStore
 from progresscast.testing import DiscordAPIEmulator, DiscordMessage
 from progresscast.timescale import ENV
-from progresscast.view import RunState
 
 C = "200000000000000001"
 OTHER = "200000000000000002"

@@ -16,8 +16,9 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from progresscast.activity import Activity
-from progresscast.config import Mode, RenderSettings
+from progresscast.config.settings import Mode, RenderSettings
+from progresscast.model.activity import Activity
+from progresscast.model.view import RunState, View
 from progresscast.render import render_discord, render_discord_final_answer
 from progresscast.render.discord import (
     IS_COMPONENTS_V2,
@@ -32,7 +33,6 @@ from progresscast.render.discord_payload import discord_draft
 from progresscast.render.ir import u16
 from progresscast.testing._discord_state import check_body
 from progresscast.testing.discord_markdown import components_text, read_markdown
-from progresscast.view import RunState, View
 from test_render_golden import ACTIVE, CASES, FIFTY, OWNER, Case, card, check
 from test_render_properties import PROPS, render_settings, shows_something, views, with_extremes
 

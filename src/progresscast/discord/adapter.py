@@ -24,7 +24,7 @@ from starlette.routing import Route
 
 from ..backoff import Backoff
 from ..channels.worker import ChannelWorker, WorkerOptions
-from ..config import Access, ConfigError, Settings
+from ..config.settings import Access, ConfigError, Settings
 from ..stopping import still_wanted
 from .breaker import Breaker, BreakerSettings
 from .channel import DiscordChannel, DiscordPace

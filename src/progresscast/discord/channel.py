@@ -20,11 +20,11 @@ from dataclasses import dataclass
 
 from redis.asyncio import Redis
 
-from ..card import CardError
 from ..channels.pacing import Budgets
 from ..channels.state import ChannelState, ChatPrefs, DraftKey, Id
-from ..config import Access, DiscordSettings, Mode, RenderSettings, Settings
-from ..owners import resolve_owner
+from ..config.settings import Access, DiscordSettings, Mode, RenderSettings, Settings
+from ..model.card import CardError
+from ..model.owners import resolve_owner
 from ..render.discord_payload import DiscordRenderers
 from .client import DiscordClient
 

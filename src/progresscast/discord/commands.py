@@ -21,11 +21,11 @@ import logging
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 
-from ..card import CardError
 from ..channels.state import DraftKey
 from ..channels.worker import ChannelWorker
-from ..config import Access, Mode, Settings
-from ..owners import Owner, resolve_owner
+from ..config.settings import Access, Mode, Settings
+from ..model.card import CardError
+from ..model.owners import Owner, resolve_owner
 from ..render.discord_payload import discord_draft, discord_snapshot
 from .channel import NO_THREAD, DiscordChannel, allowed, effective_mode, wants_rich
 

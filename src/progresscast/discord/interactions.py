@@ -24,9 +24,9 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
 
-from ..card import escape_lone_surrogates
 from ..gateway.errors import ApiError
 from ..gateway.rpc import read_body
+from ..model.card import escape_lone_surrogates
 from ..render.discord import escape
 from .commands import Invocation
 

@@ -12,7 +12,7 @@ from typing import Any
 
 import httpx
 
-from ..config import ConfigError, DiscordSettings
+from ..config.settings import ConfigError, DiscordSettings
 from .commands import COMMANDS
 from .rest import DiscordHTTPError, DiscordREST, RateLimited
 

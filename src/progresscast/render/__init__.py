@@ -15,7 +15,7 @@ No I/O besides reading templates once; no Redis.
 
 Layout: `draft.py` (what a draft shows), `fit.py` (the priority order, line caps),
 `markdown.py` (Markdown → lines / sanitised HTML, cached by content), `ir.py` (the
-line model and UTF-16 cuts), `split.py` (the one answer splitter), `telegram.py`, `rich.py`,
+line model and UTF-16 cuts), `answer.py` (the one answer splitter), `telegram.py`, `rich.py`,
 `slack.py`, `discord.py`, `text.py`, `web.py`,
 `templates.py` (template lookup, Jinja environments, themes), `preview.py` (CLI).
 """

@@ -43,13 +43,12 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from ..card import DONE_STATUSES, Status
-from ..config import RenderSettings
-from ..view import RunState, View
+from ..config.settings import RenderSettings
+from ..model.card import DONE_STATUSES, Status
+from ..model.view import RunState, View
+from .answer import answer_lines, split_answer
 from .draft import compose
 from .ir import Line, Span, clean_code, u16
-from .markdown import markdown_lines
-from .split import split_lines
 from .templates import Theme, theme
 
 IS_COMPONENTS_V2 = 1 << 15
@@ -365,7 +364,7 @@ def render_discord(
 
 def _answer_texts(lines: list[Line], limit: int) -> list[str]:
     out: list[str] = []
-    for part in split_lines(lines, limit):
+    for part in split_answer(lines, limit):
         text = lines_md(part).strip("\n")
         if u16(text) <= MAX_CONTENT or limit <= MIN_BUDGET:
             out.append(text)
@@ -378,10 +377,9 @@ def render_discord_final_answer(answer_markdown: str) -> list[dict[str, Any]]:
     """The final answer of a run (progress mode) as normal messages: `content`
     Markdown of at most 2,000 characters each, split by the one answer splitter; []
     for an empty answer."""
-    lines = list(markdown_lines(answer_markdown, "answer")) if answer_markdown else []
     return [
         {"method": "createMessage", "params": content_message(text, silent=False)}
-        for text in _answer_texts(lines, ANSWER_SPLIT)
+        for text in _answer_texts(answer_lines(answer_markdown), ANSWER_SPLIT)
     ]
 
 

@@ -15,8 +15,8 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from ..config import Mode, RenderSettings
-from ..view import View
+from ..config.settings import Mode, RenderSettings
+from ..model.view import View
 from .discord import render_content, render_discord, render_discord_final_answer
 from .payload import Payload
 

@@ -22,12 +22,11 @@ from typing import Any
 
 from markupsafe import Markup
 
-from ..config import RenderSettings
-from ..view import View
+from ..config.settings import RenderSettings
+from ..model.view import View
+from .answer import answer_lines, split_answer
 from .draft import compose
 from .ir import Line, Span, u16
-from .markdown import markdown_lines
-from .split import split_lines
 from .templates import template, theme
 
 MAX_TEXT = 4096
@@ -197,8 +196,7 @@ def render_final_answer_messages(
 
 def answer_chunks(answer_markdown: str) -> list[list[Line]]:
     """The final answer's lines, split into messages of at most 4,096 visible characters."""
-    lines = list(markdown_lines(answer_markdown, "answer")) if answer_markdown else []
-    return split_lines(lines, MAX_TEXT)
+    return split_answer(answer_lines(answer_markdown), MAX_TEXT)
 
 
 __all__ = [

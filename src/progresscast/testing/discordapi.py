@@ -140,6 +140,7 @@ class DiscordAPIEmulator(LoopbackServer):
         timeout_delay: float = 6.0,
         components_v2: bool = True,
         interactions_url: str | None = None,
+        port: int = 0,
     ) -> None:
         self.token = token
         self.application_id = APPLICATION_ID
@@ -184,6 +185,7 @@ class DiscordAPIEmulator(LoopbackServer):
         super().__init__(
             Starlette(routes=[Route(f"/api/v10{path}", self._endpoint(h, r), methods=[m]) for path, h, m, r in routes])
         )
+        self._port = port
 
     # --- what tests look at ----------------------------------------------------------------
 
