@@ -42,7 +42,6 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-import httpx
 from nacl.signing import SigningKey
 from starlette.applications import Starlette
 from starlette.requests import Request
@@ -50,6 +49,8 @@ from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
 
 from ..timescale import time_scale as scale_setting
+from ._discord_interactions import MANAGE_CHANNELS, PERSON_ID, InteractionSender
+from ._discord_limits import MESSAGE_ROUTES, Limits, limited
 from ._discord_state import IS_COMPONENTS_V2 as V2_FLAG
 from ._discord_state import (
     MISSING_ACCESS,
@@ -77,29 +78,7 @@ log = logging.getLogger(__name__)
 DEFAULT_TOKEN = "MTAwMDAwMDAwMDAwMDAwMDAw.progresscast.test-token"
 APPLICATION_ID = "300000000000000001"
 GUILD_ID = "100000000000000001"
-PERSON_ID = "400000000000000001"
-MESSAGE_ROUTES = frozenset({"create_message", "edit_message", "delete_message"})
-ALL_PERMISSIONS = str((1 << 47) - 1)
-MANAGE_CHANNELS = 1 << 4
 SEND_MESSAGES = 1 << 11
-
-
-@dataclass
-class Window:
-    """A fixed-window bucket, as Discord's: `limit` calls, then none until it resets."""
-
-    limit: int
-    period: float
-    used: int = 0
-    reset_at: float = 0.0
-
-    def roll(self, now: float) -> None:
-        if now >= self.reset_at:
-            self.used, self.reset_at = 0, now + self.period
-
-    def wait(self, now: float) -> float:
-        self.roll(now)
-        return 0.0 if self.used < self.limit else self.reset_at - now
 
 
 @dataclass
@@ -116,7 +95,7 @@ class _Fault:
     apply: bool = True
 
 
-class DiscordAPIEmulator(LoopbackServer):
+class DiscordAPIEmulator(LoopbackServer, InteractionSender):
     """An emulated Discord with one bot in one guild; ``async with DiscordAPIEmulator() as d``.
 
     ``channels`` are the text channel ids that exist (more with :meth:`add_channel`,
@@ -146,9 +125,7 @@ class DiscordAPIEmulator(LoopbackServer):
         self.application_id = APPLICATION_ID
         self.guild_id = GUILD_ID
         self.time_scale = time_scale if time_scale is not None else scale_setting()
-        self.message_limit = message_limit
-        self.message_period = message_period
-        self.global_limit = global_limit
+        self.limits = Limits(message_limit, message_period, global_limit, self.time_scale)
         self.timeout_delay = timeout_delay
         self.components_v2 = components_v2
         self.interactions_url = interactions_url
@@ -161,7 +138,6 @@ class DiscordAPIEmulator(LoopbackServer):
         self._channels: dict[str, DiscordChannel] = {}
         for cid in channels:
             self.add_channel(cid)
-        self._windows: dict[str, Window] = {}
         self._faults: list[_Fault] = []
         self.bot_user = {
             "id": APPLICATION_ID,
@@ -193,11 +169,6 @@ class DiscordAPIEmulator(LoopbackServer):
     def base_url(self) -> str:
         """What the client takes as its API URL (`channels.discord.apiBaseUrl`)."""
         return f"{self.url}/api/v10"
-
-    @property
-    def public_key(self) -> str:
-        """The application's public key, hex (what `channels.discord.publicKey` holds)."""
-        return bytes(self.signing_key.verify_key).hex()
 
     def add_channel(self, channel_id: str, *, parent: str | None = None) -> DiscordChannel:
         channel = self._channels.get(channel_id)
@@ -235,115 +206,6 @@ class DiscordAPIEmulator(LoopbackServer):
     def make_old(self, channel_id: str, message_id: str) -> None:
         """The message is past an hour old and edited often: edits answer 30046."""
         self.channel(channel_id).messages[message_id].old = True
-
-    def sign(self, body: bytes, timestamp: str | None = None) -> dict[str, str]:
-        stamp = timestamp or str(int(time.time()))
-        signature = self.signing_key.sign(stamp.encode() + body).signature.hex()
-        return {"X-Signature-Ed25519": signature, "X-Signature-Timestamp": stamp, "Content-Type": "application/json"}
-
-    async def send_interaction(
-        self,
-        payload: dict[str, Any],
-        url: str | None = None,
-        *,
-        headers: dict[str, str] | None = None,
-        body: bytes | None = None,
-        timeout: float = 3.0,
-    ) -> httpx.Response:
-        """POST an interaction signed like Discord (``headers`` override, to test refusals);
-        the app has Discord's 3 seconds to answer."""
-        target = url or self.interactions_url
-        if not target:
-            raise ValueError("no interactions URL: pass url= or set interactions_url")
-        raw = body if body is not None else json.dumps(payload).encode()
-        sent = {**self.sign(raw), **(headers or {})}
-        async with httpx.AsyncClient(timeout=timeout) as http:
-            response = await http.post(target, content=raw, headers=sent)
-        self.interactions.append((payload, response.status_code))
-        self._notify()
-        return response
-
-    async def ping(self, url: str | None = None) -> httpx.Response:
-        """What Discord sends when the interactions URL is saved in the developer portal."""
-        return await self.send_interaction(self._interaction(1, None, None, PERSON_ID, ALL_PERMISSIONS), url)
-
-    async def slash_command(
-        self,
-        url: str | None,
-        text: str,
-        *,
-        channel_id: str = "200000000000000001",
-        user_id: str = PERSON_ID,
-        permissions: int | str = ALL_PERMISSIONS,
-        command: str = "progresscast",
-        guild: bool = True,
-        headers: dict[str, str] | None = None,
-    ) -> httpx.Response:
-        """A person types ``/<command> <text>`` in a channel: the first word picks the
-        subcommand, the rest fill its options in order (the registered definition's).
-        ``permissions``: the member's permissions in the channel (default: all)."""
-        words = text.split()
-        data: dict[str, Any] = {"id": snowflake(), "name": command, "type": 1}
-        definition = self._definition(command)
-        if words:
-            sub = next((o for o in definition.get("options", []) if o.get("name") == words[0]), None)
-            if sub is None:
-                raise ValueError(f"/{command} has no subcommand {words[0]!r}")
-            params = sub.get("options", [])
-            if len(words) - 1 > len(params):
-                raise ValueError(f"/{command} {words[0]} takes at most {len(params)} options")
-            options = [
-                {"name": p["name"], "type": p["type"], "value": w} for p, w in zip(params, words[1:], strict=False)
-            ]
-            data["options"] = [{"name": words[0], "type": 1, "options": options}]
-        payload = self._interaction(2, data, channel_id, user_id, str(permissions), guild=guild)
-        return await self.send_interaction(payload, url, headers=headers)
-
-    def _definition(self, command: str) -> dict[str, Any]:
-        for scope in (self.guild_id, None):
-            for definition in self.commands.get(scope, []):
-                if definition.get("name") == command:
-                    return definition
-        raise ValueError(f"/{command} is not registered (run `progresscast discord register` against the emulator)")
-
-    def _interaction(
-        self,
-        kind: int,
-        data: dict[str, Any] | None,
-        channel_id: str | None,
-        user_id: str,
-        permissions: str,
-        *,
-        guild: bool = True,
-    ) -> dict[str, Any]:
-        user = {"id": user_id, "username": "tester", "discriminator": "0", "global_name": "Tester", "avatar": None}
-        payload: dict[str, Any] = {
-            "id": snowflake(),
-            "application_id": self.application_id,
-            "type": kind,
-            "token": "interaction-token",
-            "version": 1,
-            "locale": "en-US",
-            "app_permissions": ALL_PERMISSIONS,
-        }
-        if data is not None:
-            payload["data"] = data
-        if channel_id is not None:
-            known = self._channels.get(channel_id)
-            thread = known is not None and known.parent_id is not None
-            payload["channel_id"] = channel_id
-            payload["channel"] = {"id": channel_id, "type": 11 if thread else 0}
-        if guild:
-            payload["guild_id"] = self.guild_id
-            payload["member"] = {
-                "user": user,
-                "roles": [],
-                "permissions": permissions,
-                "joined_at": "2026-01-01T00:00:00+00:00",
-            }
-        else:
-            payload["user"] = user
-        return payload
 
     # --- fault injection -------------------------------------------------------------------
 
@@ -409,7 +271,7 @@ class DiscordAPIEmulator(LoopbackServer):
                     call.injected = True
                     raise self._fault_error(fault)
                 if fault is None:
-                    self._pace(route, channel, call)
+                    self.limits.take(route, channel, call.headers)
                 else:
                     call.injected = call.timed_out = True
                     hold = fault.delay or 0.0
@@ -446,56 +308,7 @@ class DiscordAPIEmulator(LoopbackServer):
         headers = {"X-RateLimit-Scope": "global" if fault.is_global else "shared"}
         if fault.is_global:
             headers["X-RateLimit-Global"] = "true"
-        return self._limited(fault.retry_after or 0.0, fault.is_global, headers)
-
-    def _pace(self, route: str, channel: str | None, call: DiscordCall) -> None:
-        """Take from the global window and, for a message call, the channel's; or 429."""
-        now = time.monotonic()
-        glob = self._window("global", self.global_limit, 1.0)
-        local = (
-            self._window(f"messages:{channel}", self.message_limit, self.message_period)
-            if (route in MESSAGE_ROUTES and channel is not None)
-            else None
-        )
-        if glob is not None and (wait := glob.wait(now)) > 0:
-            headers = {"X-RateLimit-Global": "true", "X-RateLimit-Scope": "global"}
-            raise self._limited(wait, True, headers)
-        if local is not None:
-            wait = local.wait(now)
-            call.headers.update(self._headers(local, now))
-            if wait > 0:
-                raise self._limited(wait, False, call.headers)
-            local.used += 1
-            call.headers.update(self._headers(local, now))
-        if glob is not None:
-            glob.used += 1
-
-    @staticmethod
-    def _limited(wait: float, is_global: bool, headers: dict[str, str]) -> DiscordError:
-        """A 429 as Discord words it: `retry_after` a float, `global`, and `Retry-After`."""
-        message = "You are being rate limited."
-        body = {"message": message, "retry_after": round(wait, 3), "global": is_global, "code": 0}
-        return DiscordError(429, 0, message, headers={**headers, "Retry-After": str(max(1, round(wait)))}, body=body)
-
-    def _window(self, key: str, limit: int | None, period: float) -> Window | None:
-        if limit is None:
-            return None
-        window = self._windows.get(key)
-        if window is None:
-            window = self._windows[key] = Window(limit, period * self.time_scale)
-        return window
-
-    @staticmethod
-    def _headers(window: Window, now: float) -> dict[str, str]:
-        after = max(0.0, window.reset_at - now)
-        return {
-            "X-RateLimit-Bucket": "c0ffee0messages",
-            "X-RateLimit-Limit": str(window.limit),
-            "X-RateLimit-Remaining": str(max(0, window.limit - window.used)),
-            "X-RateLimit-Reset": f"{time.time() + after:.3f}",
-            "X-RateLimit-Reset-After": f"{after:.3f}",
-            "X-RateLimit-Scope": "user",
-        }
+        return limited(fault.retry_after or 0.0, fault.is_global, headers)
 
     def _channel_of(self, channel_id: str, route: str) -> DiscordChannel:
         channel = self._channels.get(channel_id)
