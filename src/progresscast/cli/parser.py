@@ -158,6 +158,7 @@ def add_commands(commands: Any, common: argparse.ArgumentParser) -> None:
 
     discord_commands = commands.add_parser(
         "discord", help="Discord: register the /progresscast command", parents=[common],
+        epilog=example("progresscast discord register --guild 123456789012345678"),
     )
     discord_sub = discord_commands.add_subparsers(
         dest="discord", required=True, parser_class=Parser, metavar="COMMAND"
