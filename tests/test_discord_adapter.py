@@ -401,3 +401,15 @@ async def test_a_channel_that_refuses_the_bot_is_left_alone(discord, harness, ca
     await asyncio.sleep(10 * SCALE)
     assert [c.code for c in discord.calls_for(C, "edit_message")] == [50013]  # one refused call, then none
     assert sum("may not write here" in r.getMessage() for r in caplog.records) == 1
+
+
+async def test_a_thread_is_a_destination_of_its_own(discord: DiscordAPIEmulator, harness) -> None:
+    thread = "200000000000000003"
+    discord.add_channel(thread, parent=C)
+    h = await harness(channels=[{"id": C, "sessions": ["*"]}, {"id": thread, "sessions": ["*"]}])
+    await h.put(("Fix", "in_progress"))
+    assert await h.command("follow t1", channel=thread) == "Following agent:main:t1."
+    [draft] = await h.shows("Fix", channel=thread)
+    assert draft.channel_id == thread and discord.channel(C).visible() == []
+    assert "following agent:main:t1" in await h.command("help", channel=thread)
+    assert "following nothing" in await h.command("help")
