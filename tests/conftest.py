@@ -23,9 +23,9 @@ import pytest
 import redis as sync_redis
 from redis.asyncio import Redis, RedisCluster
 
-from progresscast.connections import connect
-from progresscast.embedded import ensure_embedded, stop_embedded
-from progresscast.store import CardStore
+from progresscast.store.cards import CardStore
+from progresscast.store.connections import connect
+from progresscast.store.embedded import ensure_embedded, stop_embedded
 from synapse_server import synapse  # noqa: F401  (the session's Synapse homeserver, for the Matrix tests)
 
 TEST_DB = 15

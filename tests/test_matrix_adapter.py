@@ -21,14 +21,14 @@ import httpx
 import pytest
 from redis.asyncio import Redis
 
-from progresscast.card import CardInput
 from progresscast.channels.worker import WorkerOptions
-from progresscast.config import Settings
-from progresscast.connections import connect
-from progresscast.embedded import ensure_embedded, stop_embedded
+from progresscast.config.settings import Settings
 from progresscast.matrix.adapter import MatrixAdapter, MatrixOptions
-from progresscast.owners import Owner
-from progresscast.store import CardStore
+from progresscast.model.card import CardInput
+from progresscast.model.owners import Owner
+from progresscast.store.cards import CardStore
+from progresscast.store.connections import connect
+from progresscast.store.embedded import ensure_embedded, stop_embedded
 from synapse_server import Account, Synapse
 
 SHOP = Owner("main", "shop")
@@ -487,8 +487,8 @@ async def test_an_encrypted_room_is_told_once_and_left(harness: Harness) -> None
 
 
 async def test_one_reader_per_account_and_a_standby_takes_over(harness: Harness) -> None:
-    from progresscast import keys
     from progresscast.matrix.adapter import run_matrix
+    from progresscast.store import keys
 
     room = await harness.room(["shop*"])
     harness.matrix = {"leaseSeconds": 1.0}
@@ -519,7 +519,7 @@ async def test_one_reader_per_account_and_a_standby_takes_over(harness: Harness)
 
 
 async def test_run_end_redacts_the_draft_and_sends_the_answer_once(harness: Harness) -> None:
-    from progresscast.view import RunState
+    from progresscast.model.view import RunState
 
     room = await following(harness)
     await harness.store.start_run(SHOP, "r1")

@@ -7,11 +7,11 @@ import pytest
 from nio import RoomRedactResponse, RoomSendError, RoomSendResponse
 
 from progresscast.channels.outcome import OutcomeKind as K
-from progresscast.config import MatrixSettings
+from progresscast.config.settings import MatrixSettings
 from progresscast.matrix.channel import MatrixPace, granted
 from progresscast.matrix.client import classify
 from progresscast.matrix.sync import is_creator, parse_command, power_of
-from progresscast.owners import Owner
+from progresscast.model.owners import Owner
 
 BOT = "@bot:example.org"
 

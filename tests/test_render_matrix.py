@@ -13,8 +13,9 @@ from typing import Any
 import pytest
 from hypothesis import given
 
-from progresscast.activity import Activity
-from progresscast.config import Mode, RenderSettings
+from progresscast.config.settings import Mode, RenderSettings
+from progresscast.model.activity import Activity
+from progresscast.model.view import RunState, View
 from progresscast.render import payload_for, render_matrix, render_matrix_final_answer
 from progresscast.render.matrix import (
     MATRIX_TAGS,
@@ -24,7 +25,6 @@ from progresscast.render.matrix import (
     sanitize,
 )
 from progresscast.render.matrix_payload import MatrixRenderers, matrix_notice
-from progresscast.view import RunState, View
 from test_render_golden import CASES, OWNER, Case, card, check
 from test_render_properties import PROPS, render_settings, shows_something, views, with_extremes
 

@@ -15,8 +15,8 @@ from typing import Any
 
 from .. import metrics
 from ..backoff import Backoff
-from ..lease import Fence, Lease
 from ..stopping import still_wanted
+from ..store.lease import Fence, Lease
 
 Job = Callable[[Fence], Coroutine[Any, Any, None]]
 

@@ -20,13 +20,13 @@ from dataclasses import dataclass, field
 from nio import AsyncClient, AsyncClientConfig, WhoamiResponse
 from redis.asyncio import Redis
 
-from .. import keys
 from ..backoff import Backoff
 from ..channels.standby import while_held
 from ..channels.worker import ChannelWorker, WorkerOptions
-from ..config import ConfigError, MatrixSettings, Settings
-from ..lease import Fence, Lease
+from ..config.settings import ConfigError, MatrixSettings, Settings
 from ..stopping import still_wanted
+from ..store import keys
+from ..store.lease import Fence, Lease
 from .channel import MatrixChannel, MatrixPace
 from .client import MatrixClient
 from .commands import MatrixCommands

@@ -24,14 +24,14 @@ from fnmatch import fnmatchcase
 
 from redis.asyncio import Redis
 
-from .. import keys
-from ..card import CardError
 from ..channels.pacing import Budgets
 from ..channels.state import ChannelState, ChatPrefs, DraftKey, Id
-from ..config import Access, MatrixSettings, Mode, RenderSettings, Settings
-from ..lease import Fence
-from ..owners import Owner, resolve_owner
+from ..config.settings import Access, MatrixSettings, Mode, RenderSettings, Settings
+from ..model.card import CardError
+from ..model.owners import Owner, resolve_owner
 from ..render.matrix_payload import MatrixRenderers
+from ..store import keys
+from ..store.lease import Fence
 from .client import MatrixClient
 
 log = logging.getLogger("progresscast.matrix")

@@ -47,13 +47,13 @@ import aiohttp
 from nio import AsyncClient, ErrorResponse, RoomRedactResponse, RoomSendResponse
 from redis.asyncio import Redis
 
-from .. import keys
 from ..channels.drafts import Intent
 from ..channels.outcome import MessageId, Outcome, OutcomeKind
 from ..channels.state import Id
 from ..render.matrix import edit_content
 from ..render.matrix_payload import matrix_notice
 from ..render.payload import Payload
+from ..store import keys
 
 K = OutcomeKind
 

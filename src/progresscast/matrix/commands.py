@@ -19,10 +19,10 @@ import logging
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from ..card import CardError
 from ..channels.state import DraftKey
-from ..config import MatrixSettings, Mode, Settings
-from ..owners import Owner, resolve_owner
+from ..config.settings import MatrixSettings, Mode, Settings
+from ..model.card import CardError
+from ..model.owners import Owner, resolve_owner
 from ..render.matrix_payload import matrix_draft, matrix_snapshot
 from .channel import allowed, effective_mode, granted
 

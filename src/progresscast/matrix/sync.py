@@ -30,9 +30,9 @@ from typing import Any
 from nio import AsyncClient, RoomGetStateResponse, SyncResponse
 from redis.asyncio import Redis
 
-from .. import keys
 from ..backoff import Backoff
 from ..stopping import still_wanted
+from ..store import keys
 from .channel import NO_THREAD, MatrixChannel, allowed
 from .commands import CHANGES, MIN_POWER, PREFIX, Invocation, MatrixCommands
 

@@ -1,7 +1,5 @@
-"""The one answer splitter: a run's final answer as the lines of as many messages as
-its length needs, each at most `limit` visible UTF-16 units, split at a paragraph
-break in the second half of a message where there is one; a line longer than a
-message is split (no ellipsis). Every channel serialises the chunks its own way."""
+"""The one answer splitter: a run's final answer as messages of at most `limit` visible
+units, so the same answer reads the same in every channel."""
 
 from __future__ import annotations
 
@@ -9,8 +7,16 @@ from .ir import Line, split_line, visible_units
 from .markdown import markdown_lines
 
 
-def split_lines(lines: list[Line], limit: int) -> list[list[Line]]:
-    """Lines in runs of at most `limit` visible units, without leading or trailing blank lines."""
+def answer_lines(answer_markdown: str) -> list[Line]:
+    """The answer's Markdown as lines ([] for an empty answer)."""
+    return list(markdown_lines(answer_markdown, "answer")) if answer_markdown else []
+
+
+def split_answer(lines: list[Line], limit: int) -> list[list[Line]]:
+    """Lines split into messages of at most `limit` visible units. A message breaks at a
+    blank line in its second half where there is one (a paragraph stays whole rather
+    than a message ending half empty), else where the next line does not fit; a line
+    longer than a message is split. No message starts or ends with a blank line."""
     pieces: list[Line] = []
     for line in lines:
         while line.length > limit:
@@ -41,11 +47,4 @@ def split_lines(lines: list[Line], limit: int) -> list[list[Line]]:
     return out
 
 
-def answer_chunks(answer_markdown: str, limit: int) -> list[list[Line]]:
-    """The final answer's lines, split into messages of at most `limit` visible units
-    ([] for an empty answer)."""
-    lines = list(markdown_lines(answer_markdown, "answer")) if answer_markdown else []
-    return split_lines(lines, limit)
-
-
-__all__ = ["answer_chunks", "split_lines"]
+__all__ = ["answer_lines", "split_answer"]

@@ -30,7 +30,7 @@ as its fallback), so the content is fitted until its edit is at most
 with links as plain text, then to half as many again. `fallback` (shown when the
 server refuses the content) is the plain `body` alone.
 
-The final answer: the shared splitter's parts (`answer.split_lines`), each an
+The final answer: the shared splitter's parts (`answer.split_answer`), each an
 `m.text` (a normal message, which notifies as one) with the same HTML and no mention.
 """
 
@@ -45,12 +45,11 @@ from typing import Any
 
 import bleach
 
-from ..config import RenderSettings
-from ..view import View
-from .answer import split_lines
+from ..config.settings import RenderSettings
+from ..model.view import View
+from .answer import answer_lines, split_answer
 from .draft import compose
 from .ir import Line, Span
-from .markdown import markdown_lines
 from .templates import theme
 
 EVENT_TYPE = "m.room.message"
@@ -264,7 +263,7 @@ def render_matrix(
 
 def _answer_contents(lines: list[Line], limit: int) -> list[dict[str, Any]]:
     out: list[dict[str, Any]] = []
-    for chunk in split_lines(lines, limit):
+    for chunk in split_answer(lines, limit):
         content = content_of(chunk, TEXT)
         if not fits(content):
             content = content_of(chunk, TEXT, links=False)
@@ -278,8 +277,7 @@ def _answer_contents(lines: list[Line], limit: int) -> list[dict[str, Any]]:
 def render_matrix_final_answer(answer_markdown: str) -> list[dict[str, Any]]:
     """The final answer of a run (progress mode) as normal messages, each within the
     event size limit; [] for an empty answer."""
-    lines = list(markdown_lines(answer_markdown, "answer")) if answer_markdown else []
-    return [_call(content) for content in _answer_contents(lines, ANSWER_CHUNK)]
+    return [_call(content) for content in _answer_contents(answer_lines(answer_markdown), ANSWER_CHUNK)]
 
 
 __all__ = [

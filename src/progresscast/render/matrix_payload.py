@@ -17,8 +17,8 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from ..config import Mode, RenderSettings
-from ..view import View
+from ..config.settings import Mode, RenderSettings
+from ..model.view import View
 from .matrix import EVENT_TYPE, NOTICE, render_matrix, render_matrix_final_answer
 from .payload import Payload
 

@@ -51,13 +51,12 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
-from ..card import Step
-from ..config import RenderSettings
-from ..view import TERMINAL, View
-from .answer import split_lines
+from ..config.settings import RenderSettings
+from ..model.card import Step
+from ..model.view import TERMINAL, View
+from .answer import answer_lines, split_answer
 from .draft import compose
 from .ir import Line, Span, cut_line, middle_cut, plain, split_line, u16
-from .markdown import markdown_lines
 from .templates import Theme, theme
 
 MAX_BLOCKS = 50
@@ -463,7 +462,7 @@ def render_slack(
 
 def _answer_messages(lines: list[Line], limit: int) -> list[dict[str, Any]]:
     out: list[dict[str, Any]] = []
-    for chunk in split_lines(lines, limit):
+    for chunk in split_answer(lines, limit):
         blocks, text = _text_sections(chunk), plain_text(chunk)
         if within_limits(blocks, text) or limit <= MIN_BUDGET:
             out.append(_message(blocks[:MAX_BLOCKS], text))
@@ -476,8 +475,7 @@ def render_slack_final_answer(answer_markdown: str) -> list[dict[str, Any]]:
     """The final answer of a run (progress mode) as normal messages: `chat.postMessage`
     calls with mrkdwn sections, each within Slack's limits — as many as the text
     needs; [] for an empty answer."""
-    lines = list(markdown_lines(answer_markdown, "answer")) if answer_markdown else []
-    return _answer_messages(lines, ANSWER_CHUNK)
+    return _answer_messages(answer_lines(answer_markdown), ANSWER_CHUNK)
 
 
 __all__ = [

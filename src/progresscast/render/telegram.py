@@ -22,9 +22,9 @@ from typing import Any
 
 from markupsafe import Markup
 
-from ..config import RenderSettings
-from ..view import View
-from .answer import answer_chunks as split_answer
+from ..config.settings import RenderSettings
+from ..model.view import View
+from .answer import answer_lines, split_answer
 from .draft import compose
 from .ir import Line, Span, u16
 from .templates import template, theme
@@ -196,7 +196,7 @@ def render_final_answer_messages(
 
 def answer_chunks(answer_markdown: str) -> list[list[Line]]:
     """The final answer's lines, split into messages of at most 4,096 visible characters."""
-    return split_answer(answer_markdown, MAX_TEXT)
+    return split_answer(answer_lines(answer_markdown), MAX_TEXT)
 
 
 __all__ = [

@@ -18,10 +18,10 @@ from dataclasses import dataclass, replace
 
 from redis.asyncio import Redis
 
-from .. import keys
 from ..channels.standby import while_held
-from ..config import Settings, TelegramSettings, bot_id_of
-from ..lease import Fence, Lease
+from ..config.settings import Settings, TelegramSettings, bot_id_of
+from ..store import keys
+from ..store.lease import Fence, Lease
 from .options import AdapterOptions
 
 log = logging.getLogger("progresscast.telegram")
