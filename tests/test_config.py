@@ -148,5 +148,5 @@ def test_matrix_settings_read_the_token_from_the_environment(tmp_path: Path, mon
     )
     matrix = load_settings(path).channels.matrix
     assert matrix is not None and matrix.accessToken == "syt_secret"
-    assert matrix.homeserver == "https://matrix.example.org" and matrix.access == "pairing"
+    assert matrix.homeserver == "https://matrix.example.org" and matrix.access == "allowlist"
     assert matrix.rooms_by_id["!abc:example.org"].mode is Mode.partial
