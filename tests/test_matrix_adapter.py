@@ -1,10 +1,7 @@
-"""The Matrix adapter against a real Synapse homeserver (tests/synapse_server.py).
-
-A person (an admin account without rate limits) creates a room, invites the bot,
-and types `!pc follow shop`; cards are written through the store (the one write
-path every input uses). What the room shows is read back as the person's client
-would: the bot's messages from `/messages`, each with its newest `m.replace` edit
-applied, redactions as gone. The bot account keeps Synapse's default rate limits.
+"""The Matrix adapter's drafts against a real Synapse homeserver (tests/synapse_server.py,
+tests/matrix_room.py): a person creates a room, invites the bot and types `!pc follow
+shop`; cards are written through the store (the one write path every input uses).
+The bot account keeps Synapse's default rate limits.
 """
 
 from __future__ import annotations
@@ -12,223 +9,29 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
-from collections.abc import AsyncIterator, Awaitable, Callable
+from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
 from urllib.parse import quote
 
 import httpx
 import pytest
-from redis.asyncio import Redis
 
-from progresscast.channels.worker import WorkerOptions
-from progresscast.config.settings import Settings
-from progresscast.matrix.adapter import MatrixAdapter, MatrixOptions
-from progresscast.model.card import CardInput
+from matrix_room import CLIENT, SHOP, Harness, following, room_harness, until
 from progresscast.model.owners import Owner
-from progresscast.store.cards import CardStore
-from progresscast.store.connections import connect
-from progresscast.store.embedded import ensure_embedded, stop_embedded
-from synapse_server import Account, Synapse
+from synapse_server import Synapse
 
-SHOP = Owner("main", "shop")
-CLIENT = "/_matrix/client/v3"
+
+@pytest.fixture
+async def harness(synapse: Synapse, tmp_path: Path) -> AsyncIterator[Harness]:
+    async with room_harness(synapse, tmp_path / "home") as made:
+        yield made
 
 
 def test_synapse_registers_users(synapse: Synapse) -> None:
     bot = synapse.register("bot")
     assert synapse.request(bot, "GET", f"{CLIENT}/account/whoami")["user_id"] == bot.user_id
 
-
-@pytest.fixture
-async def redis(tmp_path: Path) -> AsyncIterator[Redis]:
-    home = tmp_path / "home"
-    client = connect(ensure_embedded(home))
-    yield client
-    await client.aclose()
-    stop_embedded(home)
-
-
-async def until(check: Callable[[], Awaitable[Any]], what: str, timeout: float = 20.0) -> Any:
-    """Wait until `check()` returns something truthy; fail saying `what` otherwise."""
-    deadline = time.monotonic() + timeout
-    last: Any = None
-    while time.monotonic() < deadline:
-        last = await check()
-        if last:
-            return last
-        await asyncio.sleep(0.1)
-    raise AssertionError(f"timed out waiting for {what}; last seen: {last!r}")
-
-
-class Person:
-    """A person's client: the calls a Matrix app makes for them."""
-
-    def __init__(self, synapse: Synapse, account: Account) -> None:
-        self.account = account
-        self.http = httpx.AsyncClient(
-            base_url=synapse.url, headers={"Authorization": f"Bearer {account.access_token}"}, timeout=30
-        )
-        self._txn = 0
-
-    async def call(self, method: str, path: str, body: Any = None, **params: Any) -> Any:
-        reply = await self.http.request(method, path, json=body, params=params or None)
-        assert reply.status_code < 400, f"{method} {path}: {reply.status_code} {reply.text}"
-        return reply.json()
-
-    async def create_room(self, **extra: Any) -> str:
-        reply = await self.call("POST", f"{CLIENT}/createRoom", {"preset": "private_chat", **extra})
-        return str(reply["room_id"])
-
-    async def invite(self, room: str, user: str) -> None:
-        await self.call("POST", f"{CLIENT}/rooms/{quote(room)}/invite", {"user_id": user})
-
-    async def say(self, room: str, body: str, **content: Any) -> str:
-        self._txn += 1
-        path = f"{CLIENT}/rooms/{quote(room)}/send/m.room.message/t{self._txn}.{time.monotonic_ns()}"
-        return str((await self.call("PUT", path, {"msgtype": "m.text", "body": body, **content}))["event_id"])
-
-    async def members(self, room: str) -> set[str]:
-        return set((await self.call("GET", f"{CLIENT}/rooms/{quote(room)}/joined_members"))["joined"])
-
-    async def events(self, room: str) -> list[dict[str, Any]]:
-        reply = await self.call("GET", f"{CLIENT}/rooms/{quote(room)}/messages", dir="f", limit="1000")
-        return list(reply["chunk"])
-
-    async def shown(self, room: str, sender: str) -> list[dict[str, Any]]:
-        """The sender's messages as a client shows them: each with its newest edit
-        applied (`content` is then the `m.new_content`), redacted ones left out."""
-        events = await self.events(room)
-        edits: dict[str, dict[str, Any]] = {}
-        out: list[dict[str, Any]] = []
-        for event in events:
-            if event["type"] != "m.room.message" or event["sender"] != sender:
-                continue
-            relation = event["content"].get("m.relates_to", {})
-            if relation.get("rel_type") == "m.replace":
-                edits[relation["event_id"]] = event
-            elif event["content"]:  # a redacted event has no content left
-                out.append(event)
-        for event in out:
-            edit = edits.get(event["event_id"])
-            event["shown"] = edit["content"]["m.new_content"] if edit else event["content"]
-            event["edit"] = edit
-        return out
-
-    async def close(self) -> None:
-        await self.http.aclose()
-
-
-class Harness:
-    """A bot account (Synapse's default rate limits), a person, and the adapter (restartable)."""
-
-    def __init__(self, synapse: Synapse, redis: Redis) -> None:
-        self.synapse = synapse
-        self.redis = redis
-        self.store = CardStore(redis)
-        self.bot = synapse.register("bot")
-        self.person = Person(synapse, synapse.register("person", admin=True, exempt=True))
-        self.rooms: list[dict[str, Any]] = []
-        self.matrix: dict[str, Any] = {}
-        self.adapter: MatrixAdapter | None = None
-        self.task: asyncio.Task[None] | None = None
-
-    def settings(self) -> Settings:
-        return Settings.model_validate(
-            {
-                "channels": {
-                    "matrix": {
-                        "homeserver": self.synapse.url,
-                        "userId": self.bot.user_id,
-                        "accessToken": self.bot.access_token,
-                        "rooms": self.rooms,
-                        **self.matrix,
-                    }
-                }
-            }
-        )
-
-    async def start(self) -> None:
-        options = MatrixOptions(worker=WorkerOptions(group="matrix", consumer="test", settle=1.0), poll_ms=1000)
-        self.adapter = MatrixAdapter(self.settings(), self.redis, options=options)
-        self.task = asyncio.create_task(self.adapter.run())
-        waiter = asyncio.create_task(self.adapter.started.wait())
-        await asyncio.wait([waiter, self.task], timeout=15, return_when=asyncio.FIRST_COMPLETED)
-        if self.task.done():
-            self.task.result()
-
-    async def stop(self) -> None:
-        if self.task is not None:
-            self.task.cancel()
-            try:
-                await asyncio.wait_for(asyncio.shield(self.task), 15)
-            except asyncio.CancelledError:
-                pass
-            self.task = None
-
-    async def room(self, sessions: list[str] | None = None, *, granted: bool = True) -> str:
-        room = await self.person.create_room()
-        if granted:
-            self.rooms.append({"id": room, **({"sessions": sessions} if sessions is not None else {})})
-        return room
-
-    async def invite(self, room: str) -> None:
-        await self.person.invite(room, self.bot.user_id)
-        await until(lambda: self._joined(room), f"the bot to join {room}")
-
-    async def _joined(self, room: str) -> bool:
-        return self.bot.user_id in await self.person.members(room)
-
-    async def command(self, room: str, text: str, reply: str) -> str:
-        """Type a command and wait for the bot's reply containing `reply`."""
-        sent = await self.person.say(room, text)
-
-        said: list[str] = []
-
-        async def answered() -> str | None:
-            events = await self.person.events(room)
-            after = [e for e in events[next(i for i, e in enumerate(events) if e["event_id"] == sent) :]]
-            said[:] = [str(e["content"].get("body", "")) for e in after if e["sender"] == self.bot.user_id]
-            return next((body for body in said if reply in body), None)
-
-        try:
-            return str(await until(answered, f"a reply with {reply!r} to {text!r}"))
-        except AssertionError:
-            raise AssertionError(f"no reply with {reply!r} to {text!r}; the bot said {said}") from None
-
-    async def put(self, *steps: tuple[str, str], markdown: str | None = None, owner: Owner = SHOP) -> None:
-        plan = [{"step": s, "status": st} for s, st in steps] or None
-        await self.store.put(owner, CardInput.parse({"plan": plan, "markdown": markdown}))
-
-    async def drafts(self, room: str) -> list[dict[str, Any]]:
-        """The bot's m.notice drafts the room shows (command replies left out)."""
-        shown = await self.person.shown(room, self.bot.user_id)
-        return [e for e in shown if "formatted_body" in e["shown"]]
-
-    async def shows(self, room: str, *needles: str, count: int = 1) -> list[dict[str, Any]]:
-        async def ok() -> list[dict[str, Any]] | None:
-            drafts = await self.drafts(room)
-            last = drafts[-1]["shown"]["body"] if drafts else ""
-            return drafts if len(drafts) == count and all(n in last for n in needles) else None
-
-        found: list[dict[str, Any]] = await until(ok, f"{count} draft(s) showing {needles}", timeout=40)
-        return found
-
-
-@pytest.fixture
-async def harness(synapse: Synapse, redis: Redis) -> AsyncIterator[Harness]:
-    made = Harness(synapse, redis)
-    yield made
-    await made.stop()
-    await made.person.close()
-
-
-async def following(h: Harness, sessions: list[str] | None = None) -> str:
-    room = await h.room(sessions if sessions is not None else ["shop*"])
-    await h.start()
-    await h.invite(room)
-    await h.command(room, "!pc follow shop", "Following")
-    return room
 
 
 async def test_a_followed_card_is_one_draft_edited_to_the_newest_card(harness: Harness) -> None:
@@ -422,102 +225,6 @@ async def test_an_unsure_send_is_repeated_with_its_transaction_id_and_lands_once
         await proxy.stop()
 
 
-async def test_a_follow_typed_in_a_thread_shows_the_draft_in_that_thread(harness: Harness) -> None:
-    room = await harness.room(["shop*"])
-    await harness.start()
-    await harness.invite(room)
-    root = await harness.person.say(room, "Shop release")
-    thread = {"m.relates_to": {"rel_type": "m.thread", "event_id": root}}
-    await harness.person.say(room, "!pc follow shop", **thread)
-    await harness.put(("Pick the items", "in_progress"))
-    draft = (await harness.shows(room, "Pick the items"))[0]
-    assert draft["content"]["m.relates_to"]["rel_type"] == "m.thread"
-    assert draft["content"]["m.relates_to"]["event_id"] == root
-    async def replied() -> list[dict[str, Any]]:
-        return [
-            e for e in await harness.person.events(room)
-            if e["sender"] == harness.bot.user_id and "Following" in e["content"].get("body", "")
-        ]
-
-    replies = await until(replied, "the reply to the follow")
-    assert replies[0]["content"]["m.relates_to"]["event_id"] == root  # answered in the thread
-
-
-async def test_commands_typed_while_the_adapter_is_down_run_once_after_it_restarts(harness: Harness) -> None:
-    room = await following(harness)
-    await harness.stop()
-    await harness.person.say(room, "!pc mode partial")
-    await harness.start()
-    await harness.command(room, "!pc help", "mode partial")
-    events = await harness.person.events(room)
-    bodies = [e["content"].get("body", "") for e in events if e["sender"] == harness.bot.user_id]
-    assert sum("Following" in b for b in bodies) == 1  # the follow before the restart is not run again
-    assert sum("Mode for this room: partial" in b for b in bodies) == 1  # the one typed meanwhile, once
-
-
-async def test_only_moderators_change_what_a_room_follows(harness: Harness) -> None:
-    room = await following(harness)
-    guest = Person(harness.synapse, harness.synapse.register("guest", admin=True, exempt=True))
-    try:
-        await harness.person.invite(room, guest.account.user_id)
-        await guest.call("POST", f"{CLIENT}/rooms/{quote(room)}/join", {})
-        await guest.say(room, "!pc unfollow")
-        await harness.command(room, "!pc help", "Here: following agent:main:shop")
-        said = [e["content"].get("body", "") for e in await harness.person.events(room) if e["sender"] == harness.bot.user_id]
-        assert any("power level 50" in b for b in said)
-    finally:
-        await guest.close()
-
-
-async def test_an_encrypted_room_is_told_once_and_left(harness: Harness) -> None:
-    encryption = {"type": "m.room.encryption", "state_key": "", "content": {"algorithm": "m.megolm.v1.aes-sha2"}}
-    room = await harness.person.create_room(initial_state=[encryption])
-    harness.rooms.append({"id": room, "sessions": ["shop*"]})
-    await harness.start()
-    await harness.person.invite(room, harness.bot.user_id)
-
-    async def left() -> bool:
-        return harness.bot.user_id not in await harness.person.members(room) and bool(
-            [e for e in await harness.person.events(room) if e["sender"] == harness.bot.user_id and e["type"] == "m.room.message"]
-        )
-
-    await until(left, "the bot to say why and leave")
-    said = [e["content"]["body"] for e in await harness.person.events(room) if e["sender"] == harness.bot.user_id and e["type"] == "m.room.message"]
-    assert len(said) == 1 and "end-to-end encrypted" in said[0]
-
-
-async def test_one_reader_per_account_and_a_standby_takes_over(harness: Harness) -> None:
-    from progresscast.matrix.adapter import run_matrix
-    from progresscast.store import keys
-
-    room = await harness.room(["shop*"])
-    harness.matrix = {"leaseSeconds": 1.0}
-    settings = harness.settings()
-    options = MatrixOptions(worker=WorkerOptions(group="matrix", consumer="test", settle=1.0), poll_ms=1000)
-    lease = keys.mx_lease(harness.bot.user_id)
-    first = asyncio.create_task(run_matrix(settings, harness.redis, options=options))
-    await until(lambda: harness.redis.get(lease), "the first process to take the lease")
-    second = asyncio.create_task(run_matrix(settings, harness.redis, options=options))
-    try:
-        await harness.invite(room)
-        await harness.command(room, "!pc follow shop", "Following")
-        await harness.put(("Pick the items", "in_progress"))
-        draft = (await harness.shows(room, "Pick the items"))[0]
-        await harness.command(room, "!pc help", "Here: following")
-        said = [e["content"].get("body", "") for e in await harness.person.events(room) if e["sender"] == harness.bot.user_id]
-        assert sum("Following" in b for b in said) == 1  # one reader: one reply each
-        first.cancel()
-        await asyncio.gather(first, return_exceptions=True)
-        await harness.put(("Pick the items", "completed"), ("Pay", "in_progress"))
-        drafts = await harness.shows(room, "▶️ Pay")
-        assert drafts[0]["event_id"] == draft["event_id"]  # the standby edits the same draft
-        await harness.command(room, "!pc card", "again below")
-    finally:
-        for task in (first, second):
-            task.cancel()
-        await asyncio.gather(first, second, return_exceptions=True)
-
-
 async def test_run_end_redacts_the_draft_and_sends_the_answer_once(harness: Harness) -> None:
     from progresscast.model.view import RunState
 
@@ -545,3 +252,4 @@ async def test_run_end_redacts_the_draft_and_sends_the_answer_once(harness: Harn
 async def _redacted(harness: Harness, room: str, event_id: str) -> bool:
     events = await harness.person.events(room)
     return any(e["event_id"] == event_id and not e["content"] for e in events)
+
