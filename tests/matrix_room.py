@@ -224,4 +224,64 @@ async def following(h: Harness, sessions: list[str] | None = None) -> str:
     return room
 
 
-__all__ = ["CLIENT", "SHOP", "Harness", "Person", "following", "room_harness", "until"]
+class HomeserverProxy:
+    """A loopback HTTP proxy in front of the homeserver, for faults on the bot's way.
+
+    `drop_first_draft`: the first draft send it sees is forwarded, and then the
+    connection is dropped instead of answering: the send was applied, but the bot
+    cannot know. `sync_down`: while set, every /sync is answered 502 (not forwarded)."""
+
+    def __init__(self, upstream: str, *, drop_first_draft: bool = False) -> None:
+        self.upstream = upstream
+        self.drop_first_draft = drop_first_draft
+        self.sync_down = False
+        self.failed_syncs = 0
+        self.dropped: list[str] = []
+        self.sends: list[str] = []
+        self.first = 0.0
+        self.http = httpx.AsyncClient(base_url=upstream, timeout=60)
+        self.runner: Any = None
+        self.url = ""
+
+    async def handle(self, request: Any) -> Any:
+        from aiohttp import web
+
+        body = await request.read()
+        if self.sync_down and request.path.endswith("/sync"):
+            self.failed_syncs += 1
+            return web.Response(status=502, text="Bad Gateway")
+        headers = {k: v for k, v in request.headers.items() if k.lower() in ("authorization", "content-type")}
+        reply = await self.http.request(request.method, request.path_qs, content=body, headers=headers)
+        is_draft = "/send/m.room.message/" in request.path and b"formatted_body" in body and b"m.new_content" not in body
+        if is_draft and self.drop_first_draft:
+            txn = request.path.rsplit("/", 1)[-1]
+            self.sends.append(txn)
+            # The first send, and whatever repeats it at once (the HTTP client itself
+            # repeats an idempotent PUT once on a dropped keep-alive connection).
+            if not self.dropped or (txn == self.sends[0] and time.monotonic() - self.first < 0.5):
+                if not self.dropped:
+                    self.first = time.monotonic()
+                    self.dropped.append(reply.json().get("event_id", ""))
+                assert request.transport is not None
+                request.transport.abort()
+                return web.Response(status=500)
+        return web.Response(status=reply.status_code, body=reply.content, content_type="application/json")
+
+    async def start(self) -> None:
+        from aiohttp import web
+
+        app = web.Application()
+        app.router.add_route("*", "/{tail:.*}", self.handle)
+        self.runner = web.AppRunner(app)
+        await self.runner.setup()
+        site = web.TCPSite(self.runner, "127.0.0.1", 0)
+        await site.start()
+        port = site._server.sockets[0].getsockname()[1]  # type: ignore[union-attr]
+        self.url = f"http://127.0.0.1:{port}"
+
+    async def stop(self) -> None:
+        await self.runner.cleanup()
+        await self.http.aclose()
+
+
+__all__ = ["CLIENT", "SHOP", "Harness", "HomeserverProxy", "Person", "following", "room_harness", "until"]

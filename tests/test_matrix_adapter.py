@@ -8,16 +8,14 @@ from __future__ import annotations
 
 import asyncio
 import logging
-import time
 from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
 from urllib.parse import quote
 
-import httpx
 import pytest
 
-from matrix_room import CLIENT, SHOP, Harness, following, room_harness, until
+from matrix_room import CLIENT, SHOP, Harness, HomeserverProxy, following, room_harness, until
 from progresscast.model.owners import Owner
 from synapse_server import Synapse
 
@@ -152,60 +150,8 @@ async def test_rooms_not_granted_or_not_following_get_nothing(harness: Harness) 
     assert len(await harness.drafts(room)) == 1  # billing is not granted here: no draft of it
 
 
-class DroppingProxy:
-    """A loopback HTTP proxy in front of the homeserver that forwards the first draft
-    send it sees and then drops the connection instead of answering: the send was
-    applied, but the bot cannot know."""
-
-    def __init__(self, upstream: str) -> None:
-        self.upstream = upstream
-        self.dropped: list[str] = []
-        self.sends: list[str] = []
-        self.first = 0.0
-        self.http = httpx.AsyncClient(base_url=upstream, timeout=60)
-        self.runner: Any = None
-        self.url = ""
-
-    async def handle(self, request: Any) -> Any:
-        from aiohttp import web
-
-        body = await request.read()
-        headers = {k: v for k, v in request.headers.items() if k.lower() in ("authorization", "content-type")}
-        reply = await self.http.request(request.method, request.path_qs, content=body, headers=headers)
-        is_draft = "/send/m.room.message/" in request.path and b"formatted_body" in body and b"m.new_content" not in body
-        if is_draft:
-            txn = request.path.rsplit("/", 1)[-1]
-            self.sends.append(txn)
-            # The first send, and whatever repeats it at once (the HTTP client itself
-            # repeats an idempotent PUT once on a dropped keep-alive connection).
-            if not self.dropped or (txn == self.sends[0] and time.monotonic() - self.first < 0.5):
-                if not self.dropped:
-                    self.first = time.monotonic()
-                    self.dropped.append(reply.json().get("event_id", ""))
-                assert request.transport is not None
-                request.transport.abort()
-                return web.Response(status=500)
-        return web.Response(status=reply.status_code, body=reply.content, content_type="application/json")
-
-    async def start(self) -> None:
-        from aiohttp import web
-
-        app = web.Application()
-        app.router.add_route("*", "/{tail:.*}", self.handle)
-        self.runner = web.AppRunner(app)
-        await self.runner.setup()
-        site = web.TCPSite(self.runner, "127.0.0.1", 0)
-        await site.start()
-        port = site._server.sockets[0].getsockname()[1]  # type: ignore[union-attr]
-        self.url = f"http://127.0.0.1:{port}"
-
-    async def stop(self) -> None:
-        await self.runner.cleanup()
-        await self.http.aclose()
-
-
 async def test_an_unsure_send_is_repeated_with_its_transaction_id_and_lands_once(harness: Harness) -> None:
-    proxy = DroppingProxy(harness.synapse.url)
+    proxy = HomeserverProxy(harness.synapse.url, drop_first_draft=True)
     await proxy.start()
     try:
         harness.matrix = {"homeserver": proxy.url}

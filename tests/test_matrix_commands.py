@@ -12,7 +12,7 @@ from urllib.parse import quote
 
 import pytest
 
-from matrix_room import CLIENT, Harness, Person, following, room_harness, until
+from matrix_room import CLIENT, Harness, HomeserverProxy, Person, following, room_harness, until
 from progresscast.channels.worker import WorkerOptions
 from progresscast.matrix.adapter import MatrixOptions
 from synapse_server import Synapse
@@ -119,3 +119,21 @@ async def test_one_reader_per_account_and_a_standby_takes_over(harness: Harness)
         for task in (first, second):
             task.cancel()
         await asyncio.gather(first, second, return_exceptions=True)
+
+
+async def test_a_failing_sync_is_retried_from_where_it_was(harness: Harness) -> None:
+    proxy = HomeserverProxy(harness.synapse.url)
+    await proxy.start()
+    try:
+        harness.matrix = {"homeserver": proxy.url}
+        room = await following(harness)
+        proxy.sync_down = True
+        await until(lambda: asyncio.sleep(0, proxy.failed_syncs >= 2), "two failed syncs")
+        await harness.person.say(room, "!pc mode block")
+        proxy.sync_down = False
+        await harness.command(room, "!pc help", "mode block")
+        said = [e["content"].get("body", "") for e in await harness.person.events(room) if e["sender"] == harness.bot.user_id]
+        assert sum("Mode for this room: block" in b for b in said) == 1
+    finally:
+        await harness.stop()
+        await proxy.stop()

@@ -24,10 +24,10 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from typing import Any
 
-from nio import AsyncClient, RoomGetStateResponse, SyncResponse
+from nio import AsyncClient, JoinResponse, RoomGetStateResponse, SyncResponse
 from redis.asyncio import Redis
 
 from ..backoff import Backoff
@@ -122,60 +122,68 @@ class MatrixSync:
         self.check = check or (lambda: None)
         self.poll_ms = poll_ms
         self.backoff = backoff or Backoff()
-        self.synced = asyncio.Event()
-        """Set after each handled response (tests wait on it)."""
 
     async def run(self) -> None:
-        """Sync and handle until cancelled."""
+        """Sync and handle until cancelled. A failing /sync (or Redis) is retried with
+        backoff from the same position: nothing is skipped."""
         failures = 0
         while True:
             still_wanted()
-            since = await self.redis.get(keys.mx_since(self.user_id))
             try:
+                since = await self.redis.get(keys.mx_since(self.user_id))
                 self.check()
                 reply = await self.nio.sync(timeout=self.poll_ms if since else 0, since=since or None)
+                if isinstance(reply, SyncResponse):
+                    await self.handle(reply, history=since is not None)
+                    self.check()
+                    await self.redis.set(keys.mx_since(self.user_id), reply.next_batch)
+                    failures = 0
+                    continue
+                problem: object = reply
             except asyncio.CancelledError:
                 raise
             except Exception as exc:
-                reply = exc
-            if not isinstance(reply, SyncResponse):
-                delay = self.backoff.delay(failures)
-                failures += 1
-                log.warning("/sync failed (%s); retrying in %.1f s", reply, delay)
-                await asyncio.sleep(delay)
-                continue
-            failures = 0
-            await self.handle(reply, history=since is not None)
-            self.check()
-            await self.redis.set(keys.mx_since(self.user_id), reply.next_batch)
-            self.synced.set()
+                problem = exc
+            delay = self.backoff.delay(failures)
+            failures += 1
+            log.warning("/sync failed (%s); retrying in %.1f s", problem, delay)
+            await asyncio.sleep(delay)
 
     async def handle(self, reply: SyncResponse, *, history: bool) -> None:
         """One /sync response: invites, encrypted rooms, commands (`history` False: the
         first sync ever, whose timeline is the rooms' past)."""
         for room_id in reply.rooms.invite:
-            await self._invited(room_id)
+            await self._guarded(self._invited(room_id), "the invite to room %s", room_id)
         for room_id, info in reply.rooms.join.items():
             state = _sources(info.state)
             timeline = _sources(info.timeline.events)
             if any(e.get("type") == "m.room.encryption" for e in state + timeline):
-                await self._encrypted(room_id)
+                await self._guarded(self._encrypted(room_id), "leaving the encrypted room %s", room_id)
                 continue
             if not history:
                 continue
             for event in timeline:
-                try:
-                    await self._command(room_id, event)
-                except asyncio.CancelledError:
-                    raise
-                except Exception:
-                    log.exception("a command in room %s failed", room_id)
+                await self._guarded(self._command(room_id, event), "a command in room %s", room_id)
+
+    @staticmethod
+    async def _guarded(work: Awaitable[None], what: str, room_id: str) -> None:
+        """One room's business; its failure (a refused join, Redis down) is logged and
+        the others go on."""
+        try:
+            await work
+        except asyncio.CancelledError:
+            raise
+        except Exception:
+            log.exception(what + " failed", room_id)
 
     async def _invited(self, room_id: str) -> None:
         self.check()
         if allowed(self.channel.matrix, room_id):
             reply = await self.nio.join(room_id)
-            log.info("invited to room %s: joined (%s)", room_id, type(reply).__name__)
+            if isinstance(reply, JoinResponse):
+                log.info("invited to room %s: joined", room_id)
+            else:
+                log.warning("invited to room %s, but could not join it: %s", room_id, reply)
         else:
             await self.nio.room_leave(room_id)
             log.warning(
