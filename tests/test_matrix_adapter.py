@@ -199,3 +199,15 @@ async def _redacted(harness: Harness, room: str, event_id: str) -> bool:
     events = await harness.person.events(room)
     return any(e["event_id"] == event_id and not e["content"] for e in events)
 
+
+
+async def test_a_draft_a_person_redacted_is_replaced_by_a_new_one(harness: Harness) -> None:
+    room = await following(harness)
+    await harness.put(("Pick the items", "in_progress"))
+    first = (await harness.shows(room, "Pick the items"))[0]
+    await harness.person.call(
+        "PUT", f"{CLIENT}/rooms/{quote(room)}/redact/{quote(first['event_id'])}/r1", {"reason": "noise"}
+    )
+    await harness.put(("Pick the items", "completed"), ("Pay", "in_progress"))
+    drafts = await harness.shows(room, "▶️ Pay")
+    assert drafts[0]["event_id"] != first["event_id"]

@@ -10,6 +10,8 @@ the holder of the account's lease), turning room events into what the adapter do
 - An invite to a room that may follow sessions (`[[channels.matrix.rooms]]`, or any
   room with `access = "open"`) is accepted; any other invite is declined, and the log
   names the room, so that an operator can grant it.
+- A live draft someone else redacted is shown again as a new message (edits of a
+  redacted event would go nowhere).
 - A room that is (or becomes) end-to-end encrypted is told once that the bot does not
   take part in encrypted rooms; its follows end and the bot leaves it. Encrypted
   messages cannot be read without keys, which the bot does not keep.
@@ -164,6 +166,7 @@ class MatrixSync:
                 continue
             for event in timeline:
                 await self._guarded(self._command(room_id, event), "a command in room %s", room_id)
+                await self._guarded(self._redacted(room_id, event), "a redaction in room %s", room_id)
 
     @staticmethod
     async def _guarded(work: Awaitable[None], what: str, room_id: str) -> None:
@@ -202,6 +205,20 @@ class MatrixSync:
             log.warning("room %s is encrypted: said so, and left it", room_id)
 
         self.worker.say(room_id, NO_THREAD, ENCRYPTED_REFUSAL, then=leave)
+
+    async def _redacted(self, room_id: str, event: dict[str, Any]) -> None:
+        """Someone redacted a live draft: the homeserver would still take edits of it,
+        but nobody would see them, so the draft is shown again as a new message."""
+        if event.get("type") != "m.room.redaction" or event.get("sender") == self.user_id:
+            return
+        content = event.get("content")
+        redacts = (content.get("redacts") if isinstance(content, dict) else None) or event.get("redacts")
+        if not isinstance(redacts, str):
+            return
+        for key in await self.channel.state.follows(room_id):
+            if (await self.channel.state.draft(key)).message_id == redacts:
+                log.info("room %s: draft %s was redacted by someone; showing it again", room_id, redacts)
+                self.worker.touch(key, fresh=True)
 
     async def _may_change(self, room_id: str, user: str) -> bool:
         """Is `user`'s power in the room at least MIN_POWER (a creator's always is, from
