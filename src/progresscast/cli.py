@@ -77,6 +77,18 @@ def _fraction(raw: str) -> float:
 _fraction.__name__ = "share from 0 to 1"  # what argparse names in "invalid … value"
 
 
+def _history_limit(raw: str) -> int:
+    from .history import MAX_LIMIT
+
+    value = int(raw)
+    if not 1 <= value <= MAX_LIMIT:
+        raise ValueError(raw)
+    return value
+
+
+_history_limit.__name__ = "number from 1 to 200"  # (history.MAX_LIMIT; a test checks)
+
+
 def _version() -> str:
     from importlib.metadata import PackageNotFoundError, version
 
@@ -135,6 +147,8 @@ def _parser(*, hook_only: bool = False) -> argparse.ArgumentParser:
 def _add_commands(commands: Any, common: argparse.ArgumentParser) -> None:
     """Every command, in the order `--help` lists them."""
     from .config import Mode
+    from .history import DEFAULT_LIMIT as HISTORY_DEFAULT
+    from .history import MAX_LIMIT as HISTORY_MAX
 
     card = commands.add_parser(
         "card", help="read and write progress cards", parents=[common],
@@ -148,6 +162,8 @@ def _add_commands(commands: Any, common: argparse.ArgumentParser) -> None:
         ("clear", "clear the card", "progresscast card clear --session ticket-4821"),
         ("reset", "clear the card at a boundary: writes admitted before it are refused",
          "progresscast card reset --session ticket-4821"),
+        ("history", "print what each write changed, newest first",
+         "progresscast card history --session ticket-4821 --limit 20 --format text"),
     ]:
         sub = card_commands.add_parser(name, help=text, description=text, parents=[common], epilog=_example(example))
         # Checked after parsing, so that a misspelt option is named as such first.
@@ -157,6 +173,16 @@ def _add_commands(commands: Any, common: argparse.ArgumentParser) -> None:
             sub.add_argument(
                 "--expected-revision", type=int, metavar="N",
                 help="write only if the card's revision is still N (compare-and-set)",
+            )
+        if name == "history":
+            sub.add_argument(
+                "--limit", type=_history_limit, default=None, metavar="N",
+                help=f"at most N entries (1 to {HISTORY_MAX}; default {HISTORY_DEFAULT})",
+            )
+            sub.add_argument(
+                "--format", choices=["text", "json"], default=None,
+                help="text: one line per entry in local time; json: a list of the entries "
+                "(default: text at a terminal, else json)",
             )
 
     render = commands.add_parser(
@@ -351,8 +377,26 @@ def _card_command(args: argparse.Namespace, settings: Settings) -> None:
         _print_json(found.to_json() if found else None)
     elif args.card_command == "clear":
         print(asyncio.run(_with_store(args, settings, lambda s: s.clear(owner))).receipt)
+    elif args.card_command == "history":
+        _history_command(args, settings, owner)
     else:
         print(asyncio.run(_with_store(args, settings, lambda s: s.reset(owner))).receipt)
+
+
+def _history_command(args: argparse.Namespace, settings: Settings, owner: Owner) -> None:
+    import asyncio
+
+    from .history import DEFAULT_LIMIT
+
+    limit = DEFAULT_LIMIT if args.limit is None else args.limit
+    entries = asyncio.run(_with_store(args, settings, lambda s: s.history(owner, limit=limit)))
+    if (args.format or ("text" if sys.stdout.isatty() else "json")) == "json":
+        _print_json([e.to_json() for e in entries])
+        return
+    from .render.history import history_text
+
+    text = history_text(entries, templates_dir=settings.templates.dir) if entries else "(no history)"
+    print(_TERMINAL_CONTROLS.sub(lambda m: f"\\u{ord(m.group()):04x}", text))
 
 
 def _given(value: int | None, default: int) -> int:
