@@ -22,6 +22,7 @@ from progresscast.a2a.mapping import parse_update
 from progresscast.card import CardInput
 from progresscast.owners import Owner
 from progresscast.store import CardStore
+from progresscast.view import RunState
 from test_cli import CLI, cli  # noqa: F401  (the fixture)
 
 AGENTS = frozenset({"main", "research"})
@@ -66,7 +67,7 @@ async def test_plan_and_status_keep_their_own_order(redis: Redis, store: CardSto
     view = await store.view(owner)
     assert view.card is not None and len(view.card.plan or []) == 2
     # the status stays the newest one's: the older update brought only its plan
-    assert view.activity.attention == "Waiting for input: Which file?"
+    assert view.activity.attention == "Waiting for input: Which file?" and view.activity.headline == "Which file?"
     # the same plan again is a duplicate; an older plan is stale
     assert await apply(a, status("t1", at=ts(5), plan=steps(2, 1))) is Outcome.duplicate
     assert await apply(a, status("t1", at=ts(4), plan=steps(4, 0))) is Outcome.stale
@@ -96,6 +97,7 @@ def updates(context: str) -> list[str]:
         status("t2", at=ts(10), plan=[{"label": "y"}], context=context),
         status("t2", at=ts(11), plan=steps(3, 1), text="Halfway", context=context),
         status("t2", at=ts(12), text="Nearly there", context=context),
+        status("t2", at=ts(13), context=context),  # the newest status says nothing
     ]
     lines = [json.dumps(u) for u in made]
     return lines + [lines[3], lines[8], lines[10], "{not json"]
@@ -124,7 +126,7 @@ async def test_every_permutation_ends_on_the_sorted_sets_card(redis: Redis, stor
     await ingest_lines([lines[i] for i in order], applier(redis), errors=io.StringIO())
     sorted_card = await seen(store, ordered)
     assert sorted_card[0] is not None and sorted_card[0][1]["status"] == "in_progress"  # the plan @11
-    assert sorted_card[2] == "Nearly there"  # the status @12
+    assert sorted_card[2:] == (None, None, RunState.active, "t2")  # the status @13: no message
     assert await seen(store, shuffled) == sorted_card
 
 

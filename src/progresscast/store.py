@@ -67,11 +67,10 @@ def _iso(ms: int) -> str:
     )
 
 
-def _ago(arrived: float | None) -> int:
-    """How long ago the write arrived (µs), taken last: a duration needs no clock shared
-    with Redis, which compares it with the last reset on its own clock. A write that
-    says nothing arrived now."""
-    return 0 if arrived is None else max(0, int((time.monotonic() - arrived) * 1_000_000))
+def _ago(arrived: float) -> int:
+    """How long ago the write arrived (µs): a duration needs no clock shared with Redis,
+    which compares it with the last reset on its own clock."""
+    return max(0, int((time.monotonic() - arrived) * 1_000_000))
 
 
 def _plan_json(card: CardInput) -> str:
@@ -95,11 +94,16 @@ class CardStore:
         """The store's key layout (its recorded shard count), learnt on first use."""
         return await layout_of(self.redis)
 
-    async def _call(self, script: AsyncScript, owner: Owner, args: Sequence[str | int]) -> object:
+    async def _call(
+        self, script: AsyncScript, owner: Owner, args: Sequence[str | int], *, arrived: float | None = None
+    ) -> object:
+        """Run a write script; with `arrived`, its first own argument is how long ago the
+        write arrived, taken last (after the layout, which a first use may take a while to learn)."""
         lay = await self.layout()
+        given = [_ago(arrived), *args] if arrived is not None else list(args)
         return await script(
             keys=scripts.owner_keys(lay, owner),
-            args=[*scripts.common_args(owner, self.events_maxlen), *args],
+            args=[*scripts.common_args(owner, self.events_maxlen), *given],
         )
 
     # -- cards ---------------------------------------------------------------
@@ -152,7 +156,8 @@ class CardStore:
         try:
             reply = await self._call(
                 self._card_script, owner,
-                [_ago(arrived), expected, "1" if reset else "0", plan, markdown, "1" if keep_markdown else "0"],
+                [expected, "1" if reset else "0", plan, markdown, "1" if keep_markdown else "0"],
+                arrived=arrived,
             )
         except RedisError:
             self._count("error")
@@ -198,7 +203,6 @@ class CardStore:
             await self._call(
                 self._a2a_status, owner,
                 [
-                    _ago(arrived),
                     ts,
                     int(max_skew * 1_000_000),
                     write.task_id,
@@ -208,6 +212,7 @@ class CardStore:
                     write.attention or "",
                     write.ended.value if write.ended else "",
                 ],
+                arrived=arrived,
             ),
         )
         return str(outcome)
