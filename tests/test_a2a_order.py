@@ -100,7 +100,7 @@ def updates(context: str) -> list[str]:
         status("t2", at=ts(13), context=context),  # the newest status says nothing
     ]
     lines = [json.dumps(u) for u in made]
-    return lines + [lines[3], lines[8], lines[10], "{not json"]
+    return [*lines, lines[3], lines[8], lines[10], "{not json"]
 
 
 async def seen(store: CardStore, context: str) -> tuple[Any, ...]:
