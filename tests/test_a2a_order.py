@@ -137,11 +137,19 @@ def from_now(seconds: float) -> str:
     return (datetime.now(UTC) + timedelta(seconds=seconds)).isoformat().replace("+00:00", "Z")
 
 
+def counted(outcome: str) -> float:
+    from prometheus_client import REGISTRY
+
+    return REGISTRY.get_sample_value("progresscast_a2a_updates_total", {"outcome": outcome}) or 0.0
+
+
 async def test_a_timestamp_too_far_ahead_is_refused_and_counted(redis: Redis, store: CardStore) -> None:
     a = applier(redis, skew=300)
     owner = Owner("main", "ctx-1")
     # far ahead: refused, so it cannot freeze the card for an hour
+    before = counted("future")
     assert await apply(a, status("t1", at=from_now(3600), plan=steps(2, 0))) is Outcome.future
+    assert counted("future") == before + 1
     assert await store.get(owner) is None
     # within the allowed skew: fine, and a later honest update is not frozen out by a wrong one
     assert await apply(a, status("t1", at=from_now(60), plan=steps(2, 1))) is Outcome.applied
