@@ -16,13 +16,13 @@ from hypothesis import strategies as st
 from redis.asyncio import Redis
 
 from a2a_updates import snapshot, status, steps, ts
-from progresscast.a2a.apply import Outcome, Source, UpdateApplier
-from progresscast.a2a.ingest import ingest_lines
-from progresscast.a2a.mapping import parse_update
-from progresscast.card import CardInput
-from progresscast.owners import Owner
-from progresscast.store import CardStore
-from progresscast.view import RunState
+from progresscast.agents.a2a.apply import Outcome, Source, UpdateApplier
+from progresscast.agents.a2a.ingest import ingest_lines
+from progresscast.agents.a2a.mapping import parse_update
+from progresscast.model.card import CardInput
+from progresscast.model.owners import Owner
+from progresscast.model.view import RunState
+from progresscast.store.cards import CardStore
 from test_cli import CLI, cli  # noqa: F401  (the fixture)
 
 AGENTS = frozenset({"main", "research"})

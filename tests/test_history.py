@@ -18,16 +18,16 @@ import pytest
 from redis.asyncio import Redis
 
 from a2a_updates import status, steps, ts
-from progresscast import cli as cli_module
-from progresscast.a2a.apply import Source, UpdateApplier
-from progresscast.a2a.mapping import parse_update
-from progresscast.card import CardInput
-from progresscast.config import AgentSettings, GatewaySettings, GatewayToken, Settings
+from progresscast.agents.a2a.apply import Source, UpdateApplier
+from progresscast.agents.a2a.mapping import parse_update
+from progresscast.cli import parser as cli_module
+from progresscast.config.settings import AgentSettings, GatewaySettings, GatewayToken, Settings
 from progresscast.gateway import create_app
-from progresscast.history import MAX_LIMIT
-from progresscast.owners import Owner
-from progresscast.scripts import HISTORY_MAX
-from progresscast.store import CardStore, StoreError
+from progresscast.model.card import CardInput
+from progresscast.model.history import MAX_LIMIT
+from progresscast.model.owners import Owner
+from progresscast.store.cards import CardStore, StoreError
+from progresscast.store.scripts import HISTORY_MAX
 from test_cli import CLI, cli  # noqa: F401  (the fixture)
 
 OWNER = Owner("main", "shop")
@@ -109,7 +109,7 @@ async def test_the_history_is_capped_in_the_same_script(redis: Redis, store: Car
 
 
 async def test_racing_writers_each_get_their_entry(redis_url: str, store: CardStore) -> None:
-    from progresscast.connections import connect
+    from progresscast.store.connections import connect
 
     clients = [connect(redis_url) for _ in range(8)]
     try:

@@ -15,17 +15,17 @@ import pytest
 from redis.asyncio import Redis
 
 from a2a_updates import status, steps, ts
-from progresscast.a2a.apply import Outcome, Source, UpdateApplier
-from progresscast.a2a.mapping import parse_update
-from progresscast.card import CardError, CardInput, Status, Step, WriteResult
-from progresscast.config import GatewaySettings, GatewayToken, Settings
+from progresscast.agents.a2a.apply import Outcome, Source, UpdateApplier
+from progresscast.agents.a2a.mapping import parse_update
+from progresscast.agents.hooks.context import HookContext
+from progresscast.agents.mcp_server import AgentTools
+from progresscast.agents.sinks import Gateway, GatewaySink, StoreSink
+from progresscast.config.settings import GatewaySettings, GatewayToken, Settings
 from progresscast.gateway import create_app
-from progresscast.hooks.context import HookContext
-from progresscast.mcp_server import AgentTools
-from progresscast.owners import Owner
-from progresscast.sharding import layout_of
-from progresscast.sinks import Gateway, GatewaySink, StoreSink
-from progresscast.store import CardStore, StoreError
+from progresscast.model.card import CardError, CardInput, Status, Step, WriteResult
+from progresscast.model.owners import Owner
+from progresscast.store.cards import CardStore, StoreError
+from progresscast.store.sharding import layout_of
 
 OWNER = Owner("main", "ctx-1")
 STEPS = [Step(step="Harness step", status=Status.in_progress)]

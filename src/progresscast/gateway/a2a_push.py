@@ -25,9 +25,9 @@ from redis.exceptions import RedisError
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 
-from ..a2a.apply import Source, UpdateApplier
-from ..a2a.mapping import parse_update
-from ..card import CardError
+from ..agents.a2a.apply import Source, UpdateApplier
+from ..agents.a2a.mapping import parse_update
+from ..model.card import CardError
 from . import errors
 from .auth import WRITE, bearer
 from .errors import ApiError

@@ -23,11 +23,11 @@ from starlette.requests import Request
 from starlette.responses import HTMLResponse, JSONResponse, RedirectResponse, Response
 
 from .. import metrics
-from ..card import CardError
-from ..config import RenderSettings
-from ..owners import Owner
+from ..config.settings import RenderSettings
+from ..model.card import CardError
+from ..model.owners import Owner
+from ..model.view import View
 from ..render.templates import loader
-from ..view import View
 from . import errors
 from .auth import COOKIE, READ, Grant, cookie
 from .errors import ApiError

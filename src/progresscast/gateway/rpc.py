@@ -22,8 +22,8 @@ from redis.exceptions import RedisError
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 
-from ..activity import MAX_TOOL_LINES
-from ..card import (
+from ..model.activity import MAX_TOOL_LINES
+from ..model.card import (
     MAX_MARKDOWN_BYTES,
     MAX_NOTE_CHARS,
     MAX_STEP_BYTES,
@@ -33,9 +33,9 @@ from ..card import (
     has_lone_surrogate,
     reject_lone_surrogates,
 )
-from ..history import DEFAULT_LIMIT, MAX_LIMIT
-from ..owners import Owner
-from ..view import TERMINAL, RunState
+from ..model.history import DEFAULT_LIMIT, MAX_LIMIT
+from ..model.owners import Owner
+from ..model.view import TERMINAL, RunState
 from . import errors
 from .auth import READ, WRITE, Grant, bearer
 from .errors import ApiError

@@ -16,8 +16,8 @@ from dataclasses import dataclass
 from datetime import datetime, tzinfo
 from pathlib import Path
 
-from ..card import Card, Status
-from ..history import HistoryEntry, StepChange, active_since
+from ..model.card import Card, Status
+from ..model.history import HistoryEntry, StepChange, active_since
 from .ir import plain
 from .templates import Theme, template, theme
 
