@@ -1,6 +1,6 @@
 """A card's history (docs/card.md): what each accepted write changed, newest first.
 
-The write scripts (scripts.py) append one entry per accepted write — a clear and a reset
+The write scripts (store/scripts.py) append one entry per accepted write — a clear and a reset
 included — to a capped list in the owner's slot; this reads them back. Pure data: nothing
 here touches Redis.
 """

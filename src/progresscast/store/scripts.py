@@ -1,6 +1,6 @@
 """The store's write scripts: the Lua every write shares, written once, and the scripts.
 
-Every input writes through these scripts (store.py calls them): each one is a check
+Every input writes through these scripts (store/cards.py calls them): each one is a check
 and a write done together, so nothing can come between what was checked and what was
 written. The shared part (`PRELUDE`) holds the rules every write follows:
 

@@ -1,4 +1,4 @@
-"""Applying A2A updates through the store's one write path (store.py, scripts.py).
+"""Applying A2A updates through the store's one write path (store/cards.py, store/scripts.py).
 
 The order is kept twice per owner: an update's plan applies when its `status.timestamp`
 is newer than that of the last update whose plan was applied, its status (state,
