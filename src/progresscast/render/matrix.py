@@ -21,7 +21,7 @@ agent text is escaped, so `<script>` arrives as text.
 `"m.mentions": {}` says the event mentions nobody: clients and servers that honour
 intentional mentions (the spec since v1.7, Synapse) then ignore `@room`, user ids
 and display names in the text. The adapter's edits carry it too, outside and inside
-`m.new_content` (`matrix_payload.edit_content`).
+`m.new_content` (`edit_content`).
 
 Size: an event is at most 65,536 bytes, the envelope (ids, hashes, signatures)
 included. An edit carries the content twice (its `m.new_content`, and the text again
