@@ -14,7 +14,10 @@ from progresscast.model.card import Card, CardInput
 from progresscast.model.needs import needs
 from progresscast.model.owners import Owner
 from progresscast.model.view import RunState, View
+from progresscast.render.discord import SUPPRESS_NOTIFICATIONS
+from progresscast.render.discord_payload import discord_answer, discord_ping
 from progresscast.render.ending import end_line, ping_text
+from progresscast.render.matrix_payload import matrix_answer, matrix_ping
 from progresscast.render.slack_payload import slack_answer, slack_draft, slack_ping
 from progresscast.render.telegram_payload import telegram_answer, telegram_draft, telegram_ping
 from progresscast.render.templates import theme
@@ -118,3 +121,19 @@ def test_blocked_stays_blocked_in_every_chat_channel_when_the_run_is_over() -> N
     assert html is not None and "⛔ Confirm access" in html.params["text"] and "⏸️ Ship" in html.params["text"]
     rich = telegram_draft(v, RenderSettings(rich=True))
     assert rich is not None and "⛔" in str(rich.params)
+
+
+def test_discord_and_matrix_pings_notify_and_mention_nobody() -> None:
+    v = view(("Ask @everyone and <@123>", "blocked"), run=RunState.active)
+    ping = discord_ping(v, needs(v))
+    assert ping is not None and ping.params["allowed_mentions"] == {"parse": []}
+    assert not ping.params["flags"] & SUPPRESS_NOTIFICATIONS  # a ping notifies; drafts are silent
+    assert ping.params["content"] == "⛔ Needs you — shop: Ask \\@everyone and \\<\\@123\\>"  # escaped
+    matrix = matrix_ping(v, needs(v), thread_root="$root")
+    assert matrix is not None and matrix.params["msgtype"] == "m.text" and matrix.params["m.mentions"] == {}
+    assert matrix.params["body"] == "⛔ Needs you — shop: Ask @everyone and <@123>"
+    assert matrix.params["m.relates_to"]["rel_type"] == "m.thread"
+    [answer] = matrix_answer("", head="✅ shop · done")
+    assert answer.params["body"] == "✅ shop · done" and answer.params["msgtype"] == "m.text"
+    [d_answer] = discord_answer("Fixed.", head="✅ shop · 1/1 done")
+    assert d_answer.params["content"].startswith("**✅ shop · 1/1 done**")

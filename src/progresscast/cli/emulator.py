@@ -22,6 +22,11 @@ SLASH = "/progresscast"
 
 
 async def run_emulator(args: argparse.Namespace, *, out: TextIO | None = None) -> None:
+    if args.emulator == "discord":
+        from .emulator_discord import run_discord_emulator
+
+        await run_discord_emulator(args, out=out)
+        return
     out = out or sys.stdout
     if args.emulator == "slack":
         await _run_slack(args, out)

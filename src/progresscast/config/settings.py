@@ -442,9 +442,196 @@ class SlackSettings(_Model):
         return self
 
 
+# --- Discord ----------------------------------------------------------------------------
+
+SNOWFLAKE = re.compile(r"[0-9]{15,21}")
+"""Discord ids (channels, threads, applications, guilds): 15-21 digits."""
+PUBLIC_KEY = re.compile(r"[0-9a-fA-F]{64}")
+"""An application's Ed25519 public key, as the developer portal shows it: 64 hex digits."""
+
+
+class Access(StrEnum):
+    """Who may follow what (docs/discord.md): only configured destinations, or anyone."""
+
+    allowlist = "allowlist"
+    open = "open"
+
+
+def _snowflake(value: str, what: str) -> str:
+    if not SNOWFLAKE.fullmatch(value):
+        raise ValueError(f"{what} {value!r} must be a Discord id: 15-21 digits, e.g. 1234567890123456789")
+    return value
+
+
+class DiscordChannelSettings(_Model):
+    """A channel or thread: what it may follow (`sessions`), follows at start-up, looks."""
+
+    id: str
+    sessions: list[str] | None = None
+    """Session globs this destination may follow; unset: only its `follow` list."""
+    follow: list[str] = Field(default_factory=list)
+    notify: list[Notify] | None = None
+    """What pings this channel (None: the app's `notify`)."""
+    mode: Mode | None = None
+    richMessages: bool | None = None
+
+    @field_validator("id", mode="before")
+    @classmethod
+    def _id(cls, value: Any) -> str:
+        # TOML readers write ids as numbers as often as strings.
+        return _snowflake(str(value) if isinstance(value, int) and not isinstance(value, bool) else value, "id")
+
+
+class DiscordSettings(_Model):
+    token: str | None = None
+    """The bot token; without it `serve` does not run the Discord adapter."""
+    applicationId: str | None = None
+    """The application's id (the developer portal's General Information); required with a token."""
+    publicKey: str | None = None
+    """The application's public key (hex): verifies that interactions come from Discord."""
+    apiBaseUrl: str = "https://discord.com/api/v10"
+    """Discord's REST API, or a test emulator."""
+    access: Access = Access.allowlist
+    """`allowlist`: only `[[channels.discord.channels]]`; `open`: any channel, any session."""
+    richMessages: bool = True
+    """Components V2 drafts (a container with the checklist); false: plain messages."""
+    keepOnComplete: bool = False
+    notify: list[Notify] = _notify()
+    """What a separate, notifying message is sent for (per channel: `channels[].notify`)."""
+    streaming: StreamingSettings = Field(default_factory=StreamingSettings)
+    channels: list[DiscordChannelSettings] = Field(default_factory=list)
+
+    @field_validator("token")
+    @classmethod
+    def _token(cls, value: str | None) -> str | None:
+        return _from_env(value)
+
+    @field_validator("publicKey")
+    @classmethod
+    def _public_key(cls, value: str | None) -> str | None:
+        resolved = _from_env(value)
+        if resolved is not None and not PUBLIC_KEY.fullmatch(resolved):
+            raise ValueError("must be the application's public key: 64 hex digits")
+        return resolved
+
+    @field_validator("applicationId", mode="before")
+    @classmethod
+    def _application(cls, value: Any) -> str | None:
+        if value is None:
+            return None
+        return _snowflake(str(value) if isinstance(value, int) and not isinstance(value, bool) else value, "id")
+
+    @field_validator("apiBaseUrl")
+    @classmethod
+    def _base_url(cls, value: str) -> str:
+        if not re.match(r"https?://[^\s/]+", value):
+            raise ValueError("must be an http(s) URL, e.g. https://discord.com/api/v10")
+        return value.rstrip("/")
+
+    @model_validator(mode="after")
+    def _needs_keys(self) -> DiscordSettings:
+        if self.token and not self.applicationId:
+            raise ValueError("applicationId is required when token is set (commands are registered under it)")
+        if self.token and not self.publicKey and "publicKey" not in self.model_fields_set:
+            raise ValueError("publicKey is required when token is set (it verifies interactions)")
+        return self
+
+    @cached_property
+    def channels_by_id(self) -> dict[str, DiscordChannelSettings]:
+        out: dict[str, DiscordChannelSettings] = {}
+        for channel in self.channels:
+            out.setdefault(channel.id, channel)
+        return out
+
+
+# --- Matrix -----------------------------------------------------------------------------
+
+MATRIX_USER_ID = re.compile(r"@[a-z0-9._=/+-]+:[A-Za-z0-9.:\[\]-]+")
+MATRIX_ROOM_ID = re.compile(r"![^:\s]+(?::[A-Za-z0-9.:\[\]-]+)?")
+"""`!opaque:server.name`, or (room version 12 on) `!` and the room's hash alone."""
+
+
+class MatrixRoomSettings(_Model):
+    """`[[channels.matrix.rooms]]`: a room granted sessions, with its overrides."""
+
+    id: str
+    sessions: list[str] | None = None
+    """Session globs this room may follow; unset: only its own `follow` list."""
+    follow: list[str] = Field(default_factory=list)
+    notify: list[Notify] | None = None
+    """What pings this room (None: the account's `notify`)."""
+    """Sessions the room follows from the start."""
+    mode: Mode | None = None
+
+    @field_validator("id")
+    @classmethod
+    def _id(cls, value: str) -> str:
+        if not MATRIX_ROOM_ID.fullmatch(value):
+            raise ValueError(f"room id {value!r} must be a room id like !abcdef:example.org or !abcdef, not an alias")
+        return value
+
+
+class MatrixSettings(_Model):
+    homeserver: str | None = None
+    """The homeserver's client-server API base URL, e.g. https://matrix.example.org."""
+    userId: str | None = None
+    """The bot's user id, e.g. @progresscast:example.org."""
+    accessToken: str | None = None
+    """The bot account's access token; `env:NAME` reads it from the environment."""
+    access: Access = Access.allowlist
+    """Which rooms may see cards: `allowlist` (only `rooms`) or `open` (any room)."""
+    keepOnComplete: bool = False
+    notify: list[Notify] = _notify()
+    """What a separate, notifying message is sent for (per room: `rooms[].notify`)."""
+    streaming: StreamingSettings = Field(default_factory=StreamingSettings)
+    rooms: list[MatrixRoomSettings] = Field(default_factory=list)
+    roomInterval: float = Field(1.0, ge=0.05, le=60)
+    """Seconds between two events to one room."""
+    callsPerSecond: float = Field(1.0, gt=0, le=1000)
+    """Events a second the bot sends in all. A homeserver limits each user (Synapse's
+    default: 0.2 a second after a burst of 10) and answers M_LIMIT_EXCEEDED past it, which
+    holds every send back for as long as it says; raise this where the bot is exempt."""
+    leaseSeconds: float = Field(5.0, ge=0.5, le=600)
+    """Time to live of the bot's lease in Redis (one /sync reader and editor per account)."""
+
+    @field_validator("accessToken")
+    @classmethod
+    def _secret(cls, value: str | None) -> str | None:
+        return _from_env(value)
+
+    @field_validator("homeserver")
+    @classmethod
+    def _homeserver(cls, value: str | None) -> str | None:
+        if value is not None and not re.fullmatch(r"https?://[^\s/]+(/[^\s]*)?", value):
+            raise ValueError("must be an http(s) URL, e.g. https://matrix.example.org")
+        return value.rstrip("/") if value else value
+
+    @field_validator("userId")
+    @classmethod
+    def _user(cls, value: str | None) -> str | None:
+        if value is not None and not MATRIX_USER_ID.fullmatch(value):
+            raise ValueError(f"{value!r} must be a Matrix user id, e.g. @progresscast:example.org")
+        return value
+
+    @model_validator(mode="after")
+    def _complete(self) -> MatrixSettings:
+        if self.accessToken and not (self.homeserver and self.userId):
+            raise ValueError("homeserver and userId are required when accessToken is set")
+        return self
+
+    @cached_property
+    def rooms_by_id(self) -> dict[str, MatrixRoomSettings]:
+        out: dict[str, MatrixRoomSettings] = {}
+        for room in self.rooms:
+            out.setdefault(room.id, room)
+        return out
+
+
 class ChannelSettings(_Model):
     telegram: TelegramSettings | None = None
     slack: SlackSettings | None = None
+    discord: DiscordSettings | None = None
+    matrix: MatrixSettings | None = None
 
 
 def telegram_bots(settings: Settings) -> list[TelegramSettings]:
@@ -479,6 +666,8 @@ class A2ASettings(_Model):
     """How often ListTasks is asked for tasks that changed."""
     backoffMaxSeconds: float = Field(30.0, gt=0, le=3600)
     """The longest wait before trying an agent (or a dropped stream) again."""
+    maxClockSkew: float = Field(300.0, ge=0, le=86_400)
+    """Seconds a status timestamp may be ahead of the store's clock; later ones are refused."""
 
 
 class Settings(_Model):

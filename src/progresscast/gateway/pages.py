@@ -10,6 +10,7 @@ HTML it inserts is the fragment the server rendered and sanitized.
 
 from __future__ import annotations
 
+import time
 from dataclasses import dataclass
 from functools import lru_cache
 from typing import Any
@@ -35,6 +36,8 @@ from .state import Gateway, gateway_of, raw_path, raw_query, readable_owner
 
 PAGE_SIZE = 50
 """Sessions per page of the index; a link leads to the next page."""
+HISTORY_SHOWN = 20
+"""History entries on a session page (the newest)."""
 
 # -- templates ----------------------------------------------------------------
 
@@ -80,9 +83,10 @@ class CardShown:
     revision: int | None
     updated_at: str | None
     paused: bool
+    history_html: Markup | None = None
 
     def to_json(self) -> dict[str, Any]:
-        return {
+        out = {
             "sessionKey": self.owner.session_key,
             "agentId": self.owner.agent_id,
             "displayKey": self.owner.display_key,
@@ -91,11 +95,23 @@ class CardShown:
             "paused": self.paused,
             "html": str(self.html),
         }
+        if self.history_html is not None:
+            out["historyHtml"] = str(self.history_html)
+        return out
 
 
-async def show(gw: Gateway, owner: Owner) -> CardShown:
+async def show(gw: Gateway, owner: Owner, *, history: bool = False) -> CardShown:
+    """The card as the page shows it; with `history`, its timeline too (a session page)."""
     view = await gw.store.view(owner)
     card = view.card
+    history_html = None
+    if history:
+        from ..render.history import render_web_history
+
+        entries = await gw.store.history(owner, limit=HISTORY_SHOWN)
+        now_ms = int(time.time() * 1000)
+        # Markup: rendered from plain text by an autoescaping template.
+        history_html = Markup(render_web_history(entries, card, now_ms, templates_dir=gw.settings.templates.dir))
     return CardShown(
         owner=owner,
         # Markup: the fragment comes from the web renderer, which escapes and sanitizes.
@@ -104,6 +120,7 @@ async def show(gw: Gateway, owner: Owner) -> CardShown:
         # Without a card (cleared), when it was cleared — or last changed otherwise.
         updated_at=card.updatedAt if card else await gw.store.last_change(owner),
         paused=view.paused,
+        history_html=history_html,
     )
 
 
@@ -235,7 +252,7 @@ async def session(request: Request) -> Response:
         return page(gw, "error", 403, title="Not allowed", message=message, signed_in=True)
     try:
         known = await gw.store.last_change(owner) is not None or await gw.store.revision(owner) > 0
-        shown = await show(gw, owner) if known else None
+        shown = await show(gw, owner, history=True) if known else None
     except RedisError:
         return _store_unavailable(gw)
     if shown is None:
@@ -250,11 +267,12 @@ async def session(request: Request) -> Response:
 
 
 async def card_fragment(request: Request) -> Response:
-    """`GET /v1/card?sessionKey=…[&agentId=…]`: the rendered card as JSON, for the page."""
+    """`GET /v1/card?sessionKey=…[&agentId=…][&history=1]`: the rendered card as JSON,
+    for the page (with `history=1`, its timeline too)."""
     gw = gateway_of(request)
     try:
         owner = readable_owner(request)
-        shown = await show(gw, owner)
+        shown = await show(gw, owner, history=request.query_params.get("history") == "1")
     except ApiError as exc:
         return exc.response()
     except CardError as exc:
