@@ -19,7 +19,7 @@ from progresscast.card import CardInput
 from progresscast.config import AgentSettings, GatewaySettings, GatewayToken, Settings
 from progresscast.gateway import create_app
 from progresscast.gateway.auth import Tokens
-from progresscast.gateway.rpc import MAX_BODY
+from progresscast.gateway.body import MAX_BODY
 from progresscast.owners import Owner
 from progresscast.store import CardStore, StoreError
 from progresscast.view import RunState
@@ -428,9 +428,9 @@ def padded(size: int) -> bytes:
     return body + b" " * (size - len(body))
 
 
-async def test_a_body_of_64_kib_is_accepted_and_one_byte_more_is_400(client: httpx.AsyncClient, redis: Redis) -> None:
+async def test_a_body_of_64_kib_is_accepted_and_one_byte_more_is_413(client: httpx.AsyncClient, redis: Redis) -> None:
     ok(await post_raw(client, padded(MAX_BODY)))
-    err = error(await post_raw(client, padded(MAX_BODY + 1)), 400, "body_too_large")
+    err = error(await post_raw(client, padded(MAX_BODY + 1)), 413, "body_too_large")
     assert "64 KiB" in err["message"]
     assert await CardStore(redis).revision(Owner("main", "big")) == 1
 
@@ -442,11 +442,11 @@ async def test_an_oversized_chunked_body_is_refused_without_a_content_length(cli
 
     response = await post_raw(client, chunks())
     assert "content-length" not in response.request.headers
-    error(response, 400, "body_too_large")
+    error(response, 413, "body_too_large")
 
 
 async def test_an_oversized_content_length_is_refused_up_front(client: httpx.AsyncClient) -> None:
-    err = error(await post_raw(client, b"{}", **{"Content-Length": str(10 * MAX_BODY)}), 400, "body_too_large")
+    err = error(await post_raw(client, b"{}", **{"Content-Length": str(10 * MAX_BODY)}), 413, "body_too_large")
     assert "65536 bytes" in err["message"]
 
 

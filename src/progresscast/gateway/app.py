@@ -1,4 +1,5 @@
-"""The Starlette app: routes, static files and the security headers on every answer."""
+"""The Starlette app: routes, static files, the security headers on every answer, and
+the one place exceptions become answers (JSON for the API, pages for the pages)."""
 
 from __future__ import annotations
 
@@ -8,15 +9,20 @@ from collections.abc import AsyncIterator, Sequence
 from pathlib import Path
 from typing import Any
 
+from redis.exceptions import RedisError
 from starlette.applications import Starlette
+from starlette.requests import Request
+from starlette.responses import Response
 from starlette.routing import BaseRoute, Mount, Route
 from starlette.staticfiles import StaticFiles
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
+from ..card import CardError
 from ..config import Settings
 from ..store import CardStore
-from . import a2a_push, health, pages, rpc, sse
+from . import a2a_push, errors, health, pages, rpc, sse
 from .auth import Tokens
+from .errors import ApiError
 from .hub import EventHub
 from .state import Gateway
 from .telegram_webhook import TelegramWebhooks
@@ -72,6 +78,47 @@ class SecurityHeaders:
         await self.app(scope, receive, send_with_headers)
 
 
+# -- exceptions → answers -------------------------------------------------------
+# A route raises; these answer. A page's route (pages.answers_with_pages) is answered
+# with a page, every other route with the API's JSON error shape.
+
+
+def _on_page(request: Request) -> bool:
+    return bool(getattr(request.state, "page", False))
+
+
+async def _api_error(request: Request, exc: Exception) -> Response:
+    assert isinstance(exc, ApiError)
+    if _on_page(request):
+        return pages.error_page(request, exc.status, exc.message)
+    return await errors.on_api_error(request, exc)
+
+
+async def _card_error(request: Request, exc: Exception) -> Response:
+    assert isinstance(exc, CardError)
+    if _on_page(request):
+        return pages.error_page(request, errors.from_card_error(exc).status, str(exc))
+    return await errors.on_card_error(request, exc)
+
+
+async def _store_error(request: Request, exc: Exception) -> Response:
+    response = await errors.on_store_error(request, exc)  # logged there, once
+    return pages.error_page(request, 503, "") if _on_page(request) else response
+
+
+async def _page_refusal(request: Request, exc: Exception) -> Response:
+    assert isinstance(exc, pages.PageRefusal)
+    return exc.response
+
+
+EXCEPTION_HANDLERS = {
+    ApiError: _api_error,
+    CardError: _card_error,
+    RedisError: _store_error,
+    pages.PageRefusal: _page_refusal,
+}
+
+
 def create_app(
     settings: Settings,
     redis: Any,
@@ -120,6 +167,7 @@ def create_app(
             *routes,
         ],
         lifespan=lifespan,
+        exception_handlers=EXCEPTION_HANDLERS,
     )
     app.state.gateway = gateway
     app.add_middleware(SecurityHeaders)

@@ -17,7 +17,6 @@ from urllib.parse import parse_qsl, quote, unquote, urlencode
 
 from jinja2 import Environment, StrictUndefined
 from markupsafe import Markup
-from redis.exceptions import RedisError
 from starlette.requests import Request
 from starlette.responses import HTMLResponse, JSONResponse, RedirectResponse, Response
 
@@ -27,12 +26,12 @@ from ..config import RenderSettings
 from ..owners import Owner
 from ..render.templates import loader
 from ..view import View
-from . import errors
 from .auth import COOKIE, READ, Grant, cookie
-from .errors import ApiError
-from .rpc import read_body
+from .body import read_body
 from .state import Gateway, gateway_of, raw_path, raw_query, readable_owner
 
+LOGIN_BODY = 8 * 1024
+"""The login form's body: a token and where to go next."""
 PAGE_SIZE = 50
 """Sessions per page of the index; a link leads to the next page."""
 
@@ -138,12 +137,29 @@ def _safe_next(value: str | None) -> str:
 
 
 class PageRefusal(Exception):
+    """An answer made as a page; raised, and sent by the app's exception handler."""
+
     def __init__(self, response: Response) -> None:
         self.response = response
 
 
+def answers_with_pages(request: Request) -> None:
+    """From here on, errors this request raises are answered as pages, not JSON."""
+    request.state.page = True
+
+
+def error_page(request: Request, status: int, message: str) -> Response:
+    """An ApiError or a store error raised by a page's route, as a page."""
+    gw = gateway_of(request)
+    if status == 503:
+        message = "The card store is not answering; reload to try again."
+        return page(gw, "error", status, title="Store unavailable", message=message, signed_in=True)
+    return page(gw, "error", status, title="Not possible", message=message, signed_in=True)
+
+
 def viewer(request: Request) -> Grant:
     """The grant of the person at the page, or a PageRefusal carrying the answer."""
+    answers_with_pages(request)
     gw = gateway_of(request)
     given = request.query_params.get("token")
     if given is not None:
@@ -186,71 +202,46 @@ async def index(request: Request) -> Response:
     """The sessions the token may see, newest first, PAGE_SIZE at a time. The filter
     runs before the page is cut, so nobody else's sessions can push one off the list."""
     gw = gateway_of(request)
-    try:
-        grant = viewer(request)
-    except PageRefusal as refusal:
-        return refusal.response
+    grant = viewer(request)
     known = gw.settings.agents.known_set
     after = _cursor(request.query_params.get("after"))
     shown: list[CardShown] = []
     more: str | None = None
     last: tuple[int, str] | None = None
-    try:
-        async for display_key, ms in gw.store.owners():
-            if after is not None and (ms, display_key) >= after:
-                continue  # on an earlier page
-            owner = Owner.from_display_key(display_key)
-            # Agents no longer configured cannot be opened; sessions not granted are not listed.
-            if not (owner and owner.agent_id in known and grant.may_touch(owner)):
-                continue
-            if len(shown) == PAGE_SIZE:
-                assert last is not None
-                more = "/?" + urlencode({"after": f"{last[0]}:{last[1]}"})
-                break
-            shown.append(await show(gw, owner))
-            last = (ms, display_key)
-    except RedisError:
-        return _store_unavailable(gw)
+    async for display_key, ms in gw.store.owners():
+        if after is not None and (ms, display_key) >= after:
+            continue  # on an earlier page
+        owner = Owner.from_display_key(display_key)
+        # Agents no longer configured cannot be opened; sessions not granted are not listed.
+        if not (owner and owner.agent_id in known and grant.may_touch(owner)):
+            continue
+        if len(shown) == PAGE_SIZE:
+            assert last is not None
+            more = "/?" + urlencode({"after": f"{last[0]}:{last[1]}"})
+            break
+        shown.append(await show(gw, owner))
+        last = (ms, display_key)
     return page(gw, "index", sessions=shown, more=more, first=after is None, signed_in=True)
-
-
-def _store_unavailable(gw: Gateway) -> Response:
-    message = "The card store is not answering; reload to try again."
-    return page(gw, "error", 503, title="Store unavailable", message=message, signed_in=True)
 
 
 async def session(request: Request) -> Response:
     gw = gateway_of(request)
+    grant = viewer(request)
+    key = raw_path(request).removeprefix(request.scope.get("root_path", "")).removeprefix("/sessions/")
     try:
-        grant = viewer(request)
-        key = raw_path(request).removeprefix(request.scope.get("root_path", "")).removeprefix("/sessions/")
         owner = gw.owner(key, raw_query(request).get("agentId") or None)
-    except PageRefusal as refusal:
-        return refusal.response
     except CardError as exc:
-        return page(gw, "error", 400, title="No such session", message=str(exc), signed_in=True)
+        raise PageRefusal(page(gw, "error", 400, title="No such session", message=str(exc), signed_in=True)) from None
     if not grant.may_touch(owner):
         message = f"This token may not see {owner.display_key}."
-        return page(gw, "error", 403, title="Not allowed", message=message, signed_in=True)
-    try:
-        shown = await show(gw, owner)
-    except RedisError:
-        return _store_unavailable(gw)
-    return page(gw, "session", card=shown, signed_in=True)
+        raise PageRefusal(page(gw, "error", 403, title="Not allowed", message=message, signed_in=True))
+    return page(gw, "session", card=await show(gw, owner), signed_in=True)
 
 
 async def card_fragment(request: Request) -> Response:
     """`GET /v1/card?sessionKey=…[&agentId=…]`: the rendered card as JSON, for the page."""
     gw = gateway_of(request)
-    try:
-        owner = readable_owner(request)
-        shown = await show(gw, owner)
-    except ApiError as exc:
-        return exc.response()
-    except CardError as exc:
-        return errors.from_card_error(exc).response()
-    except RedisError:
-        return ApiError(503, "unavailable", "the card store is not answering; try again").response()
+    shown = await show(gw, readable_owner(request))
     return JSONResponse({"ok": True, "result": shown.to_json()}, headers={"Cache-Control": "no-store"})
 
 
@@ -261,10 +252,8 @@ async def login_form(request: Request) -> Response:
 
 async def login(request: Request) -> Response:
     gw = gateway_of(request)
-    try:
-        body = await read_body(request, limit=8 * 1024)
-    except ApiError as exc:
-        return login_page(gw, request, exc.message, status=400)
+    answers_with_pages(request)
+    body = await read_body(request, limit=LOGIN_BODY)
     form = dict(parse_qsl(body.decode("utf-8", "replace")))
     token = form.get("token", "").strip()
     target = _safe_next(form.get("next"))

@@ -21,11 +21,8 @@ from redis.exceptions import RedisError
 from starlette.requests import Request
 from starlette.responses import Response, StreamingResponse
 
-from ..card import CardError
 from ..events import Event
 from ..owners import Owner
-from . import errors
-from .errors import ApiError
 from .state import Gateway, gateway_of, readable_owner
 
 _ENTRY_ID = re.compile(r"\d{1,20}-\d{1,20}")
@@ -38,12 +35,7 @@ def frame(event: Event) -> str:
 
 async def events(request: Request) -> Response:
     gw = gateway_of(request)
-    try:
-        owner = readable_owner(request)
-    except ApiError as exc:
-        return exc.response()
-    except CardError as exc:
-        return errors.from_card_error(exc).response()
+    owner = readable_owner(request)
     resume = request.headers.get("last-event-id") or request.query_params.get("lastEventId")
     if resume and not _ENTRY_ID.fullmatch(resume):
         resume = None  # an id we never sent: start from now rather than fail the reconnect
