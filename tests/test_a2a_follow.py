@@ -13,13 +13,13 @@ from redis.asyncio import Redis
 
 from a2a_agent import Agent, chunk, gate, status
 from a2a_updates import steps, ts
-from progresscast.a2a.apply import UpdateApplier
-from progresscast.a2a.follow import Follower, Pacing, agent_client
-from progresscast.a2a.mapping import TaskState
-from progresscast.card import Status
-from progresscast.owners import Owner
-from progresscast.store import CardStore
-from progresscast.view import RunState
+from progresscast.agents.a2a.apply import UpdateApplier
+from progresscast.agents.a2a.follow import Follower, Pacing, agent_client
+from progresscast.agents.a2a.mapping import TaskState
+from progresscast.model.card import Status
+from progresscast.model.owners import Owner
+from progresscast.model.view import RunState
+from progresscast.store.cards import CardStore
 
 FAST = Pacing(backoff_initial=0.02, backoff_max=0.1, safety_poll=0.05, list_poll=0.05)
 LONG = "L" * 150

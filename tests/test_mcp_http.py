@@ -20,8 +20,8 @@ import pytest
 from mcp import ClientSession
 from mcp.client.streamable_http import streamable_http_client
 
-from progresscast.owners import Owner
-from progresscast.store import CardStore
+from progresscast.model.owners import Owner
+from progresscast.store.cards import CardStore
 from test_mcp import PLAN, server_env, text_of
 
 # What is checked here happens before any Redis command: one backend is enough.

@@ -9,13 +9,13 @@ import httpx
 import pytest
 from redis.asyncio import Redis
 
-from progresscast.card import CardInput, Status, Step
-from progresscast.config import GatewaySettings, GatewayToken, Settings
+from progresscast.agents.plan_update import replace_plan
+from progresscast.agents.sinks import Gateway, GatewaySink, Snapshot, StoreSink
+from progresscast.config.settings import GatewaySettings, GatewayToken, Settings
 from progresscast.gateway import create_app
-from progresscast.owners import Owner
-from progresscast.plan_update import replace_plan
-from progresscast.sinks import Gateway, GatewaySink, Snapshot, StoreSink
-from progresscast.store import CardStore
+from progresscast.model.card import CardInput, Status, Step
+from progresscast.model.owners import Owner
+from progresscast.store.cards import CardStore
 
 OWNER = Owner("main", "cas-1")
 STEPS = [Step(step="Harness step", status=Status.in_progress)]

@@ -10,12 +10,12 @@ from typing import Any
 from redis.asyncio import Redis
 
 from a2a_updates import artifact, status, steps, ts
-from progresscast.a2a.apply import Source, UpdateApplier
-from progresscast.a2a.mapping import parse_update
-from progresscast.card import CardInput
-from progresscast.owners import Owner
-from progresscast.store import CardStore
-from progresscast.view import RunState
+from progresscast.agents.a2a.apply import Source, UpdateApplier
+from progresscast.agents.a2a.mapping import parse_update
+from progresscast.model.card import CardInput
+from progresscast.model.owners import Owner
+from progresscast.model.view import RunState
+from progresscast.store.cards import CardStore
 
 OWNER = Owner(agent_id="main", session_key="ctx-1")
 

@@ -17,19 +17,19 @@ from typing import Any
 import pytest
 from redis.asyncio import Redis
 
-from progresscast import keys
-from progresscast.card import CardInput
-from progresscast.config import Settings
-from progresscast.owners import Owner
-from progresscast.sharding import layout_of
-from progresscast.store import CardStore
+from progresscast.config.settings import Settings
+from progresscast.model.card import CardInput
+from progresscast.model.owners import Owner
+from progresscast.model.view import RunState
+from progresscast.store import keys
+from progresscast.store.cards import CardStore
+from progresscast.store.sharding import layout_of
 from progresscast.telegram.bot import run_adapter
 from progresscast.telegram.options import AdapterOptions
 from progresscast.telegram.pacing import Pace
 from progresscast.testing import BotAPIEmulator, ShownMessage
 from progresscast.timescale import ENV as TIME_SCALE_ENV
 from progresscast.timescale import time_scale
-from progresscast.view import RunState
 
 pytestmark = pytest.mark.filterwarnings("ignore::telegram.warnings.PTBDeprecationWarning")  # PTB's own RetryAfter
 

@@ -11,11 +11,11 @@ import pytest
 from redis.asyncio import Redis
 from telegram.error import BadRequest, ChatMigrated, EndPointNotFound, Forbidden, NetworkError, RetryAfter, TimedOut
 
-from progresscast import keys
 from progresscast.channels.drafts import DraftState
 from progresscast.channels.outcome import OutcomeKind as K
-from progresscast.config import Mode, TelegramSettings
-from progresscast.owners import Owner
+from progresscast.config.settings import Mode, TelegramSettings
+from progresscast.model.owners import Owner
+from progresscast.store import keys
 from progresscast.telegram.client import classify
 from progresscast.telegram.follows import ChatPrefs, DraftKey, TelegramState, allowed, render_settings
 from progresscast.telegram.pacing import Pace

@@ -19,10 +19,10 @@ from collections.abc import Coroutine
 from pathlib import Path
 from typing import Any
 
-from .config import ConfigError, Settings
-from .connections import Role, connect
-from .embedded import EmbeddedRedisError, embedded_home, ensure_embedded, is_running
+from .config.settings import ConfigError, Settings
 from .stopping import still_wanted
+from .store.connections import Role, connect
+from .store.embedded import EmbeddedRedisError, embedded_home, ensure_embedded, is_running
 
 log = logging.getLogger("progresscast")
 
@@ -88,7 +88,7 @@ async def serve(settings: Settings, url: str) -> None:
     else:
         log.info("no channels.telegram.token: the Telegram adapter is off")
     if settings.a2a.agents:
-        from .a2a.watch import follow_agents
+        from .agents.a2a.watch import follow_agents
 
         jobs.append(follow_agents(settings, redis))
     home = embedded_home(url)

@@ -32,11 +32,11 @@ from dataclasses import dataclass, field, replace
 from redis.asyncio import Redis
 
 from ..backoff import Backoff
-from ..events import EventGroup, coalesce
+from ..model.view import View
 from ..render.payload import Payload
 from ..stopping import still_wanted
-from ..store import CardStore
-from ..view import View
+from ..store.cards import CardStore
+from ..store.events import EventGroup, coalesce
 from .channel import Channel
 from .drafts import (
     Call,

@@ -18,8 +18,8 @@ from __future__ import annotations
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 
-from ..a2a.apply import Source, UpdateApplier
-from ..a2a.mapping import parse_update
+from ..agents.a2a.apply import Source, UpdateApplier
+from ..agents.a2a.mapping import parse_update
 from . import errors
 from .auth import WRITE, bearer
 from .body import MAX_BODY, parse_json, read_body

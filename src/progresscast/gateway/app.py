@@ -17,9 +17,9 @@ from starlette.routing import BaseRoute, Mount, Route
 from starlette.staticfiles import StaticFiles
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
-from ..card import CardError
-from ..config import Settings
-from ..store import CardStore
+from ..config.settings import Settings
+from ..model.card import CardError
+from ..store.cards import CardStore
 from . import a2a_push, errors, health, pages, rpc, sse
 from .auth import Tokens
 from .errors import ApiError

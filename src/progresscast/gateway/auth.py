@@ -21,8 +21,8 @@ from fnmatch import fnmatchcase
 
 from starlette.requests import HTTPConnection
 
-from ..config import MIN_TOKEN_CHARS, READ_SCOPE, WRITE_SCOPE, ConfigError, GatewayToken, Settings
-from ..owners import Owner
+from ..config.settings import MIN_TOKEN_CHARS, READ_SCOPE, WRITE_SCOPE, ConfigError, GatewayToken, Settings
+from ..model.owners import Owner
 
 READ = READ_SCOPE
 WRITE = WRITE_SCOPE

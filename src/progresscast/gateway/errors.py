@@ -14,8 +14,8 @@ from redis.exceptions import RedisError
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 
-from ..card import CardError, has_lone_surrogate
-from ..store import StoreError
+from ..model.card import CardError, has_lone_surrogate
+from ..store.cards import StoreError
 
 log = logging.getLogger("progresscast.gateway")
 

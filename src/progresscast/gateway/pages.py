@@ -21,11 +21,11 @@ from starlette.requests import Request
 from starlette.responses import HTMLResponse, JSONResponse, RedirectResponse, Response
 
 from .. import metrics
-from ..card import CardError
-from ..config import RenderSettings
-from ..owners import Owner
+from ..config.settings import RenderSettings
+from ..model.card import CardError
+from ..model.owners import Owner
+from ..model.view import View
 from ..render.templates import loader
-from ..view import View
 from .auth import COOKIE, READ, Grant, cookie
 from .body import read_body
 from .state import Gateway, gateway_of, raw_path, raw_query, readable_owner

@@ -19,8 +19,8 @@ from typing import Any
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 
-from ..activity import MAX_TOOL_LINES
-from ..card import (
+from ..model.activity import MAX_TOOL_LINES
+from ..model.card import (
     MAX_MARKDOWN_BYTES,
     MAX_NOTE_CHARS,
     MAX_STEP_BYTES,
@@ -29,8 +29,8 @@ from ..card import (
     CardInput,
     reject_lone_surrogates,
 )
-from ..owners import Owner
-from ..view import TERMINAL, RunState
+from ..model.owners import Owner
+from ..model.view import TERMINAL, RunState
 from . import errors
 from .auth import READ, WRITE, Grant, bearer
 from .body import MAX_BODY, parse_json, read_body

@@ -21,8 +21,8 @@ from redis.exceptions import RedisError
 from starlette.requests import Request
 from starlette.responses import Response, StreamingResponse
 
-from ..events import Event
-from ..owners import Owner
+from ..model.owners import Owner
+from ..store.events import Event
 from .state import Gateway, gateway_of, readable_owner
 
 _ENTRY_ID = re.compile(r"\d{1,20}-\d{1,20}")

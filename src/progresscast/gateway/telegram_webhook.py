@@ -17,7 +17,7 @@ import hmac
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 
-from ..config import Settings, TelegramWebhookSettings, telegram_bots
+from ..config.settings import Settings, TelegramWebhookSettings, telegram_bots
 from ..telegram.webhook import UpdateInbox, bot_of_path
 from .body import parse_json, read_body
 from .errors import ApiError

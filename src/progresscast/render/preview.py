@@ -5,11 +5,11 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from ..activity import Activity
-from ..card import Card, CardError, CardInput
-from ..config import RenderSettings
-from ..owners import Owner
-from ..view import View
+from ..config.settings import RenderSettings
+from ..model.activity import Activity
+from ..model.card import Card, CardError, CardInput
+from ..model.owners import Owner
+from ..model.view import View
 from .slack import render_slack
 from .telegram import render_telegram
 from .text import render_text
