@@ -40,10 +40,11 @@ PLAN = [
 ]
 
 
-def gateway_settings() -> Settings:
+def gateway_settings(**gateway: object) -> Settings:
     return Settings(
         agents=AgentSettings(default="main", known=["main", "research"]),
         gateway=GatewaySettings(
+            **gateway,
             listen="127.0.0.1:0",
             tokens=[GatewayToken(token=t, scopes=s, sessions=p) for t, (s, p) in TOKENS.items()]
             + [GatewayToken(token="env:PROGRESSCAST_TEST_UNSET_TOKEN", scopes=RW)],
@@ -446,8 +447,11 @@ async def test_an_oversized_chunked_body_is_refused_without_a_content_length(cli
 
 
 async def test_an_oversized_content_length_is_refused_up_front(client: httpx.AsyncClient) -> None:
-    err = error(await post_raw(client, b"{}", **{"Content-Length": str(10 * MAX_BODY)}), 413, "body_too_large")
+    err = error(await post_raw(client, b"{}", **{"Content-Length": str(2 * MAX_BODY)}), 413, "body_too_large")
     assert "65536 bytes" in err["message"]
+    # Past the largest body any route takes, the app refuses it before the route runs.
+    err = error(await post_raw(client, b"{}", **{"Content-Length": str(10 * MAX_BODY)}), 413, "body_too_large")
+    assert "262144 bytes" in err["message"]
 
 
 async def test_an_unauthenticated_caller_learns_nothing_about_its_body(client: httpx.AsyncClient) -> None:

@@ -6,6 +6,7 @@ Secrets may be written as "env:NAME" and are read from the environment at load.
 from __future__ import annotations
 
 import difflib
+import ipaddress
 import os
 import re
 import tomllib
@@ -122,6 +123,17 @@ class GatewaySettings(_Model):
     @classmethod
     def _metrics_token(cls, value: str | None) -> str | None:
         return _from_env(value)
+
+    @field_validator("trustedProxies")
+    @classmethod
+    def _trusted(cls, value: list[str] | None) -> list[str] | None:
+        for entry in value or []:
+            if entry != "*":
+                try:
+                    ipaddress.ip_network(entry, strict=False)
+                except ValueError:
+                    raise ValueError(f"{entry!r} must be an IP address, a network (10.0.0.0/8) or *") from None
+        return value
 
     @field_validator("publicUrl")
     @classmethod

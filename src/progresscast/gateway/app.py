@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import contextlib
 import logging
+import os
 from collections.abc import AsyncIterator, Sequence
 from pathlib import Path
 from typing import Any
@@ -16,18 +17,23 @@ from starlette.responses import Response
 from starlette.routing import BaseRoute, Mount, Route
 from starlette.staticfiles import StaticFiles
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
+from uvicorn.middleware.proxy_headers import ProxyHeadersMiddleware
 
 from ..config.settings import Settings
 from ..model.card import CardError
 from ..store.cards import CardStore
 from . import a2a_push, errors, health, pages, rpc, sse
 from .auth import Tokens
+from .body import DeclaredLimit
 from .errors import ApiError
 from .hub import EventHub
-from .state import Gateway
-from .telegram_webhook import TelegramWebhooks
+from .state import Gateway, StreamSlots
+from .telegram_webhook import MAX_UPDATE_BYTES, TelegramWebhooks
 
 log = logging.getLogger("progresscast.gateway")
+
+MAX_ANY_BODY = MAX_UPDATE_BYTES
+"""The largest body any route takes (a Telegram update); each route has its own limit."""
 
 STATIC = Path(__file__).resolve().parent.parent / "static"
 
@@ -139,6 +145,7 @@ def create_app(
         tokens=Tokens.from_settings(settings),
         hub=hub,
         heartbeat=heartbeat,
+        streams=StreamSlots(settings.gateway.maxStreamsPerToken),
     )
     if not gateway.tokens:
         log.warning("no [[gateway.tokens]] with a token: every request will be refused (401)")
@@ -170,5 +177,14 @@ def create_app(
         exception_handlers=EXCEPTION_HANDLERS,
     )
     app.state.gateway = gateway
+    app.state.probes = health.Probes(redis, settings)
+    # Added innermost first: the proxy's headers are read before anything else, and the
+    # body limit's refusals carry the security headers.
+    app.add_middleware(DeclaredLimit, limit=MAX_ANY_BODY)
     app.add_middleware(SecurityHeaders)
+    trusted = settings.gateway.trustedProxies
+    app.add_middleware(
+        ProxyHeadersMiddleware,
+        trusted_hosts=trusted if trusted is not None else os.environ.get("FORWARDED_ALLOW_IPS", "127.0.0.1,::1"),
+    )
     return app

@@ -34,6 +34,8 @@ LOGIN_BODY = 8 * 1024
 """The login form's body: a token and where to go next."""
 PAGE_SIZE = 50
 """Sessions per page of the index; a link leads to the next page."""
+INDEX_SCAN = 2000
+"""Index entries one request of the index page reads at most."""
 
 # -- templates ----------------------------------------------------------------
 
@@ -109,7 +111,9 @@ async def show(gw: Gateway, owner: Owner) -> CardShown:
 
 
 def _secure(request: Request) -> bool:
-    return request.url.scheme == "https"
+    """https as the request arrived (a trusted proxy's `X-Forwarded-Proto` included), or
+    the public address people open is https (a proxy this process cannot see)."""
+    return request.url.scheme == "https" or gateway_of(request).settings.gateway.public_https
 
 
 def _with_cookie(response: Response, request: Request, token: str) -> Response:
@@ -192,6 +196,10 @@ def login_page(
 # -- routes -------------------------------------------------------------------
 
 
+def _next_page(after: tuple[int, str]) -> str:
+    return "/?" + urlencode({"after": f"{after[0]}:{after[1]}"})
+
+
 def _cursor(value: str | None) -> tuple[int, str] | None:
     """`?after=<ms>:<displayKey>`: the last session of the previous page."""
     ms, _, key = (value or "").partition(":")
@@ -200,7 +208,10 @@ def _cursor(value: str | None) -> tuple[int, str] | None:
 
 async def index(request: Request) -> Response:
     """The sessions the token may see, newest first, PAGE_SIZE at a time. The filter
-    runs before the page is cut, so nobody else's sessions can push one off the list."""
+    runs before the page is cut, so nobody else's sessions can push one off the list;
+    one request reads at most INDEX_SCAN entries of the index from where the last page
+    stopped (a link leads on), so a token that may see few of many sessions never makes
+    one request read the whole index."""
     gw = gateway_of(request)
     grant = viewer(request)
     known = gw.settings.agents.known_set
@@ -208,19 +219,21 @@ async def index(request: Request) -> Response:
     shown: list[CardShown] = []
     more: str | None = None
     last: tuple[int, str] | None = None
-    async for display_key, ms in gw.store.owners():
-        if after is not None and (ms, display_key) >= after:
-            continue  # on an earlier page
+    scanned = 0
+    async for display_key, ms in gw.store.owners(after=after):
         owner = Owner.from_display_key(display_key)
         # Agents no longer configured cannot be opened; sessions not granted are not listed.
-        if not (owner and owner.agent_id in known and grant.may_touch(owner)):
-            continue
-        if len(shown) == PAGE_SIZE:
-            assert last is not None
-            more = "/?" + urlencode({"after": f"{last[0]}:{last[1]}"})
+        if owner and owner.agent_id in known and grant.may_touch(owner):
+            if len(shown) == PAGE_SIZE:
+                assert last is not None
+                more = _next_page(last)
+                break
+            shown.append(await show(gw, owner))
+            last = (ms, display_key)
+        scanned += 1
+        if scanned >= INDEX_SCAN:
+            more = _next_page((ms, display_key))
             break
-        shown.append(await show(gw, owner))
-        last = (ms, display_key)
     return page(gw, "index", sessions=shown, more=more, first=after is None, signed_in=True)
 
 
