@@ -105,7 +105,7 @@ class BearerGate:
 def refusal(exc: ApiError) -> Response:
     """A refusal as a JSON-RPC error (the status kept): MCP clients show its message."""
     body = {"jsonrpc": "2.0", "id": None, "error": {"code": INVALID_REQUEST, "message": exc.message}}
-    kept = {k: v for k, v in exc.response().headers.items() if k in ("www-authenticate", "connection")}
+    kept = {k: v for k, v in exc.response().headers.items() if k == "www-authenticate"}
     return JSONResponse(body, status_code=exc.status, headers=kept)
 
 

@@ -5,8 +5,10 @@ Every route that reads a body reads it here, on every server the project runs (t
 gateway's RPC, A2A push, Telegram webhook, login and Slack routes; the MCP server over
 HTTP). A body over its limit is refused with 413 as soon as it is known to be over —
 from its `Content-Length`, or after `limit + 1` bytes of a chunked one — so a client
-cannot make the process hold more than the limit, whatever it sends. The refusal
-closes the connection: the rest of the body is never read.
+cannot make the process hold more than the limit, whatever it sends. What the client
+sends after the refusal is dropped by the server as it arrives (uvicorn discards the
+body of an answered request), never kept. (Closing the connection instead would make
+the kernel reset it while unread bytes wait, and a client sending would lose the 413.)
 """
 
 from __future__ import annotations
@@ -31,11 +33,7 @@ def _size(limit: int) -> str:
 
 
 def too_large(limit: int) -> ApiError:
-    # `Connection: close`: the server answers at once and reads no more of the body.
-    return ApiError(
-        413, "body_too_large", f"the request body is over {_size(limit)} ({limit} bytes)",
-        headers={"Connection": "close"},
-    )  # fmt: skip
+    return ApiError(413, "body_too_large", f"the request body is over {_size(limit)} ({limit} bytes)")
 
 
 async def read_body(request: Request, limit: int = MAX_BODY) -> bytes:
