@@ -1,8 +1,9 @@
-"""`progresscast serve`: the gateway and web page, plus the Telegram and Slack adapters
+"""`progresscast serve`: the gateway and web page, plus the Telegram, Slack and Discord adapters
 when their tokens are configured (for each bot, in the one process holding its lease;
 the others stand by) and the A2A followers of `[[a2a.agents]]`, in one
 process on one event loop. Slack's slash commands are routes of the gateway
-(`/slack/commands`, `/slack/events`), and so is a Telegram webhook (`/telegram/…`).
+(`/slack/commands`, `/slack/events`), and so are Discord's interactions
+(`/discord/interactions`) and a Telegram webhook (`/telegram/…`).
 
 Start-up mistakes (an unset `env:` secret, a port in use, a refused bot token) are a
 ConfigError: one line, exit status 2. SIGTERM (systemd, `docker stop`) shuts down the
@@ -72,6 +73,15 @@ async def serve(settings: Settings, url: str) -> None:
         jobs.append(adapter.run())
     else:
         log.info("no channels.slack.token: the Slack adapter is off")
+    discord = settings.channels.discord
+    if discord and discord.token:
+        from .discord.adapter import DiscordAdapter
+
+        discord_adapter = DiscordAdapter(settings, redis)
+        routes = [*routes, *discord_adapter.routes()]  # the interactions arrive at the gateway
+        jobs.append(discord_adapter.run())
+    else:
+        log.info("no channels.discord.token: the Discord adapter is off")
     jobs.append(run_gateway(settings, redis, readers=readers, sock=sock, routes=routes))
     from .telegram.standby import bots, run_bots
 

@@ -122,6 +122,10 @@ def main(argv: list[str] | None = None) -> None:
             from ..demo import run_demo
 
             asyncio.run(run_demo(args, settings))
+        elif args.command == "discord":
+            from .discord import discord_command
+
+            discord_command(args, settings)
         elif args.command == "emulator":
             from .emulator import run_emulator
 

@@ -65,7 +65,7 @@ def add_commands(commands: Any, common: argparse.ArgumentParser) -> None:
         "card_file", metavar="CARD.json", help="a card (as `card get` prints) or a write's input; - for stdin"
     )
     render.add_argument(
-        "--channel", choices=["telegram", "slack", "text", "web"], help="the channel to preview (required)"
+        "--channel", choices=["telegram", "slack", "discord", "text", "web"], help="the channel to preview (required)"
     )
     render.add_argument(
         "--format", choices=["text", "json"], default=None,
@@ -89,8 +89,9 @@ def add_commands(commands: Any, common: argparse.ArgumentParser) -> None:
     add_a2a_commands(commands, common, Parser)
 
     serve = commands.add_parser(
-        "serve", help="gateway, web page, Telegram adapter, workers", parents=[common],
-        description="Run the HTTP gateway and web page, and the Telegram adapter when a bot token is configured. "
+        "serve", help="gateway, web page, Telegram/Slack/Discord adapters, workers", parents=[common],
+        description="Run the HTTP gateway and web page, and each chat adapter (Telegram, Slack, Discord) whose "
+        "token is configured. "
         "Ctrl-C or SIGTERM stops it.",
         epilog=example(
             "PROGRESSCAST_TOKEN=$(openssl rand -hex 16) progresscast serve --config config/progresscast.toml"
@@ -135,6 +136,40 @@ def add_commands(commands: Any, common: argparse.ArgumentParser) -> None:
     telegram.add_argument(
         "--fault-seed", type=int, default=0, metavar="N", help="seed of the random faults (default: 0)"
     )
+
+    discord = emulators.add_parser(
+        "discord", help="the Discord REST emulator; type slash commands on stdin", parents=[common],
+        description="The Discord emulator the tests use, on its own: point channels.discord.apiBaseUrl at it, "
+        "run `progresscast serve` and `progresscast discord register`, then type /progresscast commands as a "
+        "member of one channel and see what the channel shows.",
+        epilog=example(
+            "progresscast emulator discord --port 8082 --interactions http://127.0.0.1:8787/discord/interactions"
+        ),
+    )
+    discord.add_argument("--port", type=int, default=0, metavar="N", help="port to listen on (default: a free one)")
+    discord.add_argument(
+        "--interactions", metavar="URL", default="http://127.0.0.1:8787/discord/interactions",
+        help="where interactions are sent (the gateway's /discord/interactions; default: the default gateway's)",
+    )
+    discord.add_argument(
+        "--channel", default="200000000000000001", metavar="ID",
+        help="the channel you type in (default: 200000000000000001)",
+    )
+
+    discord_commands = commands.add_parser(
+        "discord", help="Discord: register the /progresscast command", parents=[common],
+        epilog=example("progresscast discord register --guild 123456789012345678"),
+    )
+    discord_sub = discord_commands.add_subparsers(
+        dest="discord", required=True, parser_class=Parser, metavar="COMMAND"
+    )
+    register = discord_sub.add_parser(
+        "register", help="put the /progresscast slash command (global, or in one server)", parents=[common],
+        description="Register (or replace) the /progresscast command with channels.discord.token and applicationId. "
+        "Global commands reach every server the bot is in; --guild shows it in one server at once.",
+        epilog=example("progresscast discord register --config progresscast.toml --guild 123456789012345678"),
+    )
+    register.add_argument("--guild", metavar="ID", help="a server (guild) id: register there only, at once")
 
     demo = commands.add_parser(
         "demo", help="play the bundled example on the embedded store", parents=[common],

@@ -461,9 +461,108 @@ class SlackSettings(_Model):
         return self
 
 
+# --- Discord ----------------------------------------------------------------------------
+
+SNOWFLAKE = re.compile(r"[0-9]{15,21}")
+"""Discord ids (channels, threads, applications, guilds): 15-21 digits."""
+PUBLIC_KEY = re.compile(r"[0-9a-fA-F]{64}")
+"""An application's Ed25519 public key, as the developer portal shows it: 64 hex digits."""
+
+
+class Access(StrEnum):
+    """Who may follow what (docs/discord.md): only configured destinations, or anyone."""
+
+    allowlist = "allowlist"
+    open = "open"
+
+
+def _snowflake(value: str, what: str) -> str:
+    if not SNOWFLAKE.fullmatch(value):
+        raise ValueError(f"{what} {value!r} must be a Discord id: 15-21 digits, e.g. 1234567890123456789")
+    return value
+
+
+class DiscordChannelSettings(_Model):
+    """A channel or thread: what it may follow (`sessions`), follows at start-up, looks."""
+
+    id: str
+    sessions: list[str] | None = None
+    """Session globs this destination may follow; unset: only its `follow` list."""
+    follow: list[str] = Field(default_factory=list)
+    mode: Mode | None = None
+    richMessages: bool | None = None
+
+    @field_validator("id", mode="before")
+    @classmethod
+    def _id(cls, value: Any) -> str:
+        # TOML readers write ids as numbers as often as strings.
+        return _snowflake(str(value) if isinstance(value, int) and not isinstance(value, bool) else value, "id")
+
+
+class DiscordSettings(_Model):
+    token: str | None = None
+    """The bot token; without it `serve` does not run the Discord adapter."""
+    applicationId: str | None = None
+    """The application's id (the developer portal's General Information); required with a token."""
+    publicKey: str | None = None
+    """The application's public key (hex): verifies that interactions come from Discord."""
+    apiBaseUrl: str = "https://discord.com/api/v10"
+    """Discord's REST API, or a test emulator."""
+    access: Access = Access.allowlist
+    """`allowlist`: only `[[channels.discord.channels]]`; `open`: any channel, any session."""
+    richMessages: bool = True
+    """Components V2 drafts (a container with the checklist); false: plain messages."""
+    keepOnComplete: bool = False
+    streaming: StreamingSettings = Field(default_factory=StreamingSettings)
+    channels: list[DiscordChannelSettings] = Field(default_factory=list)
+
+    @field_validator("token")
+    @classmethod
+    def _token(cls, value: str | None) -> str | None:
+        return _from_env(value)
+
+    @field_validator("publicKey")
+    @classmethod
+    def _public_key(cls, value: str | None) -> str | None:
+        resolved = _from_env(value)
+        if resolved is not None and not PUBLIC_KEY.fullmatch(resolved):
+            raise ValueError("must be the application's public key: 64 hex digits")
+        return resolved
+
+    @field_validator("applicationId", mode="before")
+    @classmethod
+    def _application(cls, value: Any) -> str | None:
+        if value is None:
+            return None
+        return _snowflake(str(value) if isinstance(value, int) and not isinstance(value, bool) else value, "id")
+
+    @field_validator("apiBaseUrl")
+    @classmethod
+    def _base_url(cls, value: str) -> str:
+        if not re.match(r"https?://[^\s/]+", value):
+            raise ValueError("must be an http(s) URL, e.g. https://discord.com/api/v10")
+        return value.rstrip("/")
+
+    @model_validator(mode="after")
+    def _needs_keys(self) -> DiscordSettings:
+        if self.token and not self.applicationId:
+            raise ValueError("applicationId is required when token is set (commands are registered under it)")
+        if self.token and not self.publicKey and "publicKey" not in self.model_fields_set:
+            raise ValueError("publicKey is required when token is set (it verifies interactions)")
+        return self
+
+    @cached_property
+    def channels_by_id(self) -> dict[str, DiscordChannelSettings]:
+        out: dict[str, DiscordChannelSettings] = {}
+        for channel in self.channels:
+            out.setdefault(channel.id, channel)
+        return out
+
+
 class ChannelSettings(_Model):
     telegram: TelegramSettings | None = None
     slack: SlackSettings | None = None
+    discord: DiscordSettings | None = None
 
 
 def telegram_bots(settings: Settings) -> list[TelegramSettings]:
