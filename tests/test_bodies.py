@@ -1,6 +1,6 @@
 """Every body bounded, as an attacker tries it: 200 MB streamed at every route of every
 server the project runs — `progresscast serve` (the gateway's RPC, A2A push, Telegram
-webhook, login, logout, health, and Slack's commands and events) and
+webhook, login, logout, health, Slack's commands and events, Discord's interactions) and
 `progresscast mcp --http` — each in its own process, on a real Redis.
 
 Each route answers 413 (or refuses the caller first, without reading) as soon as the
@@ -26,7 +26,7 @@ from pathlib import Path
 import httpx
 import pytest
 
-from progresscast.testing import SlackAPIEmulator
+from progresscast.testing import DiscordAPIEmulator, SlackAPIEmulator
 
 pytestmark = [
     pytest.mark.skipif(not Path("/proc/self/status").exists(), reason="reads a process's peak memory from /proc"),
@@ -131,7 +131,9 @@ async def process(tmp_path: Path, port: int, *args: str) -> AsyncIterator[int]:
         await asyncio.wait_for(proc.wait(), 30)
 
 
-def write_config(tmp_path: Path, redis_url: str, port: int, slack: SlackAPIEmulator) -> Path:
+def write_config(
+    tmp_path: Path, redis_url: str, port: int, slack: SlackAPIEmulator, discord: DiscordAPIEmulator
+) -> Path:
     config = tmp_path / "serve.toml"
     config.write_text(
         f"[store]\nurl = {json.dumps(redis_url)}\n\n"
@@ -139,7 +141,9 @@ def write_config(tmp_path: Path, redis_url: str, port: int, slack: SlackAPIEmula
         f'[[gateway.tokens]]\ntoken = "{TOKEN}"\nscopes = ["operator.read", "operator.write"]\n\n'
         f'[channels.telegram.webhook]\nurl = "http://127.0.0.1:{port}/telegram/hook-1"\nsecretToken = "{SECRET}"\n\n'
         f"[channels.slack]\ntoken = {json.dumps(slack.token)}\nsigningSecret = {json.dumps(slack.signing_secret)}\n"
-        f"apiBaseUrl = {json.dumps(slack.base_url)}\n"
+        f"apiBaseUrl = {json.dumps(slack.base_url)}\n\n"
+        f"[channels.discord]\ntoken = {json.dumps(discord.token)}\napplicationId = {json.dumps(discord.application_id)}\n"
+        f"publicKey = {json.dumps(discord.public_key)}\napiBaseUrl = {json.dumps(discord.base_url)}\n"
     )
     return config
 
@@ -159,8 +163,8 @@ async def check_routes(pid: int, port: int, routes: list[tuple[str, dict[str, st
 
 async def test_serve_bounds_every_body_on_every_route(redis_url: str, tmp_path: Path) -> None:
     port = free_port()
-    async with SlackAPIEmulator() as slack:
-        config = write_config(tmp_path, redis_url, port, slack)
+    async with SlackAPIEmulator() as slack, DiscordAPIEmulator() as discord:
+        config = write_config(tmp_path, redis_url, port, slack, discord)
         async with process(tmp_path, port, "serve", "--config", str(config)) as pid:
             base = f"http://127.0.0.1:{port}"
             async with httpx.AsyncClient(base_url=base, timeout=10) as http:
@@ -174,6 +178,7 @@ async def test_serve_bounds_every_body_on_every_route(redis_url: str, tmp_path: 
                 assert hook.status_code == 503  # no adapter runs the bot: nothing to hand it to
                 assert (await http.post("/slack/commands", content=b"text=help", headers=FORM)).status_code == 401
                 assert (await http.post("/slack/events", json={}, headers=JSON)).status_code == 401
+                assert (await http.post("/discord/interactions", json={}, headers=JSON)).status_code == 401
                 assert (await http.post("/login", content=b"token=x", headers=FORM)).status_code == 401
                 assert (await http.post("/logout")).status_code == 303
                 assert (await http.get("/healthz")).status_code == 200
@@ -188,6 +193,7 @@ async def test_serve_bounds_every_body_on_every_route(redis_url: str, tmp_path: 
                 ("/telegram/hook-1", JSON, {403, 413}),
                 ("/slack/commands", FORM, {413}),  # the signature covers the body: bounded first
                 ("/slack/events", JSON, {413}),
+                ("/discord/interactions", JSON, {413}),  # signed too: bounded first
                 ("/login", FORM, {413}),
                 ("/logout", FORM, {303, 413}),  # takes no body: 413 when declared, else never read
             ])  # fmt: skip

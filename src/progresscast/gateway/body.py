@@ -2,8 +2,8 @@
 signature check, a JSON parser, the MCP SDK) looks at it.
 
 Every route that reads a body reads it here, on every server the project runs (the
-gateway's RPC, A2A push, Telegram webhook, login and Slack routes; the MCP server over
-HTTP). A body over its limit is refused with 413 as soon as it is known to be over —
+gateway's RPC, A2A push, Telegram webhook, login, Slack and Discord routes; the MCP
+server over HTTP). A body over its limit is refused with 413 as soon as it is known to be over —
 from its `Content-Length`, or after `limit + 1` bytes of a chunked one — so a client
 cannot make the process hold more than the limit, whatever it sends. What the client
 sends after the refusal is dropped by the server as it arrives (uvicorn discards the
