@@ -15,6 +15,7 @@ import io
 import os
 import re
 import sys
+import time
 from pathlib import Path
 from typing import Any, cast
 
@@ -37,7 +38,6 @@ from ..model.card import (
 from ..model.owners import Owner, resolve_owner
 from .harness_plan import CODEX_PLAN, MAX_HARNESS_STEPS, MAX_LABEL_CHARS, PROGRESS_V1, PlanShapeError, map_plan
 from .mcp_input import REFUSED_META_KEY, GuardedLines
-from .plan_update import replace_plan
 from .sinks import CardSink, Gateway, GatewaySink, SinkError, StoreSink
 
 TOOL_NAMES = ("progress_card", "update_plan")
@@ -192,24 +192,25 @@ class AgentTools:
         """`refused_field`: the argument the transport found a lone surrogate in (mcp_input)."""
         if name not in self.offered:
             return _failed(f"unknown tool '{name}'; this server offers {', '.join(self.offered)}")
+        arrived = time.monotonic()  # a reset that lands from here on refuses the write
         try:
             if refused_field is not None:
                 raise CardError(refused_field, SURROGATE_RULE)
             reject_lone_surrogates(arguments or {})
             if name == "progress_card":
-                return await self.progress_card(arguments or {})
-            return await self.update_plan(arguments or {})
+                return await self.progress_card(arguments or {}, arrived)
+            return await self.update_plan(arguments or {}, arrived)
         except CardError as exc:
             whole = "card" if name == "progress_card" else "plan"
             return _failed(f"{exc}. Nothing was stored; fix it and send the whole {whole} again.")
         except SinkError as exc:
             return _failed(f"Nothing was stored: {exc}")
 
-    async def progress_card(self, arguments: dict[str, Any]) -> types.CallToolResult:
-        result = await self.sink.put(CardInput.parse(arguments))
+    async def progress_card(self, arguments: dict[str, Any], arrived: float | None = None) -> types.CallToolResult:
+        result = await self.sink.put(CardInput.parse(arguments), arrived=arrived)
         return _answered(result.receipt, result)
 
-    async def update_plan(self, arguments: dict[str, Any]) -> types.CallToolResult:
+    async def update_plan(self, arguments: dict[str, Any], arrived: float | None = None) -> types.CallToolResult:
         for name in arguments:
             if name not in UPDATE_PLAN_SCHEMA["properties"]:
                 raise PlanShapeError(name, "is not a known field")
@@ -224,7 +225,7 @@ class AgentTools:
             mapped = map_plan(arguments["plan"], CODEX_PLAN, field="plan")
         else:
             raise PlanShapeError("steps", "is required (or plan, in Codex's shape)")
-        result = await replace_plan(self.sink, mapped.steps)
+        result = await self.sink.put_plan(mapped.steps, arrived=arrived)
         if explanation is not None:
             try:
                 await self.sink.activity(headline=explanation)

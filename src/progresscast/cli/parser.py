@@ -20,6 +20,18 @@ def _fraction(raw: str) -> float:
 _fraction.__name__ = "share from 0 to 1"  # what argparse names in "invalid … value"
 
 
+def _history_limit(raw: str) -> int:
+    from ..model.history import MAX_LIMIT
+
+    value = int(raw)
+    if not 1 <= value <= MAX_LIMIT:
+        raise ValueError(raw)
+    return value
+
+
+_history_limit.__name__ = "number from 1 to 200"  # (history.MAX_LIMIT; a test checks)
+
+
 def full_parser() -> argparse.ArgumentParser:
     parser, common, commands = program()
     add_commands(commands, common)
@@ -29,6 +41,8 @@ def full_parser() -> argparse.ArgumentParser:
 def add_commands(commands: Any, common: argparse.ArgumentParser) -> None:
     """Every command, in the order `--help` lists them."""
     from ..config.settings import Mode
+    from ..model.history import DEFAULT_LIMIT as HISTORY_DEFAULT
+    from ..model.history import MAX_LIMIT as HISTORY_MAX
 
     card = commands.add_parser(
         "card", help="read and write progress cards", parents=[common],
@@ -42,6 +56,8 @@ def add_commands(commands: Any, common: argparse.ArgumentParser) -> None:
         ("clear", "clear the card", "progresscast card clear --session ticket-4821"),
         ("reset", "clear the card at a boundary: writes admitted before it are refused",
          "progresscast card reset --session ticket-4821"),
+        ("history", "print what each write changed, newest first",
+         "progresscast card history --session ticket-4821 --limit 20 --format text"),
     ]:
         sub = card_commands.add_parser(name, help=text, description=text, parents=[common], epilog=example(sample))
         # Checked after parsing, so that a misspelt option is named as such first.
@@ -51,6 +67,16 @@ def add_commands(commands: Any, common: argparse.ArgumentParser) -> None:
             sub.add_argument(
                 "--expected-revision", type=int, metavar="N",
                 help="write only if the card's revision is still N (compare-and-set)",
+            )
+        if name == "history":
+            sub.add_argument(
+                "--limit", type=_history_limit, default=None, metavar="N",
+                help=f"at most N entries (1 to {HISTORY_MAX}; default {HISTORY_DEFAULT})",
+            )
+            sub.add_argument(
+                "--format", choices=["text", "json"], default=None,
+                help="text: one line per entry in local time; json: a list of the entries "
+                "(default: text at a terminal, else json)",
             )
 
     render = commands.add_parser(

@@ -597,6 +597,8 @@ class A2ASettings(_Model):
     """How often ListTasks is asked for tasks that changed."""
     backoffMaxSeconds: float = Field(30.0, gt=0, le=3600)
     """The longest wait before trying an agent (or a dropped stream) again."""
+    maxClockSkew: float = Field(300.0, ge=0, le=86_400)
+    """Seconds a status timestamp may be ahead of the store's clock; later ones are refused."""
 
 
 class McpSettings(_Model):

@@ -9,11 +9,16 @@ already applied changes nothing.
 
 401 without a valid token, 403 for a missing scope or session (checked before
 anything is written), 400 naming the field for a body that is not an update, 413
-for a body over 64 KiB, 503 when Redis does not answer. The answer says what happened: `applied`, `stale`,
-`duplicate` or `untimed`.
+for a body over 64 KiB, 503 when Redis does not answer. The answer says what happened:
+`applied`, `stale`, `duplicate`, `untimed`, `future` (a timestamp more than
+`a2a.maxClockSkew` ahead of the store's clock) or `reset` (the card was reset after the
+push arrived). The session is always one of the `?agent=` agent (else the default
+agent): a context id naming another agent is a session key of that one (a2a/apply.py).
 """
 
 from __future__ import annotations
+
+import time
 
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
@@ -35,6 +40,7 @@ def _token(request: Request) -> str | None:
 
 
 async def push(request: Request) -> Response:
+    arrived = time.monotonic()
     gw = gateway_of(request)
     grant = gw.tokens.grant(_token(request))
     if grant is None:
@@ -49,11 +55,12 @@ async def push(request: Request) -> Response:
         agent_id=request.query_params.get("agent") or None,
         known_agents=gw.settings.agents.known_set,
         default_agent=gw.settings.agents.default,
+        max_clock_skew=gw.settings.a2a.maxClockSkew,
     )
     owner = applier.owner_of(update)
     if not grant.may_touch(owner):
         raise errors.session_forbidden(owner.display_key)
-    applied = await applier.apply(update, Source.push)
+    applied = await applier.apply(update, Source.push, arrived=arrived)
     result = {"outcome": applied.outcome.value, "sessionKey": owner.session_key, "agentId": owner.agent_id}
     if applied.plan_problem:
         result["planNotApplied"] = applied.plan_problem

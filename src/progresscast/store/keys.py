@@ -85,6 +85,11 @@ class Layout:
         arrived before it is refused."""
         return self._key(owner, "resetAt")
 
+    def history(self, owner: Owner) -> str:
+        """List of what each accepted write changed (JSON entries, newest first, capped;
+        scripts.py writes them)."""
+        return self._key(owner, "history")
+
     def run(self, owner: Owner) -> str:
         return self._key(owner, "run")
 
@@ -100,8 +105,9 @@ class Layout:
         return self._key(owner, "last")
 
     def a2a_order(self, owner: Owner) -> str:
-        """Hash of what the A2A ingestion applied last for this owner (a2a/apply.py):
-        `ts` (status timestamp, µs, zero-padded), `task`, `artifact`, `artifactDone`.
+        """Hash of what the A2A ingestion applied last for this owner (scripts.py):
+        `ts` (the newest status timestamp applied, µs, zero-padded), `planTs` (the newest
+        timestamp of an update whose plan was applied), `artifact`, `artifactDone`.
         A reset leaves it alone: an older update must never come back after one."""
         return self._key(owner, "a2a")
 
@@ -110,6 +116,7 @@ class Layout:
             self.card(owner),
             self.revision(owner),
             self.reset_at(owner),
+            self.history(owner),
             self.run(owner),
             self.activity(owner),
             self.tools(owner),

@@ -106,6 +106,7 @@ async def _with_applier(args: argparse.Namespace, settings: Settings, work: Any)
             agent_id=args.agent,
             known_agents=settings.agents.known_set,
             default_agent=settings.agents.default,
+            max_clock_skew=settings.a2a.maxClockSkew,
         )
         return await work(applier)
     finally:

@@ -83,6 +83,7 @@ async def follow_agent(agent: A2AAgentSettings, settings: Settings, redis: Redis
         agent_id=agent.agentId,
         known_agents=settings.agents.known_set,
         default_agent=settings.agents.default,
+        max_clock_skew=settings.a2a.maxClockSkew,
     )
     base = agent_key(agent, settings)
     delay = pacing.backoff_initial
