@@ -17,9 +17,9 @@ import pytest
 from redis.asyncio import Redis
 
 from progresscast.card import CardInput
-from progresscast.channels.failure_log import FailureLog
 from progresscast.channels.state import DraftKey
 from progresscast.config import ConfigError, Settings, load_settings
+from progresscast.failure_log import FailureLog
 from progresscast.owners import Owner
 from progresscast.sharding import layout_of
 from progresscast.store import CardStore

@@ -443,6 +443,9 @@ class A2AAgentSettings(_Model):
     """The cards' agent id (default: `agents.default`)."""
     contexts: list[str] = Field(default_factory=lambda: ["*"])
     """Context ids to follow; `*` (or any glob pattern) follows every matching context."""
+    allowedHosts: list[str] = Field(default_factory=list)
+    """Hosts (`host` or `host:port`) the agent's card may name for its interfaces besides
+    the origin of `url`; by default a card pointing anywhere else is refused."""
 
     @field_validator("agentId")
     @classmethod
@@ -456,6 +459,11 @@ class A2ASettings(_Model):
     """How often ListTasks is asked for tasks that changed."""
     backoffMaxSeconds: float = Field(30.0, gt=0, le=3600)
     """The longest wait before trying an agent (or a dropped stream) again."""
+    idleTimeout: float = Field(120.0, gt=0, le=86_400)
+    """Seconds a task's stream may bring no event before it is subscribed to again; also
+    the longest wait for any answer of an agent."""
+    maxTasks: int = Field(100, ge=1, le=100_000)
+    """Tasks of one agent subscribed to at once; more are followed by ListTasks alone."""
 
 
 class Settings(_Model):

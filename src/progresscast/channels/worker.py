@@ -28,14 +28,17 @@ import time
 from collections import OrderedDict, deque
 from collections.abc import Awaitable, Callable, Hashable
 from dataclasses import dataclass, field, replace
+from functools import partial
 
 from redis.asyncio import Redis
 
 from ..backoff import Backoff
 from ..events import EventGroup, coalesce
+from ..failure_log import INTERVAL, FailureLog
 from ..render.payload import Payload
 from ..stopping import still_wanted
 from ..store import CardStore
+from ..supervise import spawn
 from ..view import View
 from .channel import Channel
 from .drafts import (
@@ -54,7 +57,6 @@ from .drafts import (
     decide,
     on_follow,
 )
-from .failure_log import INTERVAL, FailureLog
 from .outcome import MessageId, Outcome, OutcomeKind
 from .pacing import Pacer
 from .state import DraftKey, Id
@@ -216,7 +218,12 @@ class Lane:
         — what it shows then needs no new decision. Memory only, gone with the lane."""
         self.wake = asyncio.Event()
         self.closed = False
-        self.task = asyncio.create_task(self._run(), name=f"{worker.channel.name}-chat-{chat_id}")
+        # Supervised: what fails around a draft is caught in the loop, and anything else
+        # starts the lane again (its pending drafts kept) rather than leaving the chat mute.
+        self.task = spawn(
+            self._run, f"a {worker.channel.name} chat's lane", name=f"{worker.channel.name}-chat-{chat_id}",
+            failures=worker.failures, backoff=worker.options.backoff,
+        )
 
     def touch(self, key: DraftKey) -> None:
         self.pending[key] = None
@@ -338,7 +345,11 @@ class ChannelWorker:
     async def start(self) -> None:
         group = EventGroup(self.redis, self.options.group, self.options.consumer or socket.gethostname())
         await group.ensure()  # before reconciling, so no change falls between the two
-        self._events = asyncio.create_task(self._consume(group), name=f"{self.channel.name}-events")
+        self._closing = False  # a worker stopped by `close` may be started again
+        self._events = spawn(
+            partial(self._consume, group), f"reading the {self.channel.name} change stream",
+            name=f"{self.channel.name}-events", failures=self.failures, backoff=self.options.backoff,
+        )
         self.catch_up(config=True)
 
     def catch_up(self, *, config: bool = False) -> None:
@@ -346,7 +357,10 @@ class ChannelWorker:
         with what changed while it was down); `config`: subscribe the config's follows first."""
         if self._catch_up is not None:
             self._catch_up.cancel()
-        self._catch_up = asyncio.create_task(self._catching_up(config), name=f"{self.channel.name}-catch-up")
+        self._catch_up = spawn(
+            partial(self._catching_up, config), f"the {self.channel.name} catch-up",
+            name=f"{self.channel.name}-catch-up", failures=self.failures, backoff=self.options.backoff,
+        )
 
     async def _catching_up(self, config: bool) -> None:
         # At most `catch_up` drafts handed to their lanes and not yet looked at: with

@@ -24,13 +24,16 @@ from starlette.routing import Route
 
 from ..backoff import Backoff
 from ..channels.worker import ChannelWorker, WorkerOptions
-from ..config import Settings
+from ..config import ConfigError, Settings
 from ..stopping import still_wanted
 from .channel import SlackChannel, SlackPace, SlackState
 from .client import SlackClient
 from .commands import SlackCommands
 
 log = logging.getLogger("progresscast.slack")
+
+REFUSED_TOKEN = ("invalid_auth", "not_authed", "account_inactive", "token_revoked")
+"""auth.test's errors for a token that will not work however often it is tried."""
 
 
 @dataclass(frozen=True)
@@ -81,8 +84,9 @@ class SlackAdapter:
                 self.client.bot_user_id = str(reply.get("user_id") or "") or None
                 return
             except SlackApiError as exc:
-                if exc.response.get("error") in ("invalid_auth", "not_authed", "account_inactive", "token_revoked"):
-                    raise ValueError(f"channels.slack.token: Slack says {exc.response.get('error')}") from None
+                if exc.response.get("error") in REFUSED_TOKEN:
+                    # A mistake in the configuration: it ends `serve` (one line, exit 2).
+                    raise ConfigError(f"channels.slack.token: Slack says {exc.response.get('error')}") from None
                 delay = self.options.backoff.delay(failures)
             except Exception as exc:  # Slack unreachable
                 delay = self.options.backoff.delay(failures)

@@ -17,6 +17,7 @@ import contextlib
 import logging
 from collections.abc import Coroutine
 from dataclasses import dataclass, replace
+from functools import partial
 from typing import Any
 
 from redis.asyncio import Redis
@@ -26,6 +27,7 @@ from ..backoff import Backoff
 from ..config import Settings, TelegramSettings, bot_id_of
 from ..lease import Lease
 from ..stopping import still_wanted
+from ..supervise import supervise
 from .options import AdapterOptions
 
 log = logging.getLogger("progresscast.telegram")
@@ -78,10 +80,12 @@ def bots(settings: Settings) -> list[TelegramBot]:
 
 
 async def run_bots(settings: Settings, redis: Redis, *, options: AdapterOptions | None = None) -> None:
-    """Serve every bot whose lease this process gets, until cancelled."""
+    """Serve every bot whose lease this process gets, until cancelled. Each bot runs
+    supervised: a failure of one (Redis gone while it takes over) starts that one again."""
     async with asyncio.TaskGroup() as group:
         for bot in bots(settings):
-            group.create_task(run_bot(settings, redis, bot, options=options), name=f"telegram-bot-{bot.bot_id}")
+            job = partial(run_bot, settings, redis, bot, options=options)
+            group.create_task(supervise(job, f"Telegram bot {bot.bot_id}"), name=f"telegram-bot-{bot.bot_id}")
 
 
 async def run_bot(settings: Settings, redis: Redis, bot: TelegramBot, *, options: AdapterOptions | None = None) -> None:
