@@ -20,8 +20,8 @@ from __future__ import annotations
 import asyncio
 import logging
 import uuid
-from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
-from contextlib import asynccontextmanager
+from collections.abc import AsyncGenerator, AsyncIterator, Awaitable, Callable, Sequence
+from contextlib import aclosing, asynccontextmanager
 from dataclasses import dataclass
 from functools import partial
 from typing import Any
@@ -199,9 +199,20 @@ class Follower:
 
     async def _stream(self, task_id: str) -> TaskState | None:
         """Read one subscription to the task until it ends: the last state it brought
-        (None: no event). A stream silent for `idle_timeout` is given up on."""
-        stream = self.client.subscribe(pb.SubscribeToTaskRequest(id=task_id))
+        (None: no event)."""
         last: TaskState | None = None
+        subscription = self.client.subscribe(pb.SubscribeToTaskRequest(id=task_id))
+        async with aclosing(self._events(subscription, task_id)) as events:
+            async for event in events:
+                state = await self.handle(to_json(event), Source.stream)
+                last = state or last
+                if state in TERMINAL:
+                    return state
+        return last
+
+    async def _events(self, stream: AsyncIterator[Any], task_id: str | None) -> AsyncGenerator[Any]:
+        """The stream's events until it ends, or until none came for `idle_timeout` (a
+        stream given up on, to be subscribed to again)."""
         try:
             while True:
                 try:
@@ -209,14 +220,11 @@ class Follower:
                         event = await anext(stream)
                 except StopAsyncIteration:
                     log.info("A2A task %r: the stream closed before the task ended; subscribing again", task_id)
-                    return last
+                    return
                 except TimeoutError:
                     log.info("A2A task %r: no event in %.0f s; subscribing again", task_id, self.pacing.idle_timeout)
-                    return last
-                state = await self.handle(to_json(event), Source.stream)
-                last = state or last
-                if state in TERMINAL:
-                    return state
+                    return
+                yield event
         finally:
             await stream.aclose()  # type: ignore[attr-defined]
 
@@ -246,12 +254,13 @@ class Follower:
         task_id: str | None = None
         state: TaskState | None = None
         try:
-            async for event in self.client.send_message(request):
-                data = to_json(event)
-                task_id = task_id or _task_id(data)
-                state = await self.handle(data, Source.stream) or state
-                if state in TERMINAL or (push is not None and task_id):
-                    break
+            async with aclosing(self._events(self.client.send_message(request), None)) as events:
+                async for event in events:
+                    data = to_json(event)
+                    task_id = task_id or _task_id(data)
+                    state = await self.handle(data, Source.stream) or state
+                    if state in TERMINAL or (push is not None and task_id):
+                        break
         except (A2AError, httpx.HTTPError, OSError) as exc:
             if task_id is None:
                 raise AgentUnavailable(f"sending the message failed: {_reason(exc)}") from None

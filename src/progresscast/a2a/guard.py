@@ -82,20 +82,27 @@ class _CappedStream(httpx.AsyncByteStream):
         self.request = request
 
     async def __aiter__(self) -> AsyncIterator[bytes]:
-        seen = 0
+        seen = 0  # bytes of the answer, or of the event not yet ended
         tail = b""  # the end of the last chunk, for a blank line split between two
         async for chunk in self.inner:
             if self.per_event:
                 joined = tail + chunk
-                end = max(joined.rfind(b"\n\n"), joined.rfind(b"\r\n\r\n"))
-                seen = len(joined) - end if end >= 0 else seen + len(chunk)
+                ends = [i for i in (joined.find(b"\n\n"), joined.find(b"\r\n\r\n")) if i >= 0]
+                if ends:  # the event read so far ends in this chunk; the next one begins
+                    self._check(seen + max(min(ends) - len(tail), 0))
+                    seen = len(joined) - max(joined.rfind(b"\n\n"), joined.rfind(b"\r\n\r\n"))
+                else:
+                    seen += len(chunk)
                 tail = joined[-3:]
             else:
                 seen += len(chunk)
-            if seen > self.limit:
-                what = "one event of the stream" if self.per_event else "the answer"
-                raise BodyTooLarge(f"{what} is over {self.limit} bytes", request=self.request)
+            self._check(seen)
             yield chunk
+
+    def _check(self, seen: int) -> None:
+        if seen > self.limit:
+            what = "one event of the stream" if self.per_event else "the answer"
+            raise BodyTooLarge(f"{what} is over {self.limit} bytes", request=self.request)
 
     async def aclose(self) -> None:
         await self.inner.aclose()
