@@ -28,7 +28,10 @@ EVENTS_MAXLEN = 100_000
 SHARDS = f"{PREFIX}:shards"
 """The store's shard count, recorded on first use; a differing config is overruled."""
 MIGRATION_LOCK = f"{PREFIX}:migrating"
-"""Held (with a TTL) while one process moves a store from the first layout."""
+"""Held (a lease, renewed) while one process moves a store from the first layout."""
+MIGRATION_FENCE = f"{PREFIX}:migrating:fence"
+"""The migration lock's fence counter (lease.py); the first layout never ran on a Cluster,
+so the two need not share a slot."""
 
 
 def shard_tag(shard: int) -> str:
