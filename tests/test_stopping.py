@@ -84,3 +84,14 @@ async def test_a_lost_cancel_while_standing_by_still_ends_the_standby(redis: Los
     task = await cancelled_in_a_command(redis, run_bot(settings, redis, bot))
     await ends_cancelled(task)
     assert await other.current_holder() == "another process"
+
+
+async def test_a_lost_cancel_while_supervising_still_ends_the_supervisor(redis: LosesCancels) -> None:
+    from progresscast.supervise import supervise
+
+    async def failing_after_a_command() -> None:
+        await redis.get("k")
+        raise RuntimeError("restarted at once")
+
+    task = await cancelled_in_a_command(redis, supervise(failing_after_a_command, "a job"))
+    await ends_cancelled(task)

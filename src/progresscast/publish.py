@@ -9,6 +9,11 @@ followed by their own body (`script`): the prelude takes KEYS[1..3] (`change_key
 ARGV[1..4] (`change_args`), a body reads its own inputs from KEYS[4] and ARGV[5] on.
 Every key carries the owner's shard tag (keys.py), so a script stays one EVALSHA in one
 Redis Cluster slot.
+
+Retention (retention.py): a script's last `RETAINED` keys are every key the owner has
+in its shard (`retained_keys`) and its last argument the store's retention in ms
+(`retention_arg`); publishing a change gives each of them that time to live (0: none),
+so an owner untouched that long is gone with all it has.
 """
 
 from __future__ import annotations
@@ -32,6 +37,14 @@ local function index_owner(ms)
   redis.call('ZADD', owners_key, ms, display_key)
 end
 
+-- Every key of the owner lives the retention (the last argument, ms) past this write.
+local function retain()
+  local ms = tonumber(ARGV[#ARGV])
+  for i = #KEYS - RETAINED + 1, #KEYS do
+    if ms > 0 then redis.call('PEXPIRE', KEYS[i], ms) else redis.call('PERSIST', KEYS[i]) end
+  end
+end
+
 -- Append the event to the shard's stream and record it as the owner's newest. A run's
 -- `state` is a field only when given (nil leaves it out).
 local function publish(kind, revision, state)
@@ -41,6 +54,7 @@ local function publish(kind, revision, state)
     'sessionKey', session_key, 'agentId', agent_id, 'displayKey', display_key, unpack(tail))
   redis.call('DEL', last_key)
   redis.call('HSET', last_key, 'id', id, 'type', kind, unpack(tail))
+  retain()
   return id
 end
 """
@@ -48,7 +62,20 @@ end
 
 def script(body: str) -> str:
     """A write script: the prelude, then `body` (its inputs from KEYS[4] and ARGV[5] on)."""
-    return PRELUDE + body
+    return f"local RETAINED = {RETAINED}\n" + PRELUDE + body
+
+
+def retained_keys(lay: Layout, owner: Owner) -> list[str]:
+    """The last keys of a write script: every key of the owner in its shard."""
+    return [*lay.owner_keys(owner), lay.a2a_order(owner)]
+
+
+RETAINED = len(retained_keys(Layout(), Owner("main", "s")))
+
+
+def retention_arg(ms: int) -> int:
+    """The last argument of a write script: the store's retention in ms (0: for ever)."""
+    return max(0, int(ms))
 
 
 def change_keys(lay: Layout, owner: Owner) -> list[str]:

@@ -99,6 +99,9 @@ async def serve(settings: Settings, url: str) -> None:
         from .a2a.watch import follow_agents
 
         jobs.append(("the A2A followers", partial(follow_agents, settings, redis)))
+    from .retention import keep_sweeping
+
+    jobs.append(("the retention sweep", partial(keep_sweeping, redis)))
     home = embedded_home(url)
     if home is not None:
         jobs.append(("the embedded Redis watch", partial(keep_embedded, home)))

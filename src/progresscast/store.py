@@ -23,6 +23,7 @@ from .activity import Activity
 from .card import Card, CardError, CardInput, StepCounts, WriteResult
 from .keys import Layout
 from .owners import Owner
+from .retention import retention_ms
 from .sharding import layout_of
 from .view import TERMINAL, EndedRun, RunState, View
 
@@ -224,6 +225,7 @@ class CardStore:
                 lay.card(owner),
                 lay.revision(owner),
                 lay.reset_at(owner),
+                *publish.retained_keys(lay, owner),
             ],
             args=[
                 *publish.change_args(owner, self.events_maxlen),
@@ -231,6 +233,7 @@ class CardStore:
                 "" if expected_revision is None else int(expected_revision),
                 "1" if reset else "0",
                 ago,
+                publish.retention_arg(await retention_ms(self.redis)),
             ],
         )
         return str(status), int(value)
@@ -280,8 +283,12 @@ class CardStore:
                 lay.revision(owner),
                 lay.activity(owner),
                 lay.tools(owner),
+                *publish.retained_keys(lay, owner),
             ],
-            args=[*publish.change_args(owner, self.events_maxlen), run_id, state.value],
+            args=[
+                *publish.change_args(owner, self.events_maxlen), run_id, state.value,
+                publish.retention_arg(await retention_ms(self.redis)),
+            ],
         )
         return int(result)
 
@@ -310,7 +317,10 @@ class CardStore:
 
         lay = await self.layout()
         await self._activity(
-            keys=[*publish.change_keys(lay, owner), lay.activity(owner), lay.tools(owner)],
+            keys=[
+                *publish.change_keys(lay, owner), lay.activity(owner), lay.tools(owner),
+                *publish.retained_keys(lay, owner),
+            ],
             args=[
                 *publish.change_args(owner, self.events_maxlen),
                 arg(headline, checked.headline),
@@ -318,6 +328,7 @@ class CardStore:
                 arg(answer, checked.answer),
                 MAX_TOOL_LINES,
                 "1" if replace else "0",
+                publish.retention_arg(await retention_ms(self.redis)),
             ],
         )
         return await self.activity(owner)

@@ -70,6 +70,8 @@ async def supervise(
         except Exception as exc:
             if _fatal(exc, fatal):
                 raise
+            # A library may turn a cancel into an error of its own: asked to stop, stop.
+            still_wanted()
             if loop.time() - began >= steady:
                 in_a_row = 0
             delay = backoff.delay(in_a_row)

@@ -24,6 +24,7 @@ from redis.asyncio import Redis
 from .. import keys, publish
 from ..card import CardInput
 from ..owners import Owner, resolve_owner
+from ..retention import retention_ms
 from ..sharding import layout_of
 from .mapping import AnswerChunk, Kind, StatusChange, Update
 
@@ -252,6 +253,7 @@ class UpdateApplier:
                 lay.activity(owner),
                 lay.tools(owner),
                 lay.a2a_order(owner),
+                *publish.retained_keys(lay, owner),
             ],
             args=[
                 *publish.change_args(owner, self.events_maxlen),
@@ -261,6 +263,7 @@ class UpdateApplier:
                 change.headline or "",
                 change.attention or "",
                 ended.value if ended else "",
+                publish.retention_arg(await retention_ms(self.redis)),
             ],
         )
         return Applied(Outcome(outcome), owner, change.plan_problem)
@@ -268,7 +271,10 @@ class UpdateApplier:
     async def _apply_answer(self, owner: Owner, chunk: AnswerChunk) -> Outcome:
         lay = await layout_of(self.redis)
         (outcome,) = await self._answer(
-            keys=[*publish.change_keys(lay, owner), lay.run(owner), lay.activity(owner), lay.a2a_order(owner)],
+            keys=[
+                *publish.change_keys(lay, owner), lay.run(owner), lay.activity(owner), lay.a2a_order(owner),
+                *publish.retained_keys(lay, owner),
+            ],
             args=[
                 *publish.change_args(owner, self.events_maxlen),
                 chunk.task_id,
@@ -277,6 +283,7 @@ class UpdateApplier:
                 "1" if chunk.append else "0",
                 "1" if chunk.last_chunk else "0",
                 MAX_ANSWER_BYTES,
+                publish.retention_arg(await retention_ms(self.redis)),
             ],
         )
         return Outcome(outcome)

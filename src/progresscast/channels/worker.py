@@ -36,6 +36,7 @@ from ..backoff import Backoff
 from ..events import EventGroup, coalesce
 from ..failure_log import INTERVAL, FailureLog
 from ..render.payload import Payload
+from ..retention import SWEEP_EVERY_MAX, retention_ms, sweep_every
 from ..stopping import still_wanted
 from ..store import CardStore
 from ..supervise import spawn
@@ -338,6 +339,7 @@ class ChannelWorker:
         self._calls = asyncio.Semaphore(self.options.calls_in_flight)
         """Held from the read at a slot until the call returns (`WorkerOptions.calls_in_flight`)."""
         self._events: asyncio.Task[None] | None = None
+        self._pruner: asyncio.Task[None] | None = None
         self._closing = False
 
     # --- life ----------------------------------------------------------------------------
@@ -349,6 +351,10 @@ class ChannelWorker:
         self._events = spawn(
             partial(self._consume, group), f"reading the {self.channel.name} change stream",
             name=f"{self.channel.name}-events", failures=self.failures, backoff=self.options.backoff,
+        )
+        self._pruner = spawn(
+            self._pruning, f"pruning the {self.channel.name} destinations", name=f"{self.channel.name}-prune",
+            failures=self.failures, backoff=self.options.backoff,
         )
         self.catch_up(config=True)
 
@@ -403,13 +409,12 @@ class ChannelWorker:
             with contextlib.suppress(asyncio.CancelledError):
                 await self._catch_up
             self._catch_up = None
-        if self._events is not None:
-            self._events.cancel()
-            try:
-                await self._events
-            except asyncio.CancelledError:
-                pass
-            self._events = None
+        for task in (self._events, self._pruner):
+            if task is not None:
+                task.cancel()
+                with contextlib.suppress(asyncio.CancelledError):
+                    await task
+        self._events = self._pruner = None
         lanes, self._lanes = list(self._lanes.values()), {}
         for lane in lanes:
             await lane.close()
@@ -446,6 +451,15 @@ class ChannelWorker:
                     continue
                 self.failures.exception(f"change stream: {type(exc).__name__}", "reading the change stream failed")
                 await asyncio.sleep(delay)
+
+    async def _pruning(self) -> None:
+        """Destinations whose follows expired leave the set read at start-up (retention.py)."""
+        while True:
+            still_wanted()
+            ms = await retention_ms(self.redis)
+            await asyncio.sleep(sweep_every(ms) if ms > 0 else SWEEP_EVERY_MAX)
+            if ms > 0:
+                await self.state.prune_destinations()
 
     # --- what commands and events ask for ------------------------------------------------
 
