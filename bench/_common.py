@@ -20,7 +20,7 @@ from pathlib import Path
 
 import redis as sync_redis
 
-from progresscast.embedded import ensure_embedded, stop_embedded
+from progresscast.store.embedded import ensure_embedded, stop_embedded
 
 ROOT = Path(__file__).resolve().parent.parent
 BIN = Path(sys.executable).parent

@@ -20,10 +20,10 @@ from typing import Any
 
 import psutil
 
-from progresscast.card import CardInput
-from progresscast.connections import connect
-from progresscast.owners import Owner
-from progresscast.store import CardStore
+from progresscast.model.card import CardInput
+from progresscast.model.owners import Owner
+from progresscast.store.cards import CardStore
+from progresscast.store.connections import connect
 from progresscast.testing import BotAPIEmulator, Pace
 
 from ._common import TOKEN, Serve, flush, percentile, toml_str

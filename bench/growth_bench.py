@@ -12,10 +12,10 @@ from __future__ import annotations
 import json
 import time
 
-from progresscast.card import CardInput
-from progresscast.connections import connect
-from progresscast.owners import Owner
-from progresscast.store import CardStore
+from progresscast.model.card import CardInput
+from progresscast.model.owners import Owner
+from progresscast.store.cards import CardStore
+from progresscast.store.connections import connect
 
 from ._common import TOKEN, Context, Serve, flush, percentile
 from ._http import HTTPConnection

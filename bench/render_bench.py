@@ -26,13 +26,13 @@ import jinja2
 import telegramify_markdown
 from markdown_it import MarkdownIt
 
-from progresscast.activity import Activity
-from progresscast.card import Card, Step
-from progresscast.config import Mode, RenderSettings
-from progresscast.owners import Owner
+from progresscast.config.settings import Mode, RenderSettings
+from progresscast.model.activity import Activity
+from progresscast.model.card import Card, Step
+from progresscast.model.owners import Owner
+from progresscast.model.view import RunState, View
 from progresscast.render import render_telegram, render_text, render_web
 from progresscast.render.markdown import compact_lines, markdown_lines, markdown_web_html
-from progresscast.view import RunState, View
 
 if __package__:
     from ._common import Context, Result

@@ -14,10 +14,10 @@ import time
 
 from redis.asyncio import Redis
 
-from progresscast.card import CardInput
-from progresscast.connections import connect
-from progresscast.owners import Owner
-from progresscast.store import CardStore
+from progresscast.model.card import CardInput
+from progresscast.model.owners import Owner
+from progresscast.store.cards import CardStore
+from progresscast.store.connections import connect
 
 from ._common import Context, Result, flush
 from .gateway_bench import card_params

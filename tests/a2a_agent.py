@@ -24,7 +24,7 @@ from a2a.types import a2a_pb2 as pb
 from starlette.applications import Starlette
 from starlette.types import Message, Receive, Scope, Send
 
-from progresscast.a2a.mapping import EXTENSION_URI
+from progresscast.agents.a2a.mapping import EXTENSION_URI
 
 Action = Callable[[TaskUpdater], Awaitable[None]]
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
-from progresscast.a2a.mapping import EXTENSION_URI
+from progresscast.agents.a2a.mapping import EXTENSION_URI
 
 BASE = datetime(2026, 12, 1, 9, 0, 0, tzinfo=UTC)
 

@@ -23,9 +23,9 @@ import pytest
 import redis as sync_redis
 from redis.asyncio import Redis, RedisCluster
 
-from progresscast.connections import connect
-from progresscast.embedded import ensure_embedded, stop_embedded
-from progresscast.store import CardStore
+from progresscast.store.cards import CardStore
+from progresscast.store.connections import connect
+from progresscast.store.embedded import ensure_embedded, stop_embedded
 
 TEST_DB = 15
 BACKENDS = ["embedded", "cluster"] + (["server"] if os.environ.get("REDIS_URL") else [])

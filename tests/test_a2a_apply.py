@@ -7,15 +7,15 @@ import asyncio
 from redis.asyncio import Redis
 
 from a2a_updates import artifact, snapshot, status, steps, ts
-from progresscast import keys
-from progresscast.a2a.apply import Outcome, Source, UpdateApplier
-from progresscast.a2a.mapping import parse_update
-from progresscast.card import Status
-from progresscast.connections import connect
-from progresscast.owners import Owner
-from progresscast.sharding import layout_of
-from progresscast.store import CardStore
-from progresscast.view import RunState
+from progresscast.agents.a2a.apply import Outcome, Source, UpdateApplier
+from progresscast.agents.a2a.mapping import parse_update
+from progresscast.model.card import Status
+from progresscast.model.owners import Owner
+from progresscast.model.view import RunState
+from progresscast.store import keys
+from progresscast.store.cards import CardStore
+from progresscast.store.connections import connect
+from progresscast.store.sharding import layout_of
 
 OWNER = Owner(agent_id="main", session_key="ctx-1")
 
@@ -65,7 +65,7 @@ async def test_a_reset_does_not_reset_the_order(redis: Redis, store: CardStore) 
 
 
 async def test_plan_keeps_the_note_and_no_metadata_keeps_the_plan(redis: Redis, store: CardStore) -> None:
-    from progresscast.card import CardInput
+    from progresscast.model.card import CardInput
 
     await store.put(OWNER, CardInput.parse({"markdown": "**note** / with slash"}))
     a = applier(redis)
@@ -156,7 +156,7 @@ async def test_racing_appliers_end_on_the_newest_plan(redis_url: str) -> None:
 
 
 async def test_waiting_for_input_shows_as_an_attention_line(redis: Redis, store: CardStore) -> None:
-    from progresscast.config import RenderSettings
+    from progresscast.config.settings import RenderSettings
     from progresscast.render import render_text, render_web
 
     a = applier(redis)

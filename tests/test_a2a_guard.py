@@ -17,11 +17,11 @@ from redis.asyncio import Redis
 
 from a2a_agent import Agent, gate, status
 from a2a_updates import ts
-from progresscast.a2a.apply import UpdateApplier
-from progresscast.a2a.follow import AgentUnavailable, Follower, Pacing, agent_client
-from progresscast.a2a.guard import MAX_BODY, MAX_EVENT
-from progresscast.owners import Owner
-from progresscast.store import CardStore
+from progresscast.agents.a2a.apply import UpdateApplier
+from progresscast.agents.a2a.follow import AgentUnavailable, Follower, Pacing, agent_client
+from progresscast.agents.a2a.guard import MAX_BODY, MAX_EVENT
+from progresscast.model.owners import Owner
+from progresscast.store.cards import CardStore
 from test_a2a_follow import run_cli
 
 FAST = Pacing(backoff_initial=0.02, backoff_max=0.1, safety_poll=0.05, list_poll=0.05)

@@ -13,11 +13,11 @@ from hypothesis import strategies as st
 from redis.asyncio import Redis
 
 from a2a_updates import snapshot, status, steps, ts
-from progresscast.a2a.apply import UpdateApplier
-from progresscast.a2a.ingest import ingest_lines
-from progresscast.owners import Owner
-from progresscast.store import CardStore
-from progresscast.view import RunState
+from progresscast.agents.a2a.apply import UpdateApplier
+from progresscast.agents.a2a.ingest import ingest_lines
+from progresscast.model.owners import Owner
+from progresscast.model.view import RunState
+from progresscast.store.cards import CardStore
 from test_cli import CLI, cli  # noqa: F401  (the fixture)
 
 _contexts = itertools.count()

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from a2a_updates import artifact, snapshot, status, steps, ts
-from progresscast.a2a.mapping import (
+from progresscast.agents.a2a.mapping import (
     EXTENSION_URI,
     AnswerChunk,
     Kind,
@@ -15,8 +15,8 @@ from progresscast.a2a.mapping import (
     parse_timestamp,
     parse_update,
 )
-from progresscast.card import Status
-from progresscast.view import RunState
+from progresscast.model.card import Status
+from progresscast.model.view import RunState
 
 
 def change(data: object) -> StatusChange:

@@ -11,12 +11,12 @@ from redis.asyncio import Redis
 
 from a2a_agent import Agent, status
 from a2a_updates import ts
-from progresscast import keys
-from progresscast.a2a.apply import UpdateApplier
-from progresscast.a2a.follow import Follower, agent_client
-from progresscast.a2a.watch import agent_key
-from progresscast.config import Settings
+from progresscast.agents.a2a.apply import UpdateApplier
+from progresscast.agents.a2a.follow import Follower, agent_client
+from progresscast.agents.a2a.watch import agent_key
+from progresscast.config.settings import Settings
 from progresscast.serve import serve
+from progresscast.store import keys
 from progresscast.testing import BotAPIEmulator
 
 pytestmark = pytest.mark.filterwarnings("ignore::telegram.warnings.PTBDeprecationWarning")
@@ -34,7 +34,7 @@ async def test_serve_follows_a_configured_agent_into_a_telegram_draft(
                text="Fixing"),
         status("TASK_STATE_INPUT_REQUIRED", at=ts(3), text="Which branch?"),
     ]
-    caplog.set_level(logging.INFO, "progresscast.a2a")
+    caplog.set_level(logging.INFO, "progresscast.agents.a2a")
     first = await Agent(script).start()
     agent = first
     async with BotAPIEmulator() as api:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from progresscast.card import CardError, CardInput, StepCounts, WriteResult
+from progresscast.model.card import CardError, CardInput, StepCounts, WriteResult
 
 
 def step(text: str = "Do it", status: str = "pending", **extra: object) -> dict:

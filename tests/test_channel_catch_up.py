@@ -16,13 +16,13 @@ from typing import Any
 import pytest
 from redis.asyncio import Redis
 
-from progresscast.card import CardInput
 from progresscast.channels.state import DraftKey
-from progresscast.config import ConfigError, Settings, load_settings
+from progresscast.config.settings import ConfigError, Settings, load_settings
 from progresscast.failure_log import FailureLog
-from progresscast.owners import Owner
-from progresscast.sharding import layout_of
-from progresscast.store import CardStore
+from progresscast.model.card import CardInput
+from progresscast.model.owners import Owner
+from progresscast.store.cards import CardStore
+from progresscast.store.sharding import layout_of
 from progresscast.telegram.bot import run_adapter
 from progresscast.telegram.follows import TelegramState
 from progresscast.telegram.options import AdapterOptions

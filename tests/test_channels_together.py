@@ -9,9 +9,9 @@ from typing import Any
 import pytest
 from redis.asyncio import Redis
 
-from progresscast.owners import Owner
+from progresscast.model.owners import Owner
+from progresscast.model.view import RunState
 from progresscast.testing import BotAPIEmulator, SlackAPIEmulator
-from progresscast.view import RunState
 from test_slack_adapter import C
 from test_slack_adapter import Harness as SlackHarness
 from test_telegram_adapter import PRIVATE

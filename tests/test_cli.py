@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 
 from conftest import BACKENDS, server_url
-from progresscast.embedded import stop_embedded
+from progresscast.store.embedded import stop_embedded
 
 PLAN = {
     "plan": [
@@ -254,7 +254,7 @@ def test_environment_and_usage_mistakes_are_one_line_exit_2(tmp_path: Path, args
 def test_version_and_every_option_described_with_an_example(cli: CLI) -> None:
     import argparse
 
-    from progresscast.cli import _parser
+    from progresscast.cli.parser import full_parser
 
     version = cli("--version")
     assert version.returncode == 0 and version.stdout.startswith("progresscast ")
@@ -270,7 +270,7 @@ def test_version_and_every_option_described_with_an_example(cli: CLI) -> None:
                 assert action.help and len(action.help) > 3, (name, action.dest)
         return seen
 
-    commands = walk(_parser(), "progresscast")
+    commands = walk(full_parser(), "progresscast")
     assert {"progresscast card put", "progresscast render", "progresscast serve", "progresscast demo"} <= set(commands)
     shown = cli("card", "put", "--help")
     assert "example:\n  progresscast card put --session ticket-4821 < examples/plan.json" in shown.stdout

@@ -4,7 +4,7 @@ from pathlib import Path
 
 import pytest
 
-from progresscast.config import ConfigError, Mode, load_settings
+from progresscast.config.settings import ConfigError, Mode, load_settings
 
 ROOT = Path(__file__).parents[1]
 

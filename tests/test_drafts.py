@@ -14,8 +14,6 @@ from dataclasses import dataclass, field, replace
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from progresscast.activity import Activity
-from progresscast.card import Card
 from progresscast.channels.drafts import (
     Delete,
     DraftState,
@@ -35,9 +33,11 @@ from progresscast.channels.drafts import (
     on_follow,
 )
 from progresscast.channels.outcome import Outcome, OutcomeKind
-from progresscast.config import Mode
-from progresscast.owners import Owner
-from progresscast.view import EndedRun, RunState, View
+from progresscast.config.settings import Mode
+from progresscast.model.activity import Activity
+from progresscast.model.card import Card
+from progresscast.model.owners import Owner
+from progresscast.model.view import EndedRun, RunState, View
 
 OWNER = Owner("main", "t1")
 

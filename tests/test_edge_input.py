@@ -27,13 +27,13 @@ from mcp.shared.message import SessionMessage
 from redis.asyncio import Redis
 
 import a2a_updates as a2a
-from progresscast import keys
-from progresscast.a2a.mapping import EXTENSION_URI
-from progresscast.config import AgentSettings, GatewaySettings, GatewayToken, Settings
-from progresscast.embedded import ensure_embedded, stop_embedded
+from progresscast.agents.a2a.mapping import EXTENSION_URI
+from progresscast.config.settings import AgentSettings, GatewaySettings, GatewayToken, Settings
 from progresscast.gateway import create_app
-from progresscast.owners import Owner
-from progresscast.store import CardStore
+from progresscast.model.owners import Owner
+from progresscast.store import keys
+from progresscast.store.cards import CardStore
+from progresscast.store.embedded import ensure_embedded, stop_embedded
 
 BAD = "a\ud800b"
 RULE = "must be valid Unicode text (no lone surrogates)"

@@ -18,7 +18,7 @@ from pathlib import Path
 import pytest
 import redis as sync_redis
 
-from progresscast.embedded import ensure_embedded, stop_embedded
+from progresscast.store.embedded import ensure_embedded, stop_embedded
 
 NOBODY = 65534
 

@@ -18,11 +18,11 @@ import httpx
 import pytest
 from redis.asyncio import Redis
 
-from progresscast.config import GatewaySettings, Settings
+from progresscast.config.settings import GatewaySettings, Settings
 from progresscast.demo import SESSION, example_session, run_demo
-from progresscast.embedded import stop_embedded
-from progresscast.owners import Owner
-from progresscast.store import CardStore
+from progresscast.model.owners import Owner
+from progresscast.store.cards import CardStore
+from progresscast.store.embedded import stop_embedded
 
 
 def demo_args(redis_url: str, *, serve: bool = False) -> argparse.Namespace:

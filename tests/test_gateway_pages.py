@@ -11,11 +11,11 @@ import httpx
 import pytest
 from redis.asyncio import Redis
 
-from progresscast.card import CardInput
 from progresscast.gateway import create_app
-from progresscast.owners import Owner
-from progresscast.store import CardStore
-from progresscast.view import RunState
+from progresscast.model.card import CardInput
+from progresscast.model.owners import Owner
+from progresscast.model.view import RunState
+from progresscast.store.cards import CardStore
 from test_gateway_rpc import gateway_settings
 
 PLAN = {"plan": [{"step": "Reproduce", "status": "completed"}, {"step": "Fix <it>", "status": "in_progress"}], "markdown": "**Hi**"}

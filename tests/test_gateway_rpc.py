@@ -14,15 +14,15 @@ import httpx
 import pytest
 from redis.asyncio import Redis
 
-from progresscast import keys
-from progresscast.card import CardInput
-from progresscast.config import AgentSettings, GatewaySettings, GatewayToken, Settings
+from progresscast.config.settings import AgentSettings, GatewaySettings, GatewayToken, Settings
 from progresscast.gateway import create_app
 from progresscast.gateway.auth import Tokens
 from progresscast.gateway.rpc import MAX_BODY
-from progresscast.owners import Owner
-from progresscast.store import CardStore, StoreError
-from progresscast.view import RunState
+from progresscast.model.card import CardInput
+from progresscast.model.owners import Owner
+from progresscast.model.view import RunState
+from progresscast.store import keys
+from progresscast.store.cards import CardStore, StoreError
 
 RW = ["operator.read", "operator.write"]
 TOKENS = {

@@ -15,11 +15,11 @@ import pytest
 from redis.asyncio import Redis
 from starlette.applications import Starlette
 
-from progresscast.card import CardInput
 from progresscast.gateway import create_app
 from progresscast.gateway.server import address, bind, serve_app
-from progresscast.owners import Owner
-from progresscast.store import CardStore
+from progresscast.model.card import CardInput
+from progresscast.model.owners import Owner
+from progresscast.store.cards import CardStore
 from test_gateway_rpc import gateway_settings
 
 
@@ -232,8 +232,8 @@ async def test_forty_replays_from_the_start_of_a_full_stream_leave_puts_fast(liv
 async def test_a_quiet_spell_longer_than_the_socket_timeout_then_a_write_arrives_at_once(
     redis_url: str, caplog: pytest.LogCaptureFixture
 ) -> None:
-    from progresscast.connections import COMMAND_TIMEOUT, READER_TIMEOUT, Role, connect
-    from progresscast.events import READ_BLOCK_MS
+    from progresscast.store.connections import COMMAND_TIMEOUT, READER_TIMEOUT, Role, connect
+    from progresscast.store.events import READ_BLOCK_MS
 
     assert READER_TIMEOUT > READ_BLOCK_MS / 1000 and COMMAND_TIMEOUT > READ_BLOCK_MS / 1000
     commands, readers = connect(redis_url), connect(redis_url, role=Role.readers)
@@ -313,8 +313,8 @@ class _LosesOneCancel:
 
 
 async def test_a_shard_reader_ends_when_its_cancel_was_lost_in_a_read(redis_url: str) -> None:
-    from progresscast.connections import Role, connect
     from progresscast.gateway.hub import EventHub
+    from progresscast.store.connections import Role, connect
 
     readers = connect(redis_url, role=Role.readers)
     lossy = _LosesOneCancel(readers)

@@ -4,8 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from progresscast.card import CardInput, Status
-from progresscast.harness_plan import (
+from progresscast.agents.harness_plan import (
     CODEX_PLAN,
     MAX_HARNESS_STEPS,
     MAX_LABEL_CHARS,
@@ -13,6 +12,7 @@ from progresscast.harness_plan import (
     PlanShapeError,
     map_plan,
 )
+from progresscast.model.card import CardInput, Status
 
 
 @pytest.mark.parametrize(
@@ -111,7 +111,7 @@ def test_wrong_shapes_are_refused_naming_the_field(items: object, field: str, ru
 
 
 def test_a_checklist_has_its_first_unfinished_item_in_progress() -> None:
-    from progresscast.harness_plan import map_checklist
+    from progresscast.agents.harness_plan import map_checklist
 
     items = [{"text": "A", "completed": True}, {"text": "B", "completed": False}, {"text": "C", "completed": False}]
     plan = map_checklist(items, field="items")
@@ -132,7 +132,7 @@ def test_a_checklist_has_its_first_unfinished_item_in_progress() -> None:
     ],
 )
 def test_a_checklist_of_the_wrong_shape_names_the_field(items: object, field: str, rule: str) -> None:
-    from progresscast.harness_plan import map_checklist
+    from progresscast.agents.harness_plan import map_checklist
 
     with pytest.raises(PlanShapeError) as raised:
         map_checklist(items, field="items")
@@ -140,7 +140,7 @@ def test_a_checklist_of_the_wrong_shape_names_the_field(items: object, field: st
 
 
 def test_gemini_and_claude_shapes() -> None:
-    from progresscast.harness_plan import CLAUDE_TASK, CLAUDE_TODO, GEMINI_TODO
+    from progresscast.agents.harness_plan import CLAUDE_TASK, CLAUDE_TODO, GEMINI_TODO
 
     gemini = map_plan(
         [{"description": "A", "status": "cancelled"}, {"description": "B", "status": "blocked"}], GEMINI_TODO, field="todos"

@@ -21,10 +21,10 @@ import pytest
 
 import agent_fixtures as fx
 from conftest import HookServers
-from progresscast.config import Settings
-from progresscast.embedded import ensure_embedded, is_running, socket_path, stop_embedded
-from progresscast.hooks.context import HookSettings, hook_settings
-from progresscast.owners import Owner
+from progresscast.agents.hooks.context import HookSettings, hook_settings
+from progresscast.config.settings import Settings
+from progresscast.model.owners import Owner
+from progresscast.store.embedded import ensure_embedded, is_running, socket_path, stop_embedded
 
 # What the console script `progresscast` does (`from progresscast.cli import main;
 # sys.exit(main())`), then the names of every module the process imported.
@@ -41,9 +41,9 @@ finally:
 NOT_ON_THE_HOOK_PATH = [
     "starlette", "uvicorn", "mcp", "a2a", "markdown_it", "jinja2", "bleach", "telegram", "slack_sdk",
     "httpx", "aiohttp", "prometheus_client",
-    "progresscast.config", "progresscast.gateway", "progresscast.render", "progresscast.channels",
-    "progresscast.telegram", "progresscast.slack", "progresscast.a2a", "progresscast.metrics",
-    "progresscast.serve", "progresscast.mcp_server", "progresscast.events",
+    "progresscast.config.settings", "progresscast.gateway", "progresscast.render", "progresscast.channels",
+    "progresscast.telegram", "progresscast.slack", "progresscast.agents.a2a", "progresscast.metrics",
+    "progresscast.serve", "progresscast.agents.mcp_server", "progresscast.store.events",
 ]
 
 
@@ -77,7 +77,7 @@ def test_a_hook_call_imports_only_what_a_hook_needs(
     stdin = b"".join(json.dumps(e).encode() + b"\n" for e in events)
     modules, err = run_hook(tmp_path, stdin, harness, "--redis", redis_url)
     assert err == ""  # the hook did its work (a failure would be said on stderr)
-    assert "progresscast.store" in modules  # it did reach the store
+    assert "progresscast.store.cards" in modules  # it did reach the store
     assert heavy(modules) == []
 
 

@@ -22,10 +22,10 @@ import pytest
 
 import agent_fixtures as fx
 from conftest import HookServers, alive
-from progresscast.embedded import ensure_embedded, stop_embedded
-from progresscast.hooks import client, wire
-from progresscast.owners import Owner
-from progresscast.view import RunState
+from progresscast.agents.hooks import client, wire
+from progresscast.model.owners import Owner
+from progresscast.model.view import RunState
+from progresscast.store.embedded import ensure_embedded, stop_embedded
 from test_hook_imports import CONSOLE_SCRIPT
 from test_hooks import free_port, plan_of, view_of
 
@@ -35,7 +35,7 @@ class Call:
 
     def __init__(self, done: subprocess.CompletedProcess[bytes], modules: list[str], elapsed: float) -> None:
         self.status, self.out, self.err = done.returncode, done.stdout, done.stderr
-        self.served = "redis" not in modules and "progresscast.hooks.runner" not in modules
+        self.served = "redis" not in modules and "progresscast.agents.hooks.runner" not in modules
         self.modules = modules
         self.elapsed = elapsed
 
@@ -261,13 +261,13 @@ def test_the_server_is_asked_only_for_one_event_hooks_whatever_the_options_hold(
     """The client finds the harness the way the command line does: an option's value
     (a session named "codex") is not the harness, and every option with a value that
     `hook` accepts is one the client skips."""
-    from progresscast.cli import _parser
+    from progresscast.agents.hooks.command import hook_parser as build_hook_parser
 
     assert client.one_event_harness(["--redis", "gemini", "hook", "--session", "codex", "claude-code"]) == "claude-code"
     assert client.one_event_harness(["hook", "--agent", "claude-code", "codex"]) is None
     assert client.one_event_harness(["hook", "gemini", "--help"]) is None
     hook_parser = next(
-        p for a in _parser(hook_only=True)._actions if a.choices and "hook" in a.choices for p in [a.choices["hook"]]
+        p for a in build_hook_parser()._actions if a.choices and "hook" in a.choices for p in [a.choices["hook"]]
     )
     with_value = {o for a in hook_parser._actions if a.nargs != 0 for o in a.option_strings if o.startswith("--")}
     assert with_value == set(client.GLOBAL_OPTIONS) | set(client.HOOK_OPTIONS)

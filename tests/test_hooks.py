@@ -20,13 +20,13 @@ from typing import Any
 import pytest
 
 import agent_fixtures as fx
-from progresscast import keys
-from progresscast.card import CardInput
 from progresscast.cli import main
-from progresscast.connections import connect
-from progresscast.owners import Owner
-from progresscast.store import CardStore
-from progresscast.view import RunState, View
+from progresscast.model.card import CardInput
+from progresscast.model.owners import Owner
+from progresscast.model.view import RunState, View
+from progresscast.store import keys
+from progresscast.store.cards import CardStore
+from progresscast.store.connections import connect
 
 Plan = list[tuple[str, str]]
 

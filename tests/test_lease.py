@@ -9,12 +9,12 @@ from typing import Any
 
 import pytest
 
-from progresscast import keys
 from progresscast.channels.drafts import DraftState
 from progresscast.channels.state import ChatPrefs, DraftKey
-from progresscast.config import ConfigError, Mode, load_settings
-from progresscast.lease import Fence, FenceClosed, Lease
-from progresscast.owners import Owner
+from progresscast.config.settings import ConfigError, Mode, load_settings
+from progresscast.model.owners import Owner
+from progresscast.store import keys
+from progresscast.store.lease import Fence, FenceClosed, Lease
 from progresscast.telegram.follows import TelegramState
 from progresscast.telegram.standby import bots
 

@@ -19,12 +19,12 @@ from typing import Any
 import httpx
 import pytest
 
-from progresscast import keys
-from progresscast.card import CardInput
 from progresscast.channels.state import DraftKey
-from progresscast.connections import connect
-from progresscast.owners import Owner
-from progresscast.store import CardStore
+from progresscast.model.card import CardInput
+from progresscast.model.owners import Owner
+from progresscast.store import keys
+from progresscast.store.cards import CardStore
+from progresscast.store.connections import connect
 from progresscast.telegram.follows import TelegramState
 from progresscast.testing import BotAPIEmulator
 from progresscast.testing._telegram import PACED

@@ -25,9 +25,9 @@ from mcp.client.stdio import StdioServerParameters, stdio_client
 from mcp.client.streamable_http import streamable_http_client
 from redis.asyncio import Redis
 
-from progresscast.owners import Owner
-from progresscast.sharding import layout_of
-from progresscast.store import CardStore
+from progresscast.model.owners import Owner
+from progresscast.store.cards import CardStore
+from progresscast.store.sharding import layout_of
 
 PLAN = [
     {"step": "Reproduce", "status": "completed"},
@@ -382,8 +382,8 @@ async def test_gateway_mode_refuses_a_read_only_token_and_foreign_sessions(
 
 
 async def test_a_stored_plan_whose_explanation_fails_is_still_reported_updated(store: CardStore) -> None:
-    from progresscast.mcp_server import AgentTools
-    from progresscast.sinks import SinkError, StoreSink
+    from progresscast.agents.mcp_server import AgentTools
+    from progresscast.agents.sinks import SinkError, StoreSink
 
     class NoActivity(StoreSink):
         async def activity(self, *, headline: str | None = None, answer: str | None = None, tool: str | None = None) -> None:

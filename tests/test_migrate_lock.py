@@ -9,11 +9,11 @@ from typing import Any
 
 import pytest
 
-from progresscast import keys
-from progresscast.connections import connect
-from progresscast.keys import Layout
-from progresscast.migrate import migrate_first_layout
-from progresscast.owners import Owner
+from progresscast.model.owners import Owner
+from progresscast.store import keys
+from progresscast.store.connections import connect
+from progresscast.store.keys import Layout
+from progresscast.store.migrate import migrate_first_layout
 
 OWNERS = 1500
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from progresscast.card import Step
+from progresscast.model.card import Step
 from progresscast.render.fit import Omitted, Priority, best, squeeze, step_ranks, step_state, water_cap
 from progresscast.render.ir import Line, Span, clusters, cut_line, cut_spans, end_cut, middle_cut, u16
 

@@ -17,13 +17,13 @@ from typing import Any
 
 import pytest
 
-from progresscast.activity import Activity
-from progresscast.card import Card, CardInput
-from progresscast.config import Mode, RenderSettings
-from progresscast.owners import Owner
+from progresscast.config.settings import Mode, RenderSettings
+from progresscast.model.activity import Activity
+from progresscast.model.card import Card, CardInput
+from progresscast.model.owners import Owner
+from progresscast.model.view import RunState, View
 from progresscast.render import render_final_answer_messages, render_telegram, render_text, render_web
 from progresscast.testing.telegram_html import parse
-from progresscast.view import RunState, View
 
 GOLDEN = Path(__file__).parent / "golden"
 UPDATE = os.environ.get("UPDATE_GOLDEN") == "1"

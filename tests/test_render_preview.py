@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from progresscast.card import CardError
-from progresscast.config import Mode, RenderSettings
+from progresscast.config.settings import Mode, RenderSettings
+from progresscast.model.card import CardError
 from progresscast.render import payload_for
 from progresscast.testing.telegram_html import parse
 

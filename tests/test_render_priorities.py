@@ -16,10 +16,11 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from progresscast.activity import Activity
-from progresscast.card import Card, CardInput, Status
-from progresscast.config import Mode, RenderSettings
-from progresscast.owners import Owner
+from progresscast.config.settings import Mode, RenderSettings
+from progresscast.model.activity import Activity
+from progresscast.model.card import Card, CardInput, Status
+from progresscast.model.owners import Owner
+from progresscast.model.view import RunState, View
 from progresscast.render import render_rich, render_telegram, render_text
 from progresscast.render.draft import compose
 from progresscast.render.fit import NEXT_STEPS
@@ -27,7 +28,6 @@ from progresscast.render.ir import Line, plain
 from progresscast.render.templates import theme
 from progresscast.testing._rich import rich_text
 from progresscast.testing.telegram_html import parse, utf16_len
-from progresscast.view import RunState, View
 from test_render_properties import PROPS, views
 
 OWNER = Owner("main", "ticket-4821")

@@ -18,16 +18,16 @@ from typing import Any
 from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
-from progresscast.activity import Activity
-from progresscast.card import Card, CardInput, Status
-from progresscast.config import Mode, RenderSettings
-from progresscast.owners import Owner
+from progresscast.config.settings import Mode, RenderSettings
+from progresscast.model.activity import Activity
+from progresscast.model.card import Card, CardInput, Status
+from progresscast.model.owners import Owner
+from progresscast.model.view import RunState, View
 from progresscast.render import render_final_answer_messages, render_telegram, render_text, render_web
 from progresscast.render.ir import plain
 from progresscast.render.markdown import markdown_lines
 from progresscast.testing._rich import check_rich, rich_text
 from progresscast.testing.telegram_html import parse, utf16_len, visible_length
-from progresscast.view import RunState, View
 
 TELEGRAM_TAGS = {"b", "i", "u", "s", "code", "pre", "blockquote", "a"}
 ICONS = {"in_progress": "▶️", "paused": "⏸️"}

@@ -17,12 +17,12 @@ from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
 import progresscast.render as render_pkg
-from progresscast.activity import Activity
-from progresscast.card import Card, Status, Step
-from progresscast.config import Mode, RenderSettings
-from progresscast.owners import Owner
+from progresscast.config.settings import Mode, RenderSettings
+from progresscast.model.activity import Activity
+from progresscast.model.card import Card, Status, Step
+from progresscast.model.owners import Owner
+from progresscast.model.view import RunState, View
 from progresscast.render import render_rich, render_slack, render_telegram, render_text, render_web
-from progresscast.view import RunState, View
 from test_render_properties import render_settings, views
 
 

@@ -16,13 +16,13 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from progresscast.activity import Activity
-from progresscast.config import Mode, RenderSettings
+from progresscast.config.settings import Mode, RenderSettings
+from progresscast.model.activity import Activity
+from progresscast.model.view import TERMINAL, RunState, View
 from progresscast.render import render_slack, render_slack_final_answer
 from progresscast.render.markdown import markdown_lines
 from progresscast.render.slack import MAX_TASK_TEXT, escape, render_blocks, render_plan
 from progresscast.testing.slack_blocks import MAX_MESSAGE_TEXT, Shown, blocks_text, check_blocks, read_mrkdwn
-from progresscast.view import TERMINAL, RunState, View
 from test_render_golden import ACTIVE, ANSWER, CASES, FIFTY, OWNER, Case, card, check
 from test_render_properties import PROPS, render_settings, shows_something, views, with_extremes
 

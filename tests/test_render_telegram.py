@@ -6,15 +6,15 @@ from typing import Any
 
 import pytest
 
-from progresscast.activity import Activity
-from progresscast.card import Card, CardInput, Status, Step
-from progresscast.config import Mode, RenderSettings
-from progresscast.owners import Owner
+from progresscast.config.settings import Mode, RenderSettings
+from progresscast.model.activity import Activity
+from progresscast.model.card import Card, CardInput, Status, Step
+from progresscast.model.owners import Owner
+from progresscast.model.view import RunState, View
 from progresscast.render import render_final_answer_messages, render_telegram, render_text
 from progresscast.render.markdown import markdown_lines
 from progresscast.testing._rich import check_rich, rich_text
 from progresscast.testing.telegram_html import parse, visible_length
-from progresscast.view import RunState, View
 
 OWNER = Owner("main", "ticket-4821")
 

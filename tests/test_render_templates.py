@@ -4,13 +4,13 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from progresscast.card import Card, CardInput
-from progresscast.config import RenderSettings
-from progresscast.owners import Owner
+from progresscast.config.settings import RenderSettings
+from progresscast.model.card import Card, CardInput
+from progresscast.model.owners import Owner
+from progresscast.model.view import View
 from progresscast.render import render_telegram, render_text, render_web
 from progresscast.render.templates import template, template_root, theme
 from progresscast.testing.telegram_html import parse, visible_length
-from progresscast.view import View
 
 OWNER = Owner("main", "s1")
 

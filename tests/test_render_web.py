@@ -4,12 +4,12 @@ from __future__ import annotations
 
 import re
 
-from progresscast.activity import Activity
-from progresscast.card import Card, CardInput
-from progresscast.config import RenderSettings
-from progresscast.owners import Owner
+from progresscast.config.settings import RenderSettings
+from progresscast.model.activity import Activity
+from progresscast.model.card import Card, CardInput
+from progresscast.model.owners import Owner
+from progresscast.model.view import RunState, View
 from progresscast.render import render_web
-from progresscast.view import RunState, View
 
 OWNER = Owner("main", "s1")
 

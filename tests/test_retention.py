@@ -16,16 +16,16 @@ import redis as sync_redis
 from redis.asyncio import Redis
 
 from a2a_updates import status, ts
-from progresscast import keys
-from progresscast.a2a.apply import Source, UpdateApplier
-from progresscast.a2a.mapping import parse_update
-from progresscast.card import CardInput
-from progresscast.config import ConfigError, Settings, load_settings
-from progresscast.connections import connect
-from progresscast.embedded import stop_embedded
-from progresscast.owners import Owner
-from progresscast.retention import sweep
-from progresscast.store import CardStore
+from progresscast.agents.a2a.apply import Source, UpdateApplier
+from progresscast.agents.a2a.mapping import parse_update
+from progresscast.config.settings import ConfigError, Settings, load_settings
+from progresscast.model.card import CardInput
+from progresscast.model.owners import Owner
+from progresscast.store import keys
+from progresscast.store.cards import CardStore
+from progresscast.store.connections import connect
+from progresscast.store.embedded import stop_embedded
+from progresscast.store.retention import sweep
 from progresscast.testing import BotAPIEmulator
 from test_serve import TOKEN, environment
 from test_serve_supervised import Log, put

@@ -14,17 +14,17 @@ import httpx
 import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
-from progresscast import keys, sharding
-from progresscast.card import CardInput
 from progresscast.channels.state import ChannelState, DraftKey
-from progresscast.config import ChannelSettings
-from progresscast.connections import Role, connect
-from progresscast.embedded import ensure_embedded, stop_embedded
-from progresscast.events import EventGroup
+from progresscast.config.settings import ChannelSettings
 from progresscast.gateway import create_app
-from progresscast.owners import Owner
+from progresscast.model.card import CardInput
+from progresscast.model.owners import Owner
 from progresscast.slack.channel import SlackState
-from progresscast.store import CardStore, StoreError
+from progresscast.store import keys, sharding
+from progresscast.store.cards import CardStore, StoreError
+from progresscast.store.connections import Role, connect
+from progresscast.store.embedded import ensure_embedded, stop_embedded
+from progresscast.store.events import EventGroup
 from progresscast.telegram.follows import TelegramState
 from test_gateway_rpc import gateway_settings
 

@@ -17,7 +17,7 @@ from pathlib import Path
 import httpx
 import pytest
 
-from progresscast.embedded import stop_embedded
+from progresscast.store.embedded import stop_embedded
 from progresscast.testing import BotAPIEmulator
 
 TOKEN = "t0ken-for-tests"

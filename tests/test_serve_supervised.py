@@ -24,8 +24,8 @@ import redis as sync_redis
 from a2a_agent import Agent, status
 from a2a_updates import ts
 from conftest import redis_server_binary
-from progresscast.a2a.follow import agent_client
-from progresscast.embedded import stop_embedded
+from progresscast.agents.a2a.follow import agent_client
+from progresscast.store.embedded import stop_embedded
 from progresscast.testing import BotAPIEmulator, SlackAPIEmulator
 from test_serve import TOKEN, environment
 

@@ -17,20 +17,20 @@ import httpx
 import pytest
 from redis.asyncio import Redis
 
-from progresscast import keys
-from progresscast.card import CardInput
-from progresscast.config import Settings
-from progresscast.connections import connect
+from progresscast.config.settings import Settings
 from progresscast.gateway.app import create_app
 from progresscast.gateway.server import serve_app
-from progresscast.owners import Owner
+from progresscast.model.card import CardInput
+from progresscast.model.owners import Owner
+from progresscast.model.view import RunState
 from progresscast.slack.adapter import SlackAdapter, SlackOptions
 from progresscast.slack.channel import SlackPace
-from progresscast.store import CardStore
+from progresscast.store import keys
+from progresscast.store.cards import CardStore
+from progresscast.store.connections import connect
 from progresscast.testing import SlackAPIEmulator, SlackMessage
 from progresscast.testing.slackapi import PERSON_ID
 from progresscast.timescale import ENV
-from progresscast.view import RunState
 
 C = "C0TEST0001"
 OTHER = "C0TEST0002"

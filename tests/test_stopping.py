@@ -17,10 +17,10 @@ from typing import Any
 import pytest
 from redis.asyncio import Redis
 
-from progresscast import keys
-from progresscast.config import Settings
-from progresscast.embedded import ensure_embedded, stop_embedded
-from progresscast.lease import Lease
+from progresscast.config.settings import Settings
+from progresscast.store import keys
+from progresscast.store.embedded import ensure_embedded, stop_embedded
+from progresscast.store.lease import Lease
 from progresscast.telegram.standby import bots, run_bot
 
 TOKEN = "123456:" + "A" * 35

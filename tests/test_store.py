@@ -9,13 +9,13 @@ import zlib
 import pytest
 from redis.asyncio import Redis
 
-from progresscast import keys
-from progresscast.card import CardError, CardInput
-from progresscast.connections import connect
-from progresscast.events import EventGroup
-from progresscast.owners import Owner, resolve_owner
-from progresscast.store import CardStore, StoreError
-from progresscast.view import RunState
+from progresscast.model.card import CardError, CardInput
+from progresscast.model.owners import Owner, resolve_owner
+from progresscast.model.view import RunState
+from progresscast.store import keys
+from progresscast.store.cards import CardStore, StoreError
+from progresscast.store.connections import connect
+from progresscast.store.events import EventGroup
 
 OWNER = Owner(agent_id="main", session_key="ticket-1")
 

@@ -10,10 +10,10 @@ from hypothesis import strategies as st
 from redis.asyncio import Redis
 
 from conftest import raw_client
-from progresscast.card import CardError, CardInput, clean_text, shows_nothing
-from progresscast.connections import connect
-from progresscast.owners import Owner
-from progresscast.store import CardStore
+from progresscast.model.card import CardError, CardInput, clean_text, shows_nothing
+from progresscast.model.owners import Owner
+from progresscast.store.cards import CardStore
+from progresscast.store.connections import connect
 
 OWNER = Owner(agent_id="main", session_key="prop")
 

@@ -12,7 +12,7 @@ import pytest
 from redis.exceptions import ConnectionError as RedisConnectionError
 
 from progresscast.backoff import Backoff
-from progresscast.config_error import ConfigError
+from progresscast.config.errors import ConfigError
 from progresscast.failure_log import FailureLog
 from progresscast.supervise import spawn, supervise
 

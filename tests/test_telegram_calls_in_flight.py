@@ -17,11 +17,11 @@ import telegram
 from redis.asyncio import Redis
 from telegram.request import HTTPXRequest
 
-from progresscast.card import CardInput
 from progresscast.channels.state import DraftKey
-from progresscast.config import Settings
-from progresscast.owners import Owner
-from progresscast.store import CardStore
+from progresscast.config.settings import Settings
+from progresscast.model.card import CardInput
+from progresscast.model.owners import Owner
+from progresscast.store.cards import CardStore
 from progresscast.telegram.options import AdapterOptions
 from progresscast.telegram.worker import DraftWorker
 from progresscast.testing import BotAPIEmulator, Call

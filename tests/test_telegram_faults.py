@@ -28,19 +28,19 @@ from redis.asyncio import Redis
 from redis.exceptions import RedisError
 
 from conftest import redis_server_binary
-from progresscast.card import CardInput
 from progresscast.channels.state import DraftKey
-from progresscast.config import Settings
-from progresscast.connections import connect
-from progresscast.owners import Owner
-from progresscast.store import CardStore
+from progresscast.config.settings import Settings
+from progresscast.model.card import CardInput
+from progresscast.model.owners import Owner
+from progresscast.model.view import RunState
+from progresscast.store.cards import CardStore
+from progresscast.store.connections import connect
 from progresscast.telegram.bot import run_adapter
 from progresscast.telegram.follows import TelegramState
 from progresscast.telegram.options import AdapterOptions
 from progresscast.telegram.pacing import is_group
 from progresscast.testing import BotAPIEmulator, Call
 from progresscast.timescale import ENV as TIME_SCALE_ENV
-from progresscast.view import RunState
 
 pytestmark = pytest.mark.filterwarnings("ignore::telegram.warnings.PTBDeprecationWarning")
 

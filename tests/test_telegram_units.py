@@ -11,11 +11,11 @@ import pytest
 from redis.asyncio import Redis
 from telegram.error import BadRequest, ChatMigrated, EndPointNotFound, Forbidden, NetworkError, RetryAfter, TimedOut
 
-from progresscast import keys
 from progresscast.channels.drafts import DraftState
 from progresscast.channels.outcome import OutcomeKind as K
-from progresscast.config import Mode, TelegramSettings
-from progresscast.owners import Owner
+from progresscast.config.settings import Mode, TelegramSettings
+from progresscast.model.owners import Owner
+from progresscast.store import keys
 from progresscast.telegram.client import classify
 from progresscast.telegram.follows import ChatPrefs, DraftKey, TelegramState, allowed, render_settings
 from progresscast.telegram.pacing import Pace
@@ -142,13 +142,13 @@ async def test_prefs_drafts_and_marks(redis: Redis) -> None:
     await state.save_draft(key, DraftState(message_id=3, digest="d", kind="classic"))
     assert (await state.draft(key)).message_id == 3
     await state.save_draft(key, DraftState())
-    assert await redis.exists(keys.tg_draft(key.owner, 42, 0)) == 0
+    assert await redis.exists(keys.channel_draft(keys.TG, key.owner, 42, 0)) == 0
     await state.saw_message(42, 10)
     await state.saw_message(42, 4)
     assert await state.last_message(42) == 10
     await state.refuse_rich(1, "Not Found")
     assert await state.rich_refused(1) == "Not Found"
-    assert 0 < await redis.ttl(keys.tg_bot_no_rich(1)) <= 24 * 3600
+    assert 0 < await redis.ttl(keys.channel_no_rich(keys.TG, 1)) <= 24 * 3600
 
 
 # --- start-up calls: retried while the Bot API is unreachable, refusals are not ------------

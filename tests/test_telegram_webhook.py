@@ -15,14 +15,14 @@ from typing import Any
 import httpx
 import pytest
 
-from progresscast import keys
-from progresscast.card import CardInput
-from progresscast.config import ConfigError, Settings, load_settings
+from progresscast.config.settings import ConfigError, Settings, load_settings
 from progresscast.gateway import run_gateway
 from progresscast.gateway.server import address, bind
 from progresscast.gateway.telegram_webhook import MAX_UPDATE_BYTES
-from progresscast.owners import Owner
-from progresscast.store import CardStore
+from progresscast.model.card import CardInput
+from progresscast.model.owners import Owner
+from progresscast.store import keys
+from progresscast.store.cards import CardStore
 from progresscast.telegram.bot import run_adapter
 from progresscast.telegram.options import AdapterOptions
 from progresscast.telegram.standby import run_bots

@@ -31,11 +31,11 @@ from urllib.parse import quote
 
 import httpx
 
-from .config import ChatSettings, GatewayToken, Settings, TelegramSettings
-from .connections import connect, redis_url
+from .config.settings import ChatSettings, GatewayToken, Settings, TelegramSettings
 from .gateway.auth import READ, WRITE
 from .gateway.server import address, bind, run_gateway
-from .owners import Owner
+from .model.owners import Owner
+from .store.connections import connect, redis_url
 from .testing import BotAPIEmulator
 from .testing.console import ChatConsole
 

@@ -1,8 +1,9 @@
-"""`progresscast serve`: the gateway and web page, plus the Telegram and Slack adapters
+"""`progresscast serve`: the gateway and web page, plus the Telegram, Slack and Discord adapters
 when their tokens are configured (for each bot, in the one process holding its lease;
 the others stand by) and the A2A followers of `[[a2a.agents]]`, in one
 process on one event loop. Slack's slash commands are routes of the gateway
-(`/slack/commands`, `/slack/events`), and so is a Telegram webhook (`/telegram/…`).
+(`/slack/commands`, `/slack/events`), and so are Discord's interactions
+(`/discord/interactions`) and a Telegram webhook (`/telegram/…`).
 
 Start-up mistakes (an unset `env:` secret, a port in use, a refused bot token) are a
 ConfigError: one line, exit status 2. Every other failure of a part is its own: each
@@ -21,10 +22,10 @@ import socket
 from functools import partial
 from pathlib import Path
 
-from .config import ConfigError, Settings
-from .connections import Role, connect
-from .embedded import EmbeddedRedisError, embedded_home, ensure_embedded, is_running
+from .config.settings import ConfigError, Settings
 from .stopping import still_wanted
+from .store.connections import Role, connect
+from .store.embedded import EmbeddedRedisError, embedded_home, ensure_embedded, is_running
 from .supervise import Job, supervise
 
 log = logging.getLogger("progresscast")
@@ -72,6 +73,15 @@ async def serve(settings: Settings, url: str) -> None:
         jobs.append(("the Slack adapter", adapter.run))
     else:
         log.info("no channels.slack.token: the Slack adapter is off")
+    discord = settings.channels.discord
+    if discord and discord.token:
+        from .discord.adapter import DiscordAdapter
+
+        discord_adapter = DiscordAdapter(settings, redis)
+        routes = [*routes, *discord_adapter.routes()]  # the interactions arrive at the gateway
+        jobs.append(("the Discord adapter", discord_adapter.run))
+    else:
+        log.info("no channels.discord.token: the Discord adapter is off")
     bound: list[socket.socket] = [sock]
 
     async def gateway() -> None:
@@ -96,10 +106,10 @@ async def serve(settings: Settings, url: str) -> None:
     else:
         log.info("no channels.telegram.token: the Telegram adapter is off")
     if settings.a2a.agents:
-        from .a2a.watch import follow_agents
+        from .agents.a2a.watch import follow_agents
 
         jobs.append(("the A2A followers", partial(follow_agents, settings, redis)))
-    from .retention import keep_sweeping
+    from .store.retention import keep_sweeping
 
     jobs.append(("the retention sweep", partial(keep_sweeping, redis)))
     home = embedded_home(url)

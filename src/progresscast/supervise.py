@@ -19,7 +19,7 @@ import logging
 from collections.abc import Awaitable, Callable
 
 from .backoff import Backoff
-from .config_error import ConfigError
+from .config.errors import ConfigError
 from .failure_log import FailureLog
 from .stopping import still_wanted
 

@@ -44,10 +44,10 @@ import json
 from dataclasses import asdict, dataclass, replace
 from typing import Any, Literal, Protocol
 
-from ..activity import Activity
-from ..config import Mode
+from ..config.settings import Mode
+from ..model.activity import Activity
+from ..model.view import TERMINAL, View
 from ..render.payload import Payload, digest
-from ..view import TERMINAL, View
 from .outcome import MessageId, Outcome, OutcomeKind
 
 Purpose = Literal["draft", "answer"]

@@ -21,11 +21,11 @@ from typing import cast
 
 from redis.asyncio import Redis
 
-from .. import keys
-from ..config import Mode
-from ..lease import Fence, FenceClosed
-from ..owners import Owner
-from ..retention import retention_ms
+from ..config.settings import Mode
+from ..model.owners import Owner
+from ..store import keys
+from ..store.lease import Fence, FenceClosed
+from ..store.retention import retention_ms
 from .drafts import DraftState
 
 NO_RICH_TTL = 24 * 3600

@@ -33,14 +33,14 @@ from functools import partial
 from redis.asyncio import Redis
 
 from ..backoff import Backoff
-from ..events import EventGroup, coalesce
 from ..failure_log import INTERVAL, FailureLog
+from ..model.view import View
 from ..render.payload import Payload
-from ..retention import SWEEP_EVERY_MAX, retention_ms, sweep_every
 from ..stopping import still_wanted
-from ..store import CardStore
+from ..store.cards import CardStore
+from ..store.events import EventGroup, coalesce
+from ..store.retention import SWEEP_EVERY_MAX, retention_ms, sweep_every
 from ..supervise import spawn
-from ..view import View
 from .channel import Channel
 from .drafts import (
     Call,

@@ -10,20 +10,24 @@ already applied changes nothing.
 401 without a valid token, 403 for a missing scope or session (checked before
 anything is written), 400 naming the field for a body that is not an update, 503
 when Redis does not answer. The answer says what happened: `applied`, `stale`,
-`duplicate` or `untimed`.
+`duplicate`, `untimed`, `future` (a timestamp more than `a2a.maxClockSkew` ahead of
+the store's clock) or `reset` (the card was reset after the push arrived). The
+session is always one of the `?agent=` agent (else the default agent): a context id
+naming another agent is a session key of that one (a2a/apply.py).
 """
 
 from __future__ import annotations
 
 import logging
+import time
 
 from redis.exceptions import RedisError
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 
-from ..a2a.apply import Source, UpdateApplier
-from ..a2a.mapping import parse_update
-from ..card import CardError
+from ..agents.a2a.apply import Source, UpdateApplier
+from ..agents.a2a.mapping import parse_update
+from ..model.card import CardError
 from . import errors
 from .auth import WRITE, bearer
 from .errors import ApiError
@@ -42,6 +46,7 @@ def _token(request: Request) -> str | None:
 
 
 async def push(request: Request) -> Response:
+    arrived = time.monotonic()
     gw = gateway_of(request)
     try:
         grant = gw.tokens.grant(_token(request))
@@ -57,11 +62,12 @@ async def push(request: Request) -> Response:
             agent_id=request.query_params.get("agent") or None,
             known_agents=gw.settings.agents.known_set,
             default_agent=gw.settings.agents.default,
+            max_clock_skew=gw.settings.a2a.maxClockSkew,
         )
         owner = applier.owner_of(update)
         if not grant.may_touch(owner):
             raise errors.session_forbidden(owner.display_key)
-        applied = await applier.apply(update, Source.push)
+        applied = await applier.apply(update, Source.push, arrived=arrived)
     except ApiError as exc:
         return exc.response()
     except CardError as exc:

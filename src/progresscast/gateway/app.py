@@ -13,8 +13,8 @@ from starlette.routing import BaseRoute, Mount, Route
 from starlette.staticfiles import StaticFiles
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
-from ..config import Settings
-from ..store import CardStore
+from ..config.settings import Settings
+from ..store.cards import CardStore
 from . import a2a_push, health, pages, rpc, sse
 from .auth import Tokens
 from .hub import EventHub

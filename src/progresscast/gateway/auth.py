@@ -20,8 +20,8 @@ from fnmatch import fnmatchcase
 
 from starlette.requests import HTTPConnection
 
-from ..config import READ_SCOPE, WRITE_SCOPE, GatewayToken, Settings
-from ..owners import Owner
+from ..config.settings import READ_SCOPE, WRITE_SCOPE, GatewayToken, Settings
+from ..model.owners import Owner
 
 READ = READ_SCOPE
 WRITE = WRITE_SCOPE

@@ -10,8 +10,8 @@ from typing import Any
 
 from starlette.responses import JSONResponse
 
-from ..card import CardError
-from ..store import StoreError
+from ..model.card import CardError
+from ..store.cards import StoreError
 
 
 class ApiError(Exception):

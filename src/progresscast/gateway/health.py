@@ -14,11 +14,12 @@ from redis.exceptions import RedisError
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 
-from .. import keys, metrics
-from ..config import Settings
-from ..events import group_lag
-from ..lease import INSTANCE
-from ..sharding import layout_of
+from .. import metrics
+from ..config.settings import Settings
+from ..store import keys
+from ..store.events import group_lag
+from ..store.lease import INSTANCE
+from ..store.sharding import layout_of
 from .state import gateway_of
 
 PING_TIMEOUT = 1.5

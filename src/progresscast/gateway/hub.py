@@ -17,13 +17,14 @@ from typing import Any
 
 from redis.exceptions import RedisError
 
-from .. import events, metrics
+from .. import metrics
 from ..backoff import Backoff
-from ..connections import READ_BLOCK_MS
-from ..events import Event
-from ..owners import Owner
-from ..sharding import layout_of
+from ..model.owners import Owner
 from ..stopping import still_wanted
+from ..store import events
+from ..store.connections import READ_BLOCK_MS
+from ..store.events import Event
+from ..store.sharding import layout_of
 from ..supervise import supervise
 
 BACKOFF = Backoff()

@@ -10,6 +10,7 @@ HTML it inserts is the fragment the server rendered and sanitized.
 
 from __future__ import annotations
 
+import time
 from dataclasses import dataclass
 from functools import lru_cache
 from typing import Any
@@ -22,11 +23,11 @@ from starlette.requests import Request
 from starlette.responses import HTMLResponse, JSONResponse, RedirectResponse, Response
 
 from .. import metrics
-from ..card import CardError
-from ..config import RenderSettings
-from ..owners import Owner
+from ..config.settings import RenderSettings
+from ..model.card import CardError
+from ..model.owners import Owner
+from ..model.view import View
 from ..render.templates import loader
-from ..view import View
 from . import errors
 from .auth import COOKIE, READ, Grant, cookie
 from .errors import ApiError
@@ -35,6 +36,8 @@ from .state import Gateway, gateway_of, raw_path, raw_query, readable_owner
 
 PAGE_SIZE = 50
 """Sessions per page of the index; a link leads to the next page."""
+HISTORY_SHOWN = 20
+"""History entries on a session page (the newest)."""
 
 # -- templates ----------------------------------------------------------------
 
@@ -80,9 +83,10 @@ class CardShown:
     revision: int | None
     updated_at: str | None
     paused: bool
+    history_html: Markup | None = None
 
     def to_json(self) -> dict[str, Any]:
-        return {
+        out = {
             "sessionKey": self.owner.session_key,
             "agentId": self.owner.agent_id,
             "displayKey": self.owner.display_key,
@@ -91,11 +95,23 @@ class CardShown:
             "paused": self.paused,
             "html": str(self.html),
         }
+        if self.history_html is not None:
+            out["historyHtml"] = str(self.history_html)
+        return out
 
 
-async def show(gw: Gateway, owner: Owner) -> CardShown:
+async def show(gw: Gateway, owner: Owner, *, history: bool = False) -> CardShown:
+    """The card as the page shows it; with `history`, its timeline too (a session page)."""
     view = await gw.store.view(owner)
     card = view.card
+    history_html = None
+    if history:
+        from ..render.history import render_web_history
+
+        entries = await gw.store.history(owner, limit=HISTORY_SHOWN)
+        now_ms = int(time.time() * 1000)
+        # Markup: rendered from plain text by an autoescaping template.
+        history_html = Markup(render_web_history(entries, card, now_ms, templates_dir=gw.settings.templates.dir))
     return CardShown(
         owner=owner,
         # Markup: the fragment comes from the web renderer, which escapes and sanitizes.
@@ -103,6 +119,7 @@ async def show(gw: Gateway, owner: Owner) -> CardShown:
         revision=card.revision if card else None,
         updated_at=card.updatedAt if card else None,
         paused=view.paused,
+        history_html=history_html,
     )
 
 
@@ -233,18 +250,19 @@ async def session(request: Request) -> Response:
         message = f"This token may not see {owner.display_key}."
         return page(gw, "error", 403, title="Not allowed", message=message, signed_in=True)
     try:
-        shown = await show(gw, owner)
+        shown = await show(gw, owner, history=True)
     except RedisError:
         return _store_unavailable(gw)
     return page(gw, "session", card=shown, signed_in=True)
 
 
 async def card_fragment(request: Request) -> Response:
-    """`GET /v1/card?sessionKey=…[&agentId=…]`: the rendered card as JSON, for the page."""
+    """`GET /v1/card?sessionKey=…[&agentId=…][&history=1]`: the rendered card as JSON,
+    for the page (with `history=1`, its timeline too)."""
     gw = gateway_of(request)
     try:
         owner = readable_owner(request)
-        shown = await show(gw, owner)
+        shown = await show(gw, owner, history=request.query_params.get("history") == "1")
     except ApiError as exc:
         return exc.response()
     except CardError as exc:

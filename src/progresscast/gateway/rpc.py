@@ -22,8 +22,8 @@ from redis.exceptions import RedisError
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 
-from ..activity import MAX_TOOL_LINES
-from ..card import (
+from ..model.activity import MAX_TOOL_LINES
+from ..model.card import (
     MAX_MARKDOWN_BYTES,
     MAX_NOTE_CHARS,
     MAX_STEP_BYTES,
@@ -33,8 +33,9 @@ from ..card import (
     has_lone_surrogate,
     reject_lone_surrogates,
 )
-from ..owners import Owner
-from ..view import TERMINAL, RunState
+from ..model.history import DEFAULT_LIMIT, MAX_LIMIT
+from ..model.owners import Owner
+from ..model.view import TERMINAL, RunState
 from . import errors
 from .auth import READ, WRITE, Grant, bearer
 from .errors import ApiError
@@ -57,6 +58,8 @@ CAPABILITIES = [
     "progress-card-agent-scope-v1",  # agentId / agent:<id>:<key> name the owner
     "progress-card-expected-revision-v1",
     "progress-card-reset-v1",
+    "progress-card-keep-markdown-v1",
+    "progress-card-history-v1",
     "run-lifecycle-v1",
     "activity-v1",
     "events-sse-v1",
@@ -219,11 +222,19 @@ async def card_get(gw: Gateway, grant: Grant, params: Params, arrived: float) ->
 async def card_put(gw: Gateway, grant: Grant, params: Params, arrived: float) -> Any:
     owner = _owner(gw, grant, params)
     expected = _expected_revision(params)
-    card = CardInput.parse({k: v for k, v in params.items() if k not in OWNER_FIELDS | {"expectedRevision"}})
+    keep = params.get("keepMarkdown", False)
+    if not isinstance(keep, bool):
+        raise _bad("keepMarkdown", "must be true or false")
+    if keep and "markdown" in params:
+        raise _bad("markdown", "must be absent with keepMarkdown (the card's note is kept)")
+    card = CardInput.parse({k: v for k, v in params.items() if k not in OWNER_FIELDS | PUT_OPTIONS})
     # Admitted at arrival: a reset that lands after the request arrived, before it is
     # written, wins (the write script compares the reset's time with the arrival's).
-    result = await gw.store.put(owner, card, expected_revision=expected, arrived=arrived)
+    result = await gw.store.put(owner, card, expected_revision=expected, arrived=arrived, keep_markdown=keep)
     return {"receipt": result.receipt, **result.to_json()}
+
+
+PUT_OPTIONS = {"expectedRevision", "keepMarkdown"}
 
 
 def _expected_revision(params: Params) -> int | None:
@@ -236,8 +247,21 @@ def _expected_revision(params: Params) -> int | None:
 async def card_clear(gw: Gateway, grant: Grant, params: Params, arrived: float) -> Any:
     _only(params, OWNER_FIELDS | {"expectedRevision"})
     owner = _owner(gw, grant, params)
-    result = await gw.store.clear(owner, expected_revision=_expected_revision(params))
+    result = await gw.store.clear(owner, expected_revision=_expected_revision(params), arrived=arrived)
     return {"receipt": result.receipt, **result.to_json()}
+
+
+async def card_history(gw: Gateway, grant: Grant, params: Params, arrived: float) -> Any:
+    _only(params, OWNER_FIELDS | {"limit", "before"})
+    owner = _owner(gw, grant, params)
+    limit = params.get("limit", DEFAULT_LIMIT)
+    if type(limit) is not int or not 1 <= limit <= MAX_LIMIT:
+        raise _bad("limit", f"must be an integer from 1 to {MAX_LIMIT}")
+    before = params.get("before")
+    if before is not None and (type(before) is not int or before < 1):
+        raise _bad("before", "must be a positive integer (a revision)")
+    entries = await gw.store.history(owner, limit=limit, before=before)
+    return [e.to_json() for e in entries]
 
 
 async def card_reset(gw: Gateway, grant: Grant, params: Params, arrived: float) -> Any:
@@ -285,6 +309,7 @@ METHODS: dict[str, tuple[str | None, Handler]] = {
     "progressCard.put": (WRITE, card_put),
     "progressCard.clear": (WRITE, card_clear),
     "progressCard.reset": (WRITE, card_reset),
+    "progressCard.history": (READ, card_history),
     "run.start": (WRITE, run_start),
     "run.end": (WRITE, run_end),
     "activity.put": (WRITE, activity_put),

@@ -15,7 +15,7 @@ from starlette.applications import Starlette
 from starlette.routing import BaseRoute
 from uvicorn.protocols.http.httptools_impl import HttpToolsProtocol
 
-from ..config import Settings
+from ..config.settings import Settings
 from .app import create_app
 
 log = logging.getLogger("progresscast.gateway")

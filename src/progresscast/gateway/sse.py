@@ -21,9 +21,9 @@ from redis.exceptions import RedisError
 from starlette.requests import Request
 from starlette.responses import Response, StreamingResponse
 
-from ..card import CardError
-from ..events import Event
-from ..owners import Owner
+from ..model.card import CardError
+from ..model.owners import Owner
+from ..store.events import Event
 from . import errors
 from .errors import ApiError
 from .state import Gateway, gateway_of, readable_owner

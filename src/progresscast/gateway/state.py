@@ -8,9 +8,9 @@ from urllib.parse import parse_qsl, unquote
 
 from starlette.requests import HTTPConnection
 
-from ..config import Settings
-from ..owners import Owner, resolve_owner
-from ..store import CardStore
+from ..config.settings import Settings
+from ..model.owners import Owner, resolve_owner
+from ..store.cards import CardStore
 from . import errors
 from .auth import READ, Tokens, bearer, cookie
 from .errors import ApiError

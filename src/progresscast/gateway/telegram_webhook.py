@@ -18,7 +18,7 @@ from redis.exceptions import RedisError
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 
-from ..config import Settings, TelegramWebhookSettings, telegram_bots
+from ..config.settings import Settings, TelegramWebhookSettings, telegram_bots
 from ..telegram.webhook import UpdateInbox, bot_of_path
 from .errors import ApiError
 from .rpc import parse_json, read_body

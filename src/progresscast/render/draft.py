@@ -52,9 +52,9 @@ from collections.abc import Sequence
 from dataclasses import replace
 from functools import lru_cache
 
-from ..card import DONE_STATUSES, Status, Step
-from ..config import Mode, RenderSettings
-from ..view import RunState, View
+from ..config.settings import Mode, RenderSettings
+from ..model.card import DONE_STATUSES, Status, Step
+from ..model.view import RunState, View
 from .fit import (
     UNFINISHED,
     Omitted,

@@ -32,7 +32,7 @@ from dataclasses import dataclass
 from enum import IntEnum
 from functools import lru_cache
 
-from ..card import DONE_STATUSES, Status, Step
+from ..model.card import DONE_STATUSES, Status, Step
 from .ir import Line, cut_line
 
 UNFINISHED = frozenset({Status.pending, Status.in_progress, Status.blocked})

@@ -19,7 +19,7 @@ import unicodedata
 from dataclasses import dataclass, field, replace
 from functools import lru_cache
 
-from ..card import SHOWN_AS_SPACE
+from ..model.card import SHOWN_AS_SPACE
 
 ELLIPSIS = "…"
 

@@ -30,8 +30,8 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from ..config import RenderSettings
-from ..view import View
+from ..config.settings import RenderSettings
+from ..model.view import View
 from .draft import compose
 from .ir import MARK_ORDER, Line, Span
 from .templates import theme

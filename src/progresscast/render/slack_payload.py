@@ -19,8 +19,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from ..config import Mode, RenderSettings
-from ..view import View
+from ..config.settings import Mode, RenderSettings
+from ..model.view import View
 from .payload import Payload
 from .slack import render_blocks, render_plan, render_slack_final_answer
 

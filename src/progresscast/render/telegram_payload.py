@@ -17,8 +17,8 @@ import functools
 from pathlib import Path
 from typing import Any
 
-from ..config import Mode, RenderSettings
-from ..view import View
+from ..config.settings import Mode, RenderSettings
+from ..model.view import View
 from .payload import Payload
 from .telegram import answer_chunks, render_telegram, to_html, wrap_message
 from .text import render_text

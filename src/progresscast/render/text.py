@@ -7,8 +7,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from ..config import RenderSettings
-from ..view import View
+from ..config.settings import RenderSettings
+from ..model.view import View
 from .draft import compose
 from .templates import template, theme
 

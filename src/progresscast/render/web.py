@@ -27,9 +27,9 @@ from typing import Any, NamedTuple
 
 from markupsafe import Markup
 
-from ..card import Status
-from ..config import RenderSettings
-from ..view import RunState, View
+from ..config.settings import RenderSettings
+from ..model.card import Status
+from ..model.view import RunState, View
 from .fit import UNFINISHED, step_state
 from .ir import plain
 from .markdown import markdown_web_html, note_parts, number_text

@@ -23,12 +23,13 @@ from slack_sdk.web.async_client import AsyncWebClient
 from starlette.routing import Route
 
 from ..backoff import Backoff
-from ..channels.worker import ChannelWorker, WorkerOptions
-from ..config import ConfigError, Settings
+from ..channels.worker import WorkerOptions
+from ..config.settings import ConfigError, Settings
 from ..stopping import still_wanted
-from .channel import SlackChannel, SlackPace, SlackState
+from .channel import SlackChannel, SlackPace
 from .client import SlackClient
 from .commands import SlackCommands
+from .worker import SlackWorker
 
 log = logging.getLogger("progresscast.slack")
 
@@ -43,15 +44,6 @@ class SlackOptions:
     """Seconds slack_sdk waits for an answer: past it, a post is unsure and looked for."""
     worker: WorkerOptions = field(default_factory=lambda: WorkerOptions(group="slack"))
     backoff: Backoff = field(default_factory=Backoff)
-
-
-class SlackWorker(ChannelWorker):
-    """The Slack adapter's draft worker."""
-
-    def __init__(self, channel: SlackChannel, redis: Redis, options: WorkerOptions) -> None:
-        super().__init__(channel, redis, options=options, log=log)
-        self.slack_channel = channel
-        self.state: SlackState = channel.state
 
 
 class SlackAdapter:

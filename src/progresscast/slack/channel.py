@@ -22,14 +22,14 @@ from dataclasses import dataclass
 
 from redis.asyncio import Redis
 
-from .. import keys
-from ..card import CardError
 from ..channels.pacing import Budgets
 from ..channels.state import ChannelState, ChatPrefs, DraftKey, Id
-from ..config import Mode, RenderSettings, Settings, SlackChannelSettings, SlackSettings
-from ..owners import resolve_owner
+from ..config.settings import Mode, RenderSettings, Settings, SlackChannelSettings, SlackSettings
+from ..model.card import CardError
+from ..model.owners import resolve_owner
 from ..render.slack_payload import Recipient, SlackRenderers
-from ..retention import retention_ms
+from ..store import keys
+from ..store.retention import retention_ms
 from .client import SlackClient
 
 log = logging.getLogger("progresscast.slack")

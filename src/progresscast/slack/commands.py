@@ -26,18 +26,18 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
 
-from ..card import SURROGATE_RULE, CardError, escape_lone_surrogates, has_lone_surrogate, reject_lone_surrogates
 from ..channels.outcome import MessageId
 from ..channels.state import DraftKey
-from ..config import Mode, Settings, SlackSettings
+from ..config.settings import Mode, Settings, SlackSettings
 from ..gateway.state import raw_form
-from ..owners import Owner, resolve_owner
+from ..model.card import SURROGATE_RULE, CardError, escape_lone_surrogates, has_lone_surrogate, reject_lone_surrogates
+from ..model.owners import Owner, resolve_owner
+from ..model.view import View
 from ..render.slack_payload import Recipient, slack_draft, slack_snapshot
-from ..view import View
 from .channel import NO_THREAD, allowed, effective_mode
 
 if TYPE_CHECKING:
-    from .adapter import SlackWorker
+    from .worker import SlackWorker
 
 log = logging.getLogger("progresscast.slack")
 

@@ -24,14 +24,14 @@ from telegram.error import BadRequest, InvalidToken, NetworkError
 from telegram.ext import Application, ApplicationBuilder, CommandHandler, ContextTypes, MessageHandler, filters
 
 from ..backoff import Backoff
-from ..card import CardError, clean_text, escape_lone_surrogates
 from ..channels.state import DraftKey
-from ..config import ConfigError, Mode, Settings, TelegramSettings, TelegramWebhookSettings
+from ..config.settings import ConfigError, Mode, Settings, TelegramSettings, TelegramWebhookSettings
 from ..failure_log import FailureLog
-from ..owners import Owner, resolve_owner
+from ..model.card import CardError, clean_text, escape_lone_surrogates
+from ..model.owners import Owner, resolve_owner
 from ..render.telegram_payload import telegram_draft, telegram_snapshot
 from ..stopping import still_wanted
-from ..store import CardStore
+from ..store.cards import CardStore
 from .client import FencedRequest
 from .follows import TelegramState, allowed, effective_mode, wants_rich
 from .options import AdapterOptions

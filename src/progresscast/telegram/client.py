@@ -46,9 +46,9 @@ from .. import metrics
 from ..channels.drafts import Intent
 from ..channels.outcome import MessageId, Outcome, OutcomeKind
 from ..channels.state import Id
-from ..lease import Fence
 from ..render.payload import Payload
 from ..render.telegram_payload import RICH_METHOD
+from ..store.lease import Fence
 
 log = logging.getLogger("progresscast.telegram")
 K = OutcomeKind

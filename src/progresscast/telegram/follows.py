@@ -10,10 +10,10 @@ from __future__ import annotations
 
 from redis.asyncio import Redis
 
-from .. import keys
 from ..channels.state import ChannelState, ChatPrefs, DraftKey
-from ..config import ChatSettings, Mode, RenderSettings, TelegramSettings
-from ..lease import Fence
+from ..config.settings import ChatSettings, Mode, RenderSettings, TelegramSettings
+from ..store import keys
+from ..store.lease import Fence
 
 
 def chat_config(telegram: TelegramSettings, chat_id: int) -> ChatSettings | None:

@@ -9,10 +9,10 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from .. import keys
 from ..backoff import CAP, Backoff
 from ..channels.worker import WorkerOptions
-from ..lease import Fence
+from ..store import keys
+from ..store.lease import Fence
 from .pacing import Pace
 
 

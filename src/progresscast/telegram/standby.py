@@ -22,11 +22,12 @@ from typing import Any
 
 from redis.asyncio import Redis
 
-from .. import keys, metrics
+from .. import metrics
 from ..backoff import Backoff
-from ..config import Settings, TelegramSettings, bot_id_of
-from ..lease import Lease
+from ..config.settings import Settings, TelegramSettings, bot_id_of
 from ..stopping import still_wanted
+from ..store import keys
+from ..store.lease import Lease
 from ..supervise import supervise
 from .options import AdapterOptions
 

@@ -22,9 +22,9 @@ from typing import Any
 
 from redis.exceptions import RedisError
 
-from .. import keys
 from ..backoff import Backoff
-from ..connections import READ_BLOCK_MS
+from ..store import keys
+from ..store.connections import READ_BLOCK_MS
 from ..supervise import spawn
 
 log = logging.getLogger("progresscast.telegram")

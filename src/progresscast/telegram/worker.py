@@ -11,11 +11,11 @@ from dataclasses import replace
 from redis.asyncio import Redis
 from telegram import Bot
 
-from ..card import CardError
 from ..channels.state import ChatPrefs, DraftKey, Id
 from ..channels.worker import Bounded, ChannelWorker
-from ..config import RenderSettings, Settings, TelegramSettings
-from ..owners import resolve_owner
+from ..config.settings import RenderSettings, Settings, TelegramSettings
+from ..model.card import CardError
+from ..model.owners import resolve_owner
 from ..render.telegram_payload import TelegramRenderers
 from .client import TelegramClient
 from .follows import TelegramState, allowed, render_settings

@@ -13,7 +13,7 @@ import re
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol
 from urllib.parse import urlsplit
 
 import httpx
@@ -22,8 +22,13 @@ from ._params import int_param, text_param
 from ._state import ApiError
 from ._updates import UpdateQueue
 
-if TYPE_CHECKING:
-    from ._telegram import FakeTelegram
+
+class WebhookOwner(Protocol):
+    """What the sender needs of the emulated Telegram: its updates and its webhook."""
+
+    updates: UpdateQueue
+    webhook: Webhook | None
+    webhook_last_error: tuple[int, str] | None
 
 SECRET_HEADER = "X-Telegram-Bot-Api-Secret-Token"
 SECRET_TOKEN = re.compile(r"[A-Za-z0-9_-]*")
@@ -103,7 +108,7 @@ class WebhookSender:
 
     def __init__(
         self,
-        telegram: FakeTelegram,
+        telegram: WebhookOwner,
         *,
         retry_delays: Sequence[float],
         timeout: float,

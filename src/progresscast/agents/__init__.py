@@ -1,0 +1,1 @@
+"""Inputs from agents: sinks, the MCP server, hooks, A2A."""

@@ -1,0 +1,162 @@
+"""`progresscast hook codex`: the JSON lines of `codex exec --json`.
+
+Read from stdin (`codex exec --json … | progresscast hook codex`), or from a command
+it runs (`progresscast hook codex -- codex exec --json …`), whose output it passes on
+line by line and whose exit status it exits with. The events, as Codex defines them
+(openai/codex `codex-rs/exec/src/exec_events.rs`, docs/exec.md):
+
+- `thread.started` `{thread_id}` names the session (unless `--session` is given);
+- `turn.started` starts a run; `turn.completed` ends it completed, `turn.failed`
+  `{error: {message}}` ends it failed;
+- `item.started` / `item.updated` / `item.completed` carry an `item` `{id, type, …}`:
+  a `todo_list` `{items: [{text, completed}]}` (the first item not completed is in
+  progress) becomes the card's plan, an `agent_message` `{text}` the answer text, a
+  `command_execution` `{command}` a tool line.
+
+Writing never holds the output up: events queue for a writer task, and once the store
+fails to answer the rest are dropped (said once on stderr).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import sys
+import time
+from collections.abc import AsyncIterator
+from typing import Any
+
+from ...model.card import CardError, reject_lone_surrogates
+from ...model.owners import Owner
+from ...model.view import RunState
+from ..harness_plan import map_checklist
+from .context import HookContext
+
+_END = object()
+
+
+class CodexSession:
+    """What one `codex exec` stream has told so far."""
+
+    def __init__(self, ctx: HookContext) -> None:
+        self.ctx = ctx
+        self.owner: Owner | None = None
+        self.run_id: str | None = None
+        self.answers: list[str] = []
+        self.failed = False
+        self._said_no_session = False
+
+    async def apply(self, event: dict[str, Any]) -> None:
+        kind = event.get("type")
+        if self.owner is None and self.ctx.args.session:
+            self.owner = self.ctx.owner(None)
+        if kind == "thread.started":
+            if self.owner is None:
+                self.owner = self.ctx.owner(event.get("thread_id"))
+            return
+        if self.owner is None:
+            if not self._said_no_session:
+                self._said_no_session = True
+                self.ctx.warn("events before thread.started and no --session: they are not shown")
+            return
+        if kind == "turn.started":
+            self.run_id = await self.ctx.start_run(self.owner)
+            self.answers = []
+        elif kind in ("turn.completed", "turn.failed"):
+            await self._end(RunState.completed if kind == "turn.completed" else RunState.failed)
+        elif kind == "error":
+            self.failed = True
+        elif kind in ("item.started", "item.updated", "item.completed") and isinstance(event.get("item"), dict):
+            await self._item(kind, event["item"])
+
+    async def _item(self, kind: str, item: dict[str, Any]) -> None:
+        assert self.owner is not None
+        item_type = item.get("type")
+        shown = {"agent_message": "text", "command_execution": "command"}.get(str(item_type))
+        if shown is not None:
+            reject_lone_surrogates(item.get(shown), f"item.{shown}")
+        if item_type == "todo_list":
+            # this event arrived now (the context lives as long as the wrapped command)
+            plan = map_checklist(item.get("items"), field="item.items")
+            await self.ctx.write_plan(self.owner, plan, arrived=time.monotonic())
+        elif item_type == "agent_message" and kind == "item.completed" and isinstance(item.get("text"), str):
+            self.answers.append(item["text"])
+            await self.ctx.store.update_activity(self.owner, answer="\n\n".join(self.answers))
+        elif item_type == "command_execution" and kind == "item.started" and isinstance(item.get("command"), str):
+            await self.ctx.store.update_activity(self.owner, tool=f"$ {item['command']}")
+
+    async def _end(self, state: RunState) -> None:
+        if self.owner is not None and self.run_id is not None:
+            await self.ctx.store.end_run(self.owner, self.run_id, state)
+        self.run_id = None
+
+    async def finish(self, exit_status: int) -> None:
+        """The stream ended: a turn still open did not complete."""
+        if self.run_id is not None:
+            await self._end(RunState.failed if self.failed or exit_status != 0 else RunState.canceled)
+
+
+async def _stdin_lines() -> AsyncIterator[bytes]:
+    while line := await asyncio.to_thread(sys.stdin.buffer.readline):
+        yield line
+
+
+async def _writer(ctx: HookContext, session: CodexSession, queue: asyncio.Queue[Any]) -> bool:
+    """Apply events in order; after the store fails once, drop the rest (said once).
+    True when everything could be applied or ignored, False once the store failed."""
+    down = False
+    while (line := await queue.get()) is not _END:
+        if down:
+            continue
+        try:
+            event = json.loads(line)
+        except ValueError:
+            continue  # not an event line (codex run without --json, or a banner)
+        if not isinstance(event, dict):
+            continue
+        try:
+            await session.apply(event)
+        except CardError as exc:
+            if exc.field in ("sessionKey", "agentId"):
+                down = True
+                ctx.warn(f"{exc}; nothing of this run is shown")
+            else:
+                ctx.warn(f"{event.get('type')}: {exc}; ignored")
+        except Exception as exc:  # the store is down, or anything else: never fail codex
+            down = True
+            ctx.warn(f"{exc}; the rest of this run is not shown")
+    return not down
+
+
+async def run(ctx: HookContext, command: list[str]) -> int:
+    """Follow the stream; the exit status is the wrapped command's (0 when reading stdin)."""
+    session = CodexSession(ctx)
+    queue: asyncio.Queue[Any] = asyncio.Queue()
+    writer = asyncio.create_task(_writer(ctx, session, queue))
+    status = 0
+    healthy = False
+    try:
+        if command:
+            try:
+                process = await asyncio.create_subprocess_exec(*command, stdout=asyncio.subprocess.PIPE)
+            except OSError as exc:
+                ctx.warn(f"cannot run {command[0]}: {exc.strerror or exc}")
+                return 127
+            assert process.stdout is not None
+            while line := await process.stdout.readline():
+                sys.stdout.buffer.write(line)
+                sys.stdout.buffer.flush()
+                queue.put_nowait(line)
+            status = await process.wait()
+        else:
+            async for line in _stdin_lines():
+                queue.put_nowait(line)
+    finally:
+        queue.put_nowait(_END)
+        healthy = await writer
+    if healthy:
+        try:
+            await session.finish(status)
+        except Exception as exc:
+            ctx.warn(f"{exc}; the run could not be ended")
+    return status

@@ -1,0 +1,54 @@
+"""`progresscast hook …`: its parser and its run, for the command line and the warm
+hook server alike (which runs each call it takes in its own process)."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from collections.abc import Sequence
+from typing import Any
+
+from ...arguments import example, parse, program
+from .client import HARNESSES, HOOK_OPTIONS
+
+
+def add_hook(commands: Any, common: argparse.ArgumentParser) -> None:
+    hook = commands.add_parser(
+        "hook",
+        help="an agent's hook: its event JSON on stdin (never fails the agent)",
+        usage=f"progresscast hook {'|'.join(HARNESSES)} [--session KEY] [--agent ID] [-- codex exec --json …]",
+        parents=[common],
+        epilog=example("progresscast hook claude-code < event.json"),
+    )
+    session, agent = HOOK_OPTIONS  # the warm hook server's client skips their values too
+    hook.add_argument("harness", choices=HARNESSES, help="whose events these are")
+    hook.add_argument(session, metavar="KEY", help="session key (default: the agent's own session id)")
+    hook.add_argument(agent, metavar="ID", help="agent id (default: the configured default agent)")
+
+
+def hook_parser() -> argparse.ArgumentParser:
+    """The command line with no command besides `hook`: what a hook call parses,
+    without building the rest."""
+    parser, common, commands = program()
+    add_hook(commands, common)
+    return parser
+
+
+def exit_status(code: object) -> int:
+    """What the interpreter makes of `SystemExit(code)`."""
+    if code is None:
+        return 0
+    if isinstance(code, int):
+        return code
+    print(code, file=sys.stderr)
+    return 1
+
+
+def hook_status(argv: list[str], wrapped: Sequence[str] = ()) -> int:
+    """Run the hook `progresscast <argv> [-- <wrapped>]` in this process: its exit status."""
+    from .runner import run_hook
+
+    try:
+        return run_hook(parse(hook_parser(), argv, list(wrapped)))
+    except SystemExit as exc:
+        return exit_status(exc.code)

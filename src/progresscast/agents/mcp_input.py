@@ -1,0 +1,124 @@
+"""What the MCP transports receive, looked at before the `mcp` SDK parses it.
+
+JSON may carry `"\\ud800"`, which decodes to a lone surrogate. The SDK's parser refuses
+such a message outright: over stdio it is dropped without an answer (the model waits
+for ever), over HTTP it is a bare parse error that names nothing. So each message is
+read here first: its lone surrogates become U+FFFD (the SDK then parses it), and a
+tool call that carried one in its arguments has the field noted in its `_meta`, so the
+tool answers a failed result naming the field and the rule, and stores nothing.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import AsyncIterator
+from typing import Any
+
+from starlette.types import ASGIApp, Message, Receive, Scope, Send
+
+from ..model.card import CardError, has_lone_surrogate, reject_lone_surrogates, replace_lone_surrogates
+
+REFUSED_META_KEY = "progresscast/refusedField"
+"""Set in a tool call's `_meta` here: the argument that held a lone surrogate."""
+
+
+def _has_surrogate(data: Any) -> bool:
+    try:
+        reject_lone_surrogates(data)
+    except CardError:
+        return True
+    return False
+
+
+def _replaced(data: Any) -> Any:
+    if isinstance(data, str):
+        return replace_lone_surrogates(data)
+    if isinstance(data, dict):
+        return {replace_lone_surrogates(str(k)): _replaced(v) for k, v in data.items()}
+    if isinstance(data, list):
+        return [_replaced(v) for v in data]
+    return data
+
+
+def _note_refusal(message: Any) -> None:
+    if not isinstance(message, dict) or message.get("method") != "tools/call":
+        return
+    params = message.get("params")
+    if not isinstance(params, dict) or not isinstance(params.get("_meta", {}), dict):
+        return
+    try:
+        reject_lone_surrogates(params.get("arguments"))
+    except CardError as exc:
+        params["_meta"] = {**params.get("_meta", {}), REFUSED_META_KEY: exc.field}
+
+
+def guard_text(raw: str) -> str:
+    """One JSON-RPC message (or batch) as text the SDK can parse (see the module doc)."""
+    if "\\u" not in raw and not has_lone_surrogate(raw):
+        return raw  # the common case: a lone surrogate needs an escape (or a decoded one)
+    try:
+        data = json.loads(raw)
+    except (ValueError, RecursionError):
+        return raw  # not JSON: the SDK answers its own parse error
+    if not _has_surrogate(data):
+        return raw
+    for message in data if isinstance(data, list) else [data]:
+        _note_refusal(message)
+    return json.dumps(_replaced(data), ensure_ascii=False)
+
+
+class GuardedLines:
+    """The stdio server's stdin, each line guarded."""
+
+    def __init__(self, lines: Any) -> None:
+        self.lines = lines
+
+    def __aiter__(self) -> AsyncIterator[str]:
+        return self._guarded()
+
+    async def _guarded(self) -> AsyncIterator[str]:
+        async for line in self.lines:
+            yield guard_text(line)
+
+
+class GuardedBodies:
+    """ASGI middleware for the streamable HTTP app: each POSTed body guarded."""
+
+    def __init__(self, app: ASGIApp) -> None:
+        self.app = app
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http" or scope.get("method") != "POST":
+            await self.app(scope, receive, send)
+            return
+        chunks = []
+        while True:
+            message = await receive()
+            if message["type"] != "http.request":
+                await self.app(scope, _replay([message], receive), send)
+                return
+            chunks.append(message.get("body", b""))
+            if not message.get("more_body", False):
+                break
+        body = b"".join(chunks)
+        try:
+            guarded = guard_text(body.decode("utf-8")).encode("utf-8")
+        except UnicodeDecodeError:
+            guarded = body  # not UTF-8: the SDK answers its own parse error
+        await self.app(scope, _replay([{"type": "http.request", "body": guarded, "more_body": False}], receive), send)
+
+
+def _replay(messages: list[Message], then: Receive) -> Receive:
+    """`messages` first, then the connection's own (a streamed answer listens for the
+    client going away)."""
+    pending = list(messages)
+
+    async def receive() -> Message:
+        if pending:
+            return pending.pop(0)
+        return await then()
+
+    return receive
+
+
+__all__ = ["REFUSED_META_KEY", "GuardedBodies", "GuardedLines", "guard_text"]

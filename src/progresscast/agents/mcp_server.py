@@ -1,0 +1,370 @@
+"""`progresscast mcp`: the agent tools as a Model Context Protocol server.
+
+Two tools, `progress_card` (the card's own input) and `update_plan` (a harness-shaped
+plan), on the `mcp` SDK's low-level server so each tool's JSON schema is exactly the
+one written here. The server binds the owner (session and agent) when it starts; the
+model only supplies the tool's arguments, so it can never write another session's
+card. A write of the wrong shape is a failed tool result (`isError`) naming the field
+and the rule, with nothing stored, so the model can read it and retry.
+"""
+
+from __future__ import annotations
+
+import argparse
+import io
+import os
+import re
+import sys
+import time
+from pathlib import Path
+from typing import Any, cast
+
+import httpx
+import mcp_types as types
+from mcp.server.lowlevel import Server
+
+from ..config.settings import Settings
+from ..model.card import (
+    MAX_MARKDOWN_BYTES,
+    MAX_NOTE_CHARS,
+    MAX_STEP_BYTES,
+    MAX_STEPS,
+    SURROGATE_RULE,
+    CardError,
+    CardInput,
+    WriteResult,
+    reject_lone_surrogates,
+)
+from ..model.owners import Owner, resolve_owner
+from .harness_plan import CODEX_PLAN, MAX_HARNESS_STEPS, MAX_LABEL_CHARS, PROGRESS_V1, PlanShapeError, map_plan
+from .mcp_input import REFUSED_META_KEY, GuardedBodies, GuardedLines
+from .sinks import CardSink, Gateway, GatewaySink, SinkError, StoreSink
+
+TOOL_NAMES = ("progress_card", "update_plan")
+
+_WHEN = (
+    "Use it only for substantial work with at least two meaningful sequential steps — never for "
+    "greetings, quick questions or single-step requests. Keep exactly one step in progress at a "
+    "time and mark steps done as you finish them. Every call replaces the whole plan, so always "
+    "send all steps."
+)
+
+PROGRESS_CARD_DESCRIPTION = (
+    "Show the user a live progress card for the work you are doing: a checklist plan plus a short "
+    "Markdown note, which they watch update in their chat. "
+    + _WHEN
+    + " Omitting `markdown` removes the note; omitting `plan` removes the checklist. When the work "
+    "is done or abandoned, clear the card by calling this tool with {}."
+)
+
+UPDATE_PLAN_DESCRIPTION = (
+    "Update the plan on the user's live progress card, which they watch in their chat. "
+    + _WHEN
+    + " Send either `steps` ({label, state: pending|active|done|blocked|skipped, note?}) or, in "
+    "Codex's shape, `plan` ({step, status: pending|in_progress|completed}) with an optional "
+    "`explanation` shown as the status line. The card's Markdown note is kept. Labels over "
+    f"{MAX_LABEL_CHARS} characters and notes over {MAX_NOTE_CHARS} are cut; at most "
+    f"{MAX_HARNESS_STEPS} steps are shown. When the work is done or abandoned, send an empty plan "
+    '({"steps": []}).'
+)
+
+PROGRESS_CARD_SCHEMA: dict[str, Any] = {
+    "type": "object",
+    "properties": {
+        "plan": {
+            "type": "array",
+            "maxItems": MAX_STEPS,
+            "description": f"The whole plan, in order (at most {MAX_STEPS} steps, at most one in_progress).",
+            "items": {
+                "type": "object",
+                "properties": {
+                    "step": {
+                        "type": "string",
+                        "description": f"What the step does (at most {MAX_STEP_BYTES} UTF-8 bytes).",
+                    },
+                    "status": {"type": "string", "enum": ["pending", "in_progress", "completed", "blocked", "skipped"]},
+                    "note": {"type": "string", "description": f"A short note (cut at {MAX_NOTE_CHARS} characters)."},
+                },
+                "required": ["step", "status"],
+                "additionalProperties": False,
+            },
+        },
+        "markdown": {
+            "type": "string",
+            "description": f"A compact Markdown note shown under the plan (at most {MAX_MARKDOWN_BYTES} UTF-8 bytes).",
+        },
+    },
+    "additionalProperties": False,
+}
+
+UPDATE_PLAN_SCHEMA: dict[str, Any] = {
+    "type": "object",
+    "properties": {
+        "steps": {
+            "type": "array",
+            "description": "The whole plan, in order.",
+            "items": {
+                "type": "object",
+                "properties": {
+                    "label": {"type": "string"},
+                    "state": {"type": "string", "enum": list(PROGRESS_V1.states)},
+                    "note": {"type": "string"},
+                },
+                "required": ["label", "state"],
+                "additionalProperties": False,
+            },
+        },
+        "explanation": {"type": "string", "description": "Why the plan is what it is now; shown as the status line."},
+        "plan": {
+            "type": "array",
+            "description": "Codex's shape of the whole plan, instead of `steps`.",
+            "items": {
+                "type": "object",
+                "properties": {
+                    "step": {"type": "string"},
+                    "status": {"type": "string", "enum": list(CODEX_PLAN.states)},
+                },
+                "required": ["step", "status"],
+                "additionalProperties": False,
+            },
+        },
+    },
+    "additionalProperties": False,
+}
+
+RESULT_SCHEMA: dict[str, Any] = {
+    "type": "object",
+    "properties": {
+        "revision": {"type": "integer"},
+        "steps": {
+            "anyOf": [
+                {
+                    "type": "object",
+                    "properties": {"completed": {"type": "integer"}, "total": {"type": "integer"}},
+                    "required": ["completed", "total"],
+                },
+                {"type": "null"},
+            ]
+        },
+        "cleared": {"type": "boolean"},
+    },
+    "required": ["revision", "steps"],
+}
+
+TOOLS = {
+    "progress_card": types.Tool(
+        name="progress_card",
+        title="Progress card",
+        description=PROGRESS_CARD_DESCRIPTION,
+        input_schema=PROGRESS_CARD_SCHEMA,
+        output_schema=RESULT_SCHEMA,
+    ),
+    "update_plan": types.Tool(
+        name="update_plan",
+        title="Update plan",
+        description=UPDATE_PLAN_DESCRIPTION,
+        input_schema=UPDATE_PLAN_SCHEMA,
+        output_schema=RESULT_SCHEMA,
+    ),
+}
+
+
+def _failed(text: str) -> types.CallToolResult:
+    return types.CallToolResult(content=[types.TextContent(type="text", text=text)], is_error=True)
+
+
+def _answered(text: str, result: WriteResult) -> types.CallToolResult:
+    return types.CallToolResult(
+        content=[types.TextContent(type="text", text=text)], structured_content=result.to_json()
+    )
+
+
+class AgentTools:
+    """The tools' behaviour, bound to one owner's card."""
+
+    def __init__(self, sink: CardSink, offered: tuple[str, ...] = TOOL_NAMES) -> None:
+        self.sink = sink
+        self.offered = offered
+
+    async def call(
+        self, name: str, arguments: dict[str, Any] | None, refused_field: str | None = None
+    ) -> types.CallToolResult:
+        """`refused_field`: the argument the transport found a lone surrogate in (mcp_input)."""
+        if name not in self.offered:
+            return _failed(f"unknown tool '{name}'; this server offers {', '.join(self.offered)}")
+        arrived = time.monotonic()  # a reset that lands from here on refuses the write
+        try:
+            if refused_field is not None:
+                raise CardError(refused_field, SURROGATE_RULE)
+            reject_lone_surrogates(arguments or {})
+            if name == "progress_card":
+                return await self.progress_card(arguments or {}, arrived)
+            return await self.update_plan(arguments or {}, arrived)
+        except CardError as exc:
+            whole = "card" if name == "progress_card" else "plan"
+            return _failed(f"{exc}. Nothing was stored; fix it and send the whole {whole} again.")
+        except SinkError as exc:
+            return _failed(f"Nothing was stored: {exc}")
+
+    async def progress_card(self, arguments: dict[str, Any], arrived: float | None = None) -> types.CallToolResult:
+        result = await self.sink.put(CardInput.parse(arguments), arrived=arrived)
+        return _answered(result.receipt, result)
+
+    async def update_plan(self, arguments: dict[str, Any], arrived: float | None = None) -> types.CallToolResult:
+        for name in arguments:
+            if name not in UPDATE_PLAN_SCHEMA["properties"]:
+                raise PlanShapeError(name, "is not a known field")
+        explanation = arguments.get("explanation")
+        if explanation is not None and not isinstance(explanation, str):
+            raise PlanShapeError("explanation", "must be a string")
+        if "steps" in arguments and "plan" in arguments:
+            raise PlanShapeError("plan", "give either steps or plan, not both")
+        if "steps" in arguments:
+            mapped = map_plan(arguments["steps"], PROGRESS_V1, field="steps")
+        elif "plan" in arguments:
+            mapped = map_plan(arguments["plan"], CODEX_PLAN, field="plan")
+        else:
+            raise PlanShapeError("steps", "is required (or plan, in Codex's shape)")
+        result = await self.sink.put_plan(mapped.steps, arrived=arrived)
+        if explanation is not None:
+            try:
+                await self.sink.activity(headline=explanation)
+            except SinkError as exc:  # the plan is stored: say so, and what is missing
+                return _answered(f"Plan updated; the explanation was not shown: {exc}", result)
+        return _answered("Plan updated", result)
+
+
+def build_server(tools: AgentTools) -> Server[Any]:
+    async def list_tools(ctx: Any, params: types.PaginatedRequestParams | None) -> types.ListToolsResult:
+        return types.ListToolsResult(tools=[TOOLS[name] for name in tools.offered])
+
+    async def call_tool(ctx: Any, params: types.CallToolRequestParams) -> types.CallToolResult:
+        refused = (params.meta or {}).get(REFUSED_META_KEY)
+        return await tools.call(params.name, params.arguments, refused if isinstance(refused, str) else None)
+
+    return Server("progresscast", version=_version(), on_list_tools=list_tools, on_call_tool=call_tool)
+
+
+def _version() -> str:
+    from importlib.metadata import PackageNotFoundError, version
+
+    try:
+        return version("progresscast")
+    except PackageNotFoundError:
+        return "0"
+
+
+# -- the command ----------------------------------------------------------------
+
+
+class McpUsageError(Exception):
+    """A bad option: one line on stderr, exit status 2."""
+
+
+def session_from_directory(directory: Path) -> str:
+    """The directory's name as a session key: whitespace and braces become '-'."""
+    name = re.sub(r"[\s{}]+", "-", "".join(ch for ch in directory.name if ch.isprintable())).strip("-")
+    return name[:200] or "session"
+
+
+def offered_tools(value: str | None) -> tuple[str, ...]:
+    if value is None:
+        return TOOL_NAMES
+    names = tuple(dict.fromkeys(n.strip() for n in value.split(",") if n.strip()))
+    for name in names:
+        if name not in TOOL_NAMES:
+            raise McpUsageError(f"--tools: '{name}' is not one of {', '.join(TOOL_NAMES)}")
+    if not names:
+        raise McpUsageError(f"--tools: name at least one of {', '.join(TOOL_NAMES)}")
+    return names
+
+
+def _owner(session: str, agent: str | None, known: frozenset[str], default: str) -> Owner:
+    try:
+        return resolve_owner(session, agent, known_agents=known, default_agent=default)
+    except CardError as exc:
+        field = {"sessionKey": "--session", "agentId": "--agent"}.get(exc.field, exc.field)
+        raise McpUsageError(f"{field}: {exc.rule}") from None
+
+
+async def run_mcp(args: argparse.Namespace, settings: Settings, redis_url: str | None) -> None:
+    """Serve until the client goes away (stdio) or the process is stopped (HTTP)."""
+    offered = offered_tools(args.tools)
+    session = args.session or os.environ.get("PROGRESSCAST_SESSION") or session_from_directory(Path.cwd())
+    if args.http is not None:
+        _listen(args.http)
+    async with httpx.AsyncClient(timeout=10) as client:
+        if args.gateway:
+            token = args.token or os.environ.get("PROGRESSCAST_TOKEN")
+            if not token:
+                raise McpUsageError("--token: required with --gateway (or set PROGRESSCAST_TOKEN)")
+            gateway = Gateway(client, args.gateway, token)
+            sink: CardSink = GatewaySink(gateway, await _gateway_owner(gateway, session, args.agent))
+            await _serve(args, AgentTools(sink, offered))
+            return
+        from ..store.cards import CardStore
+        from ..store.connections import connect
+
+        owner = _owner(session, args.agent, settings.agents.known_set, settings.agents.default)
+        assert redis_url is not None
+        redis = connect(redis_url)
+        try:
+            await _serve(args, AgentTools(StoreSink(CardStore(redis), owner), offered))
+        finally:
+            await redis.aclose()
+
+
+async def _gateway_owner(gateway: Gateway, session: str, agent: str | None) -> Owner:
+    """Check the token once at start (a read-only token cannot work) and resolve the owner
+    with the gateway's agents, so a bad --session or --agent fails now, not at each call."""
+    try:
+        hello = await gateway.hello()
+    except SinkError as exc:
+        raise McpUsageError(f"--gateway: {exc}") from None
+    scopes = hello.get("token", {}).get("scopes", [])
+    if "operator.write" not in scopes:
+        raise McpUsageError("--token: this token lacks the scope operator.write, so it cannot write cards")
+    agents = hello.get("agents", {})
+    default = agents.get("default", "main")
+    return _owner(session, agent, frozenset(agents.get("known", [default])), default)
+
+
+def _listen(value: str) -> tuple[str, int]:
+    host, sep, port = value.rpartition(":")
+    if not sep or not port.isdigit() or int(port) > 65535:
+        raise McpUsageError(f"--http: '{value}' must be HOST:PORT")
+    return host.strip("[]") or "127.0.0.1", int(port)
+
+
+async def _serve(args: argparse.Namespace, tools: AgentTools) -> None:
+    owner = tools.sink.owner
+    server = build_server(tools)
+    print(
+        f"progresscast mcp: writing the card of session '{owner.session_key}' (agent '{owner.agent_id}',"
+        f" {owner.display_key}); /follow {owner.session_key} {owner.agent_id} to watch it",
+        file=sys.stderr,
+        flush=True,
+    )
+    if args.http is None:
+        import anyio
+        from mcp.server.stdio import stdio_server
+
+        # The SDK's own reading of stdin (UTF-8, undecodable bytes replaced), each line
+        # guarded before it parses it.
+        lines = anyio.wrap_file(io.TextIOWrapper(sys.stdin.buffer, encoding="utf-8", errors="replace"))
+        # The SDK only iterates its stdin's lines, which is all GuardedLines offers.
+        stdin = cast("anyio.AsyncFile[str]", GuardedLines(lines))
+        async with stdio_server(stdin=stdin) as (read_stream, write_stream):
+            await server.run(read_stream, write_stream, server.create_initialization_options())
+        return
+    import uvicorn
+
+    from ..gateway.server import address, bind
+
+    host, port = _listen(args.http)
+    sock = bind(f"{host}:{port}")
+    app = GuardedBodies(server.streamable_http_app(host=host))
+    print(f"progresscast mcp: streamable HTTP on {address(sock)}/mcp", file=sys.stderr, flush=True)
+    config = uvicorn.Config(app, log_level="warning", access_log=False, lifespan="on")
+    await uvicorn.Server(config).serve(sockets=[sock])
+

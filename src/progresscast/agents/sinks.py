@@ -1,0 +1,170 @@
+"""Where the agent tools write: the card store itself, or a gateway's RPC.
+
+The MCP server and the hooks bind one owner (agent + session) and then only write the
+card (optionally compare-and-set), write its plan alone keeping the note, and update
+the activity. A `CardSink` is that much, over either path; `StoreSink` calls the store's
+write path itself, `GatewaySink` the same through `POST /v1/rpc` with a bearer token.
+Each write is admitted by when it arrived (`arrived`, a `time.monotonic()` reading,
+default now; through a gateway, when the request reached it), so a reset that lands
+in between refuses it on either path. Both raise `CardError` for a write that breaks a
+rule (or that a reset refused), `Conflict` for a stale `expectedRevision` and
+`SinkError` when the other side is unreachable or refuses the caller.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import TYPE_CHECKING, Any, Protocol
+
+from redis.exceptions import RedisError
+
+from ..model.card import CardError, CardInput, Step, StepCounts, WriteResult
+from ..model.owners import Owner
+from ..store.cards import CardStore, StoreError
+
+if TYPE_CHECKING:  # the hooks never talk to a gateway: they need not pay for importing httpx
+    import httpx
+
+
+class SinkError(Exception):
+    """The store or gateway did not answer, or refused the caller (one line, for a human)."""
+
+
+class Conflict(Exception):
+    """A compare-and-set write found the card at another revision."""
+
+    def __init__(self, revision: int | None) -> None:
+        super().__init__(f"the card is at revision {revision}")
+        self.revision = revision
+
+
+class CardSink(Protocol):
+    owner: Owner
+
+    async def put(
+        self, card: CardInput, *, expected_revision: int | None = None, arrived: float | None = None
+    ) -> WriteResult: ...
+
+    async def put_plan(self, steps: Sequence[Step], *, arrived: float | None = None) -> WriteResult:
+        """Replace the plan, keeping the card's note (in the same write: nothing written in
+        between is overwritten with an old note)."""
+        ...
+
+    async def activity(
+        self, *, headline: str | None = None, answer: str | None = None, tool: str | None = None
+    ) -> None: ...
+
+
+class StoreSink:
+    def __init__(self, store: CardStore, owner: Owner) -> None:
+        self.store = store
+        self.owner = owner
+
+    async def put(
+        self, card: CardInput, *, expected_revision: int | None = None, arrived: float | None = None
+    ) -> WriteResult:
+        try:
+            return await self.store.put(self.owner, card, expected_revision=expected_revision, arrived=arrived)
+        except StoreError as exc:
+            if exc.field == "expectedRevision":
+                raise Conflict(exc.revision) from None
+            raise
+        except RedisError as exc:
+            raise SinkError(f"the card store is not answering: {exc}") from None
+
+    async def put_plan(self, steps: Sequence[Step], *, arrived: float | None = None) -> WriteResult:
+        try:
+            return await self.store.put_plan(self.owner, steps, arrived=arrived)
+        except RedisError as exc:
+            raise SinkError(f"the card store is not answering: {exc}") from None
+
+    async def activity(
+        self, *, headline: str | None = None, answer: str | None = None, tool: str | None = None
+    ) -> None:
+        try:
+            await self.store.update_activity(self.owner, headline=headline, answer=answer, tool=tool)
+        except RedisError as exc:
+            raise SinkError(f"the card store is not answering: {exc}") from None
+
+
+class Gateway:
+    """A gateway's RPC endpoint, called with one bearer token."""
+
+    def __init__(self, client: httpx.AsyncClient, url: str, token: str) -> None:
+        self.client = client
+        self.url = url.rstrip("/") + "/v1/rpc"
+        self.token = token
+
+    async def call(self, method: str, params: dict[str, Any]) -> Any:
+        """One RPC call; the answer's `result`, or the error raised as ours."""
+        import httpx
+
+        try:
+            response = await self.client.post(
+                self.url,
+                json={"method": method, "params": params},
+                headers={"Authorization": f"Bearer {self.token}"},
+            )
+        except httpx.HTTPError as exc:
+            raise SinkError(f"the gateway {self.url} is not answering: {exc}") from None
+        try:
+            body = response.json()
+        except ValueError:
+            raise SinkError(f"the gateway {self.url} answered HTTP {response.status_code}, not JSON") from None
+        if isinstance(body, dict) and body.get("ok") is True:
+            return body.get("result")
+        error = body.get("error") if isinstance(body, dict) else None
+        if not isinstance(error, dict):
+            raise SinkError(f"the gateway {self.url} answered HTTP {response.status_code}")
+        message = str(error.get("message", "refused"))
+        if error.get("code") == "conflict" and error.get("field") == "expectedRevision":
+            revision = error.get("revision")
+            raise Conflict(revision if isinstance(revision, int) else None)
+        if response.status_code == 400 and isinstance(error.get("field"), str):
+            raise CardError(error["field"], str(error.get("rule", message)))
+        raise SinkError(f"the gateway refused: {message}")
+
+    async def hello(self) -> dict[str, Any]:
+        result = await self.call("hello", {})
+        return result if isinstance(result, dict) else {}
+
+
+class GatewaySink:
+    """The same, through a gateway: `progressCard.put` and `activity.put`."""
+
+    def __init__(self, gateway: Gateway, owner: Owner) -> None:
+        self.gateway = gateway
+        self.owner = owner
+
+    def _owner_params(self) -> dict[str, Any]:
+        return {"sessionKey": self.owner.session_key, "agentId": self.owner.agent_id}
+
+    async def put(
+        self, card: CardInput, *, expected_revision: int | None = None, arrived: float | None = None
+    ) -> WriteResult:
+        given = {k: v for k, v in card.to_json().items() if v is not None}
+        params: dict[str, Any] = {**self._owner_params(), **given}
+        if expected_revision is not None:
+            params["expectedRevision"] = expected_revision
+        return await self._put(params, arrived)
+
+    async def put_plan(self, steps: Sequence[Step], *, arrived: float | None = None) -> WriteResult:
+        plan = [s.to_json() for s in steps]
+        return await self._put({**self._owner_params(), "plan": plan, "keepMarkdown": True}, arrived)
+
+    async def _put(self, params: dict[str, Any], arrived: float | None) -> WriteResult:
+        # (`arrived` is not sent: the gateway admits the write by when the request
+        # reached it, a moment later.)
+        result = await self.gateway.call("progressCard.put", params)
+        steps = result.get("steps")
+        return WriteResult(
+            revision=result["revision"],
+            steps=StepCounts(**steps) if steps else None,
+            cleared=bool(result.get("cleared")),
+        )
+
+    async def activity(
+        self, *, headline: str | None = None, answer: str | None = None, tool: str | None = None
+    ) -> None:
+        given = {k: v for k, v in {"headline": headline, "answer": answer, "tool": tool}.items() if v is not None}
+        await self.gateway.call("activity.put", {**self._owner_params(), **given})

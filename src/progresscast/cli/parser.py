@@ -1,0 +1,205 @@
+"""The whole command line: every command and its options, in the order `--help` lists them."""
+
+from __future__ import annotations
+
+import argparse
+from typing import Any
+
+from ..agents.hooks.command import add_hook
+from ..arguments import Parser, example, program
+
+
+def _fraction(raw: str) -> float:
+    """A share from 0 to 1 (argparse turns the ValueError into a one-line usage error)."""
+    value = float(raw)
+    if not 0 <= value <= 1:
+        raise ValueError(raw)
+    return value
+
+
+_fraction.__name__ = "share from 0 to 1"  # what argparse names in "invalid … value"
+
+
+def _history_limit(raw: str) -> int:
+    from ..model.history import MAX_LIMIT
+
+    value = int(raw)
+    if not 1 <= value <= MAX_LIMIT:
+        raise ValueError(raw)
+    return value
+
+
+_history_limit.__name__ = "number from 1 to 200"  # (history.MAX_LIMIT; a test checks)
+
+
+def full_parser() -> argparse.ArgumentParser:
+    parser, common, commands = program()
+    add_commands(commands, common)
+    return parser
+
+
+def add_commands(commands: Any, common: argparse.ArgumentParser) -> None:
+    """Every command, in the order `--help` lists them."""
+    from ..config.settings import Mode
+    from ..model.history import DEFAULT_LIMIT as HISTORY_DEFAULT
+    from ..model.history import MAX_LIMIT as HISTORY_MAX
+
+    card = commands.add_parser(
+        "card", help="read and write progress cards", parents=[common],
+        epilog=example("progresscast card get --session ticket-4821"),
+    )
+    card_commands = card.add_subparsers(dest="card_command", required=True, parser_class=Parser, metavar="ACTION")
+    for name, text, sample in [
+        ("put", "write a card from JSON on stdin; prints the receipt",
+         "progresscast card put --session ticket-4821 < examples/plan.json"),
+        ("get", "print the card as JSON, or null", "progresscast card get --session ticket-4821 --agent research"),
+        ("clear", "clear the card", "progresscast card clear --session ticket-4821"),
+        ("reset", "clear the card at a boundary: writes admitted before it are refused",
+         "progresscast card reset --session ticket-4821"),
+        ("history", "print what each write changed, newest first",
+         "progresscast card history --session ticket-4821 --limit 20 --format text"),
+    ]:
+        sub = card_commands.add_parser(name, help=text, description=text, parents=[common], epilog=example(sample))
+        # Checked after parsing, so that a misspelt option is named as such first.
+        sub.add_argument("--session", metavar="KEY", help="the session key, e.g. ticket-4821 (required)")
+        sub.add_argument("--agent", metavar="ID", help="the agent owning the card (default: agents.default)")
+        if name == "put":
+            sub.add_argument(
+                "--expected-revision", type=int, metavar="N",
+                help="write only if the card's revision is still N (compare-and-set)",
+            )
+        if name == "history":
+            sub.add_argument(
+                "--limit", type=_history_limit, default=None, metavar="N",
+                help=f"at most N entries (1 to {HISTORY_MAX}; default {HISTORY_DEFAULT})",
+            )
+            sub.add_argument(
+                "--format", choices=["text", "json"], default=None,
+                help="text: one line per entry in local time; json: a list of the entries "
+                "(default: text at a terminal, else json)",
+            )
+
+    render = commands.add_parser(
+        "render", help="preview what a channel shows", parents=[common],
+        description="Preview what a channel would show for a card: as text at a terminal, else as JSON.",
+        epilog=example(
+            "progresscast render examples/plan.json --channel telegram",
+            "progresscast card get --session ticket-4821 | progresscast render - --channel text --format json",
+        ),
+    )
+    render.add_argument(
+        "card_file", metavar="CARD.json", help="a card (as `card get` prints) or a write's input; - for stdin"
+    )
+    render.add_argument(
+        "--channel", choices=["telegram", "slack", "discord", "text", "web"], help="the channel to preview (required)"
+    )
+    render.add_argument(
+        "--format", choices=["text", "json"], default=None,
+        help="text: what a person sees; json: the payload the channel gets (default: text at a terminal, else json)",
+    )
+    render.add_argument(
+        "--rich", action="store_true", help="Telegram rich message (checkboxes) instead of HTML; Slack plan display"
+    )
+    render.add_argument(
+        "--mode", choices=[m.value for m in Mode], default=None,
+        help="what the draft shows (default: the config's streaming.mode, else progress)",
+    )
+    render.add_argument("--max-lines", type=int, metavar="N", help="lines of the progress draft (default: 8)")
+    render.add_argument(
+        "--max-line-chars", type=int, metavar="N", help="longer lines are cut with a middle … (default: 120)"
+    )
+    render.add_argument("--paused", action="store_true", help="show unfinished steps as paused")
+
+    from ..agents.a2a.commands import add_commands as add_a2a_commands
+
+    add_a2a_commands(commands, common, Parser)
+
+    serve = commands.add_parser(
+        "serve", help="gateway, web page, Telegram/Slack/Discord adapters, workers", parents=[common],
+        description="Run the HTTP gateway and web page, and each chat adapter (Telegram, Slack, Discord) whose "
+        "token is configured. "
+        "Ctrl-C or SIGTERM stops it.",
+        epilog=example(
+            "PROGRESSCAST_TOKEN=$(openssl rand -hex 16) progresscast serve --config config/progresscast.toml"
+        ),
+    )
+    serve.set_defaults(serve=True)
+
+    mcp = commands.add_parser(
+        "mcp", help="MCP server with the progress_card and update_plan tools", parents=[common],
+        epilog=example("progresscast mcp --session ticket-4821", "progresscast mcp --http 127.0.0.1:8788"),
+    )
+    mcp.add_argument(
+        "--session", metavar="KEY", help="session key (default: $PROGRESSCAST_SESSION, else this directory's name)"
+    )
+    mcp.add_argument("--agent", metavar="ID", help="agent id (default: the configured default agent)")
+    mcp.add_argument("--http", metavar="HOST:PORT", help="serve streamable HTTP on HOST:PORT instead of stdio")
+    mcp.add_argument("--gateway", metavar="URL", help="write through this gateway's RPC instead of the store")
+    mcp.add_argument("--token", metavar="T", help="gateway token (default: $PROGRESSCAST_TOKEN)")
+    mcp.add_argument("--tools", metavar="NAMES", help="tools to offer (default: progress_card,update_plan)")
+
+    add_hook(commands, common)
+
+    emulator = commands.add_parser(
+        "emulator", help="run a service emulator on its own (no token needed)", parents=[common],
+        epilog=example("progresscast emulator telegram --port 8081"),
+    )
+    emulators = emulator.add_subparsers(dest="emulator", required=True, parser_class=Parser, metavar="SERVICE")
+    telegram = emulators.add_parser(
+        "telegram", help="the Bot API emulator; type on stdin as a chat user", parents=[common],
+        description="The Bot API emulator the tests use, on its own: point channels.telegram.apiBaseUrl at it, "
+        "type lines as a user of one chat, and see what the chat shows.",
+        epilog=example("progresscast emulator telegram --port 8081 --chat 4821"),
+    )
+    telegram.add_argument("--port", type=int, default=0, metavar="N", help="port to listen on (default: a free one)")
+    telegram.add_argument(
+        "--chat", type=int, default=4821, metavar="ID", help="the chat you type in (default: 4821, a private chat)"
+    )
+    telegram.add_argument(
+        "--fault-rate", type=_fraction, default=0.0, metavar="R",
+        help="fail this share (0 to 1) of the calls that act on a chat with 5xx, timeouts and 429 (default: 0)",
+    )
+    telegram.add_argument(
+        "--fault-seed", type=int, default=0, metavar="N", help="seed of the random faults (default: 0)"
+    )
+
+    discord = emulators.add_parser(
+        "discord", help="the Discord REST emulator; type slash commands on stdin", parents=[common],
+        description="The Discord emulator the tests use, on its own: point channels.discord.apiBaseUrl at it, "
+        "run `progresscast serve` and `progresscast discord register`, then type /progresscast commands as a "
+        "member of one channel and see what the channel shows.",
+        epilog=example(
+            "progresscast emulator discord --port 8082 --interactions http://127.0.0.1:8787/discord/interactions"
+        ),
+    )
+    discord.add_argument("--port", type=int, default=0, metavar="N", help="port to listen on (default: a free one)")
+    discord.add_argument(
+        "--interactions", metavar="URL", default="http://127.0.0.1:8787/discord/interactions",
+        help="where interactions are sent (the gateway's /discord/interactions; default: the default gateway's)",
+    )
+    discord.add_argument(
+        "--channel", default="200000000000000001", metavar="ID",
+        help="the channel you type in (default: 200000000000000001)",
+    )
+
+    discord_commands = commands.add_parser(
+        "discord", help="Discord: register the /progresscast command", parents=[common],
+        epilog=example("progresscast discord register --guild 123456789012345678"),
+    )
+    discord_sub = discord_commands.add_subparsers(
+        dest="discord", required=True, parser_class=Parser, metavar="COMMAND"
+    )
+    register = discord_sub.add_parser(
+        "register", help="put the /progresscast slash command (global, or in one server)", parents=[common],
+        description="Register (or replace) the /progresscast command with channels.discord.token and applicationId. "
+        "Global commands reach every server the bot is in; --guild shows it in one server at once.",
+        epilog=example("progresscast discord register --config progresscast.toml --guild 123456789012345678"),
+    )
+    register.add_argument("--guild", metavar="ID", help="a server (guild) id: register there only, at once")
+
+    demo = commands.add_parser(
+        "demo", help="play the bundled example on the embedded store", parents=[common],
+        epilog=example("progresscast demo", "progresscast demo --serve --delay 2"),
+    )
+    demo.add_argument("--serve", action="store_true", help="keep serving after the example")
+    demo.add_argument("--delay", type=float, default=None, metavar="SECONDS", help="seconds between steps")

@@ -1,0 +1,1 @@
+"""Settings: the TOML config as one typed object."""

@@ -1,0 +1,1 @@
+"""The card and its rules, activity, the view a renderer gets, owners."""

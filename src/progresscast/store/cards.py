@@ -1,0 +1,410 @@
+"""CardStore: the one write path of every input, and the reads, on redis-py asyncio.
+
+Every input — the gateway's RPC, the command line, the MCP server, the agent hooks, A2A
+(stream, push, poll, ingest) — writes through this class, and every write is one script
+of scripts.py: its admission rules (the reset boundary by arrival on the Redis clock,
+the expected revision, A2A order) are checked in the same script that writes, bumps
+the revision, appends the history entry and publishes the change — all or nothing,
+and all in one hash slot. Validation happens before a script runs, so a rejected
+write never touches Redis.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from collections.abc import AsyncIterator, Sequence
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from typing import cast
+
+from redis.asyncio import Redis
+from redis.commands.core import AsyncScript
+from redis.exceptions import RedisError
+
+from ..model.activity import Activity
+from ..model.card import Card, CardError, CardInput, Step, StepCounts, WriteResult
+from ..model.history import HistoryEntry
+from ..model.owners import Owner
+from ..model.view import TERMINAL, EndedRun, RunState, View
+from . import keys, scripts
+from .keys import Layout
+from .retention import retention_ms
+from .sharding import layout_of
+
+TS_WIDTH = 20
+"""A2A timestamps are compared as zero-padded strings: exact at any size, in any Lua."""
+
+MAX_ANSWER_BYTES = 65_536
+"""What Redis keeps of an A2A streamed answer (the activity shows its last 16,384 characters)."""
+
+
+class StoreError(CardError):
+    """A well-formed write the store refuses (stale revision, reset in between)."""
+
+    def __init__(self, field: str, rule: str, *, revision: int | None = None) -> None:
+        super().__init__(field, rule)
+        self.revision = revision
+        """For a stale `expectedRevision`: the revision the card is at, to retry against."""
+
+
+@dataclass(frozen=True)
+class StatusWrite:
+    """What an A2A status update or task snapshot writes (a2a/apply.py maps it)."""
+
+    task_id: str
+    timestamp_us: int | None
+    """None: untimed, applied in arrival order (the caller decides when that is allowed)."""
+    plan: CardInput | None
+    """The update's whole plan (the note is kept); None when it carried no valid plan."""
+    headline: str | None = None
+    attention: str | None = None
+    ended: RunState | None = None
+
+
+def _iso(ms: int) -> str:
+    return datetime.fromtimestamp(ms / 1000, UTC).isoformat(timespec="milliseconds").replace(
+        "+00:00", "Z"
+    )
+
+
+def _ago(arrived: float) -> int:
+    """How long ago the write arrived (µs): a duration needs no clock shared with Redis,
+    which compares it with the last reset on its own clock."""
+    return max(0, int((time.monotonic() - arrived) * 1_000_000))
+
+
+def _plan_json(card: CardInput) -> str:
+    return json.dumps([s.to_json() for s in card.plan], ensure_ascii=False) if card.plan else ""
+
+
+class CardStore:
+    def __init__(self, redis: Redis, *, events_maxlen: int = keys.EVENTS_MAXLEN, metrics: bool = True) -> None:
+        """`metrics=False` for a short-lived process nobody scrapes (an agent hook): its
+        writes are not counted, and it never imports prometheus_client (~10 ms)."""
+        self.redis = redis
+        self.events_maxlen = events_maxlen
+        self.metrics = metrics
+        self._card_script = redis.register_script(scripts.CARD)
+        self._activity = redis.register_script(scripts.ACTIVITY)
+        self._run = redis.register_script(scripts.RUN)
+        self._a2a_status = redis.register_script(scripts.A2A_STATUS)
+        self._a2a_answer = redis.register_script(scripts.A2A_ANSWER)
+
+    async def layout(self) -> Layout:
+        """The store's key layout (its recorded shard count), learnt on first use."""
+        return await layout_of(self.redis)
+
+    async def _call(
+        self, script: AsyncScript, owner: Owner, args: Sequence[str | int], *, arrived: float | None = None
+    ) -> object:
+        """Run a write script; with `arrived`, its first own argument is how long ago the
+        write arrived, taken last (after the layout, which a first use may take a while to learn)."""
+        lay = await self.layout()
+        retained = scripts.retention_arg(await retention_ms(self.redis))
+        given = [_ago(arrived), *args] if arrived is not None else list(args)
+        return await script(
+            keys=scripts.owner_keys(lay, owner),
+            args=[*scripts.common_args(owner, self.events_maxlen), *given, retained],
+        )
+
+    # -- cards ---------------------------------------------------------------
+
+    async def put(
+        self,
+        owner: Owner,
+        card: CardInput,
+        *,
+        expected_revision: int | None = None,
+        arrived: float | None = None,
+        keep_markdown: bool = False,
+    ) -> WriteResult:
+        """Store the card. `arrived` (a `time.monotonic()` reading taken when the write
+        arrived; default: now) refuses it when a reset came in between. `keep_markdown`
+        writes the plan alone and keeps the stored note (`card.markdown` must be None)."""
+        if keep_markdown and card.markdown is not None:
+            raise CardError("markdown", "must be absent when the card's note is kept")
+        return await self._write(
+            owner, card, expected_revision=expected_revision, arrived=arrived, keep_markdown=keep_markdown
+        )
+
+    async def put_plan(self, owner: Owner, steps: Sequence[Step], *, arrived: float | None = None) -> WriteResult:
+        """Replace the plan, keeping the card's note (`update_plan`, the hooks)."""
+        return await self.put(owner, CardInput(plan=list(steps)), arrived=arrived, keep_markdown=True)
+
+    async def clear(
+        self, owner: Owner, *, expected_revision: int | None = None, arrived: float | None = None
+    ) -> WriteResult:
+        return await self.put(owner, CardInput(), expected_revision=expected_revision, arrived=arrived)
+
+    async def reset(self, owner: Owner) -> WriteResult:
+        """Clear at a boundary: writes that arrived before it are refused afterwards."""
+        return await self._write(owner, CardInput(), reset=True)
+
+    async def _write(
+        self,
+        owner: Owner,
+        card: CardInput,
+        *,
+        expected_revision: int | None = None,
+        arrived: float | None = None,
+        keep_markdown: bool = False,
+        reset: bool = False,
+    ) -> WriteResult:
+        if arrived is None:
+            arrived = time.monotonic()
+        plan, markdown = _plan_json(card), card.markdown or ""
+        expected = "" if expected_revision is None else int(expected_revision)
+        try:
+            reply = await self._call(
+                self._card_script, owner,
+                [expected, "1" if reset else "0", plan, markdown, "1" if keep_markdown else "0"],
+                arrived=arrived,
+            )
+        except RedisError:
+            self._count("error")
+            raise
+        status, value, cleared = cast("list[str | int]", reply)
+        if status != "ok":
+            self._count("conflict")
+        if status == "revision":
+            raise StoreError(
+                "expectedRevision",
+                f"is {expected_revision} but the card is at revision {value}",
+                revision=int(value),
+            )
+        if status == "reset":
+            raise StoreError("sessionKey", "the card was reset after this write was admitted")
+        self._count("ok")
+        if int(cleared):
+            return WriteResult(revision=int(value), cleared=True)
+        steps = card.plan or []
+        counts = StepCounts(completed=sum(s.done for s in steps), total=len(steps)) if steps else None
+        return WriteResult(revision=int(value), steps=counts)
+
+    def _count(self, outcome: str) -> None:
+        if self.metrics:
+            from .. import metrics
+
+            metrics.WRITES.labels(outcome).inc()
+
+    # -- A2A -------------------------------------------------------------------
+
+    async def apply_status(
+        self, owner: Owner, write: StatusWrite, *, arrived: float | None = None, max_skew: float = 300.0
+    ) -> str:
+        """Apply an A2A status update: `applied`, `stale`, `duplicate`, `future` (its
+        timestamp is more than `max_skew` seconds ahead of the store's clock) or `reset`
+        (the owner was reset after the update arrived). The plan and the status are each
+        applied when newer than the last of their kind (scripts.py)."""
+        if arrived is None:
+            arrived = time.monotonic()
+        ts = "" if write.timestamp_us is None else str(write.timestamp_us).zfill(TS_WIDTH)
+        (outcome,) = cast(
+            "list[str]",
+            await self._call(
+                self._a2a_status, owner,
+                [
+                    ts,
+                    int(max_skew * 1_000_000),
+                    write.task_id,
+                    "0" if write.plan is None else "1",
+                    "" if write.plan is None else _plan_json(write.plan),
+                    write.headline or "",
+                    write.attention or "",
+                    write.ended.value if write.ended else "",
+                ],
+                arrived=arrived,
+            ),
+        )
+        return str(outcome)
+
+    async def apply_answer(
+        self, owner: Owner, *, task_id: str, artifact_id: str, text: str, append: bool, last_chunk: bool
+    ) -> str:
+        """A2A artifact text for the answer of the task whose run is current: `applied` or `stale`."""
+        (outcome,) = cast(
+            "list[str]",
+            await self._call(
+                self._a2a_answer, owner,
+                [task_id, artifact_id, text, "1" if append else "0", "1" if last_chunk else "0", MAX_ANSWER_BYTES],
+            ),
+        )
+        return str(outcome)
+
+    async def get(self, owner: Owner) -> Card | None:
+        lay = await self.layout()
+        raw = cast("dict[str, str]", await self.redis.hgetall(lay.card(owner)))
+        return self._card(owner, raw) if raw else None
+
+    async def revision(self, owner: Owner) -> int:
+        lay = await self.layout()
+        return int(await self.redis.get(lay.revision(owner)) or 0)
+
+    async def history(self, owner: Owner, *, limit: int = 50, before: int | None = None) -> list[HistoryEntry]:
+        """What the owner's accepted writes changed, newest first: at most `limit` entries,
+        only those of revisions below `before` when given."""
+        lay = await self.layout()
+        # Newest first and few (scripts.HISTORY_MAX): paging by revision reads them all.
+        end = limit - 1 if before is None else -1
+        raw = cast("list[str]", await self.redis.lrange(lay.history(owner), 0, end))
+        entries = [e for e in map(HistoryEntry.from_stored, raw) if e is not None]
+        if before is not None:
+            entries = [e for e in entries if e.revision < before]
+        return entries[:limit]
+
+    @staticmethod
+    def _card(owner: Owner, raw: dict[str, str]) -> Card:
+        if "body" in raw:  # written by an earlier version: both parts in one JSON body
+            body = json.loads(raw["body"])
+            plan, markdown = body.get("plan"), body.get("markdown")
+        else:
+            plan = json.loads(raw["plan"]) if "plan" in raw else None
+            markdown = raw.get("markdown")
+        return Card(
+            sessionKey=owner.session_key,
+            agentId=owner.agent_id,
+            displayKey=owner.display_key,
+            revision=int(raw["revision"]),
+            plan=plan,
+            markdown=markdown,
+            updatedAt=_iso(int(raw["updatedAt"])),
+        )
+
+    # -- runs and activity ---------------------------------------------------
+
+    async def start_run(self, owner: Owner, run_id: str) -> None:
+        """A new agent turn: earlier activity is dropped, the card stays (and may show paused)."""
+        await self._run_script(owner, run_id, RunState.active)
+
+    async def end_run(self, owner: Owner, run_id: str, state: RunState) -> bool:
+        """End the active run; False when `run_id` is not the current run."""
+        if state not in TERMINAL:
+            raise CardError("state", "must be one of completed, failed, canceled")
+        return bool(await self._run_script(owner, run_id, state))
+
+    async def _run_script(self, owner: Owner, run_id: str, state: RunState) -> int:
+        if not isinstance(run_id, str) or not run_id.strip() or len(run_id) > 200:
+            raise CardError("runId", "must be a non-empty string of at most 200 characters")
+        return int(cast("int", await self._call(self._run, owner, [run_id, state.value])))
+
+    async def update_activity(
+        self,
+        owner: Owner,
+        *,
+        headline: str | None = None,
+        tool: str | None = None,
+        answer: str | None = None,
+        replace: bool = False,
+    ) -> Activity:
+        """Merge into the owner's activity: a given headline or answer replaces the old one
+        (an empty string removes it), a tool line is appended to the recent ones."""
+        from ..model.activity import MAX_TOOL_LINES
+
+        # Validate through the model first so nothing half-written reaches Redis.
+        checked = Activity.parse(
+            {"headline": headline, "tools": [tool] if tool is not None else [], "answer": answer}
+        )
+
+        def arg(given: str | None, clean: str | None) -> str:
+            if given is None:
+                return ""
+            return clean if clean else "\0"
+
+        await self._call(
+            self._activity, owner,
+            [
+                arg(headline, checked.headline),
+                checked.tools[0] if checked.tools else "",
+                arg(answer, checked.answer),
+                MAX_TOOL_LINES,
+                "1" if replace else "0",
+            ],
+        )
+        return await self.activity(owner)
+
+    async def activity(self, owner: Owner) -> Activity:
+        lay = await self.layout()
+        async with self.redis.pipeline(transaction=True) as pipe:
+            pipe.hgetall(lay.activity(owner))
+            pipe.lrange(lay.tools(owner), 0, -1)
+            fields, tools = await pipe.execute()
+        return Activity(
+            headline=fields.get("headline"), tools=tuple(tools), answer=fields.get("answer"),
+            attention=fields.get("attention"),
+        )
+
+    async def view(self, owner: Owner) -> View:
+        """Card, activity and run state read in one transaction, so they agree."""
+        lay = await self.layout()
+        async with self.redis.pipeline(transaction=True) as pipe:
+            pipe.hgetall(lay.card(owner))
+            pipe.hgetall(lay.activity(owner))
+            pipe.lrange(lay.tools(owner), 0, -1)
+            pipe.hgetall(lay.run(owner))
+            raw_card, fields, tools, run = await pipe.execute()
+        card = self._card(owner, raw_card) if raw_card else None
+        state = RunState(run["state"]) if run else RunState.none
+        paused = state in TERMINAL or (
+            state is RunState.active
+            and card is not None
+            and card.revision <= int(run.get("startRevision", 0))
+        )
+        after_end = (
+            state in TERMINAL and card is not None and "endRevision" in run and card.revision > int(run["endRevision"])
+        )
+        # The tool lines belong to the finished run, not to a card written after it.
+        shown_tools = () if after_end else tuple(tools)
+        activity = Activity(headline=fields.get("headline"), tools=shown_tools, answer=fields.get("answer"),
+            attention=fields.get("attention"),
+        )
+        previous = None
+        if run.get("prevRunId") and run.get("prevState") in RunState.__members__:
+            previous = EndedRun(run["prevRunId"], RunState(run["prevState"]), run.get("prevAnswer") or None)
+        return View(
+            owner=owner,
+            card=card,
+            activity=activity,
+            run=state,
+            run_id=run.get("runId"),
+            paused=paused,
+            after_end=after_end,
+            previous=previous,
+        )
+
+    async def last_event(self, owner: Owner) -> dict[str, str]:
+        """The owner's newest event as stored beside it ({} when it never had one)."""
+        lay = await self.layout()
+        return cast("dict[str, str]", await self.redis.hgetall(lay.last_event(owner)))
+
+    async def owners(self, *, page: int = 500) -> AsyncIterator[tuple[str, int]]:
+        """Every display key with its last change (ms), newest first, across all shards.
+
+        Each shard's index is read `page` entries at a time and merged, so a caller
+        that stops early (a listing that filled its page) reads little more than it shows.
+        """
+        lay = await self.layout()
+        heads = [self._index(name, page) for name in lay.indexes]
+        current: list[tuple[int, str, int] | None] = []
+        for i, head in enumerate(heads):
+            row = await anext(head, None)
+            current.append(None if row is None else (row[1], row[0], i))
+        while True:
+            live = [c for c in current if c is not None]
+            if not live:
+                return
+            score, key, i = max(live)
+            yield key, score
+            row = await anext(heads[i], None)
+            current[i] = None if row is None else (row[1], row[0], i)
+
+    async def _index(self, name: str, page: int) -> AsyncIterator[tuple[str, int]]:
+        start = 0
+        while True:
+            reply = await self.redis.zrevrange(name, start, start + page - 1, withscores=True)
+            rows = cast("list[tuple[str, float]]", reply)
+            for key, score in rows:
+                yield key, int(score)
+            if len(rows) < page:
+                return
+            start += page
