@@ -98,7 +98,7 @@ class EndlessPages(InMemoryTaskStore):
 async def test_list_tasks_pages_that_never_end_are_cut_short(
     repeat: bool, redis: Redis, store: CardStore, caplog: pytest.LogCaptureFixture
 ) -> None:
-    caplog.set_level(logging.WARNING, "progresscast.a2a")
+    caplog.set_level(logging.WARNING, "progresscast.agents.a2a")
     pages = EndlessPages(repeat=repeat)
     go_on = asyncio.Event()
     agent = await Agent([status(at=ts(1), plan=[{"label": "Listed", "state": "active"}]), gate(go_on)],
@@ -144,7 +144,7 @@ async def begin(client, context_id: str) -> None:
 
 async def test_live_subscriptions_are_capped_per_agent(redis: Redis, store: CardStore,
                                                        caplog: pytest.LogCaptureFixture) -> None:
-    caplog.set_level(logging.WARNING, "progresscast.a2a")
+    caplog.set_level(logging.WARNING, "progresscast.agents.a2a")
     go_on = asyncio.Event()
     agent = await Agent([status(at=ts(1), plan=[{"label": "Working", "state": "active"}]), gate(go_on)]).start()
     try:
@@ -241,7 +241,7 @@ async def test_an_oversized_card_is_not_read_to_its_end() -> None:
 
 async def test_an_oversized_stream_event_drops_the_stream(redis: Redis, store: CardStore,
                                                          caplog: pytest.LogCaptureFixture) -> None:
-    caplog.set_level(logging.INFO, "progresscast.a2a")
+    caplog.set_level(logging.INFO, "progresscast.agents.a2a")
     go_on = asyncio.Event()
     agent = await Agent([gate(go_on), status(at=ts(2), text="y" * (MAX_EVENT + 1))]).start()
     try:

@@ -65,7 +65,7 @@ async def test_an_owner_nobody_writes_to_is_gone_with_all_it_has(redis_url: str)
             await store.update_activity(owner, headline="Reading", tool="read a.py")
             await store.reset(owner)
             await store.put(owner, CardInput.parse({"markdown": "after the reset"}))
-        assert len(await owner_keys(redis, IDLE)) == 8  # card, rev, resetAt, run, activity, tools, last, a2a
+        assert len(await owner_keys(redis, IDLE)) == 9  # card, rev, resetAt, history, run, activity, tools, last, a2a
         for name in await owner_keys(redis, IDLE):
             assert 0 < await redis.pttl(name) <= 1500, name  # counted from the last write
 
@@ -74,7 +74,7 @@ async def test_an_owner_nobody_writes_to_is_gone_with_all_it_has(redis_url: str)
             return not await owner_keys(redis, IDLE)
 
         await until(idle_gone)
-        assert len(await owner_keys(redis, BUSY)) == 8
+        assert len(await owner_keys(redis, BUSY)) == 9
         assert await store.get(IDLE) is None and (await store.view(IDLE)).empty
         # The index keeps the entry until the sweep; the sweep leaves the busy owner.
         assert {k async for k, _ in store.owners()} == {IDLE.display_key, BUSY.display_key}
