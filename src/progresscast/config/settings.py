@@ -601,6 +601,10 @@ class Settings(_Model):
         """The variable an `"env:NAME"` setting (`channels.telegram.token`) was read from."""
         return self._env_names.get(field)
 
+    def unset_env(self) -> list[tuple[str, str]]:
+        """(setting, NAME) of every `"env:NAME"` setting whose variable is unset."""
+        return list(self._unset_env)
+
     def require_env(self) -> None:
         """Raise ConfigError naming the first `"env:NAME"` setting whose variable is unset
         (checked by the commands that use secrets, not by every command)."""
