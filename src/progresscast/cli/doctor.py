@@ -24,7 +24,7 @@ if TYPE_CHECKING:
     from ..config.settings import Settings, TelegramSettings
 
 MIN_TOKEN = 16
-"""Gateway tokens shorter than this are weak (refused beyond loopback)."""
+"""Gateway tokens shorter than this are weak: a warning on loopback, a failure beyond it."""
 TIMEOUT = 10.0
 """Seconds each service is given to answer."""
 
@@ -298,7 +298,7 @@ def _gateway(doctor: Doctor, settings: Settings) -> None:
             doctor.say("ok", setting, f"{len(token.token)} characters; {scope}")
         elif local:
             doctor.say("warn", setting, f"{len(token.token)} characters (fine on loopback, {gateway.listen}; "
-                       f"refused beyond it) — use {MIN_TOKEN} or more, e.g. openssl rand -hex 16; {scope}")
+                       f"too weak beyond it) — use {MIN_TOKEN} or more, e.g. openssl rand -hex 16; {scope}")
         else:
             doctor.say("FAIL", setting, f"{len(token.token)} characters, and the gateway listens on {gateway.listen}"
                        f" — use {MIN_TOKEN} or more, e.g. openssl rand -hex 16; {scope}")
