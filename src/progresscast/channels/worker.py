@@ -455,8 +455,8 @@ class ChannelWorker:
     async def _pruning(self) -> None:
         """Destinations whose follows expired leave the set read at start-up (retention.py)."""
         while True:
-            still_wanted()
             ms = await retention_ms(self.redis)
+            still_wanted()  # before a long wait: a Redis call may have lost the cancel (stopping.py)
             await asyncio.sleep(sweep_every(ms) if ms > 0 else SWEEP_EVERY_MAX)
             if ms > 0:
                 await self.state.prune_destinations()

@@ -115,11 +115,12 @@ def sweep_every(ms: int) -> float:
 async def keep_sweeping(redis: Any) -> None:
     """`sweep` now and then, until cancelled (serve runs it supervised)."""
     while True:
-        still_wanted()  # (a library call may have lost the cancel: stopping.py)
         removed = await sweep(redis)
         if removed:
             log.info("retention: %d owners untouched for store.retention left the index", removed)
-        await asyncio.sleep(sweep_every(await retention_ms(redis)))
+        every = sweep_every(await retention_ms(redis))
+        still_wanted()  # before a wait of up to an hour: a Redis call may have lost the cancel (stopping.py)
+        await asyncio.sleep(every)
 
 
 __all__ = ["DEFAULT", "configure", "keep_sweeping", "retention_ms", "sweep"]
