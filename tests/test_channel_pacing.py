@@ -88,6 +88,18 @@ def test_retry_after_holds_the_destination_up_to_the_cap() -> None:
     assert pacer.ready_in(43) == 0
 
 
+async def test_a_rate_limit_of_the_account_holds_every_destination() -> None:
+    together = Budgets(interval=lambda _: 1.0, bot_rate=30.0, scale=1.0, held_together=True)
+    pacer = Pacer(together, clock=(clock := Clock()))
+    assert pacer.hold("!a:x", 5) == 5
+    assert pacer.ready_in("!a:x") == pytest.approx(5)
+    assert pacer.ready_in("!never-called:x") == pytest.approx(5)
+    clock.now += 5
+    assert pacer.ready_in("!never-called:x") == 0
+    await pacer.acquire("!b:x")
+    assert pacer.ready_in("!b:x") == pytest.approx(1)
+
+
 def test_the_time_scale_shortens_every_interval() -> None:
     pacer = Pacer(budgets(scale=0.05), clock=Clock())
     assert pacer.budgets.spacing(42) == pytest.approx(0.05)

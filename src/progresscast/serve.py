@@ -1,5 +1,5 @@
-"""`progresscast serve`: the gateway and web page, plus the Telegram, Slack and Discord adapters
-when their tokens are configured (for each bot, in the one process holding its lease;
+"""`progresscast serve`: the gateway and web page, plus the Telegram, Slack, Discord and
+Matrix adapters when their tokens are configured (for each bot, in the one process holding its lease;
 the others stand by) and the A2A followers of `[[a2a.agents]]`, in one
 process on one event loop. Slack's slash commands are routes of the gateway
 (`/slack/commands`, `/slack/events`), and so are Discord's interactions
@@ -105,6 +105,14 @@ async def serve(settings: Settings, url: str) -> None:
         )
     else:
         log.info("no channels.telegram.token: the Telegram adapter is off")
+    matrix = settings.channels.matrix
+    if matrix and matrix.accessToken:
+        from .matrix.adapter import run_matrix
+
+        # One /sync reader and editor per account: the lease holder; others stand by.
+        jobs.append(("the Matrix adapter", partial(run_matrix, settings, redis)))
+    else:
+        log.info("no channels.matrix.accessToken: the Matrix adapter is off")
     if settings.a2a.agents:
         from .agents.a2a.watch import follow_agents
 

@@ -46,6 +46,9 @@ class Budgets:
     """Calls per second for the whole bot (Telegram ≈ 30) or workspace."""
     retry_after_cap: float = 60.0
     """A rate-limit answer's retry_after is honoured up to this many seconds."""
+    held_together: bool = False
+    """A rate-limit answer holds back every destination, not only the one it answered:
+    the server limits the account (Matrix homeservers limit each user, in every room)."""
     catch_up: float = 0.2
     """Bot-wide slots that fell due while the event loop was busy are granted late, at
     once, up to this many seconds' worth of them (older ones are gone)."""
@@ -80,6 +83,8 @@ class Pacer:
         """Fires when the queue's next bot-wide slot is due (None: nothing queued)."""
         self._called_all: float | None = None
         """`clock()` from which every destination counts as just called (`as_if_all_called`)."""
+        self._held_all = 0.0
+        """`clock()` before which no destination is called (a rate limit of the account)."""
 
     # --- one destination -----------------------------------------------------------------
 
@@ -90,11 +95,9 @@ class Pacer:
 
     def _next_at(self, destination: Hashable) -> float:
         found = self._next.get(destination)
-        if found is not None:
-            return found
-        if self._called_all is None:
-            return 0.0
-        return self._called_all + self.budgets.spacing(destination)
+        if found is None:
+            found = 0.0 if self._called_all is None else self._called_all + self.budgets.spacing(destination)
+        return max(found, self._held_all)
 
     def ready_in(self, destination: Hashable) -> float:
         """Seconds until `destination` may be called (0 when it may now)."""
@@ -110,6 +113,8 @@ class Pacer:
         """The channel said "retry after `seconds`": no call to this destination before
         then (capped, and on the time scale like every interval). Returns the seconds held."""
         seconds = min(max(seconds, 0.0), self.budgets.retry_after_cap) * self.budgets.scale
+        if self.budgets.held_together:
+            self._held_all = max(self._held_all, self.clock() + seconds)
         self._next[destination] = max(self._next_at(destination), self.clock() + seconds)
         return seconds
 
@@ -124,7 +129,7 @@ class Pacer:
         async with self._leave_turn:  # one call at a time, each judged when it really leaves
             while True:
                 now = self.clock()
-                at = max(self._leave_next, now - self.budgets.catch_up_seconds)
+                at = max(self._leave_next, now - self.budgets.catch_up_seconds, self._held_all)
                 if len(self._left) == self._left.maxlen:
                     # the call `bot_rate` calls back left a second (scaled) before this one:
                     # no sliding second holds more than the budget, catch-up included

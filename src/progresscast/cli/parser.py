@@ -91,7 +91,8 @@ def add_commands(commands: Any, common: argparse.ArgumentParser) -> None:
         "card_file", metavar="CARD.json", help="a card (as `card get` prints) or a write's input; - for stdin"
     )
     render.add_argument(
-        "--channel", choices=["telegram", "slack", "discord", "text", "web"], help="the channel to preview (required)"
+        "--channel", choices=["telegram", "slack", "discord", "matrix", "text", "web"],
+        help="the channel to preview (required)",
     )
     render.add_argument(
         "--format", choices=["text", "json"], default=None,

@@ -36,7 +36,9 @@ def render_command(args: argparse.Namespace, settings: Settings) -> None:
             raise UsageError(f"{args.card_file}: not UTF-8 text") from None
     data = read_json(text, args.card_file)
     channels = settings.channels
-    channel = {"slack": channels.slack, "discord": channels.discord}.get(args.channel, channels.telegram)
+    channel = {"slack": channels.slack, "discord": channels.discord, "matrix": channels.matrix}.get(
+        args.channel, channels.telegram
+    )
     streaming = channel.streaming if channel else StreamingSettings()
     try:
         mode = Mode(args.mode) if args.mode else streaming.mode
@@ -71,6 +73,10 @@ def _as_shown(payload: dict[str, Any]) -> str:
     params = payload.get("params", {})
     if payload.get("method") == "deleteMessage":
         return "(no draft: the chat's draft would be deleted)"
+    if payload.get("method") == "m.room.redaction":
+        return "(no draft: the room's draft would be redacted)"
+    if payload.get("method") == "m.room.message":  # Matrix: its plain body
+        return str(params.get("body") or "")
     if payload.get("method") == "createMessage":  # Discord: each Text Display as a person reads it
         from ..testing.discord_markdown import components_text, read_markdown
 

@@ -307,3 +307,42 @@ def slack_recipient(channel_id: str, thread_ts: str) -> str:
     """String `<user id> <team id>`: the person a thread's plan display streams to (the
     one who followed there with the plan display on)."""
     return f"{PREFIX}:{SLACK}:recipient:{channel_id}:{thread_ts}"
+
+
+# --- Matrix --------------------------------------------------------------------------
+# The Matrix adapter's keys: the chat-channel keys above under the name `matrix`
+# (destinations are room ids, threads the event id of their root, the bot its user id).
+
+MATRIX = "matrix"
+
+
+def mx_bot_tag(user_id: str) -> str:
+    return f"{{{PREFIX}:{MATRIX}:{user_id}}}"
+
+
+def mx_since(user_id: str) -> str:
+    """String: the `next_batch` token of the last /sync whose events were handled: a
+    restarted reader goes on from there, neither replaying nor losing commands."""
+    return f"{PREFIX}:{MATRIX}:bot:{mx_bot_tag(user_id)}:since"
+
+
+def mx_lease(user_id: str) -> str:
+    """String with a TTL: which process holds the bot account's lease (syncs and sends)."""
+    return f"{PREFIX}:{MATRIX}:bot:{mx_bot_tag(user_id)}:lease"
+
+
+def mx_fence(user_id: str) -> str:
+    """Counter: bumped by every taking of the account's lease; the holder's fence token."""
+    return f"{PREFIX}:{MATRIX}:bot:{mx_bot_tag(user_id)}:fence"
+
+
+def mx_txn(user_id: str, room_id: str, content_digest: str) -> str:
+    """String with a TTL: the transaction id of the last send of this content to this
+    room. An unsure send is repeated with it, and the homeserver answers a repeated
+    transaction with the event it made the first time instead of a second one."""
+    return f"{PREFIX}:{MATRIX}:bot:{mx_bot_tag(user_id)}:txn:{room_id}:{content_digest}"
+
+
+def mx_refused(room_id: str) -> str:
+    """String with a TTL: a room not granted was told so (at most once an hour)."""
+    return f"{PREFIX}:{MATRIX}:room:{room_id}:refused"

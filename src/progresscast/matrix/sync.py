@@ -1,0 +1,253 @@
+"""The Matrix command transport: `/sync` long polling for the bot account (one reader,
+the holder of the account's lease), turning room events into what the adapter does.
+
+- A `!pc …` message (`m.text`, not an edit, not the bot's own) becomes one
+  `commands.Invocation` — room, thread (`m.thread` root or "0"), sender, whether the
+  sender's power level in the room is at least 50 (read from the room's
+  `m.room.power_levels`, only for commands that change something), the command word
+  and its arguments — and the reply goes back through the room's lane, in the thread
+  it was typed in.
+- An invite to a room that may follow sessions (`[[channels.matrix.rooms]]`, or any
+  room with `access = "open"`) is accepted; any other invite is declined, and the log
+  names the room, so that an operator can grant it.
+- A live draft someone else redacted is shown again as a new message (edits of a
+  redacted event would go nowhere).
+- A room that is (or becomes) end-to-end encrypted is told once that the bot does not
+  take part in encrypted rooms; its follows end and the bot leaves it. Encrypted
+  messages cannot be read without keys, which the bot does not keep.
+
+The `next_batch` token is stored in Redis once a response's events were handled, so a
+restarted reader (or the standby that takes the lease over) goes on where the last one
+stopped: nothing is replayed, nothing lost. Without a token (the very first start)
+the room history is skipped; pending invites are still handled.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import Awaitable, Callable
+from typing import Any
+
+from nio import AsyncClient, JoinResponse, RoomGetStateResponse, SyncResponse
+from redis.asyncio import Redis
+
+from ..backoff import Backoff
+from ..stopping import still_wanted
+from ..store import keys
+from .channel import NO_THREAD, MatrixChannel, allowed
+from .commands import CHANGES, MIN_POWER, PREFIX, Invocation, MatrixCommands
+
+log = logging.getLogger("progresscast.matrix")
+
+POLL_MS = 30_000
+"""How long one /sync waits for news at the homeserver."""
+REFUSAL_EVERY = 3600
+"""Seconds between two refusals to a room that may not follow anything."""
+
+ENCRYPTED_REFUSAL = (
+    "This room is end-to-end encrypted. progresscast does not take part in encrypted rooms "
+    "(it cannot read commands or post cards here), so it is leaving. Use a room without encryption."
+)
+
+
+def parse_command(event: dict[str, Any], bot: str) -> tuple[str, str, list[str]] | None:
+    """(thread, word, args) of a `!pc` message, or None for any other event."""
+    if event.get("type") != "m.room.message" or event.get("sender") == bot:
+        return None
+    content = event.get("content")
+    if not isinstance(content, dict) or content.get("msgtype") != "m.text":
+        return None
+    relation = content.get("m.relates_to")
+    relation = relation if isinstance(relation, dict) else {}
+    if relation.get("rel_type") == "m.replace" or "m.new_content" in content:
+        return None  # an edit of a command does not run it again
+    body = content.get("body")
+    words = body.split() if isinstance(body, str) else []
+    if not words or words[0].lower() != PREFIX:
+        return None
+    thread = NO_THREAD
+    if relation.get("rel_type") == "m.thread" and isinstance(relation.get("event_id"), str):
+        thread = relation["event_id"]
+    word = words[1].lower() if len(words) > 1 else "help"
+    return thread, word, words[2:]
+
+
+def power_of(content: dict[str, Any], user: str) -> int:
+    """A user's power level from a room's `m.room.power_levels` content."""
+    users = content.get("users")
+    level = users.get(user) if isinstance(users, dict) else None
+    if level is None:
+        level = content.get("users_default", 0)
+    try:
+        return int(level)
+    except (TypeError, ValueError):
+        return 0
+
+
+def is_creator(create: dict[str, Any], user: str) -> bool:
+    """Room versions 12 and later give a room's creators a power above every level and
+    leave them out of `m.room.power_levels`: the sender of its `m.room.create` event
+    and the event's `additional_creators`."""
+    content = create.get("content")
+    content = content if isinstance(content, dict) else {}
+    version = str(content.get("room_version", ""))
+    if not (version.isdigit() and int(version) >= 12) and "hydra" not in version:
+        return False
+    creators = content.get("additional_creators")
+    return create.get("sender") == user or (isinstance(creators, list) and user in creators)
+
+
+def _sources(events: list[Any]) -> list[dict[str, Any]]:
+    return [e.source for e in events if isinstance(getattr(e, "source", None), dict)]
+
+
+class MatrixSync:
+    def __init__(
+        self,
+        nio: AsyncClient,
+        redis: Redis,
+        channel: MatrixChannel,
+        commands: MatrixCommands,
+        user_id: str,
+        *,
+        check: Callable[[], None] | None = None,
+        poll_ms: int = POLL_MS,
+        backoff: Backoff | None = None,
+    ) -> None:
+        self.nio = nio
+        self.redis = redis
+        self.channel = channel
+        self.commands = commands
+        self.worker = commands.worker
+        self.user_id = user_id
+        self.check = check or (lambda: None)
+        self.poll_ms = poll_ms
+        self.backoff = backoff or Backoff()
+
+    async def run(self) -> None:
+        """Sync and handle until cancelled. A failing /sync (or Redis) is retried with
+        backoff from the same position: nothing is skipped."""
+        failures = 0
+        while True:
+            still_wanted()
+            try:
+                since = await self.redis.get(keys.mx_since(self.user_id))
+                self.check()
+                reply = await self.nio.sync(timeout=self.poll_ms if since else 0, since=since or None)
+                if isinstance(reply, SyncResponse):
+                    await self.handle(reply, history=since is not None)
+                    self.check()
+                    await self.redis.set(keys.mx_since(self.user_id), reply.next_batch)
+                    failures = 0
+                    continue
+                problem: object = reply
+            except asyncio.CancelledError:
+                raise
+            except Exception as exc:
+                problem = exc
+            delay = self.backoff.delay(failures)
+            failures += 1
+            log.warning("/sync failed (%s); retrying in %.1f s", problem, delay)
+            await asyncio.sleep(delay)
+
+    async def handle(self, reply: SyncResponse, *, history: bool) -> None:
+        """One /sync response: invites, encrypted rooms, commands (`history` False: the
+        first sync ever, whose timeline is the rooms' past)."""
+        for room_id in reply.rooms.invite:
+            await self._guarded(self._invited(room_id), "the invite to room %s", room_id)
+        for room_id, info in reply.rooms.join.items():
+            state = _sources(info.state)
+            timeline = _sources(info.timeline.events)
+            if any(e.get("type") == "m.room.encryption" for e in state + timeline):
+                await self._guarded(self._encrypted(room_id), "leaving the encrypted room %s", room_id)
+                continue
+            if not history:
+                continue
+            for event in timeline:
+                await self._guarded(self._command(room_id, event), "a command in room %s", room_id)
+                await self._guarded(self._redacted(room_id, event), "a redaction in room %s", room_id)
+
+    @staticmethod
+    async def _guarded(work: Awaitable[None], what: str, room_id: str) -> None:
+        """One room's business; its failure (a refused join, Redis down) is logged and
+        the others go on."""
+        try:
+            await work
+        except asyncio.CancelledError:
+            raise
+        except Exception:
+            log.exception(what + " failed", room_id)
+
+    async def _invited(self, room_id: str) -> None:
+        self.check()
+        if allowed(self.channel.matrix, room_id):
+            reply = await self.nio.join(room_id)
+            if isinstance(reply, JoinResponse):
+                log.info("invited to room %s: joined", room_id)
+            else:
+                log.warning("invited to room %s, but could not join it: %s", room_id, reply)
+        else:
+            await self.nio.room_leave(room_id)
+            log.warning(
+                "invited to room %s, which is not in [[channels.matrix.rooms]]: declined (add it there to grant it)",
+                room_id,
+            )
+
+    async def _encrypted(self, room_id: str) -> None:
+        for key in await self.channel.state.follows(room_id):
+            await self.channel.state.unfollow(key)
+            self.worker.touch(key)
+
+        async def leave(_: object) -> None:
+            self.check()
+            await self.nio.room_leave(room_id)
+            log.warning("room %s is encrypted: said so, and left it", room_id)
+
+        self.worker.say(room_id, NO_THREAD, ENCRYPTED_REFUSAL, then=leave)
+
+    async def _redacted(self, room_id: str, event: dict[str, Any]) -> None:
+        """Someone redacted a live draft: the homeserver would still take edits of it,
+        but nobody would see them, so the draft is shown again as a new message."""
+        if event.get("type") != "m.room.redaction" or event.get("sender") == self.user_id:
+            return
+        content = event.get("content")
+        redacts = (content.get("redacts") if isinstance(content, dict) else None) or event.get("redacts")
+        if not isinstance(redacts, str):
+            return
+        for key in await self.channel.state.follows(room_id):
+            if (await self.channel.state.draft(key)).message_id == redacts:
+                log.info("room %s: draft %s was redacted by someone; showing it again", room_id, redacts)
+                self.worker.touch(key, fresh=True)
+
+    async def _may_change(self, room_id: str, user: str) -> bool:
+        """Is `user`'s power in the room at least MIN_POWER (a creator's always is, from
+        room version 12 on)? Read from the room's state when a command needs it."""
+        self.check()
+        reply = await self.nio.room_get_state(room_id)
+        if not isinstance(reply, RoomGetStateResponse):
+            return False
+        state = {e.get("type"): e for e in reply.events if isinstance(e, dict) and e.get("state_key") == ""}
+        levels = state.get("m.room.power_levels", {}).get("content", {})
+        if power_of(levels if isinstance(levels, dict) else {}, user) >= MIN_POWER:
+            return True
+        return is_creator(state.get("m.room.create", {}), user)
+
+    async def _command(self, room_id: str, event: dict[str, Any]) -> None:
+        parsed = parse_command(event, self.user_id)
+        if parsed is None:
+            return
+        thread, word, args = parsed
+        user = str(event.get("sender", ""))
+        refused = not allowed(self.channel.matrix, room_id) and word != "help"
+        # A room that lost its grant is told so at most once an hour.
+        if refused and not await self.redis.set(keys.mx_refused(room_id), user, nx=True, ex=REFUSAL_EVERY):
+            return
+        may_change = word in CHANGES and await self._may_change(room_id, user)
+        invocation = Invocation(room_id, thread, user, may_change, word, tuple(args))
+        reply = await self.commands.run(invocation)
+        if reply:
+            self.worker.say(room_id, thread, reply)
+
+
+__all__ = ["ENCRYPTED_REFUSAL", "POLL_MS", "MatrixSync", "is_creator", "parse_command", "power_of"]
