@@ -23,6 +23,9 @@ from ..model.owners import AGENT_ID, DEFAULT_AGENT
 from ..model.validation import field_and_rule, field_path
 from .errors import ConfigError as ConfigError
 
+RETENTION_DEFAULT = 30 * 86_400.0
+"""`store.retention` unless set: 30 days."""
+
 READ_SCOPE = "operator.read"
 WRITE_SCOPE = "operator.write"
 SCOPES = (READ_SCOPE, WRITE_SCOPE)
@@ -61,6 +64,21 @@ class StoreSettings(_Model):
     """Shards of a new store (default 16); a store keeps the count it was created with."""
     maxConnections: int = Field(64, ge=1, le=10_000)
     """Redis connections a process uses for commands; more concurrent requests wait."""
+    retention: float = Field(RETENTION_DEFAULT, ge=0, le=100 * 365 * 86_400)
+    """How long an owner nobody writes to is kept (with its runs, activity, and what chats
+    made for it), counted from its last write: seconds, or a number with a unit —
+    `"30d"`, `"12h"`, `"90m"`, `"45s"`. 0 keeps everything. Recorded in the store, so
+    every process (an agent hook without this config too) keeps cards as long."""
+
+    @field_validator("retention", mode="before")
+    @classmethod
+    def _retention(cls, value: Any) -> Any:
+        if isinstance(value, str):
+            found = re.fullmatch(r"\s*(\d+(?:\.\d+)?)\s*([smhd]?)\s*", value)
+            if not found:
+                raise ValueError(f"{value!r} must be seconds, or a number with s, m, h or d (e.g. \"30d\")")
+            return float(found.group(1)) * {"": 1, "s": 1, "m": 60, "h": 3600, "d": 86_400}[found.group(2)]
+        return value
 
 
 class AgentSettings(_Model):
@@ -664,6 +682,9 @@ class A2AAgentSettings(_Model):
     """The cards' agent id (default: `agents.default`)."""
     contexts: list[str] = Field(default_factory=lambda: ["*"])
     """Context ids to follow; `*` (or any glob pattern) follows every matching context."""
+    allowedHosts: list[str] = Field(default_factory=list)
+    """Hosts (`host` or `host:port`) the agent's card may name for its interfaces besides
+    the origin of `url`; by default a card pointing anywhere else is refused."""
 
     @field_validator("agentId")
     @classmethod
@@ -679,6 +700,11 @@ class A2ASettings(_Model):
     """The longest wait before trying an agent (or a dropped stream) again."""
     maxClockSkew: float = Field(300.0, ge=0, le=86_400)
     """Seconds a status timestamp may be ahead of the store's clock; later ones are refused."""
+    idleTimeout: float = Field(120.0, gt=0, le=86_400)
+    """Seconds a task's stream may bring no event before it is subscribed to again; also
+    the longest wait for any answer of an agent."""
+    maxTasks: int = Field(100, ge=1, le=100_000)
+    """Tasks of one agent subscribed to at once; more are followed by ListTasks alone."""
 
 
 class McpSettings(_Model):
@@ -705,6 +731,10 @@ class Settings(_Model):
     def env_name(self, field: str) -> str | None:
         """The variable an `"env:NAME"` setting (`channels.telegram.token`) was read from."""
         return self._env_names.get(field)
+
+    def unset_env(self) -> list[tuple[str, str]]:
+        """(setting, NAME) of every `"env:NAME"` setting whose variable is unset."""
+        return list(self._unset_env)
 
     def require_env(self) -> None:
         """Raise ConfigError naming the first `"env:NAME"` setting whose variable is unset

@@ -29,6 +29,7 @@ from ..model.owners import Owner
 from ..model.view import TERMINAL, EndedRun, RunState, View
 from . import keys, scripts
 from .keys import Layout
+from .retention import retention_ms
 from .sharding import layout_of
 
 TS_WIDTH = 20
@@ -100,10 +101,11 @@ class CardStore:
         """Run a write script; with `arrived`, its first own argument is how long ago the
         write arrived, taken last (after the layout, which a first use may take a while to learn)."""
         lay = await self.layout()
+        retained = scripts.retention_arg(await retention_ms(self.redis))
         given = [_ago(arrived), *args] if arrived is not None else list(args)
         return await script(
             keys=scripts.owner_keys(lay, owner),
-            args=[*scripts.common_args(owner, self.events_maxlen), *given],
+            args=[*scripts.common_args(owner, self.events_maxlen), *given, retained],
         )
 
     # -- cards ---------------------------------------------------------------

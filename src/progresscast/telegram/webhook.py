@@ -17,6 +17,7 @@ import json
 import logging
 import time
 from collections.abc import Awaitable, Callable
+from functools import partial
 from typing import Any
 
 from redis.exceptions import RedisError
@@ -24,6 +25,7 @@ from redis.exceptions import RedisError
 from ..backoff import Backoff
 from ..store import keys
 from ..store.connections import READ_BLOCK_MS
+from ..supervise import spawn
 
 log = logging.getLogger("progresscast.telegram")
 
@@ -98,10 +100,12 @@ class UpdateInbox:
         return bool(added)
 
     def start(self, handle: Handle, *, backoff: Backoff | None = None) -> None:
-        """Consume in a task of its own until `close`."""
+        """Consume in a supervised task of its own until `close`."""
         self.closed = False
-        self._task = asyncio.create_task(self.consume(handle, backoff=backoff), name=f"telegram-updates-{self.bot_id}")
-        self._task.add_done_callback(_report)
+        self._task = spawn(
+            partial(self.consume, handle, backoff=backoff), "reading the Telegram webhook updates",
+            name=f"telegram-updates-{self.bot_id}", backoff=backoff or Backoff(),
+        )
 
     async def close(self) -> None:
         # The flag as well as the cancel: a library call inside `handle` may swallow a
@@ -161,11 +165,6 @@ async def _handle_one(handle: Handle, update: dict[str, Any]) -> None:
             "webhook updates: skipped update %r, which could not be read as a Telegram update (%r): %r",
             update.get("update_id"), f"{type(exc).__name__}: {exc}"[:200], str(update)[:200],
         )  # fmt: skip
-
-
-def _report(task: asyncio.Task[None]) -> None:
-    if not task.cancelled() and task.exception() is not None:
-        log.error("webhook updates: the reader stopped", exc_info=task.exception())
 
 
 def _retrieve(task: asyncio.Task[Any]) -> None:
