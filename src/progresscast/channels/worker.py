@@ -28,16 +28,20 @@ import time
 from collections import OrderedDict, deque
 from collections.abc import Awaitable, Callable, Hashable, Sequence
 from dataclasses import dataclass, field, replace
+from functools import partial
 
 from redis.asyncio import Redis
 
 from ..backoff import Backoff
+from ..failure_log import INTERVAL, FailureLog
 from ..model.needs import Need
 from ..model.view import View
 from ..render.payload import Payload
 from ..stopping import still_wanted
 from ..store.cards import CardStore
 from ..store.events import EventGroup, coalesce
+from ..store.retention import SWEEP_EVERY_MAX, retention_ms, sweep_every
+from ..supervise import spawn
 from .channel import Channel
 from .drafts import (
     Call,
@@ -55,7 +59,6 @@ from .drafts import (
     decide,
     on_follow,
 )
-from .failure_log import INTERVAL, FailureLog
 from .outcome import MessageId, Outcome, OutcomeKind
 from .pacing import Pacer
 from .state import DraftKey, Id
@@ -226,7 +229,12 @@ class Lane:
         — what it shows then needs no new decision. Memory only, gone with the lane."""
         self.wake = asyncio.Event()
         self.closed = False
-        self.task = asyncio.create_task(self._run(), name=f"{worker.channel.name}-chat-{chat_id}")
+        # Supervised: what fails around a draft is caught in the loop, and anything else
+        # starts the lane again (its pending drafts kept) rather than leaving the chat mute.
+        self.task = spawn(
+            self._run, f"a {worker.channel.name} chat's lane", name=f"{worker.channel.name}-chat-{chat_id}",
+            failures=worker.failures, backoff=worker.options.backoff,
+        )
 
     def touch(self, key: DraftKey) -> None:
         self.pending[key] = None
@@ -341,6 +349,7 @@ class ChannelWorker:
         self._calls = asyncio.Semaphore(self.options.calls_in_flight)
         """Held from the read at a slot until the call returns (`WorkerOptions.calls_in_flight`)."""
         self._events: asyncio.Task[None] | None = None
+        self._pruner: asyncio.Task[None] | None = None
         self._closing = False
 
     # --- life ----------------------------------------------------------------------------
@@ -348,7 +357,15 @@ class ChannelWorker:
     async def start(self) -> None:
         group = EventGroup(self.redis, self.options.group, self.options.consumer or socket.gethostname())
         await group.ensure()  # before reconciling, so no change falls between the two
-        self._events = asyncio.create_task(self._consume(group), name=f"{self.channel.name}-events")
+        self._closing = False  # a worker stopped by `close` may be started again
+        self._events = spawn(
+            partial(self._consume, group), f"reading the {self.channel.name} change stream",
+            name=f"{self.channel.name}-events", failures=self.failures, backoff=self.options.backoff,
+        )
+        self._pruner = spawn(
+            self._pruning, f"pruning the {self.channel.name} destinations", name=f"{self.channel.name}-prune",
+            failures=self.failures, backoff=self.options.backoff,
+        )
         self.catch_up(config=True)
 
     def catch_up(self, *, config: bool = False) -> None:
@@ -356,7 +373,10 @@ class ChannelWorker:
         with what changed while it was down); `config`: subscribe the config's follows first."""
         if self._catch_up is not None:
             self._catch_up.cancel()
-        self._catch_up = asyncio.create_task(self._catching_up(config), name=f"{self.channel.name}-catch-up")
+        self._catch_up = spawn(
+            partial(self._catching_up, config), f"the {self.channel.name} catch-up",
+            name=f"{self.channel.name}-catch-up", failures=self.failures, backoff=self.options.backoff,
+        )
 
     async def _catching_up(self, config: bool) -> None:
         # At most `catch_up` drafts handed to their lanes and not yet looked at: with
@@ -399,13 +419,12 @@ class ChannelWorker:
             with contextlib.suppress(asyncio.CancelledError):
                 await self._catch_up
             self._catch_up = None
-        if self._events is not None:
-            self._events.cancel()
-            try:
-                await self._events
-            except asyncio.CancelledError:
-                pass
-            self._events = None
+        for task in (self._events, self._pruner):
+            if task is not None:
+                task.cancel()
+                with contextlib.suppress(asyncio.CancelledError):
+                    await task
+        self._events = self._pruner = None
         lanes, self._lanes = list(self._lanes.values()), {}
         for lane in lanes:
             await lane.close()
@@ -442,6 +461,15 @@ class ChannelWorker:
                     continue
                 self.failures.exception(f"change stream: {type(exc).__name__}", "reading the change stream failed")
                 await asyncio.sleep(delay)
+
+    async def _pruning(self) -> None:
+        """Destinations whose follows expired leave the set read at start-up (retention.py)."""
+        while True:
+            ms = await retention_ms(self.redis)
+            still_wanted()  # before a long wait: a Redis call may have lost the cancel (stopping.py)
+            await asyncio.sleep(sweep_every(ms) if ms > 0 else SWEEP_EVERY_MAX)
+            if ms > 0:
+                await self.state.prune_destinations()
 
     # --- what commands and events ask for ------------------------------------------------
 

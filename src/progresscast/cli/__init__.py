@@ -83,6 +83,10 @@ def main(argv: list[str] | None = None) -> None:
         if args.command == command and getattr(args, value, None) is None:
             where = f"{command} {args.card_command}" if command == "card" else command
             fail(f"{option} is required (see 'progresscast {where} --help')")
+    if args.command == "doctor":  # its own judge of the config: a config that fails to load is one of its lines
+        from .doctor import main_status
+
+        main_status(args)
     from .card import settings_of
 
     settings = settings_of(args)

@@ -137,6 +137,10 @@ def add_commands(commands: Any, common: argparse.ArgumentParser) -> None:
     )
     serve.set_defaults(serve=True)
 
+    from .doctor import add_doctor
+
+    add_doctor(commands, common)
+
     mcp = commands.add_parser(
         "mcp", help="MCP server with the progress_card and update_plan tools", parents=[common],
         epilog=example("progresscast mcp --session ticket-4821", "progresscast mcp --http 127.0.0.1:8788"),

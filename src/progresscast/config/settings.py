@@ -6,6 +6,7 @@ Secrets may be written as "env:NAME" and are read from the environment at load.
 from __future__ import annotations
 
 import difflib
+import ipaddress
 import os
 import re
 import tomllib
@@ -22,6 +23,9 @@ from ..model.needs import DEFAULT_NOTIFY, Notify
 from ..model.owners import AGENT_ID, DEFAULT_AGENT
 from ..model.validation import field_and_rule, field_path
 from .errors import ConfigError as ConfigError
+
+RETENTION_DEFAULT = 30 * 86_400.0
+"""`store.retention` unless set: 30 days."""
 
 READ_SCOPE = "operator.read"
 WRITE_SCOPE = "operator.write"
@@ -63,6 +67,21 @@ class StoreSettings(_Model):
     """Shards of a new store (default 16); a store keeps the count it was created with."""
     maxConnections: int = Field(64, ge=1, le=10_000)
     """Redis connections a process uses for commands; more concurrent requests wait."""
+    retention: float = Field(RETENTION_DEFAULT, ge=0, le=100 * 365 * 86_400)
+    """How long an owner nobody writes to is kept (with its runs, activity, and what chats
+    made for it), counted from its last write: seconds, or a number with a unit —
+    `"30d"`, `"12h"`, `"90m"`, `"45s"`. 0 keeps everything. Recorded in the store, so
+    every process (an agent hook without this config too) keeps cards as long."""
+
+    @field_validator("retention", mode="before")
+    @classmethod
+    def _retention(cls, value: Any) -> Any:
+        if isinstance(value, str):
+            found = re.fullmatch(r"\s*(\d+(?:\.\d+)?)\s*([smhd]?)\s*", value)
+            if not found:
+                raise ValueError(f"{value!r} must be seconds, or a number with s, m, h or d (e.g. \"30d\")")
+            return float(found.group(1)) * {"": 1, "s": 1, "m": 60, "h": 3600, "d": 86_400}[found.group(2)]
+        return value
 
 
 class AgentSettings(_Model):
@@ -103,9 +122,50 @@ class GatewayToken(_Model):
         return _from_env(value) or ""
 
 
+MIN_TOKEN_CHARS = 16
+"""Gateway tokens shorter than this are refused when the gateway listens beyond loopback."""
+
+
 class GatewaySettings(_Model):
     listen: str = "127.0.0.1:8787"
     tokens: list[GatewayToken] = Field(default_factory=list)
+    publicUrl: str | None = None
+    """The address people open (`https://cards.example.org`); https here marks the login
+    cookie `Secure` even when a proxy on another host terminates TLS."""
+    trustedProxies: list[str] | None = None
+    """Addresses (or networks) whose `X-Forwarded-Proto` / `X-Forwarded-For` are believed;
+    unset: uvicorn's default (`$FORWARDED_ALLOW_IPS`, else loopback)."""
+    metricsToken: str | None = None
+    """Set: `GET /metrics` needs `Authorization: Bearer <it>`; unset: open."""
+    maxStreamsPerToken: int = Field(20, ge=1, le=100_000)
+    """Live event streams (`/v1/events`) one token may hold open at once; more are 429."""
+
+    @field_validator("metricsToken")
+    @classmethod
+    def _metrics_token(cls, value: str | None) -> str | None:
+        return _from_env(value)
+
+    @field_validator("trustedProxies")
+    @classmethod
+    def _trusted(cls, value: list[str] | None) -> list[str] | None:
+        for entry in value or []:
+            if entry != "*":
+                try:
+                    ipaddress.ip_network(entry, strict=False)
+                except ValueError:
+                    raise ValueError(f"{entry!r} must be an IP address, a network (10.0.0.0/8) or *") from None
+        return value
+
+    @field_validator("publicUrl")
+    @classmethod
+    def _public_url(cls, value: str | None) -> str | None:
+        if value is not None and not re.match(r"https?://[^\s/]+", value):
+            raise ValueError(f"{value!r} must be an http(s) URL, e.g. https://cards.example.org")
+        return value
+
+    @property
+    def public_https(self) -> bool:
+        return (self.publicUrl or "").lower().startswith("https://")
 
     @field_validator("listen")
     @classmethod
@@ -653,6 +713,9 @@ class A2AAgentSettings(_Model):
     """The cards' agent id (default: `agents.default`)."""
     contexts: list[str] = Field(default_factory=lambda: ["*"])
     """Context ids to follow; `*` (or any glob pattern) follows every matching context."""
+    allowedHosts: list[str] = Field(default_factory=list)
+    """Hosts (`host` or `host:port`) the agent's card may name for its interfaces besides
+    the origin of `url`; by default a card pointing anywhere else is refused."""
 
     @field_validator("agentId")
     @classmethod
@@ -668,6 +731,19 @@ class A2ASettings(_Model):
     """The longest wait before trying an agent (or a dropped stream) again."""
     maxClockSkew: float = Field(300.0, ge=0, le=86_400)
     """Seconds a status timestamp may be ahead of the store's clock; later ones are refused."""
+    idleTimeout: float = Field(120.0, gt=0, le=86_400)
+    """Seconds a task's stream may bring no event before it is subscribed to again; also
+    the longest wait for any answer of an agent."""
+    maxTasks: int = Field(100, ge=1, le=100_000)
+    """Tasks of one agent subscribed to at once; more are followed by ListTasks alone."""
+
+
+class McpSettings(_Model):
+    """`progresscast mcp --http`."""
+
+    allowedHosts: list[str] = Field(default_factory=list)
+    """`Host` header values accepted besides the listen address (`mcp.example.org`,
+    `mcp.example.org:8443`, or `name:*` for any port); browsers' `Origin` likewise."""
 
 
 class Settings(_Model):
@@ -677,6 +753,7 @@ class Settings(_Model):
     channels: ChannelSettings = Field(default_factory=ChannelSettings)
     templates: TemplateSettings = Field(default_factory=TemplateSettings)
     a2a: A2ASettings = Field(default_factory=A2ASettings)
+    mcp: McpSettings = Field(default_factory=McpSettings)
 
     _source: str | None = PrivateAttr(default=None)
     _unset_env: list[tuple[str, str]] = PrivateAttr(default_factory=list)
@@ -685,6 +762,10 @@ class Settings(_Model):
     def env_name(self, field: str) -> str | None:
         """The variable an `"env:NAME"` setting (`channels.telegram.token`) was read from."""
         return self._env_names.get(field)
+
+    def unset_env(self) -> list[tuple[str, str]]:
+        """(setting, NAME) of every `"env:NAME"` setting whose variable is unset."""
+        return list(self._unset_env)
 
     def require_env(self) -> None:
         """Raise ConfigError naming the first `"env:NAME"` setting whose variable is unset

@@ -155,18 +155,18 @@ class MatrixSync:
         """One /sync response: invites, encrypted rooms, commands (`history` False: the
         first sync ever, whose timeline is the rooms' past)."""
         for room_id in reply.rooms.invite:
-            await self._guarded(self._invited(room_id), "the invite to room %s", room_id)
+            await self._guarded(self._invited(room_id), "the invite to room %r", room_id)
         for room_id, info in reply.rooms.join.items():
             state = _sources(info.state)
             timeline = _sources(info.timeline.events)
             if any(e.get("type") == "m.room.encryption" for e in state + timeline):
-                await self._guarded(self._encrypted(room_id), "leaving the encrypted room %s", room_id)
+                await self._guarded(self._encrypted(room_id), "leaving the encrypted room %r", room_id)
                 continue
             if not history:
                 continue
             for event in timeline:
-                await self._guarded(self._command(room_id, event), "a command in room %s", room_id)
-                await self._guarded(self._redacted(room_id, event), "a redaction in room %s", room_id)
+                await self._guarded(self._command(room_id, event), "a command in room %r", room_id)
+                await self._guarded(self._redacted(room_id, event), "a redaction in room %r", room_id)
 
     @staticmethod
     async def _guarded(work: Awaitable[None], what: str, room_id: str) -> None:
@@ -184,13 +184,13 @@ class MatrixSync:
         if allowed(self.channel.matrix, room_id):
             reply = await self.nio.join(room_id)
             if isinstance(reply, JoinResponse):
-                log.info("invited to room %s: joined", room_id)
+                log.info("invited to room %r: joined", room_id)
             else:
-                log.warning("invited to room %s, but could not join it: %s", room_id, reply)
+                log.warning("invited to room %r, but could not join it: %s", room_id, reply)
         else:
             await self.nio.room_leave(room_id)
             log.warning(
-                "invited to room %s, which is not in [[channels.matrix.rooms]]: declined (add it there to grant it)",
+                "invited to room %r, which is not in [[channels.matrix.rooms]]: declined (add it there to grant it)",
                 room_id,
             )
 
@@ -202,7 +202,7 @@ class MatrixSync:
         async def leave(_: object) -> None:
             self.check()
             await self.nio.room_leave(room_id)
-            log.warning("room %s is encrypted: said so, and left it", room_id)
+            log.warning("room %r is encrypted: said so, and left it", room_id)
 
         self.worker.say(room_id, NO_THREAD, ENCRYPTED_REFUSAL, then=leave)
 
@@ -217,7 +217,7 @@ class MatrixSync:
             return
         for key in await self.channel.state.follows(room_id):
             if (await self.channel.state.draft(key)).message_id == redacts:
-                log.info("room %s: draft %s was redacted by someone; showing it again", room_id, redacts)
+                log.info("room %r: draft %r was redacted by someone; showing it again", room_id, redacts)
                 self.worker.touch(key, fresh=True)
 
     async def _may_change(self, room_id: str, user: str) -> bool:

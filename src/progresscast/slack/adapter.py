@@ -24,7 +24,7 @@ from starlette.routing import Route
 
 from ..backoff import Backoff
 from ..channels.worker import WorkerOptions
-from ..config.settings import Settings
+from ..config.settings import ConfigError, Settings
 from ..stopping import still_wanted
 from .channel import SlackChannel, SlackPace
 from .client import SlackClient
@@ -32,6 +32,9 @@ from .commands import SlackCommands
 from .worker import SlackWorker
 
 log = logging.getLogger("progresscast.slack")
+
+REFUSED_TOKEN = ("invalid_auth", "not_authed", "account_inactive", "token_revoked")
+"""auth.test's errors for a token that will not work however often it is tried."""
 
 
 @dataclass(frozen=True)
@@ -74,8 +77,9 @@ class SlackAdapter:
                 self.client.bot_id = str(reply.get("bot_id") or "") or None
                 return
             except SlackApiError as exc:
-                if exc.response.get("error") in ("invalid_auth", "not_authed", "account_inactive", "token_revoked"):
-                    raise ValueError(f"channels.slack.token: Slack says {exc.response.get('error')}") from None
+                if exc.response.get("error") in REFUSED_TOKEN:
+                    # A mistake in the configuration: it ends `serve` (one line, exit 2).
+                    raise ConfigError(f"channels.slack.token: Slack says {exc.response.get('error')}") from None
                 delay = self.options.backoff.delay(failures)
             except Exception as exc:  # Slack unreachable
                 delay = self.options.backoff.delay(failures)

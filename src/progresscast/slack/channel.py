@@ -30,6 +30,7 @@ from ..model.card import CardError
 from ..model.owners import resolve_owner
 from ..render.slack_payload import Recipient, SlackRenderers
 from ..store import keys
+from ..store.retention import retention_ms
 from .client import SlackClient
 
 log = logging.getLogger("progresscast.slack")
@@ -83,7 +84,10 @@ class SlackState(ChannelState):
         super().__init__(redis, keys.SLACK, str)
 
     async def set_recipient(self, channel_id: str, thread_ts: str, recipient: Recipient) -> None:
-        await self.redis.set(keys.slack_recipient(channel_id, thread_ts), f"{recipient.user_id} {recipient.team_id}")
+        await self.redis.set(
+            keys.slack_recipient(channel_id, thread_ts), f"{recipient.user_id} {recipient.team_id}",
+            px=await retention_ms(self.redis) or None,  # made by a follow: it lives as long
+        )
 
     async def forget_recipient(self, channel_id: str, thread_ts: str) -> None:
         await self.redis.delete(keys.slack_recipient(channel_id, thread_ts))

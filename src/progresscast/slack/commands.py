@@ -7,9 +7,10 @@ received over HTTP on the gateway, verified with the app's signing secret.
                            above it move down with their next update, `events.py`);
                            other events are acknowledged and ignored
 
-Every request is checked with `slack_sdk.signature.SignatureVerifier`
-(`X-Slack-Signature` over `v0:<timestamp>:<body>`, timestamps older than five
-minutes refused): a bad or stale signature answers 401 and nothing is done. A command
+A body is read up to 64 KiB (413 past it, before anything else looks at it), then
+checked with `slack_sdk.signature.SignatureVerifier` (`X-Slack-Signature` over
+`v0:<timestamp>:<body>`, timestamps older than five minutes refused): a bad or stale
+signature answers 401 and nothing is done. A command
 is answered at once (Slack waits three seconds) with an ephemeral reply, seen only by
 the person who typed it; the drafts it asks for go through the channel's lane.
 """
@@ -31,6 +32,7 @@ from starlette.routing import Route
 from ..channels.outcome import MessageId
 from ..channels.state import DraftKey
 from ..config.settings import Mode, Settings, SlackSettings
+from ..gateway.body import MAX_BODY, read_body
 from ..gateway.state import raw_form
 from ..model.card import SURROGATE_RULE, CardError, escape_lone_surrogates, has_lone_surrogate, reject_lone_surrogates
 from ..model.owners import Owner, resolve_owner
@@ -43,8 +45,6 @@ if TYPE_CHECKING:
     from .worker import SlackWorker
 
 log = logging.getLogger("progresscast.slack")
-
-MAX_BODY = 64 * 1024
 
 OPENING_PATIENCE = 120.0
 """Seconds a follow whose thread is still being opened counts as made (a second
@@ -113,8 +113,9 @@ class SlackCommands:
         ]
 
     async def _verified(self, request: Request) -> bytes | None:
-        body = await request.body()
-        if len(body) > MAX_BODY or not self.verifier.is_valid_request(body, dict(request.headers)):
+        # Bounded first: the signature covers the body, so it is read before it is checked.
+        body = await read_body(request, MAX_BODY)
+        if not self.verifier.is_valid_request(body, dict(request.headers)):
             return None
         return body
 
@@ -145,7 +146,7 @@ class SlackCommands:
         try:
             return _reply(await handler(invocation))
         except Exception:  # Redis down: say so rather than time out
-            log.exception("slash command %r in %s failed", name, channel)
+            log.exception("slash command %r in %r failed", name, channel)
             return _reply("Sorry, that did not work (the store is unavailable). Try again in a moment.")
 
     async def event(self, request: Request) -> Response:

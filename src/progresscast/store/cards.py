@@ -29,6 +29,7 @@ from ..model.owners import Owner
 from ..model.view import TERMINAL, EndedRun, RunState, View
 from . import keys, scripts
 from .keys import Layout
+from .retention import retention_ms
 from .sharding import layout_of
 
 TS_WIDTH = 20
@@ -100,10 +101,11 @@ class CardStore:
         """Run a write script; with `arrived`, its first own argument is how long ago the
         write arrived, taken last (after the layout, which a first use may take a while to learn)."""
         lay = await self.layout()
+        retained = scripts.retention_arg(await retention_ms(self.redis))
         given = [_ago(arrived), *args] if arrived is not None else list(args)
         return await script(
             keys=scripts.owner_keys(lay, owner),
-            args=[*scripts.common_args(owner, self.events_maxlen), *given],
+            args=[*scripts.common_args(owner, self.events_maxlen), *given, retained],
         )
 
     # -- cards ---------------------------------------------------------------
@@ -383,14 +385,18 @@ class CardStore:
         ms, _, _ = event_id.partition("-")
         return _iso(int(ms)) if ms.isdigit() else None
 
-    async def owners(self, *, page: int = 500) -> AsyncIterator[tuple[str, int]]:
-        """Every display key with its last change (ms), newest first, across all shards.
+    async def owners(
+        self, *, page: int = 500, after: tuple[int, str] | None = None
+    ) -> AsyncIterator[tuple[str, int]]:
+        """Every display key with its last change (ms), newest first, across all shards;
+        `after` (ms, display key): only those that come after it in that order.
 
-        Each shard's index is read `page` entries at a time and merged, so a caller
-        that stops early (a listing that filled its page) reads little more than it shows.
+        Each shard's index is read `page` entries at a time (from `after` on, found by
+        score: nothing before it is read) and merged, so a caller that stops early (a
+        listing that filled its page) reads little more than it shows.
         """
         lay = await self.layout()
-        heads = [self._index(name, page) for name in lay.indexes]
+        heads = [self._index(name, page, after) for name in lay.indexes]
         current: list[tuple[int, str, int] | None] = []
         for i, head in enumerate(heads):
             row = await anext(head, None)
@@ -404,13 +410,16 @@ class CardStore:
             row = await anext(heads[i], None)
             current[i] = None if row is None else (row[1], row[0], i)
 
-    async def _index(self, name: str, page: int) -> AsyncIterator[tuple[str, int]]:
+    async def _index(self, name: str, page: int, after: tuple[int, str] | None) -> AsyncIterator[tuple[str, int]]:
+        top: float | str = "+inf" if after is None else after[0]
         start = 0
         while True:
-            reply = await self.redis.zrevrange(name, start, start + page - 1, withscores=True)
+            reply = await self.redis.zrevrangebyscore(name, top, "-inf", start=start, num=page, withscores=True)
             rows = cast("list[tuple[str, float]]", reply)
             for key, score in rows:
-                yield key, int(score)
+                # Equal scores come in reverse order of their keys, as the merge wants them.
+                if after is None or (int(score), key) < after:
+                    yield key, int(score)
             if len(rows) < page:
                 return
             start += page

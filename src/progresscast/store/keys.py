@@ -27,8 +27,13 @@ EVENTS_MAXLEN = 100_000
 
 SHARDS = f"{PREFIX}:shards"
 """The store's shard count, recorded on first use; a differing config is overruled."""
+RETENTION = f"{PREFIX}:retention"
+"""The store's retention in ms (retention.py), recorded by a process whose config sets it."""
 MIGRATION_LOCK = f"{PREFIX}:migrating"
-"""Held (with a TTL) while one process moves a store from the first layout."""
+"""Held (a lease, renewed) while one process moves a store from the first layout."""
+MIGRATION_FENCE = f"{PREFIX}:migrating:fence"
+"""The migration lock's fence counter (lease.py); the first layout never ran on a Cluster,
+so the two need not share a slot."""
 
 
 def shard_tag(shard: int) -> str:

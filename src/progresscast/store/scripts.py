@@ -16,7 +16,10 @@ written. The shared part (`PRELUDE`) holds the rules every write follows:
 
 Every script takes the same keys (`owner_keys`, all carrying the owner's shard tag, so a
 script is one EVALSHA in one Redis Cluster slot) and the same first arguments
-(`common_args`); a script's own arguments follow from ARGV[6] on.
+(`common_args`); a script's own arguments follow from ARGV[6] on, and its last argument
+is the store's retention in ms (`retention_arg`, store/retention.py): publishing a
+change gives every key of the owner that time to live (`retain`; 0: for ever), so an
+owner untouched that long is gone with all it has.
 
 The card is kept as two hash fields, `plan` (the steps as JSON text, made in Python) and
 `markdown`, so a write that keeps the note sets the plan alone; nothing here builds a
@@ -51,8 +54,17 @@ local function index_owner(ms)
   redis.call('ZADD', owners_key, ms, display_key)
 end
 
+-- Every key of the owner (KEYS[3] on) lives the retention (the last argument, ms) past
+-- this write; 0 keeps them for ever.
+local function retain()
+  local ms = tonumber(ARGV[#ARGV])
+  for i = 3, #KEYS do
+    if ms > 0 then redis.call('PEXPIRE', KEYS[i], ms) else redis.call('PERSIST', KEYS[i]) end
+  end
+end
+
 -- Append the event to the shard's stream and record it as the owner's newest. A run's
--- `state` is a field only when given.
+-- `state` is a field only when given. The owner's keys, all written by now, are retained.
 local function publish(kind, revision, state)
   local tail = {'revision', revision}
   if state then tail = {'revision', revision, 'state', state} end
@@ -60,6 +72,7 @@ local function publish(kind, revision, state)
     'sessionKey', session_key, 'agentId', agent_id, 'displayKey', display_key, unpack(tail))
   redis.call('DEL', last_key)
   redis.call('HSET', last_key, 'id', id, 'type', kind, unpack(tail))
+  retain()
   return id
 end
 
@@ -346,3 +359,8 @@ def common_args(owner: Owner, maxlen: int) -> list[str | int]:
     """ARGV[1..5] of every write script: who the change is about, the stream's `MAXLEN ~`,
     and how many history entries are kept."""
     return [owner.session_key, owner.agent_id, owner.display_key, maxlen, HISTORY_MAX]
+
+
+def retention_arg(ms: int) -> int:
+    """The last argument of every write script: the store's retention in ms (0: for ever)."""
+    return max(0, int(ms))

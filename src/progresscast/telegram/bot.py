@@ -26,6 +26,7 @@ from telegram.ext import Application, ApplicationBuilder, CommandHandler, Contex
 from ..backoff import Backoff
 from ..channels.state import DraftKey
 from ..config.settings import ConfigError, Mode, Settings, TelegramSettings, TelegramWebhookSettings
+from ..failure_log import FailureLog
 from ..model.card import CardError, clean_text, escape_lone_surrogates
 from ..model.owners import Owner, resolve_owner
 from ..render.telegram_payload import telegram_draft, telegram_snapshot
@@ -455,8 +456,17 @@ def _heard(worker: DraftWorker) -> Handler:
     return heard
 
 
+_FAILURES = FailureLog(log)
+
+
 async def _log_error(update: object, context: ContextTypes.DEFAULT_TYPE) -> None:
-    log.error("handling an update failed", exc_info=context.error)
+    # Once per kind and minute: with Redis down, every update fails the same way.
+    error = context.error
+    kind = f"update failed: {type(error).__name__}"
+    if error is None:
+        _FAILURES.error(kind, "handling an update failed")
+    else:
+        _FAILURES.exception(kind, "handling an update failed: %r", error, error=error)
 
 
 __all__ = ["COMMANDS", "Commands", "build_application", "receive_by_webhook", "run_adapter", "thread_of"]

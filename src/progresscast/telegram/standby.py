@@ -15,6 +15,7 @@ from __future__ import annotations
 import asyncio
 import logging
 from dataclasses import dataclass, replace
+from functools import partial
 
 from redis.asyncio import Redis
 
@@ -22,6 +23,7 @@ from ..channels.standby import while_held
 from ..config.settings import Settings, TelegramSettings, bot_id_of
 from ..store import keys
 from ..store.lease import Fence, Lease
+from ..supervise import supervise
 from .options import AdapterOptions
 
 log = logging.getLogger("progresscast.telegram")
@@ -74,10 +76,12 @@ def bots(settings: Settings) -> list[TelegramBot]:
 
 
 async def run_bots(settings: Settings, redis: Redis, *, options: AdapterOptions | None = None) -> None:
-    """Serve every bot whose lease this process gets, until cancelled."""
+    """Serve every bot whose lease this process gets, until cancelled. Each bot runs
+    supervised: a failure of one (Redis gone while it takes over) starts that one again."""
     async with asyncio.TaskGroup() as group:
         for bot in bots(settings):
-            group.create_task(run_bot(settings, redis, bot, options=options), name=f"telegram-bot-{bot.bot_id}")
+            job = partial(run_bot, settings, redis, bot, options=options)
+            group.create_task(supervise(job, f"Telegram bot {bot.bot_id}"), name=f"telegram-bot-{bot.bot_id}")
 
 
 async def run_bot(settings: Settings, redis: Redis, bot: TelegramBot, *, options: AdapterOptions | None = None) -> None:

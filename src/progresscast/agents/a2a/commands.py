@@ -142,8 +142,11 @@ async def _follow(args: argparse.Namespace, settings: Settings, applier: UpdateA
         if line:
             print(line, file=sys.stderr, flush=True)
 
-    async with agent_client(args.url) as client:
-        follower = Follower(client, applier, report=report, pacing=pacing_of(settings))
+    pacing = pacing_of(settings)
+    # The configured agent of this URL, if any, says where its card may point.
+    allowed = next((a.allowedHosts for a in settings.a2a.agents if a.url == args.url), [])
+    async with agent_client(args.url, idle_timeout=pacing.idle_timeout, allowed_hosts=allowed) as client:
+        follower = Follower(client, applier, report=report, pacing=pacing)
         if args.context:
             await follower.follow_context(args.context)
             return
