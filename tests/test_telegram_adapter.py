@@ -69,6 +69,14 @@ async def api(scaled: float):
         yield emulator
 
 
+def open_access(config: dict[str, Any], allow_list: str = "allowedChats") -> dict[str, Any]:
+    """`config` with `access = "open"` unless it says who may follow (these tests are about
+    commands and drafts; access by grant is tested in test_access.py)."""
+    if "access" in config or config.get(allow_list):
+        return config
+    return {"access": "open", **config}
+
+
 class Harness:
     """One adapter (restartable) on one emulator and one Redis."""
 
@@ -79,7 +87,7 @@ class Harness:
         self.settings = Settings.model_validate(
             {
                 "agents": {"default": "main", "known": ["main", "research"]},
-                "channels": {"telegram": {"token": api.token, "apiBaseUrl": api.base_url, **telegram}},
+                "channels": {"telegram": {"token": api.token, "apiBaseUrl": api.base_url, **open_access(telegram)}},
             }
         )
         self.options = AdapterOptions(consumer="test", read_timeout=1.0, settle=1.0)
@@ -626,7 +634,8 @@ async def test_card_command_moves_the_draft_down(api: BotAPIEmulator, harness) -
     await h.put(("Reproduce", "in_progress"))
     [draft] = await h.shows(PRIVATE, "Reproduce")
     api.send_user_message(PRIVATE, "some chatter")
-    api.send_user_message(PRIVATE, "/card")
+    # The reply is the same on every platform now: it says what is shown again.
+    assert (await h.command(PRIVATE, "/card")).text == "Showing agent:main:t1 again below."
     await api.wait_for(lambda: draft.message_id in api.chat(PRIVATE).deleted, 5)
     [now] = await h.shows(PRIVATE, "Reproduce")
     assert now.message_id > draft.message_id + 2
@@ -770,16 +779,16 @@ async def test_a_chat_removed_from_allowed_chats_gets_no_more_drafts(
 async def test_idle_lanes_end_and_come_back(
     api: BotAPIEmulator, harness, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    from progresscast.telegram import worker as worker_module
+    from progresscast.channels import worker as worker_module
 
     workers: list[Any] = []
-    original = worker_module.DraftWorker.__init__
+    original = worker_module.ChannelWorker.__init__
 
     def spy(self: Any, *args: Any, **kw: Any) -> None:
         original(self, *args, **kw)
         workers.append(self)
 
-    monkeypatch.setattr(worker_module.DraftWorker, "__init__", spy)
+    monkeypatch.setattr(worker_module.ChannelWorker, "__init__", spy)
     h = await harness()
     h.options = AdapterOptions(consumer="test", read_timeout=1.0, settle=1.0, lane_idle=0.3)
     await h.stop()
@@ -795,7 +804,7 @@ async def test_idle_lanes_end_and_come_back(
 
 
 def test_bounded_sets_forget_the_oldest() -> None:
-    from progresscast.telegram.worker import Bounded
+    from progresscast.channels.worker import Bounded
 
     seen = Bounded(3)
     for i in range(5):

@@ -99,7 +99,7 @@ class Adapter:
         self.api = api
         self.redis = redis
         self.settings = Settings.model_validate(
-            {"channels": {"telegram": {"token": api.token, "apiBaseUrl": api.base_url}}}
+            {"channels": {"telegram": {"token": api.token, "apiBaseUrl": api.base_url, "access": "open"}}}
         )
         self.options = AdapterOptions(
             consumer="faults", read_timeout=READ_TIMEOUT, settle=1.0, max_backoff=0.5, connection_pool_size=40

@@ -264,6 +264,9 @@ class ChatCommands:
             return f"Sorry, I can't follow {args[0]}: {_problem(exc)}."
         if not grant.covers(owner):
             return self.not_granted(owner)
+        # Everything is read before the draft is touched: a touched draft's lane may call
+        # as soon as this yields, and the reply is to go first.
+        prefs = await self.state.prefs(inv.destination)
         view = await self.store.view(owner)
         if await self._followed(inv, owner):
             added = False
@@ -280,7 +283,6 @@ class ChatCommands:
             text = f"Following {name}. Its progress card will show here when the agent writes one."
         else:
             text = f"Following {name}."
-        prefs = await self.state.prefs(inv.destination)
         if effective_mode(self.channel.platform, inv.destination, prefs) is Mode.off:
             text += f" Live cards are off in this {noun} ({self.surface.prefix}mode off): only final answers are sent."
         return text
@@ -315,6 +317,7 @@ class ChatCommands:
             return f"This {self.surface.noun} follows no session. Use {self.surface.prefix}follow SESSION [AGENT]."
         prefs = await self.state.prefs(inv.destination)
         nothing, shown = [], []
+        snapshots, fresh = [], []
         for key in follows:
             view = await self.store.view(key.owner)
             renderers = await self.channel.renderers(key, prefs)
@@ -324,13 +327,18 @@ class ChatCommands:
                 if payload is None:
                     nothing.append(key.owner.display_key)
                 else:
-                    self.worker.send_once(key.chat_id, key.thread_id, payload)
+                    snapshots.append((key, payload))
                     shown.append(key.owner.display_key)
             elif renderers.draft(view) is None:
                 nothing.append(key.owner.display_key)
             else:
-                self.worker.touch(key, fresh=True)
+                fresh.append(key)
                 shown.append(key.owner.display_key)
+        # Asked of the lanes only now (no await until the reply is handed over): it goes first.
+        for key, payload in snapshots:
+            self.worker.send_once(key.chat_id, key.thread_id, payload)
+        for key in fresh:
+            self.worker.touch(key, fresh=True)
         parts = []
         if shown:
             parts.append(f"Showing {', '.join(shown)} again below.")
