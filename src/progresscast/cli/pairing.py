@@ -119,27 +119,27 @@ async def _run(args: argparse.Namespace, settings: Settings, redis: Redis) -> in
     if args.pairing_command == "list":
         now = time.time()
         lines = []
-        for platform in [args.channel] if args.channel else PLATFORMS:
-            store = AccessStore(redis, platform)
-            for pending in await store.pending():
+        for name in [args.channel] if args.channel else PLATFORMS:
+            listed = AccessStore(redis, name)
+            for pending in await listed.pending():
                 age = max(0, int((now - pending.issued) // 60))
-                lines.append(f"{platform}\tpending\t{pending.code}\tchat {pending.destination}\t{age} min ago")
-            for destination, grant in sorted((await store.grants()).items()):
-                lines.append(f"{platform}\tapproved\t{destination}\tsessions {' '.join(grant.patterns) or '-'}")
+                lines.append(f"{name}\tpending\t{pending.code}\tchat {pending.destination}\t{age} min ago")
+            for destination, grant in sorted((await listed.grants()).items()):
+                lines.append(f"{name}\tapproved\t{destination}\tsessions {' '.join(grant.patterns) or '-'}")
         print("\n".join(lines) if lines else "no pending codes and no approved chats")
         return 0
     platform: str = args.channel
     store = AccessStore(redis, platform)
     if args.pairing_command == "approve":
-        destination = await store.approve(args.code, list(args.sessions))
-        if destination is None:
+        approved = await store.approve(args.code, list(args.sessions))
+        if approved is None:
             print(
                 f"progresscast: no pending {platform} code {args.code.strip().upper()} "
                 "(codes are valid for one hour; `progresscast pairing list` shows them)",
                 file=sys.stderr,
             )
             return 1
-        print(f"approved {platform} chat {destination}: sessions {' '.join(args.sessions)}")
+        print(f"approved {platform} chat {approved}: sessions {' '.join(args.sessions)}")
         return 0
     chat = _chat_id(platform, args.chat)
     had = await store.revoke(chat)
