@@ -482,7 +482,10 @@ async def test_serve_runs_the_slack_adapter_and_its_command_routes(slack: SlackA
         {
             "gateway": {"listen": f"127.0.0.1:{port}"},
             "channels": {
-                "slack": {"token": slack.token, "signingSecret": slack.signing_secret, "apiBaseUrl": slack.base_url}
+                "slack": {
+                    "token": slack.token, "signingSecret": slack.signing_secret, "apiBaseUrl": slack.base_url,
+                    "access": "open",
+                }
             },
         }
     )

@@ -130,8 +130,8 @@ class _Say:
     """Called in the lane once the message is settled (never while it is still to be
     retried)."""
     urgent: bool = True
-    """False: queued behind urgent drafts when the bot-wide budget binds (answers to
-    destinations without a grant)."""
+    """False for answers to destinations without a grant: queued behind urgent drafts
+    when the bot-wide budget binds, and nothing is stored of them (strangers make no keys)."""
 
 
 @dataclass(frozen=True)
@@ -462,6 +462,12 @@ class ChannelWorker:
                 self._ending.add(key)
                 self.lane(key.chat_id).touch(key)
 
+    async def _ended_done(self, key: DraftKey) -> None:
+        """A draft is settled: an ended follow's draft is deleted now (or it is followed again)."""
+        if key in self._ending:
+            self._ending.discard(key)
+            await self.state.ended_done(key)
+
     # --- what commands and events ask for ------------------------------------------------
 
     def lane(self, chat_id: Id) -> Lane:
@@ -646,9 +652,7 @@ class ChannelWorker:
                 new = DraftState()
             elif new != state:
                 await self.state.save_draft(key, new)
-            if key in self._ending:  # an ended follow: its draft is gone now (or followed again)
-                self._ending.discard(key)
-                await self.state.ended_done(key)
+            await self._ended_done(key)
             seen[key] = (new, _inputs(read))
             return None
         if new != state:
@@ -734,6 +738,7 @@ class ChannelWorker:
             if more is None:
                 if after != new:
                     await self.state.save_draft(key, after)
+                await self._ended_done(key)
                 seen[key] = (after, _inputs(read))
                 return None
         return delay
@@ -856,7 +861,8 @@ class ChannelWorker:
             return
         if outcome.kind is OutcomeKind.ok and outcome.message_id is not None:
             self._ok(chat)
-            await self._saw(chat, outcome.message_id)
+            if item.urgent:  # nothing is remembered of a destination without a grant
+                await self._saw(chat, outcome.message_id)
             if item.then is not None:
                 await item.then(outcome.message_id)
             return

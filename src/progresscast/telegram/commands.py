@@ -13,8 +13,6 @@ from __future__ import annotations
 
 import logging
 import time
-from typing import Any
-
 from telegram import Message, Update
 from telegram.error import TelegramError
 from telegram.ext import Application, ContextTypes, MessageHandler, filters
@@ -108,14 +106,12 @@ class TelegramCommands:
         if message.from_user is None:
             return False
         try:
-            member: Any = await message.get_bot().do_api_request(
-                "getChatMember", api_kwargs={"chat_id": message.chat_id, "user_id": message.from_user.id}
-            )
+            member = await message.get_bot().get_chat_member(message.chat_id, message.from_user.id)
         except TelegramError as exc:
             log.warning("chat %s: cannot tell whether %s is an administrator (%s)", message.chat_id,
                         message.from_user.id, exc)
             return False
-        return isinstance(member, dict) and member.get("status") in ADMINS
+        return member.status in ADMINS
 
     async def _command(self, update: Update, context: ContextTypes.DEFAULT_TYPE) -> None:
         message = update.effective_message
