@@ -517,7 +517,7 @@ async def test_rich_unsupported_falls_back_to_classic_and_remembers(
     await h.put(("Reproduce", "in_progress"))
     [draft] = await h.shows(PRIVATE, "Reproduce")
     assert not draft.is_rich and draft.parse_mode == "HTML"
-    assert await redis.get(keys.tg_bot_no_rich(api.bot_user["id"]))
+    assert await redis.get(keys.channel_no_rich(keys.TG, api.bot_user["id"]))
     assert sum("rejected rich messages" in r.getMessage() for r in caplog.records) == 1
     await h.stop()
     rich_calls = len(api.calls_for(PRIVATE, "sendRichMessage"))
@@ -569,7 +569,7 @@ async def test_follow_errors_are_polite(api: BotAPIEmulator, harness, redis: Red
     ]:
         reply = await h.command(PRIVATE, typed)
         assert reply.text.startswith(text), (typed, reply.text)
-    assert await redis.smembers(keys.tg_chat_follows(PRIVATE)) == set()
+    assert await redis.smembers(keys.channel_follows(keys.TG, PRIVATE)) == set()
 
 
 async def test_follow_shows_the_current_card_and_unfollow_removes_it(api: BotAPIEmulator, harness, redis: Redis) -> None:
@@ -584,10 +584,10 @@ async def test_follow_shows_the_current_card_and_unfollow_removes_it(api: BotAPI
     assert reply.text == "Stopped following agent:research:t2."
     await h.shows(PRIVATE, count=0)
     assert draft.message_id in api.chat(PRIVATE).deleted
-    assert await redis.smembers(keys.tg_followers(Owner("research", "t2"))) == set()
+    assert await redis.smembers(keys.channel_followers(keys.TG, Owner("research", "t2"))) == set()
 
     async def forgotten() -> bool:
-        return await redis.get(keys.tg_draft(Owner("research", "t2"), PRIVATE, 0)) is None
+        return await redis.get(keys.channel_draft(keys.TG, Owner("research", "t2"), PRIVATE, 0)) is None
 
     await api.wait_for(forgotten, 2)
 
@@ -601,7 +601,7 @@ async def test_mode_override_wins_over_config_and_persists(api: BotAPIEmulator, 
     reply = await h.command(PRIVATE, "/mode progress")
     assert reply.text == "Mode for this chat: progress."
     await api.wait_for(lambda: "main · t1" in h.drafts(PRIVATE)[0].text, 5)
-    assert await redis.hget(keys.tg_chat_prefs(PRIVATE), "mode") == "progress"
+    assert await redis.hget(keys.channel_prefs(keys.TG, PRIVATE), "mode") == "progress"
     await h.stop()
     await h.put(("Reproduce", "completed"))
     await h.start()
@@ -667,7 +667,7 @@ async def test_a_rich_content_error_falls_back_for_that_payload_only(
     await h.put(("Reproduce", "in_progress"))
     [draft] = await h.shows(PRIVATE, "Reproduce")
     assert not draft.is_rich and draft.parse_mode == "HTML"  # this payload: classic
-    assert await redis.get(keys.tg_bot_no_rich(api.bot_user["id"])) is None  # the bot keeps rich
+    assert await redis.get(keys.channel_no_rich(keys.TG, api.bot_user["id"])) is None  # the bot keeps rich
     await h.put(("Reproduce", "completed"))
     [now] = await h.shows(PRIVATE, "1/1 complete")
     assert now.is_rich  # the next payload is rich again (a classic message is replaced)
@@ -678,7 +678,7 @@ async def test_a_rich_content_error_falls_back_for_that_payload_only(
     await h.put(("Reproduce", "completed"), ("Fix", "in_progress"))
     [now] = await h.shows(PRIVATE, "Fix")
     assert not now.is_rich
-    assert await redis.get(keys.tg_bot_no_rich(api.bot_user["id"])) is None
+    assert await redis.get(keys.channel_no_rich(keys.TG, api.bot_user["id"])) is None
     await h.put(("Reproduce", "completed"), ("Fix", "completed"))
     [now] = await h.shows(PRIVATE, "2/2 complete")
     assert now.is_rich
@@ -710,7 +710,7 @@ async def test_a_probe_that_changes_a_message_does_not_adopt_it(
     reply = await h.command(PRIVATE, "/follow t1")
 
     async def recorded() -> bool:  # command replies are known as ours
-        return str(reply.message_id) in await redis.zrange(keys.tg_chat_sent(PRIVATE), 0, -1)
+        return str(reply.message_id) in await redis.zrange(keys.channel_sent(keys.TG, PRIVATE), 0, -1)
 
     await api.wait_for(recorded, 2)
     # A reply whose answer is lost lands unrecorded, and the adapter's look for it comes

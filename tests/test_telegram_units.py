@@ -155,13 +155,13 @@ async def test_prefs_drafts_and_marks(redis: Redis) -> None:
     await state.save_draft(key, DraftState(message_id=3, digest="d", kind="classic"))
     assert (await state.draft(key)).message_id == 3
     await state.save_draft(key, DraftState())
-    assert await redis.exists(keys.tg_draft(key.owner, 42, 0)) == 0
+    assert await redis.exists(keys.channel_draft(keys.TG, key.owner, 42, 0)) == 0
     await state.saw_message(42, 10)
     await state.saw_message(42, 4)
     assert await state.last_message(42) == 10
     await state.refuse_rich(1, "Not Found")
     assert await state.rich_refused(1) == "Not Found"
-    assert 0 < await redis.ttl(keys.tg_bot_no_rich(1)) <= 24 * 3600
+    assert 0 < await redis.ttl(keys.channel_no_rich(keys.TG, 1)) <= 24 * 3600
 
 
 # --- start-up calls: retried while the Bot API is unreachable, refusals are not ------------

@@ -7,9 +7,9 @@ answer is honoured at most. A destination's spacing is strict (no bursts), so it
 never refused. The bot-wide slots follow their ideal times: when the event loop wakes
 late (busy with writes), the slots that fell due meanwhile are granted at once rather
 than lost, up to `catch_up` seconds' worth — a burst no larger than that, which the
-channel's bot-wide allowance (Telegram's tolerates about a second of it) absorbs; over
-any window the bot makes at most `bot_rate` calls a second plus that burst, counted
-when the calls leave (`leaving`), not only when their slots were granted.
+channel's bot-wide allowance absorbs. When the calls leave (`leaving`) they are counted
+again, as the platform counts them: no sliding second (on the time scale) holds more
+than `bot_rate` calls, so a catch-up spreads the late calls instead of bunching them.
 
 `acquire` is the only way to a slot. A destination first waits until it may be called;
 then it queues for the bot-wide slot. When the bot-wide budget binds, slots go to the
@@ -29,6 +29,7 @@ import asyncio
 import heapq
 import itertools
 import time
+from collections import deque
 from collections.abc import Callable, Hashable
 from dataclasses import dataclass, field
 
@@ -70,6 +71,9 @@ class Pacer:
         self._bot_next = 0.0
         self._leave_next = 0.0
         """When the bot's next call may leave (`leaving`)."""
+        self._left: deque[float] = deque(maxlen=max(1, int(budgets.bot_rate)))
+        """When the bot's last `bot_rate` calls left."""
+        self._leave_turn = asyncio.Lock()
         self._queue: list[tuple[int, float, int, asyncio.Future[None]]] = []
         self._order = itertools.count()
         self._timer: asyncio.TimerHandle | None = None
@@ -117,11 +121,19 @@ class Pacer:
         leave — the same budget and `catch_up` as the grants; a call waits here only if
         the calls before it fell behind and then caught up at once — and the
         destination's next slot is one spacing from the moment its call left."""
-        now = self.clock()
-        at = max(self._leave_next, now - self.budgets.catch_up_seconds)
-        self._leave_next = at + self.budgets.bot_spacing
-        if at > now:
-            await asyncio.sleep(at - now)
+        async with self._leave_turn:  # one call at a time, each judged when it really leaves
+            while True:
+                now = self.clock()
+                at = max(self._leave_next, now - self.budgets.catch_up_seconds)
+                if len(self._left) == self._left.maxlen:
+                    # the call `bot_rate` calls back left a second (scaled) before this one:
+                    # no sliding second holds more than the budget, catch-up included
+                    at = max(at, self._left[0] + self.budgets.scale)
+                if at <= now:
+                    break
+                await asyncio.sleep(at - now)  # a stalled loop wakes late: judged again
+            self._left.append(now)
+            self._leave_next = at + self.budgets.bot_spacing
         self._next[destination] = max(self._next_at(destination), self.clock() + self.budgets.spacing(destination))
 
     def forget(self, destination: Hashable) -> None:

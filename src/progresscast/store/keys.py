@@ -253,41 +253,9 @@ def access_grants(platform: str) -> str:
 
 
 # --- Telegram ------------------------------------------------------------------------
-# The Telegram adapter's keys: the chat-channel keys above under the name `tg`.
+# The Telegram adapter's keys are the chat-channel keys above under the name `tg`.
 
 TG = "tg"
-TG_CHATS = channel_destinations(TG)
-"""Set: ids of the chats that follow at least one owner."""
-
-
-def tg_followers(owner: Owner) -> str:
-    return channel_followers(TG, owner)
-
-
-def tg_draft(owner: Owner, chat_id: int, thread_id: int) -> str:
-    return channel_draft(TG, owner, chat_id, thread_id)
-
-
-def tg_chat_follows(chat_id: int) -> str:
-    return channel_follows(TG, chat_id)
-
-
-def tg_chat_prefs(chat_id: int) -> str:
-    return channel_prefs(TG, chat_id)
-
-
-def tg_chat_last_message(chat_id: int) -> str:
-    return channel_last_message(TG, chat_id)
-
-
-def tg_chat_sent(chat_id: int) -> str:
-    return channel_sent(TG, chat_id)
-
-
-def tg_bot_no_rich(bot_id: int) -> str:
-    return channel_no_rich(TG, bot_id)
-
-
 # Webhook mode (telegram/webhook.py): any gateway appends the updates Telegram posts to
 # the bot's stream; the adapter that runs the bot reads them from its cursor. The
 # stream and the set of seen update ids share the bot's tag, so one script does both.

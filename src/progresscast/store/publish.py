@@ -4,7 +4,7 @@ A script that changes an owner (its card, activity or run) makes the change know
 same way: the event is appended to the owner's shard stream, the owner's `last` hash is
 replaced by it — so a reconnecting viewer learns what it missed with one read, however
 long the stream is — and, for what a listing orders by, the owner's entry in its shard's
-index takes the change's time. The scripts (store.py, a2a/apply.py) are this prelude
+index takes the change's time. The scripts (cards.py, agents/a2a/apply.py) are this prelude
 followed by their own body (`script`): the prelude takes KEYS[1..3] (`change_keys`) and
 ARGV[1..4] (`change_args`), a body reads its own inputs from KEYS[4] and ARGV[5] on.
 Every key carries the owner's shard tag (keys.py), so a script stays one EVALSHA in one

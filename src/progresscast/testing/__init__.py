@@ -8,6 +8,7 @@
 """
 
 from ._faults import FaultMix, RandomFaults
+from ._html_lexer import TelegramHTMLError
 from ._pacing import BOT_PACE, GROUP_PACE, PRIVATE_PACE, Pace
 from ._slack_state import SlackCall, SlackChannel, SlackMessage
 from ._state import Call, ChatState, ShownMessage
@@ -18,7 +19,6 @@ from .telegram_html import (
     MAX_TEXT,
     Entity,
     ParsedText,
-    TelegramHTMLError,
     fix_text,
     parse,
     utf16_len,

@@ -14,6 +14,7 @@ from collections.abc import Callable
 from dataclasses import replace
 from typing import Any
 
+from ._html_lexer import TelegramHTMLError
 from ._params import int_param, require_chat_id, text_param
 from ._rich import RichContent, check_rich
 from ._state import ApiError, ChatState, ShownMessage, default_chat_type, message_to_api, now, refusal
@@ -24,7 +25,6 @@ from .telegram_html import (
     MAX_TEXT,
     Entity,
     ParsedText,
-    TelegramHTMLError,
     fix_text,
     parse,
     utf16_len,

@@ -1,6 +1,6 @@
 """`progresscast a2a ingest|follow`: the command family's arguments and its runs.
 
-`cli.py` only registers this family (`add_commands`) and dispatches to `run`.
+`cli/parser.py` only registers this family (`add_commands`) and dispatches to `run`.
 """
 
 from __future__ import annotations
