@@ -21,7 +21,8 @@ from progresscast.channels.access import CODE_ALPHABET, MAX_PENDING, AccessStore
 from progresscast.store import keys
 from progresscast.testing import BotAPIEmulator, SlackAPIEmulator
 from progresscast.timescale import ENV as TIME_SCALE_ENV
-from test_slack_adapter import C, OTHER as SLACK_OTHER
+from test_slack_adapter import OTHER as SLACK_OTHER
+from test_slack_adapter import C
 from test_slack_adapter import Harness as SlackHarness
 from test_telegram_adapter import GROUP, OTHER, OWNER, PRIVATE, Harness, quiet
 
@@ -159,7 +160,7 @@ async def test_a_refused_follow_reads_the_same_whether_or_not_the_session_exists
     missing = (await h.command(PRIVATE, "/follow t2")).text
     assert exists.replace("t1", "X") == missing.replace("t2", "X") == "Sorry, this chat may not follow agent:main:X."
     assert (await h.command(PRIVATE, "/follow shop-7")).text.startswith("Following agent:main:shop-7")
-    assert await redis.smembers(keys.tg_chat_follows(PRIVATE)) == {"0 agent:main:shop-7"}
+    assert await redis.smembers(keys.channel_follows(keys.TG, PRIVATE)) == {"0 agent:main:shop-7"}
 
 
 async def test_revocation_ends_the_follows_and_deletes_the_drafts(bot, redis: Redis, redis_url: str) -> None:
@@ -172,10 +173,10 @@ async def test_revocation_ends_the_follows_and_deletes_the_drafts(bot, redis: Re
     revoked = pairing(redis_url, "revoke", "telegram", str(PRIVATE))
     assert revoked.returncode == 0 and "agent:main:t1" in revoked.stdout, revoked.stderr
     await h.api.wait_for(lambda: draft.message_id in h.api.chat(PRIVATE).deleted, 10)
-    assert await redis.smembers(keys.tg_chat_follows(PRIVATE)) == set()
+    assert await redis.smembers(keys.channel_follows(keys.TG, PRIVATE)) == set()
 
     async def forgotten() -> bool:
-        return await redis.get(keys.tg_draft(OWNER, PRIVATE, 0)) is None and not await redis.smembers(
+        return await redis.get(keys.channel_draft(keys.TG, OWNER, PRIVATE, 0)) is None and not await redis.smembers(
             keys.channel_ended(keys.TG)
         )
 
@@ -200,11 +201,11 @@ async def test_in_groups_only_administrators_change_what_the_chat_follows(bot, r
     assert refused.startswith("Only the chat's administrators can change what it follows")
     for typed in ("/mode off", "/rich on", "/unfollow"):
         assert (await h.command(GROUP, typed, user_id=member)).text == refused
-    assert await redis.smembers(keys.tg_chat_follows(GROUP)) == set()
+    assert await redis.smembers(keys.channel_follows(keys.TG, GROUP)) == set()
     assert (await h.command(GROUP, "/follow t1", user_id=admin)).text.startswith("Following agent:main:t1")
     assert "following agent:main:t1" in (await h.command(GROUP, "/help", user_id=member)).text
     await h.put(("Reproduce", "in_progress"))
-    [draft] = await h.shows(GROUP, "Reproduce")
+    await h.shows(GROUP, "Reproduce")
     assert (await h.command(GROUP, "/card", user_id=member)).text == "Showing agent:main:t1 again below."
     asked = [c for c in h.api.calls if c.method == "getChatMember"]
     assert {c.params.get("user_id") for c in asked} == {admin, member}

@@ -18,12 +18,12 @@ from redis.asyncio import Redis
 from telegram.request import HTTPXRequest
 
 from progresscast.channels.state import DraftKey
+from progresscast.channels.worker import ChannelWorker
 from progresscast.config.settings import Settings
 from progresscast.model.card import CardInput
 from progresscast.model.owners import Owner
 from progresscast.store.cards import CardStore
 from progresscast.telegram.options import AdapterOptions
-from progresscast.channels.worker import ChannelWorker
 from progresscast.telegram.worker import telegram_worker
 from progresscast.testing import BotAPIEmulator, Call
 

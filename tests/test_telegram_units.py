@@ -3,24 +3,23 @@ and the Redis state of follows."""
 
 from __future__ import annotations
 
-from typing import cast
-
 import warnings
 from dataclasses import replace
+from typing import cast
 
 import httpx
 import pytest
 from redis.asyncio import Redis
 from telegram.error import BadRequest, ChatMigrated, EndPointNotFound, Forbidden, NetworkError, RetryAfter, TimedOut
 
+from progresscast.channels.access import AccessPolicy, AccessStore
+from progresscast.channels.destinations import render_settings
 from progresscast.channels.drafts import DraftState
 from progresscast.channels.outcome import OutcomeKind as K
 from progresscast.config.settings import Mode, TelegramSettings
 from progresscast.model.owners import Owner
 from progresscast.store import keys
 from progresscast.telegram.client import classify
-from progresscast.channels.access import AccessPolicy, AccessStore
-from progresscast.channels.destinations import render_settings
 from progresscast.telegram.follows import ChatPrefs, DraftKey, TelegramState
 from progresscast.telegram.pacing import Pace
 

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import logging
 import time
+
 from telegram import Message, Update
 from telegram.error import TelegramError
 from telegram.ext import Application, ContextTypes, MessageHandler, filters
