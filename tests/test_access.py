@@ -338,3 +338,15 @@ async def test_an_archived_slack_channel_is_paused_until_it_speaks_again(app, re
     assert (await h.command("card"))["text"] == "Showing agent:main:t1 again below."
     await h.shows("Step 10", timeout=10)
     assert await redis.hlen(keys.channel_paused(keys.SLACK)) == 0
+
+
+async def test_start_says_what_strangers_get(bot, caplog: pytest.LogCaptureFixture) -> None:
+    caplog.set_level("INFO", logger="progresscast")
+    h = await bot()
+    said = [r.getMessage() for r in caplog.records]
+    assert sum("channels.telegram.access is not set" in m and "pairing code" in m for m in said) == 1, said
+    await h.stop()
+    caplog.clear()
+    await bot(access="open")
+    warned = [r for r in caplog.records if r.levelname == "WARNING" and "access = \"open\"" in r.getMessage()]
+    assert len(warned) == 1
