@@ -52,16 +52,13 @@ from __future__ import annotations
 
 import logging
 import re
-from collections.abc import Awaitable, Callable
-from dataclasses import dataclass, field
-from typing import Protocol
 
 from ..config.base import Mode
 from ..model.card import CardError, clean_text, escape_lone_surrogates
 from ..model.owners import Owner, resolve_owner
-from ..model.view import View
 from .access import Grant
 from .destinations import effective_mode, wants_rich
+from .invocation import Invocation, MayChange, Places, Reply, Surface, cached_check
 from .state import DraftKey, Id
 from .worker import ChannelWorker
 
@@ -73,67 +70,6 @@ CHANGING = frozenset({"follow", "unfollow", "mode", "rich"})
 from those who `may_change`."""
 MODES_SHOWN = (Mode.progress, Mode.partial, Mode.block, Mode.off)
 _CONTROLS = re.compile("[\x00-\x09\x0b-\x1f\x7f-\x9f]")
-
-MayChange = Callable[[], Awaitable[bool]]
-
-
-async def _yes() -> bool:
-    return True
-
-
-@dataclass(frozen=True)
-class Invocation:
-    """One command, as a platform's transport received it."""
-
-    platform: str
-    destination: Id
-    thread: Id
-    user: str
-    word: str
-    args: tuple[str, ...] = ()
-    group: bool = False
-    may_change: MayChange = field(default=_yes, compare=False)
-
-
-@dataclass(frozen=True)
-class Reply:
-    text: str
-    urgent: bool = True
-    """False for answers to destinations without a grant: they queue behind the drafts
-    when the bot-wide budget binds."""
-
-
-@dataclass(frozen=True)
-class Surface:
-    """How a platform writes its commands and names its things, for the replies."""
-
-    prefix: str = "/"
-    """What comes before a command word: "/" (`/follow`), "/progresscast " (Slack)."""
-    noun: str = "chat"
-    """What a destination is called: chat, channel, room."""
-    rich_name: str = "rich messages"
-    rich_help: str = "rich messages with checkboxes"
-    rich_on_note: str = ""
-    """Said after `rich on` (Slack: follows open a thread of their own)."""
-    rich_refused_note: str = " This server does not support them, so drafts stay classic."
-
-
-class Places(Protocol):
-    """Where a platform makes a follow other than where it was asked (Slack's plan
-    display streams in a thread of its own). Optional."""
-
-    async def follow_elsewhere(self, inv: Invocation, owner: Owner, view: View) -> bool:
-        """Take the follow (True), or leave it to be made where it was asked (False)."""
-        ...
-
-    def opening(self, destination: Id, owner: Owner) -> bool:
-        """Is a follow of `owner` still being made there (it counts as followed)?"""
-        ...
-
-    async def unfollowed(self, key: DraftKey) -> None:
-        """A follow ended: forget what the platform kept for it."""
-        ...
-
 
 def echo_safe(text: str) -> str:
     """Text fit to send back into a chat: no bidi or invisible characters, no controls,
@@ -392,25 +328,6 @@ class ChatCommands:
     async def _touch_all(self, destination: Id) -> None:
         for key in await self.state.follows(destination):
             self.worker.touch(key)
-
-
-def cached_check(check: MayChange, cache: dict[object, tuple[float, bool]], key: object, *, ttl: float,
-                 clock: Callable[[], float]) -> MayChange:
-    """`check`, answered from `cache` for `ttl` seconds (an administrator check that
-    costs an API call, asked for every changing command in a group)."""
-
-    async def cached() -> bool:
-        now = clock()
-        hit = cache.get(key)
-        if hit is not None and now - hit[0] < ttl:
-            return hit[1]
-        result = await check()
-        if len(cache) >= 10_000:
-            cache.clear()  # a bound, not a policy: the next checks ask again
-        cache[key] = (now, result)
-        return result
-
-    return cached
 
 
 __all__ = [
