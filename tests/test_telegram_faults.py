@@ -131,6 +131,8 @@ async def follow_all(api: BotAPIEmulator, redis: Redis, chats: list[int]) -> Non
     to a fault: a reply is never sent twice)."""
     state = TelegramState(redis)
     for chat in chats:
+        if chat < 0:  # in a group only administrators follow: the default sender is one
+            api.bot().set_admins(chat, 424242)
         api.send_user_message(chat, f"/follow s{abs(chat)}")
 
     async def followed() -> bool:
