@@ -16,7 +16,7 @@ if TYPE_CHECKING:
 
     from ..config.settings import Settings
 
-PLATFORMS = ("telegram", "slack")
+PLATFORMS = ("telegram", "slack", "matrix")
 """Platforms whose chats can be paired (a new platform adds its name and namespaces)."""
 
 
@@ -68,6 +68,8 @@ def namespaces(settings: Settings, platform: str) -> list[str]:
         from ..telegram.standby import bots
 
         return sorted({keys.TG, *(bot.namespace for bot in bots(settings))})
+    if platform == "matrix":
+        return [keys.MATRIX]
     return [keys.SLACK]
 
 
@@ -77,6 +79,12 @@ def _chat_id(platform: str, raw: str) -> int | str:
             return int(raw)
         except ValueError:
             raise UsageError(f"CHAT: a Telegram chat id is a number, not {raw!r}") from None
+    if platform == "matrix":
+        from ..config.matrix import MATRIX_ROOM_ID
+
+        if not MATRIX_ROOM_ID.fullmatch(raw):
+            raise UsageError(f"CHAT: a Matrix room id looks like !AbCdEf0123:example.org, not {raw!r}")
+        return raw
     if not re.fullmatch(r"[A-Z0-9]{2,32}", raw):
         raise UsageError(f"CHAT: a Slack channel id looks like C0123456789, not {raw!r}")
     return raw

@@ -31,6 +31,8 @@ from .base import RenderSettings as RenderSettings
 from .base import StreamingSettings as StreamingSettings
 from .base import _from_env, _Model
 from .errors import ConfigError as ConfigError
+from .matrix import MatrixRoomSettings as MatrixRoomSettings
+from .matrix import MatrixSettings as MatrixSettings
 
 READ_SCOPE = "operator.read"
 WRITE_SCOPE = "operator.write"
@@ -449,85 +451,6 @@ class DiscordSettings(_Model):
         out: dict[str, DiscordChannelSettings] = {}
         for channel in self.channels:
             out.setdefault(channel.id, channel)
-        return out
-
-
-# --- Matrix -----------------------------------------------------------------------------
-
-MATRIX_USER_ID = re.compile(r"@[a-z0-9._=/+-]+:[A-Za-z0-9.:\[\]-]+")
-MATRIX_ROOM_ID = re.compile(r"![^:\s]+(?::[A-Za-z0-9.:\[\]-]+)?")
-"""`!opaque:server.name`, or (room version 12 on) `!` and the room's hash alone."""
-
-
-class MatrixRoomSettings(_Model):
-    """`[[channels.matrix.rooms]]`: a room granted sessions, with its overrides."""
-
-    id: str
-    sessions: list[str] | None = None
-    """Session globs this room may follow; unset: only its own `follow` list."""
-    follow: list[str] = Field(default_factory=list)
-    """Sessions the room follows from the start."""
-    mode: Mode | None = None
-
-    @field_validator("id")
-    @classmethod
-    def _id(cls, value: str) -> str:
-        if not MATRIX_ROOM_ID.fullmatch(value):
-            raise ValueError(f"room id {value!r} must be a room id like !abcdef:example.org or !abcdef, not an alias")
-        return value
-
-
-class MatrixSettings(_Model):
-    homeserver: str | None = None
-    """The homeserver's client-server API base URL, e.g. https://matrix.example.org."""
-    userId: str | None = None
-    """The bot's user id, e.g. @progresscast:example.org."""
-    accessToken: str | None = None
-    """The bot account's access token; `env:NAME` reads it from the environment."""
-    access: Access = Access.allowlist
-    """Which rooms may see cards: `allowlist` (only `rooms`) or `open` (any room)."""
-    keepOnComplete: bool = False
-    streaming: StreamingSettings = Field(default_factory=StreamingSettings)
-    rooms: list[MatrixRoomSettings] = Field(default_factory=list)
-    roomInterval: float = Field(1.0, ge=0.05, le=60)
-    """Seconds between two events to one room."""
-    callsPerSecond: float = Field(1.0, gt=0, le=1000)
-    """Events a second the bot sends in all. A homeserver limits each user (Synapse's
-    default: 0.2 a second after a burst of 10) and answers M_LIMIT_EXCEEDED past it, which
-    holds every send back for as long as it says; raise this where the bot is exempt."""
-    leaseSeconds: float = Field(5.0, ge=0.5, le=600)
-    """Time to live of the bot's lease in Redis (one /sync reader and editor per account)."""
-
-    @field_validator("accessToken")
-    @classmethod
-    def _secret(cls, value: str | None) -> str | None:
-        return _from_env(value)
-
-    @field_validator("homeserver")
-    @classmethod
-    def _homeserver(cls, value: str | None) -> str | None:
-        if value is not None and not re.fullmatch(r"https?://[^\s/]+(/[^\s]*)?", value):
-            raise ValueError("must be an http(s) URL, e.g. https://matrix.example.org")
-        return value.rstrip("/") if value else value
-
-    @field_validator("userId")
-    @classmethod
-    def _user(cls, value: str | None) -> str | None:
-        if value is not None and not MATRIX_USER_ID.fullmatch(value):
-            raise ValueError(f"{value!r} must be a Matrix user id, e.g. @progresscast:example.org")
-        return value
-
-    @model_validator(mode="after")
-    def _complete(self) -> MatrixSettings:
-        if self.accessToken and not (self.homeserver and self.userId):
-            raise ValueError("homeserver and userId are required when accessToken is set")
-        return self
-
-    @cached_property
-    def rooms_by_id(self) -> dict[str, MatrixRoomSettings]:
-        out: dict[str, MatrixRoomSettings] = {}
-        for room in self.rooms:
-            out.setdefault(room.id, room)
         return out
 
 

@@ -372,8 +372,3 @@ def mx_txn(user_id: str, room_id: str, content_digest: str) -> str:
     room. An unsure send is repeated with it, and the homeserver answers a repeated
     transaction with the event it made the first time instead of a second one."""
     return f"{PREFIX}:{MATRIX}:bot:{mx_bot_tag(user_id)}:txn:{room_id}:{content_digest}"
-
-
-def mx_refused(room_id: str) -> str:
-    """String with a TTL: a room not granted was told so (at most once an hour)."""
-    return f"{PREFIX}:{MATRIX}:room:{room_id}:refused"
