@@ -234,7 +234,7 @@ async def test_a_misspelt_command_gets_the_help(bot) -> None:
 
 async def test_a_blocked_chat_is_paused_until_it_speaks_again(bot, redis: Redis) -> None:
     from progresscast import metrics
-    from progresscast.gateway.health import _observe
+    from progresscast.gateway.health import count_follows
 
     h = await bot(access="open")
     await h.command(PRIVATE, "/follow t1")
@@ -248,7 +248,7 @@ async def test_a_blocked_chat_is_paused_until_it_speaks_again(bot, redis: Redis)
     refused = h.api.calls_for(PRIVATE)[before:]
     assert [c.description for c in refused] == ["Forbidden: bot was blocked by the user"], refused
     assert await redis.hlen(keys.channel_paused(keys.TG)) == 1
-    await _observe(redis, h.settings)
+    await count_follows(redis, h.settings)
     assert metrics.PAUSED.labels("telegram")._value.get() == 1
     # The user writes again (which unblocks the bot): the command is answered, drafts resume.
     reply = await h.command(PRIVATE, "/card")

@@ -46,10 +46,13 @@ def run_serve(settings: Settings, url: str) -> None:
 async def serve(settings: Settings, url: str) -> None:
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s %(levelname)s %(message)s")
     from .gateway import run_gateway
+    from .gateway.auth import check_token_strength
     from .gateway.server import bind
 
     settings.require_env()
     listen = settings.gateway.listen
+    for warning in check_token_strength(settings, listen):
+        log.warning("%s", warning)
     try:
         sock = bind(listen)
     except OSError as exc:

@@ -37,7 +37,7 @@ from ..model.card import (
 )
 from ..model.owners import Owner, resolve_owner
 from .harness_plan import CODEX_PLAN, MAX_HARNESS_STEPS, MAX_LABEL_CHARS, PROGRESS_V1, PlanShapeError, map_plan
-from .mcp_input import REFUSED_META_KEY, GuardedBodies, GuardedLines
+from .mcp_input import REFUSED_META_KEY, GuardedLines
 from .sinks import CardSink, Gateway, GatewaySink, SinkError, StoreSink
 
 TOOL_NAMES = ("progress_card", "update_plan")
@@ -300,7 +300,7 @@ async def run_mcp(args: argparse.Namespace, settings: Settings, redis_url: str |
                 raise McpUsageError("--token: required with --gateway (or set PROGRESSCAST_TOKEN)")
             gateway = Gateway(client, args.gateway, token)
             sink: CardSink = GatewaySink(gateway, await _gateway_owner(gateway, session, args.agent))
-            await _serve(args, AgentTools(sink, offered))
+            await _serve(args, settings, AgentTools(sink, offered))
             return
         from ..store.cards import CardStore
         from ..store.connections import connect
@@ -309,7 +309,7 @@ async def run_mcp(args: argparse.Namespace, settings: Settings, redis_url: str |
         assert redis_url is not None
         redis = connect(redis_url)
         try:
-            await _serve(args, AgentTools(StoreSink(CardStore(redis), owner), offered))
+            await _serve(args, settings, AgentTools(StoreSink(CardStore(redis), owner), offered))
         finally:
             await redis.aclose()
 
@@ -336,9 +336,13 @@ def _listen(value: str) -> tuple[str, int]:
     return host.strip("[]") or "127.0.0.1", int(port)
 
 
-async def _serve(args: argparse.Namespace, tools: AgentTools) -> None:
+async def _serve(args: argparse.Namespace, settings: Settings, tools: AgentTools) -> None:
     owner = tools.sink.owner
     server = build_server(tools)
+    if args.http is not None:
+        from .mcp_http import check_tokens
+
+        check_tokens(settings, owner, _listen(args.http))  # before anything is printed
     print(
         f"progresscast mcp: writing the card of session '{owner.session_key}' (agent '{owner.agent_id}',"
         f" {owner.display_key}); /follow {owner.session_key} {owner.agent_id} to watch it",
@@ -357,14 +361,6 @@ async def _serve(args: argparse.Namespace, tools: AgentTools) -> None:
         async with stdio_server(stdin=stdin) as (read_stream, write_stream):
             await server.run(read_stream, write_stream, server.create_initialization_options())
         return
-    import uvicorn
+    from .mcp_http import serve_http
 
-    from ..gateway.server import address, bind
-
-    host, port = _listen(args.http)
-    sock = bind(f"{host}:{port}")
-    app = GuardedBodies(server.streamable_http_app(host=host))
-    print(f"progresscast mcp: streamable HTTP on {address(sock)}/mcp", file=sys.stderr, flush=True)
-    config = uvicorn.Config(app, log_level="warning", access_log=False, lifespan="on")
-    await uvicorn.Server(config).serve(sockets=[sock])
-
+    await serve_http(server, settings, owner, _listen(args.http))

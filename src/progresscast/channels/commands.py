@@ -140,14 +140,14 @@ class ChatCommands:
         try:
             return await self._handle(inv)
         except Exception:  # Redis down: say so rather than leave the command unanswered
-            log.exception("command %r in %s %s failed", inv.word, inv.platform, inv.destination)
+            log.exception("command %r in %s %r failed", inv.word, inv.platform, inv.destination)
             return Reply("Sorry, that did not work (the store is unavailable). Try again in a moment.")
 
     async def _handle(self, inv: Invocation) -> Reply | None:
         verdict = await self.channel.access.verdict(inv.destination)
         if verdict.grant is None:
             if verdict.code is not None:
-                log.info("%s %s asked for access: pairing code issued", inv.platform, inv.destination)
+                log.info("%s %r asked for access: pairing code issued", inv.platform, inv.destination)
                 return Reply(self.pairing_text(inv, verdict.code), urgent=False)
             if verdict.refuse:
                 return Reply(self.refusal_text(inv), urgent=False)

@@ -6,6 +6,7 @@ Secrets may be written as "env:NAME" and are read from the environment at load.
 from __future__ import annotations
 
 import difflib
+import ipaddress
 import os
 import re
 import tomllib
@@ -95,9 +96,50 @@ class GatewayToken(_Model):
         return _from_env(value) or ""
 
 
+MIN_TOKEN_CHARS = 16
+"""Gateway tokens shorter than this are refused when the gateway listens beyond loopback."""
+
+
 class GatewaySettings(_Model):
     listen: str = "127.0.0.1:8787"
     tokens: list[GatewayToken] = Field(default_factory=list)
+    publicUrl: str | None = None
+    """The address people open (`https://cards.example.org`); https here marks the login
+    cookie `Secure` even when a proxy on another host terminates TLS."""
+    trustedProxies: list[str] | None = None
+    """Addresses (or networks) whose `X-Forwarded-Proto` / `X-Forwarded-For` are believed;
+    unset: uvicorn's default (`$FORWARDED_ALLOW_IPS`, else loopback)."""
+    metricsToken: str | None = None
+    """Set: `GET /metrics` needs `Authorization: Bearer <it>`; unset: open."""
+    maxStreamsPerToken: int = Field(20, ge=1, le=100_000)
+    """Live event streams (`/v1/events`) one token may hold open at once; more are 429."""
+
+    @field_validator("metricsToken")
+    @classmethod
+    def _metrics_token(cls, value: str | None) -> str | None:
+        return _from_env(value)
+
+    @field_validator("trustedProxies")
+    @classmethod
+    def _trusted(cls, value: list[str] | None) -> list[str] | None:
+        for entry in value or []:
+            if entry != "*":
+                try:
+                    ipaddress.ip_network(entry, strict=False)
+                except ValueError:
+                    raise ValueError(f"{entry!r} must be an IP address, a network (10.0.0.0/8) or *") from None
+        return value
+
+    @field_validator("publicUrl")
+    @classmethod
+    def _public_url(cls, value: str | None) -> str | None:
+        if value is not None and not re.match(r"https?://[^\s/]+", value):
+            raise ValueError(f"{value!r} must be an http(s) URL, e.g. https://cards.example.org")
+        return value
+
+    @property
+    def public_https(self) -> bool:
+        return (self.publicUrl or "").lower().startswith("https://")
 
     @field_validator("listen")
     @classmethod
@@ -497,6 +539,14 @@ class A2ASettings(_Model):
     """Seconds a status timestamp may be ahead of the store's clock; later ones are refused."""
 
 
+class McpSettings(_Model):
+    """`progresscast mcp --http`."""
+
+    allowedHosts: list[str] = Field(default_factory=list)
+    """`Host` header values accepted besides the listen address (`mcp.example.org`,
+    `mcp.example.org:8443`, or `name:*` for any port); browsers' `Origin` likewise."""
+
+
 class Settings(_Model):
     store: StoreSettings = Field(default_factory=StoreSettings)
     agents: AgentSettings = Field(default_factory=AgentSettings)
@@ -504,6 +554,7 @@ class Settings(_Model):
     channels: ChannelSettings = Field(default_factory=ChannelSettings)
     templates: TemplateSettings = Field(default_factory=TemplateSettings)
     a2a: A2ASettings = Field(default_factory=A2ASettings)
+    mcp: McpSettings = Field(default_factory=McpSettings)
 
     _source: str | None = PrivateAttr(default=None)
     _unset_env: list[tuple[str, str]] = PrivateAttr(default_factory=list)

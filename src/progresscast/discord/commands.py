@@ -90,7 +90,7 @@ class DiscordCommands:
         try:
             return await handler(inv)
         except Exception:  # Redis down: say so rather than time out
-            log.exception("/progresscast %s in %s failed", inv.word, inv.destination)
+            log.exception("/progresscast %r in %r failed", inv.word, inv.destination)
             return "Sorry, that did not work (the store is unavailable). Try again in a moment."
 
     def _owner(self, args: tuple[str, ...]) -> Owner:

@@ -178,20 +178,20 @@ class MatrixSync:
         """One /sync response: invites, encrypted rooms, commands (`history` False: the
         first sync ever, whose timeline is the rooms' past)."""
         for room_id, invite in reply.rooms.invite.items():
-            await self._guarded(self._invited(room_id, invite), "the invite to room %s", room_id)
+            await self._guarded(self._invited(room_id, invite), "the invite to room %r", room_id)
         for room_id, info in reply.rooms.join.items():
             state = _sources(info.state)
             timeline = _sources(info.timeline.events)
             if any(e.get("type") == "m.room.encryption" for e in state + timeline):
-                await self._guarded(self._encrypted(room_id), "leaving the encrypted room %s", room_id)
+                await self._guarded(self._encrypted(room_id), "leaving the encrypted room %r", room_id)
                 continue
             if not history:
                 continue
             if any(e.get("sender") != self.user_id for e in timeline):
-                await self._guarded(self.worker.spoke(room_id), "room %s speaking again", room_id)
+                await self._guarded(self.worker.spoke(room_id), "room %r speaking again", room_id)
             for event in timeline:
-                await self._guarded(self._command(room_id, event), "a command in room %s", room_id)
-                await self._guarded(self._redacted(room_id, event), "a redaction in room %s", room_id)
+                await self._guarded(self._command(room_id, event), "a command in room %r", room_id)
+                await self._guarded(self._redacted(room_id, event), "a redaction in room %r", room_id)
 
     @staticmethod
     async def _guarded(work: Awaitable[None], what: str, room_id: str) -> None:
@@ -211,16 +211,16 @@ class MatrixSync:
         if not granted and access.mode is Access.allowlist:
             await self.nio.room_leave(room_id)
             log.warning(
-                "invited to room %s, which has no grant (access allowlist): declined "
+                "invited to room %r, which has no grant (access allowlist): declined "
                 "(add it to [[channels.matrix.rooms]] to grant it)",
                 room_id,
             )
             return
         reply = await self.nio.join(room_id)
         if not isinstance(reply, JoinResponse):
-            log.warning("invited to room %s, but could not join it: %s", room_id, reply)
+            log.warning("invited to room %r, but could not join it: %s", room_id, reply)
             return
-        log.info("invited to room %s: joined%s", room_id, "" if granted else " (it has no grant yet)")
+        log.info("invited to room %r: joined%s", room_id, "" if granted else " (it has no grant yet)")
         await self.worker.spoke(room_id)  # a paused room that invites the bot back takes calls again
         if granted or await self._is_encrypted(room_id):
             return  # an encrypted room is told why the bot leaves, once its join is synced
@@ -248,7 +248,7 @@ class MatrixSync:
         async def leave(_: object) -> None:
             self.check()
             await self.nio.room_leave(room_id)
-            log.warning("room %s is encrypted: said so, and left it", room_id)
+            log.warning("room %r is encrypted: said so, and left it", room_id)
 
         self.worker.say(room_id, NO_THREAD, ENCRYPTED_REFUSAL, then=leave)
 
@@ -263,7 +263,7 @@ class MatrixSync:
             return
         for key in await self.channel.state.follows(room_id):
             if (await self.channel.state.draft(key)).message_id == redacts:
-                log.info("room %s: draft %s was redacted by someone; showing it again", room_id, redacts)
+                log.info("room %r: draft %r was redacted by someone; showing it again", room_id, redacts)
                 self.worker.touch(key, fresh=True)
 
     async def _may_change(self, room_id: str, user: str) -> bool:

@@ -5,14 +5,15 @@ received over HTTP on the gateway, verified with the app's signing secret.
     POST /slack/events     the Events API: answers `url_verification`; other events
                            are acknowledged and ignored
 
-Every request is checked with `slack_sdk.signature.SignatureVerifier`
-(`X-Slack-Signature` over `v0:<timestamp>:<body>`, timestamps older than five
-minutes refused): a bad or stale signature answers 401 and nothing is done. A command
-is turned into a `channels.commands.Invocation` and answered by the one handler, at
-once (Slack waits three seconds), with an ephemeral reply seen only by the person who
-typed it; the drafts it asks for go through the channel's lane. Whoever can use the
-command in a channel may change what it follows (Slack lets the workspace decide who
-can use an app's commands where). A follow made with the plan display on opens a
+A body is read up to 64 KiB (413 past it, before anything else looks at it), then
+checked with `slack_sdk.signature.SignatureVerifier` (`X-Slack-Signature` over
+`v0:<timestamp>:<body>`, timestamps older than five minutes refused): a bad or stale
+signature answers 401 and nothing is done. A command is turned into a
+`channels.commands.Invocation` and answered by the one handler, at once (Slack waits
+three seconds), with an ephemeral reply seen only by the person who typed it; the
+drafts it asks for go through the channel's lane. Whoever can use the command in a
+channel may change what it follows (Slack lets the workspace decide who can use an
+app's commands where). A follow made with the plan display on opens a
 thread of its own (`slack/threads.py`).
 """
 
@@ -29,14 +30,13 @@ from starlette.routing import Route
 from ..channels.commands import ChatCommands, Invocation, Surface
 from ..channels.worker import ChannelWorker
 from ..config.settings import Settings
+from ..gateway.body import MAX_BODY, read_body
 from ..gateway.state import raw_form
 from ..model.card import SURROGATE_RULE, CardError, escape_lone_surrogates, has_lone_surrogate, reject_lone_surrogates
 from .channel import NO_THREAD, PLATFORM
 from .threads import Threads
 
 log = logging.getLogger("progresscast.slack")
-
-MAX_BODY = 64 * 1024
 
 SURFACE = Surface(
     prefix="/progresscast ",
@@ -76,8 +76,9 @@ class SlackCommands:
         ]
 
     async def _verified(self, request: Request) -> bytes | None:
-        body = await request.body()
-        if len(body) > MAX_BODY or not self.verifier.is_valid_request(body, dict(request.headers)):
+        # Bounded first: the signature covers the body, so it is read before it is checked.
+        body = await read_body(request, MAX_BODY)
+        if not self.verifier.is_valid_request(body, dict(request.headers)):
             return None
         return body
 

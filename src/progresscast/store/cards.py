@@ -375,14 +375,18 @@ class CardStore:
         lay = await self.layout()
         return cast("dict[str, str]", await self.redis.hgetall(lay.last_event(owner)))
 
-    async def owners(self, *, page: int = 500) -> AsyncIterator[tuple[str, int]]:
-        """Every display key with its last change (ms), newest first, across all shards.
+    async def owners(
+        self, *, page: int = 500, after: tuple[int, str] | None = None
+    ) -> AsyncIterator[tuple[str, int]]:
+        """Every display key with its last change (ms), newest first, across all shards;
+        `after` (ms, display key): only those that come after it in that order.
 
-        Each shard's index is read `page` entries at a time and merged, so a caller
-        that stops early (a listing that filled its page) reads little more than it shows.
+        Each shard's index is read `page` entries at a time (from `after` on, found by
+        score: nothing before it is read) and merged, so a caller that stops early (a
+        listing that filled its page) reads little more than it shows.
         """
         lay = await self.layout()
-        heads = [self._index(name, page) for name in lay.indexes]
+        heads = [self._index(name, page, after) for name in lay.indexes]
         current: list[tuple[int, str, int] | None] = []
         for i, head in enumerate(heads):
             row = await anext(head, None)
@@ -396,13 +400,16 @@ class CardStore:
             row = await anext(heads[i], None)
             current[i] = None if row is None else (row[1], row[0], i)
 
-    async def _index(self, name: str, page: int) -> AsyncIterator[tuple[str, int]]:
+    async def _index(self, name: str, page: int, after: tuple[int, str] | None) -> AsyncIterator[tuple[str, int]]:
+        top: float | str = "+inf" if after is None else after[0]
         start = 0
         while True:
-            reply = await self.redis.zrevrange(name, start, start + page - 1, withscores=True)
+            reply = await self.redis.zrevrangebyscore(name, top, "-inf", start=start, num=page, withscores=True)
             rows = cast("list[tuple[str, float]]", reply)
             for key, score in rows:
-                yield key, int(score)
+                # Equal scores come in reverse order of their keys, as the merge wants them.
+                if after is None or (int(score), key) < after:
+                    yield key, int(score)
             if len(rows) < page:
                 return
             start += page

@@ -114,8 +114,8 @@ class UpdateInbox:
 
     async def consume(self, handle: Handle, *, backoff: Backoff | None = None) -> None:
         """Feed every update after the cursor to `handle`, in order, until cancelled or
-        closed. The cursor moves past an update once `handle` returned (an update that
-        fails in `handle` is logged there and not tried again)."""
+        closed. The cursor moves past an update once `handle` returned or failed (a
+        failed update is logged and not tried again; only a Redis error retries it)."""
         backoff = backoff or Backoff()
         stream, cursor_key = keys.tg_updates(self.bot_id), keys.tg_updates_cursor(self.bot_id)
         cursor: str | None = None
@@ -136,7 +136,7 @@ class UpdateInbox:
                             break
                         update = _parse(fields.get("update"))
                         if update is not None:
-                            await handle(update)
+                            await _handle_one(handle, update)
                         cursor = entry_id
                     if not await self._advance(keys=[cursor_key], args=[cursor]):
                         cursor = None  # another adapter went further: read on from its cursor
@@ -146,6 +146,21 @@ class UpdateInbox:
                 failures += 1
                 log.warning("webhook updates: reading Redis failed (%s); retrying in %.1f s", exc, delay)
                 await asyncio.sleep(delay)
+
+
+async def _handle_one(handle: Handle, update: dict[str, Any]) -> None:
+    """One update; one that is not what it claims (a `message` that is not a message)
+    is logged, escaped, and skipped, and the next one is read. A Redis error is the
+    reader's to retry."""
+    try:
+        await handle(update)
+    except RedisError:
+        raise
+    except Exception as exc:
+        log.warning(
+            "webhook updates: skipped update %r, which could not be read as a Telegram update (%r): %r",
+            update.get("update_id"), f"{type(exc).__name__}: {exc}"[:200], str(update)[:200],
+        )  # fmt: skip
 
 
 def _report(task: asyncio.Task[None]) -> None:

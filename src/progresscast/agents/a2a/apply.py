@@ -138,7 +138,7 @@ class UpdateApplier:
     async def _apply_status(self, owner: Owner, change: StatusChange, source: Source, arrived: float) -> Applied:
         # `a2a ingest` names each line's problem itself: the log is for the other sources.
         if change.plan_problem and source is not Source.file and self._once.first("plan", change.task_id):
-            log.warning("A2A task %r: plan not applied: %s", change.task_id, change.plan_problem)
+            log.warning("A2A task %r: plan not applied: %r", change.task_id, change.plan_problem)
         if change.demoted and self._once.first("demoted", change.task_id):
             log.info("A2A task %r: %d more active steps shown as pending", change.task_id, change.demoted)
         if change.timestamp_us is None and (source is not Source.stream or change.kind is Kind.snapshot):

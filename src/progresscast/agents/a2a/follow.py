@@ -119,14 +119,14 @@ class Follower:
         try:
             update = parse_update(data)
         except UpdateError as exc:
-            log.warning("A2A update not applied: %s", exc)
+            log.warning("A2A update not applied: %r", str(exc))
             return None
         if update is None:
             return None
         try:
             applied = await self.applier.apply(update, source)
         except CardError as exc:  # an owner we may not write: say so, keep following
-            log.warning("A2A update of task %s not applied: %s", getattr(update, "task_id", "?"), exc)
+            log.warning("A2A update of task %r not applied: %r", getattr(update, "task_id", "?"), str(exc))
             return None
         self.report(update, applied)
         return update.state if isinstance(update, StatusChange) else None
@@ -146,7 +146,7 @@ class Follower:
                     delay = self.pacing.backoff_initial
                     if state in TERMINAL:
                         return state
-                log.info("A2A task %s: the stream closed before the task ended; subscribing again", task_id)
+                log.info("A2A task %r: the stream closed before the task ended; subscribing again", task_id)
             except (UnsupportedOperationError, TaskNotFoundError) as exc:
                 # Refused: most likely the task has ended. Read it instead.
                 state = await self._poll_quietly(task_id)
@@ -155,7 +155,7 @@ class Follower:
                 if isinstance(exc, TaskNotFoundError) and state is None:
                     raise AgentUnavailable(f"task {task_id}: not found") from None
             except (A2AError, httpx.HTTPError, OSError) as exc:
-                log.info("A2A task %s: %s; trying again in %.1fs", task_id, _reason(exc), delay)
+                log.info("A2A task %r: %r; trying again in %.1fs", task_id, _reason(exc), delay)
             await asyncio.sleep(delay)
             delay = min(delay * 2, self.pacing.backoff_max)
 
@@ -165,7 +165,7 @@ class Follower:
         except TaskNotFoundError:
             return None
         except (A2AError, httpx.HTTPError, OSError) as exc:
-            log.info("A2A task %s: GetTask failed: %s", task_id, _reason(exc))
+            log.info("A2A task %r: GetTask failed: %r", task_id, _reason(exc))
             return None
 
     async def send(self, text: str, *, context_id: str | None = None,
@@ -194,7 +194,7 @@ class Follower:
         except (A2AError, httpx.HTTPError, OSError) as exc:
             if task_id is None:
                 raise AgentUnavailable(f"sending the message failed: {_reason(exc)}") from None
-            log.info("A2A task %s: the stream broke (%s); subscribing again", task_id, _reason(exc))
+            log.info("A2A task %r: the stream broke (%r); subscribing again", task_id, _reason(exc))
         if task_id is None:
             raise AgentUnavailable("the agent answered with a message, not a task: nothing to follow")
         if push is None and state not in TERMINAL:
@@ -244,11 +244,11 @@ class Follower:
                         if state not in TERMINAL and (running is None or running.done()):
                             live[task_id] = asyncio.create_task(self.follow_task(task_id))
                 except (A2AError, httpx.HTTPError, OSError) as exc:
-                    log.info("A2A agent: ListTasks failed (%s); trying again", _reason(exc))
+                    log.info("A2A agent: ListTasks failed (%r); trying again", _reason(exc))
                 for task_id in [t for t, job in live.items() if job.done()]:
                     job = live.pop(task_id)
                     if not job.cancelled() and job.exception() is not None:
-                        log.info("A2A task %s: following stopped: %s", task_id, job.exception())
+                        log.info("A2A task %r: following stopped: %r", task_id, str(job.exception()))
                 await asyncio.sleep(self.pacing.list_poll)
         finally:
             for job in live.values():

@@ -95,7 +95,7 @@ async def follow_agent(agent: A2AAgentSettings, settings: Settings, redis: Redis
                 delay = pacing.backoff_initial
                 await _follow_contexts(Follower(client, applier, pacing=pacing), agent, redis, base)
         except AgentUnavailable as exc:
-            log.info("A2A: %s; trying again in %.1fs", exc, delay)
+            log.info("A2A: %r; trying again in %.1fs", str(exc), delay)
         await asyncio.sleep(delay)
         delay = min(delay * 2, pacing.backoff_max)
 
