@@ -5,7 +5,8 @@ about how a Matrix message looks, the fallbacks included, is made here.
   when the server refuses the content.
 - A final answer: one `m.text` per part, each falling back to its plain `body`.
 - A `!pc card` snapshot: the progress draft, also when the room's mode shows none.
-- A command's reply: a plain `m.notice`.
+- A command's reply: an `m.notice` of plain text, its HTML the same text escaped
+  (`notice_html`): nothing a person typed and the reply repeats becomes markup.
 
 In a thread (`m.thread`) every message carries the thread relation (with the reply
 fallback to the thread's root that clients without threads show); an edit does not
@@ -14,12 +15,13 @@ repeat it (`matrix.edit_content`): an edit stays where the event it replaces is.
 
 from __future__ import annotations
 
+import html
 from pathlib import Path
 from typing import Any
 
 from ..config.settings import Mode, RenderSettings
 from ..model.view import View
-from .matrix import EVENT_TYPE, NOTICE, render_matrix, render_matrix_final_answer
+from .matrix import EVENT_TYPE, HTML_FORMAT, NOTICE, render_matrix, render_matrix_final_answer
 from .payload import Payload
 
 KIND = "notice"
@@ -71,9 +73,16 @@ def matrix_snapshot(
     return matrix_draft(view, settings, thread_root=thread_root, templates_dir=templates_dir)
 
 
+def notice_html(text: str) -> str:
+    """A reply's plain text as HTML: escaped, its lines kept."""
+    return html.escape(text, quote=False).replace("\n", "<br>")
+
+
 def matrix_notice(text: str, *, thread_root: str | None = None) -> Payload:
     """A plain-text notice (a command's reply); it mentions nobody."""
-    content = {"msgtype": NOTICE, "body": text, "m.mentions": {}}
+    content = {
+        "msgtype": NOTICE, "body": text, "format": HTML_FORMAT, "formatted_body": notice_html(text), "m.mentions": {},
+    }
     return Payload(EVENT_TYPE, in_thread(content, thread_root), KIND)
 
 
@@ -94,5 +103,17 @@ class MatrixRenderers:
     def answer(self, markdown: str) -> list[Payload]:
         return matrix_answer(markdown, thread_root=self.thread_root)
 
+    def snapshot(self, view: View) -> Payload | None:
+        return matrix_snapshot(view, self.settings, thread_root=self.thread_root, templates_dir=self.templates_dir)
 
-__all__ = ["KIND", "MatrixRenderers", "in_thread", "matrix_answer", "matrix_draft", "matrix_notice", "matrix_snapshot"]
+
+__all__ = [
+    "KIND",
+    "MatrixRenderers",
+    "in_thread",
+    "matrix_answer",
+    "matrix_draft",
+    "matrix_notice",
+    "matrix_snapshot",
+    "notice_html",
+]
