@@ -49,7 +49,7 @@ async def api() -> AsyncIterator[BotAPIEmulator]:
 
 
 def settings_for(api: BotAPIEmulator, *, token: bool = True, webhook: str | None = None, secret: str = SECRET) -> Settings:
-    telegram: dict[str, Any] = {"apiBaseUrl": api.base_url}
+    telegram: dict[str, Any] = {"apiBaseUrl": api.base_url, "access": "open"}
     if token:
         telegram["token"] = api.token
     if webhook is not None:
@@ -232,7 +232,7 @@ async def test_two_bots_each_on_its_own_webhook_through_one_gateway(
     settings = Settings.model_validate({
         "agents": {"default": "main"},
         "channels": {"telegram": {
-            "apiBaseUrl": api.base_url, "token": api.token,
+            "apiBaseUrl": api.base_url, "token": api.token, "access": "open",
             "webhook": {"url": hooks["first"], "secretToken": SECRET},
             "bots": [{"token": second, "webhook": {"url": hooks["second"], "secretToken": SECRET + "-2"}}],
         }},

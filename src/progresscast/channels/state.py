@@ -141,6 +141,36 @@ class ChannelState:
             await self.redis.srem(keys.channel_destinations(c), key.chat_id)
         return bool(removed)
 
+    async def end_follows(self, chat_id: Id) -> list[DraftKey]:
+        """End every follow of a destination from outside its adapter (a revoked grant):
+        each is unfollowed and noted as ended, so the adapter's lane deletes its draft
+        (`ended`, `ended_done`)."""
+        keys_ = await self.follows(chat_id)
+        for key in keys_:
+            await self.redis.sadd(keys.channel_ended(self.channel), self._ended_member(key))
+            await self.unfollow(key)
+        return keys_
+
+    @staticmethod
+    def _ended_member(key: DraftKey) -> str:
+        return f"{key.chat_id} {key.thread_id} {key.owner.display_key}"
+
+    async def ended(self) -> list[DraftKey]:
+        """Follows ended from outside whose drafts are still to be deleted."""
+        out = []
+        for member in cast("set[str]", await self.redis.smembers(keys.channel_ended(self.channel))):
+            raw_chat, _, rest = member.partition(" ")
+            raw_thread, _, display = rest.partition(" ")
+            owner = Owner.from_display_key(display)
+            chat, thread = self._id(raw_chat), self._id(raw_thread)
+            if owner is not None and chat is not None and thread is not None:
+                out.append(DraftKey(chat, thread, owner))
+        return sorted(out)
+
+    async def ended_done(self, key: DraftKey) -> None:
+        """The draft of an ended follow is deleted (or there was none)."""
+        await self.redis.srem(keys.channel_ended(self.channel), self._ended_member(key))
+
     async def is_following(self, key: DraftKey) -> bool:
         member = f"{key.chat_id} {key.thread_id}"
         return bool(await self.redis.sismember(keys.channel_followers(self.channel, key.owner), member))

@@ -10,34 +10,31 @@ import os
 import re
 import tomllib
 import zlib
-from enum import StrEnum
 from functools import cached_property
 from pathlib import Path
-from typing import Any
+from typing import Any, ClassVar
 from urllib.parse import unquote, urlsplit
 
-from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, ValidationError, field_validator, model_validator
+from pydantic import BaseModel, Field, PrivateAttr, ValidationError, field_validator, model_validator
 
 from ..model.owners import AGENT_ID, DEFAULT_AGENT
 from ..model.validation import field_and_rule, field_path
+from .base import MAX_LINE_CHARS as MAX_LINE_CHARS
+from .base import MAX_LINES as MAX_LINES
+from .base import Access as Access
+from .base import DestinationSettings as DestinationSettings
+from .base import Mode as Mode
+from .base import PlatformSettings as PlatformSettings
+from .base import PreviewSettings as PreviewSettings
+from .base import ProgressSettings as ProgressSettings
+from .base import RenderSettings as RenderSettings
+from .base import StreamingSettings as StreamingSettings
+from .base import _from_env, _Model
 from .errors import ConfigError as ConfigError
 
 READ_SCOPE = "operator.read"
 WRITE_SCOPE = "operator.write"
 SCOPES = (READ_SCOPE, WRITE_SCOPE)
-
-
-class Mode(StrEnum):
-    off = "off"
-    partial = "partial"
-    block = "block"
-    progress = "progress"
-
-
-def _from_env(value: str | None) -> str | None:
-    if value and value.startswith("env:"):
-        return os.environ.get(value[4:]) or None
-    return value
 
 
 def _agent_id(value: str) -> str:
@@ -47,10 +44,6 @@ def _agent_id(value: str) -> str:
             f"agent id {value!r} must be 1-64 letters, digits, '_', '.' or '-', starting with a letter or digit"
         )
     return value
-
-
-class _Model(BaseModel):
-    model_config = ConfigDict(extra="forbid", populate_by_name=True)
 
 
 class StoreSettings(_Model):
@@ -118,65 +111,10 @@ class GatewaySettings(_Model):
         return host or "127.0.0.1", int(port)
 
 
-MAX_LINES = 8
-"""Default `streaming.progress.maxLines`: the whole progress draft, every line counted."""
-MAX_LINE_CHARS = 120
-"""Default `streaming.progress.maxLineChars`: longer lines are cut with a middle `…`."""
+class ChatSettings(DestinationSettings):
+    """`[[channels.telegram.chats]]`: one chat's overrides, follows and granted sessions."""
 
-
-def _max_lines() -> Any:
-    return Field(MAX_LINES, ge=1, le=50)
-
-
-def _max_line_chars() -> Any:
-    return Field(MAX_LINE_CHARS, ge=20, le=4096)
-
-
-class ProgressSettings(_Model):
-    maxLines: int = _max_lines()
-    maxLineChars: int = _max_line_chars()
-
-
-class PreviewSettings(_Model):
-    """`streaming.partial` / `streaming.block`: the card's lines under the answer text."""
-
-    checklistLines: int | None = Field(None, ge=1, le=50)
-    """At most this many lines of checklist and status; unset: `progress.maxLines`."""
-
-
-class StreamingSettings(_Model):
-    mode: Mode = Mode.progress
-    progress: ProgressSettings = Field(default_factory=ProgressSettings)
-    partial: PreviewSettings = Field(default_factory=PreviewSettings)
-    block: PreviewSettings = Field(default_factory=PreviewSettings)
-    blockChars: int = Field(3000, ge=200, le=4000)
-    """In `block` mode, a preview past this many characters rotates to a new message."""
-
-    def checklist_lines(self, mode: Mode) -> int:
-        """The line limit of the card's lines in a draft of `mode`."""
-        preview = {Mode.partial: self.partial, Mode.block: self.block}.get(mode)
-        if preview is not None and preview.checklistLines is not None:
-            return preview.checklistLines
-        return self.progress.maxLines
-
-
-class RenderSettings(_Model):
-    """What a renderer needs from the channel settings, for one chat."""
-
-    mode: Mode = Mode.progress
-    maxLines: int = _max_lines()
-    maxLineChars: int = _max_line_chars()
-    checklistLines: int | None = Field(None, ge=1, le=50)
-    """`partial`/`block`: the card's lines under the answer; None: `maxLines`."""
-    rich: bool = False
-    label: str | None = None
-
-
-class ChatSettings(_Model):
     id: int
-    richMessages: bool | None = None
-    mode: Mode | None = None
-    follow: list[str] = Field(default_factory=list)
 
 
 WEBHOOK_PATH_PREFIX = "/telegram/"
@@ -227,16 +165,15 @@ class TelegramWebhookSettings(_Model):
         return unquote(urlsplit(self.url).path)
 
 
-class TelegramSettings(_Model):
+class TelegramSettings(PlatformSettings):
+    ALLOW_LIST: ClassVar[str] = "allowedChats"
+
     token: str | None = None
     apiBaseUrl: str = "https://api.telegram.org/bot"
-    richMessages: bool = False
-    keepOnComplete: bool = False
     allowedChats: list[int] = Field(default_factory=list)
     botCallsPerSecond: float | None = Field(None, gt=0, le=10_000)
     """Bot API calls a second for the whole bot; unset: Telegram's ≈ 30. Raise it only
     for a Bot API server that allows more (or a benchmark against the emulator)."""
-    streaming: StreamingSettings = Field(default_factory=StreamingSettings)
     chats: list[ChatSettings] = Field(default_factory=list)
     webhook: TelegramWebhookSettings | None = None
     """Updates by webhook (through any gateway) instead of long polling."""
@@ -304,18 +241,12 @@ class TelegramSettings(_Model):
             )
         return value
 
-    # Looked up for every draft the adapter handles: a scan of the lists would make
-    # 10,000 configured chats cost 10,000 comparisons per draft.
-    @cached_property
-    def chats_by_id(self) -> dict[int, ChatSettings]:
-        """`chats` by id (the first entry of an id wins)."""
-        out: dict[int, ChatSettings] = {}
-        for chat in self.chats:
-            out.setdefault(chat.id, chat)
-        return out
+    @property
+    def destination_tables(self) -> list[ChatSettings]:
+        return self.chats
 
     @cached_property
-    def allowed_chat_ids(self) -> frozenset[int]:
+    def allow_list(self) -> frozenset[int]:
         return frozenset(self.allowedChats)
 
 
@@ -366,13 +297,10 @@ def _slack_channel_id(value: str) -> str:
     return value
 
 
-class SlackChannelSettings(_Model):
-    """Per-channel overrides; `follow` subscribes the channel at start-up."""
+class SlackChannelSettings(DestinationSettings):
+    """`[[channels.slack.channels]]`: one channel's overrides, follows and granted sessions."""
 
     id: str
-    richMessages: bool | None = None
-    mode: Mode | None = None
-    follow: list[str] = Field(default_factory=list)
 
     @field_validator("id")
     @classmethod
@@ -380,20 +308,27 @@ class SlackChannelSettings(_Model):
         return _slack_channel_id(value)
 
 
-class SlackSettings(_Model):
+class SlackSettings(PlatformSettings):
+    ALLOW_LIST: ClassVar[str] = "allowedChannels"
+
     token: str | None = None
     """The bot token (xoxb-…); without it `serve` does not run the Slack adapter."""
     signingSecret: str | None = None
     """Verifies that slash commands and events come from Slack; required with a token."""
     apiBaseUrl: str = "https://slack.com/api/"
     """Slack's Web API, or a test emulator (slack_sdk's `base_url`; ends with `/`)."""
-    richMessages: bool = False
-    """Slack's plan display (a stream in a thread) where it applies, else Block Kit."""
-    keepOnComplete: bool = False
     allowedChannels: list[str] = Field(default_factory=list)
-    """Empty: any channel may follow; else only these channel ids."""
-    streaming: StreamingSettings = Field(default_factory=StreamingSettings)
+    """Only these channel ids, each granted every session (`access = "allowlist"`);
+    empty: unset."""
     channels: list[SlackChannelSettings] = Field(default_factory=list)
+
+    @property
+    def destination_tables(self) -> list[SlackChannelSettings]:
+        return self.channels
+
+    @cached_property
+    def allow_list(self) -> frozenset[str]:
+        return frozenset(self.allowedChannels)
 
     @field_validator("token", "signingSecret")
     @classmethod

@@ -96,6 +96,7 @@ async def _observe(redis: Any, settings: Settings) -> dict[str, int]:
         metrics.CONSUMER_LAG.labels(group).set(value)
     for channel, namespace in follow_channels(settings).items():
         metrics.FOLLOWS.labels(channel).set(await follows(redis, namespace))
+        metrics.PAUSED.labels(channel).set(int(await redis.hlen(keys.channel_paused(namespace))))
     return lag
 
 
