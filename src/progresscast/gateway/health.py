@@ -48,7 +48,7 @@ def follow_channels(settings: Settings) -> dict[str, str]:
     """The channels whose follows are counted: label (the channel's consumer group, as
     `progresscast_consumer_lag` names it) → the namespace of its keys. The first Telegram
     bot always (its keys need no token), another bot when this process has its token
-    (its id names its keys), Slack when configured."""
+    (its id names its keys), Slack and Discord when configured."""
     from ..telegram.standby import bots
 
     channels = {"telegram": keys.TG}
@@ -56,6 +56,8 @@ def follow_channels(settings: Settings) -> dict[str, str]:
         channels[bot.group] = bot.namespace
     if settings.channels.slack is not None:
         channels["slack"] = keys.SLACK
+    if settings.channels.discord is not None:
+        channels["discord"] = keys.DISCORD
     return channels
 
 

@@ -331,3 +331,10 @@ def slack_recipient(channel_id: str, thread_ts: str) -> str:
     """String `<user id> <team id>`: the person a thread's plan display streams to (the
     one who followed there with the plan display on)."""
     return f"{PREFIX}:{SLACK}:recipient:{channel_id}:{thread_ts}"
+
+
+# --- Discord -------------------------------------------------------------------------
+# The Discord adapter's keys: the chat-channel keys above under the name `discord`
+# (destinations are channel and thread ids; the thread part of a key is always "0").
+
+DISCORD = "discord"
