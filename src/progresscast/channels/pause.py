@@ -2,9 +2,10 @@
 
 A destination that answers a call with a refusal for good (`OutcomeKind.forbidden`:
 Telegram's 403 "bot was blocked by the user" / "kicked" / "not a member", Slack's
-`channel_not_found` / `not_in_channel` / `is_archived`) gets no calls until it speaks
-again (an update or a command from it: `resume`), or until a backoff of minutes, up to
-an hour, lets one call through as a probe. Its follows are kept: once it answers again
+`channel_not_found` / `not_in_channel` / `is_archived`, Discord's 50001 Missing Access /
+50013 Missing Permissions / 10003 Unknown Channel) gets no calls until it speaks again
+(an update or a command from it: `resume`), or until a backoff of minutes, up to an
+hour, lets one call through as a probe. Its follows are kept: once it answers again
 its drafts catch up. Kept in Redis (`keys.channel_paused`, what `/metrics` counts) and in
 memory (read on every draft: no round trip); the adapter holding the bot writes both.
 """

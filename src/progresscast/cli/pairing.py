@@ -16,7 +16,7 @@ if TYPE_CHECKING:
 
     from ..config.settings import Settings
 
-PLATFORMS = ("telegram", "slack", "matrix")
+PLATFORMS = ("telegram", "slack", "discord", "matrix")
 """Platforms whose chats can be paired (a new platform adds its name and namespaces)."""
 
 
@@ -68,6 +68,8 @@ def namespaces(settings: Settings, platform: str) -> list[str]:
         from ..telegram.standby import bots
 
         return sorted({keys.TG, *(bot.namespace for bot in bots(settings))})
+    if platform == "discord":
+        return [keys.DISCORD]
     if platform == "matrix":
         return [keys.MATRIX]
     return [keys.SLACK]
@@ -79,6 +81,11 @@ def _chat_id(platform: str, raw: str) -> int | str:
             return int(raw)
         except ValueError:
             raise UsageError(f"CHAT: a Telegram chat id is a number, not {raw!r}") from None
+    if platform == "discord":
+        from ..config.settings import SNOWFLAKE
+
+        if not SNOWFLAKE.fullmatch(raw):
+            raise UsageError(f"CHAT: a Discord channel id is 15-21 digits, like 1234567890123456789, not {raw!r}")
     if platform == "matrix":
         from ..config.matrix import MATRIX_ROOM_ID
 

@@ -424,30 +424,29 @@ PUBLIC_KEY = re.compile(r"[0-9a-fA-F]{64}")
 """An application's Ed25519 public key, as the developer portal shows it: 64 hex digits."""
 
 
-def _snowflake(value: str, what: str) -> str:
-    if not SNOWFLAKE.fullmatch(value):
+def _snowflake(value: Any, what: str) -> str:
+    # TOML readers write ids as numbers as often as strings.
+    text = str(value) if isinstance(value, int) and not isinstance(value, bool) else value
+    if not isinstance(text, str) or not SNOWFLAKE.fullmatch(text):
         raise ValueError(f"{what} {value!r} must be a Discord id: 15-21 digits, e.g. 1234567890123456789")
-    return value
+    return text
 
 
-class DiscordChannelSettings(_Model):
-    """A channel or thread: what it may follow (`sessions`), follows at start-up, looks."""
+class DiscordChannelSettings(DestinationSettings):
+    """`[[channels.discord.channels]]`: a channel or thread's overrides, follows and
+    granted sessions (`sessions`; unset: only its `follow` list)."""
 
     id: str
-    sessions: list[str] | None = None
-    """Session globs this destination may follow; unset: only its `follow` list."""
-    follow: list[str] = Field(default_factory=list)
-    mode: Mode | None = None
-    richMessages: bool | None = None
 
     @field_validator("id", mode="before")
     @classmethod
     def _id(cls, value: Any) -> str:
-        # TOML readers write ids as numbers as often as strings.
-        return _snowflake(str(value) if isinstance(value, int) and not isinstance(value, bool) else value, "id")
+        return _snowflake(value, "id")
 
 
-class DiscordSettings(_Model):
+class DiscordSettings(PlatformSettings):
+    ALLOW_LIST: ClassVar[str] = "allowedChannels"
+
     token: str | None = None
     """The bot token; without it `serve` does not run the Discord adapter."""
     applicationId: str | None = None
@@ -456,13 +455,20 @@ class DiscordSettings(_Model):
     """The application's public key (hex): verifies that interactions come from Discord."""
     apiBaseUrl: str = "https://discord.com/api/v10"
     """Discord's REST API, or a test emulator."""
-    access: Access = Access.allowlist
-    """`allowlist`: only `[[channels.discord.channels]]`; `open`: any channel, any session."""
     richMessages: bool = True
     """Components V2 drafts (a container with the checklist); false: plain messages."""
-    keepOnComplete: bool = False
-    streaming: StreamingSettings = Field(default_factory=StreamingSettings)
+    allowedChannels: list[str] = Field(default_factory=list)
+    """Only these channel ids, each granted every session (`access = "allowlist"`);
+    empty: unset."""
     channels: list[DiscordChannelSettings] = Field(default_factory=list)
+
+    @property
+    def destination_tables(self) -> list[DiscordChannelSettings]:
+        return self.channels
+
+    @cached_property
+    def allow_list(self) -> frozenset[str]:
+        return frozenset(self.allowedChannels)
 
     @field_validator("token")
     @classmethod
@@ -487,9 +493,12 @@ class DiscordSettings(_Model):
     @field_validator("applicationId", mode="before")
     @classmethod
     def _application(cls, value: Any) -> str | None:
-        if value is None:
-            return None
-        return _snowflake(str(value) if isinstance(value, int) and not isinstance(value, bool) else value, "id")
+        return None if value is None else _snowflake(value, "id")
+
+    @field_validator("allowedChannels", mode="before")
+    @classmethod
+    def _allowed(cls, value: Any) -> Any:
+        return [_snowflake(v, "channel id") for v in value] if isinstance(value, list) else value
 
     @field_validator("apiBaseUrl")
     @classmethod
@@ -505,13 +514,6 @@ class DiscordSettings(_Model):
         if self.token and not self.publicKey and "publicKey" not in self.model_fields_set:
             raise ValueError("publicKey is required when token is set (it verifies interactions)")
         return self
-
-    @cached_property
-    def channels_by_id(self) -> dict[str, DiscordChannelSettings]:
-        out: dict[str, DiscordChannelSettings] = {}
-        for channel in self.channels:
-            out.setdefault(channel.id, channel)
-        return out
 
 
 class ChannelSettings(_Model):

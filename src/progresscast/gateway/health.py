@@ -117,7 +117,7 @@ def follow_channels(settings: Settings) -> dict[str, str]:
     """The channels whose follows are counted: label (the channel's consumer group, as
     `progresscast_consumer_lag` names it) → the namespace of its keys. The first Telegram
     bot always (its keys need no token), another bot when this process has its token
-    (its id names its keys), Slack and Matrix when configured."""
+    (its id names its keys), Slack, Discord and Matrix when configured."""
     from ..telegram.standby import bots
 
     channels = {"telegram": keys.TG}
@@ -127,6 +127,8 @@ def follow_channels(settings: Settings) -> dict[str, str]:
         channels["slack"] = keys.SLACK
     if settings.channels.matrix is not None:
         channels["matrix"] = keys.MATRIX
+    if settings.channels.discord is not None:
+        channels["discord"] = keys.DISCORD
     return channels
 
 

@@ -69,5 +69,8 @@ class DiscordRenderers:
     def answer(self, markdown: str) -> list[Payload]:
         return discord_answer(markdown)
 
+    def snapshot(self, view: View) -> Payload | None:
+        return discord_snapshot(view, self.settings, templates_dir=self.templates_dir)
+
 
 __all__ = ["COMPONENTS", "CONTENT", "DiscordRenderers", "discord_answer", "discord_draft", "discord_snapshot"]

@@ -377,3 +377,10 @@ def mx_txn(user_id: str, room_id: str, content_digest: str) -> str:
     room. An unsure send is repeated with it, and the homeserver answers a repeated
     transaction with the event it made the first time instead of a second one."""
     return f"{PREFIX}:{MATRIX}:bot:{mx_bot_tag(user_id)}:txn:{room_id}:{content_digest}"
+
+
+# --- Discord -------------------------------------------------------------------------
+# The Discord adapter's keys: the chat-channel keys above under the name `discord`
+# (destinations are channel and thread ids; the thread part of a key is always "0").
+
+DISCORD = "discord"
