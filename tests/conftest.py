@@ -1,9 +1,13 @@
 """Shared fixtures: a real Redis for every store test.
 
-Each store test runs against the embedded Redis (fresh PROGRESSCAST_HOME per test),
-against a three-master Redis Cluster started once per test session from the
-`redis-server` binary on free loopback ports (flushed per test), and, when REDIS_URL
-is set, against that server too (database 15, flushed per test).
+A test that asks for `redis_url` (or `redis`, `store`) gets the embedded Redis (a fresh
+PROGRESSCAST_HOME per test). A test marked `backends` — what it guards differs by how
+Redis is deployed: the store's scripts and pipelines, the change streams, the lease,
+the per-chat state — runs once per backend instead: the embedded Redis, a three-master
+Redis Cluster started once per test process from the `redis-server` binary on free
+loopback ports (flushed per test), and, when REDIS_URL is set, that server (database
+15, or PROGRESSCAST_TEST_DB; under pytest-xdist worker N uses that number minus N;
+flushed per test).
 """
 
 from __future__ import annotations
@@ -27,8 +31,9 @@ from progresscast.store.cards import CardStore
 from progresscast.store.connections import connect
 from progresscast.store.embedded import ensure_embedded, stop_embedded
 
-TEST_DB = 15
 BACKENDS = ["embedded", "cluster"] + (["server"] if os.environ.get("REDIS_URL") else [])
+TEST_DB_ENV = "PROGRESSCAST_TEST_DB"
+"""The database of REDIS_URL's server the `[server]` variants flush and use (default 15)."""
 CLUSTER_MASTERS = 3
 SLOTS = 16384
 
@@ -91,11 +96,24 @@ def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]) ->
 def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter) -> None:
     if "server" not in BACKENDS:
         terminalreporter.write_line(
-            "REDIS_URL is not set: the store tests against a Redis server (the [server] variants) were not "
-            "collected; only the embedded Redis was tested. Run `REDIS_URL=redis://127.0.0.1:6379 make test` "
-            "for both (database 15 is flushed).",
+            "REDIS_URL is not set: the tests marked `backends` against a Redis server (the [server] variants) "
+            "were not collected; only the embedded Redis and a Cluster were tested. Run "
+            "`REDIS_URL=redis://127.0.0.1:6379 make test` for all three (database 15 is flushed, or "
+            f"{TEST_DB_ENV}, and one below it per further xdist worker).",
             yellow=True,
         )
+
+
+def test_db() -> int:
+    """This test process's database on REDIS_URL's server: PROGRESSCAST_TEST_DB (15 when
+    unset), less the pytest-xdist worker's number, so parallel workers never flush each
+    other's data."""
+    raw = os.environ.get(TEST_DB_ENV) or "15"
+    worker = os.environ.get("PYTEST_XDIST_WORKER", "gw0")
+    db = int(raw) - int(worker.removeprefix("gw") or 0)
+    if db < 0:
+        raise pytest.UsageError(f"{TEST_DB_ENV}={raw} leaves worker {worker} no database (it uses {raw} minus its number)")
+    return db
 
 
 def server_url() -> str:
@@ -104,7 +122,7 @@ def server_url() -> str:
     head, _, tail = base.rpartition("/")
     if tail.isdigit() and head.count("/") >= 2:
         base = head
-    return f"{base}/{TEST_DB}"
+    return f"{base}/{test_db()}"
 
 
 def redis_server_binary() -> str:
@@ -212,16 +230,40 @@ def cluster() -> Iterator[Cluster]:
     made.stop()
 
 
-@pytest.fixture(params=BACKENDS)
-def redis_url(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[str]:
-    if request.param == "server":
+def pytest_configure(config: pytest.Config) -> None:
+    config.addinivalue_line(
+        "markers",
+        "backends: runs once per Redis backend (embedded, cluster, and server when REDIS_URL is set); "
+        "the rest run on the embedded Redis only",
+    )
+
+
+def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
+    """A test marked `backends` runs on each backend; any other on the embedded Redis."""
+    if metafunc.definition.get_closest_marker("backends") is None:
+        return
+    if "backend" in metafunc.fixturenames:
+        metafunc.parametrize("backend", BACKENDS, indirect=True)
+    elif any(mark.name == "backends" for mark in metafunc.definition.own_markers):  # a module's mark may cover others
+        raise pytest.UsageError(f"{metafunc.definition.nodeid} is marked `backends` but uses no Redis (`backend`)")
+
+
+@pytest.fixture
+def backend(request: pytest.FixtureRequest) -> str:
+    """The kind of Redis this test runs on: "embedded" unless it is marked `backends`."""
+    return str(getattr(request, "param", "embedded"))
+
+
+@pytest.fixture
+def redis_url(backend: str, request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[str]:
+    if backend == "server":
         url = server_url()
         client = sync_redis.Redis.from_url(url)
         client.flushdb()
         yield url
         client.flushdb()
         client.close()
-    elif request.param == "cluster":
+    elif backend == "cluster":
         made: Cluster = request.getfixturevalue("cluster")
         made.flush()
         yield made.url

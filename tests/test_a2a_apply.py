@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 
+import pytest
 from redis.asyncio import Redis
 
 from a2a_updates import artifact, snapshot, status, steps, ts
@@ -16,6 +17,8 @@ from progresscast.store import keys
 from progresscast.store.cards import CardStore
 from progresscast.store.connections import connect
 from progresscast.store.sharding import layout_of
+
+pytestmark = pytest.mark.backends  # the store itself: each test runs on every backend
 
 OWNER = Owner(agent_id="main", session_key="ctx-1")
 

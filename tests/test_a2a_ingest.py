@@ -8,6 +8,7 @@ import json
 import random
 from pathlib import Path
 
+import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from redis.asyncio import Redis
@@ -57,6 +58,7 @@ async def test_the_ordered_file(redis: Redis, store: CardStore) -> None:
     assert run is RunState.completed and all(s["status"] == "completed" for s in plan)
 
 
+@pytest.mark.backends
 @settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(order=st.permutations(range(len(history("x")))))
 async def test_any_permutation_ends_with_the_same_card(redis: Redis, store: CardStore, order: list[int]) -> None:

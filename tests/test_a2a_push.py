@@ -44,6 +44,7 @@ async def gateway(redis: Redis) -> AsyncIterator[str]:
     await asyncio.gather(job, return_exceptions=True)
 
 
+@pytest.mark.backends
 async def test_the_agents_push_sender_reaches_the_card(gateway: str, redis: Redis, store: CardStore) -> None:
     go_on = asyncio.Event()
     agent = await Agent([status(at=ts(1), plan=steps(3, 0)), gate(go_on), status(at=ts(2), plan=steps(3, 1), text="Halfway"),

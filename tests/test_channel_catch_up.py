@@ -86,6 +86,7 @@ async def connected_clients(url: str) -> int:
         await probe.aclose()
 
 
+@pytest.mark.backends
 async def test_a_restart_looks_at_many_follows_through_a_bounded_queue_and_polls_at_once(
     redis: Redis, redis_url: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:

@@ -12,7 +12,6 @@ from pathlib import Path
 
 import pytest
 
-from conftest import BACKENDS, server_url
 from progresscast.store.embedded import stop_embedded
 
 PLAN = {
@@ -26,11 +25,12 @@ PLAN = {
 
 
 class CLI:
-    def __init__(self, backend: str, home: Path) -> None:
+    def __init__(self, home: Path, redis: str | None = None) -> None:
+        """Runs with the embedded Redis of `home`, or the Redis at `redis`."""
         self.env = {k: v for k, v in os.environ.items() if not k.startswith("PROGRESSCAST_")}
         self.env["PROGRESSCAST_HOME"] = str(home)
         self.env["PROGRESSCAST_HOOK_SERVER"] = "off"  # a hook call starts no server outliving the test
-        self.extra = ["--redis", server_url()] if backend == "server" else []
+        self.extra = ["--redis", redis] if redis else []
 
     def __call__(self, *args: str, stdin: str = "") -> subprocess.CompletedProcess[str]:
         return subprocess.run(
@@ -43,17 +43,15 @@ class CLI:
         )
 
 
-@pytest.fixture(params=BACKENDS)
-def cli(request: pytest.FixtureRequest, tmp_path: Path):
+@pytest.fixture
+def cli(backend: str, request: pytest.FixtureRequest, tmp_path: Path):
+    """The command line on this test's backend; on the embedded one it starts the server itself."""
     home = tmp_path / "home"
-    if request.param == "server":
-        import redis
-
-        redis.Redis.from_url(server_url()).flushdb()
-    yield CLI(request.param, home)
+    yield CLI(home, None if backend == "embedded" else request.getfixturevalue("redis_url"))
     stop_embedded(home)
 
 
+@pytest.mark.backends
 def test_put_get_clear_across_processes(cli: CLI) -> None:
     put = cli("card", "put", "--session", "t-1", stdin=json.dumps(PLAN))
     assert put.returncode == 0, put.stderr
@@ -96,7 +94,7 @@ def test_bad_input_exits_2_with_one_line_and_changes_nothing(cli: CLI, args: lis
 
 
 def test_embedded_store_survives_a_crash_of_every_process(tmp_path: Path) -> None:
-    cli = CLI("embedded", tmp_path / "home")
+    cli = CLI(tmp_path / "home")
     assert cli("card", "put", "--session", "t-1", stdin=json.dumps(PLAN)).returncode == 0
     time.sleep(1.5)  # appendfsync everysec: at most the last second can be lost
     pid = int((tmp_path / "home" / "redis.pid").read_text())
@@ -115,7 +113,7 @@ def test_embedded_store_survives_a_crash_of_every_process(tmp_path: Path) -> Non
 
 def test_concurrent_first_starts_share_one_embedded_redis(tmp_path: Path) -> None:
     """Five processes start at once on a fresh home: one server, five distinct revisions."""
-    cli = CLI("embedded", tmp_path / "home")
+    cli = CLI(tmp_path / "home")
     procs = [
         subprocess.Popen(
             [sys.executable, "-m", "progresscast.cli", "card", "put", "--session", "t-1"],
@@ -135,7 +133,7 @@ def test_concurrent_first_starts_share_one_embedded_redis(tmp_path: Path) -> Non
 
 
 def test_render_prints_each_channel_payload(tmp_path: Path) -> None:
-    cli = CLI("embedded", tmp_path / "home")
+    cli = CLI(tmp_path / "home")
     card = tmp_path / "card.json"
     card.write_text(json.dumps({**PLAN, "plan": PLAN["plan"] + [{"step": "<b>x</b> & <script>", "status": "blocked"}]}))
     telegram = json.loads(cli("render", str(card), "--channel", "telegram").stdout)
@@ -168,13 +166,13 @@ def test_render_prints_each_channel_payload(tmp_path: Path) -> None:
 def test_render_bad_input_exits_2(tmp_path: Path, args: list[str], content: str, words: str) -> None:
     card = tmp_path / "card.json"
     card.write_text(content)
-    result = CLI("embedded", tmp_path / "home")("render", str(card), *args)
+    result = CLI(tmp_path / "home")("render", str(card), *args)
     assert result.returncode == 2 and words in result.stderr and result.stdout == ""
     assert len(result.stderr.strip().splitlines()) == 1
 
 
 def test_global_flags_before_the_subcommand_are_honoured(tmp_path: Path) -> None:
-    cli = CLI("embedded", tmp_path / "home")
+    cli = CLI(tmp_path / "home")
     missing = subprocess.run(
         [sys.executable, "-m", "progresscast.cli", "--config", str(tmp_path / "none.toml"), "card", "get", "--session", "s"],
         capture_output=True, text=True, env=cli.env, timeout=60,
@@ -193,7 +191,7 @@ def test_global_flags_before_the_subcommand_are_honoured(tmp_path: Path) -> None
     [(b"\xff\xfe{}", "not UTF-8"), (b"[" * 60000, "nested too deeply")],
 )
 def test_undecodable_input_exits_2(tmp_path: Path, stdin: bytes, words: str) -> None:
-    cli = CLI("embedded", tmp_path / "home")
+    cli = CLI(tmp_path / "home")
     result = subprocess.run(
         [sys.executable, "-m", "progresscast.cli", "card", "put", "--session", "s"],
         input=stdin, capture_output=True, env=cli.env, timeout=60,
@@ -205,7 +203,7 @@ def test_undecodable_input_exits_2(tmp_path: Path, stdin: bytes, words: str) -> 
 
 def test_embedded_home_may_contain_spaces_and_quotes(tmp_path: Path) -> None:
     home = tmp_path / 'my "progress" home'
-    cli = CLI("embedded", home)
+    cli = CLI(home)
     assert cli("card", "put", "--session", "t-1", stdin=json.dumps(PLAN)).returncode == 0
     assert json.loads(cli("card", "get", "--session", "t-1").stdout)["revision"] == 1
     stop_embedded(home)
@@ -243,7 +241,7 @@ def test_an_empty_agent_is_refused(cli: CLI) -> None:
 def test_environment_and_usage_mistakes_are_one_line_exit_2(tmp_path: Path, args: list[str], env: dict[str, str], message: str) -> None:
     afile = tmp_path / "afile"
     afile.write_text("")
-    cli = CLI("embedded", tmp_path / "home")
+    cli = CLI(tmp_path / "home")
     cli.env.update({k: v.format(file=afile) for k, v in env.items()})
     result = cli(*args)
     assert result.returncode == 2, result.stderr
@@ -293,7 +291,7 @@ def test_a_reader_that_leaves_early_gets_no_traceback(tmp_path: Path) -> None:
         proc = subprocess.run(
             [sys.executable, "-m", "progresscast.cli", "render", plan, "--channel", "web"],
             stdout=writer, stderr=subprocess.PIPE, text=True, timeout=60,
-            env=CLI("embedded", tmp_path / "home").env,
+            env=CLI(tmp_path / "home").env,
         )
     finally:
         os.close(writer)
@@ -304,7 +302,7 @@ def test_a_reader_that_leaves_early_gets_no_traceback(tmp_path: Path) -> None:
 def test_card_put_at_a_terminal_says_it_waits_for_json(tmp_path: Path) -> None:
     import pty
 
-    cli = CLI("embedded", tmp_path / "home")
+    cli = CLI(tmp_path / "home")
     leader, follower = pty.openpty()
     try:
         proc = subprocess.Popen(

@@ -100,6 +100,7 @@ async def test_hello_needs_a_token_but_no_scope(client: httpx.AsyncClient) -> No
     assert ok(await call(client, "hello", token="noscope"))["token"]["scopes"] == []
 
 
+@pytest.mark.backends
 async def test_put_answers_receipt_and_structured_result_then_get_returns_the_card(
     client: httpx.AsyncClient, store: CardStore
 ) -> None:
@@ -145,6 +146,7 @@ async def test_expected_revision_is_compare_and_set(client: httpx.AsyncClient, s
     assert await store.revision(MAIN) == 2
 
 
+@pytest.mark.backends
 async def test_put_is_admitted_at_arrival_so_a_reset_in_between_wins(
     client: httpx.AsyncClient, store: CardStore, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -186,6 +188,7 @@ async def test_clear_like_the_cli_with_an_optional_expected_revision(client: htt
     error(await call(client, "progressCard.clear", token="reader", sessionKey="ticket-1"), 403, "forbidden")
 
 
+@pytest.mark.backends
 async def test_run_start_and_end(client: httpx.AsyncClient, store: CardStore) -> None:
     ok(await call(client, "progressCard.put", sessionKey="ticket-1", plan=PLAN))
     assert ok(await call(client, "run.start", sessionKey="ticket-1", runId="r1")) == {"runId": "r1", "state": "active"}
@@ -211,6 +214,7 @@ async def test_run_errors_name_the_field(client: httpx.AsyncClient, method: str,
     assert err["field"] == field and err["message"].startswith(f"{field}: ")
 
 
+@pytest.mark.backends
 async def test_activity_put_merges_headline_tool_lines_and_answer(client: httpx.AsyncClient, store: CardStore) -> None:
     ok(await call(client, "activity.put", sessionKey="ticket-1", headline="Reading the ticket"))
     ok(await call(client, "activity.put", sessionKey="ticket-1", tool="run: pytest"))

@@ -65,6 +65,7 @@ def warm(servers: HookServers, tmp_path: Path, url: str) -> int:
     return pid
 
 
+@pytest.mark.backends
 def test_calls_after_the_first_are_served_and_write_what_calls_of_their_own_write(
     hook_servers: HookServers, redis_url: str, tmp_path: Path
 ) -> None:

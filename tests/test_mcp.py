@@ -20,6 +20,7 @@ from pathlib import Path
 from typing import Any
 
 import httpx2
+import pytest
 from mcp import ClientSession
 from mcp.client.stdio import StdioServerParameters, stdio_client
 from mcp.client.streamable_http import streamable_http_client
@@ -101,6 +102,7 @@ async def test_tools_option_offers_only_the_named_tools(redis_url: str, tmp_path
 # -- progress_card ---------------------------------------------------------------------
 
 
+@pytest.mark.backends
 async def test_progress_card_answers_receipts_and_clears(redis_url: str, tmp_path: Path, store: CardStore) -> None:
     owner = Owner("main", "t-card")
     async with stdio_mcp(server_env(redis_url, tmp_path), "--session", "t-card") as mcp:

@@ -17,6 +17,8 @@ from progresscast.model.card import CardInput, Status, Step
 from progresscast.model.owners import Owner
 from progresscast.store.cards import CardStore
 
+pytestmark = pytest.mark.backends  # the store itself: each test runs on every backend
+
 OWNER = Owner("main", "cas-1")
 STEPS = [Step(step="Harness step", status=Status.in_progress)]
 CONCURRENT = CardInput.parse({"plan": [{"step": "Other writer", "status": "pending"}], "markdown": "written in between"})

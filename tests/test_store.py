@@ -17,6 +17,8 @@ from progresscast.store.cards import CardStore, StoreError
 from progresscast.store.connections import connect
 from progresscast.store.events import EventGroup
 
+pytestmark = pytest.mark.backends  # the store itself: each test runs on every backend
+
 OWNER = Owner(agent_id="main", session_key="ticket-1")
 
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 from typing import Any
 
+import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from redis.asyncio import Redis
@@ -14,6 +15,8 @@ from progresscast.model.card import CardError, CardInput, clean_text, shows_noth
 from progresscast.model.owners import Owner
 from progresscast.store.cards import CardStore
 from progresscast.store.connections import connect
+
+pytestmark = pytest.mark.backends  # the store itself: each test runs on every backend
 
 OWNER = Owner(agent_id="main", session_key="prop")
 

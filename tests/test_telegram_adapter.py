@@ -264,6 +264,7 @@ async def test_clear_in_preview_modes_keeps_the_answer(api: BotAPIEmulator, harn
     await h.shows(PRIVATE, count=0)
 
 
+@pytest.mark.backends
 async def test_run_end_in_progress_mode_sends_the_answer_once(api: BotAPIEmulator, harness) -> None:
     h = await harness()
     await h.command(PRIVATE, "/follow t1")
@@ -323,6 +324,7 @@ async def test_block_mode_rotates_past_block_chars(api: BotAPIEmulator, harness)
 # --- restarts -------------------------------------------------------------------------
 
 
+@pytest.mark.backends
 async def test_restart_edits_the_same_message(api: BotAPIEmulator, harness) -> None:
     h = await harness()
     await h.command(PRIVATE, "/follow t1")
@@ -370,6 +372,7 @@ async def test_timed_out_first_send_is_adopted_not_repeated(api: BotAPIEmulator,
     assert probe.description and "not modified" in probe.description  # how it was found
 
 
+@pytest.mark.backends
 async def test_a_lost_change_stream_is_recreated(api: BotAPIEmulator, harness, redis: Redis) -> None:
     h = await harness()
     await h.command(PRIVATE, "/follow t1")
@@ -564,6 +567,7 @@ async def test_follow_errors_are_polite(api: BotAPIEmulator, harness, redis: Red
     assert await redis.smembers(keys.tg_chat_follows(PRIVATE)) == set()
 
 
+@pytest.mark.backends
 async def test_follow_shows_the_current_card_and_unfollow_removes_it(api: BotAPIEmulator, harness, redis: Redis) -> None:
     h = await harness()
     await h.put(("Reproduce", "in_progress"), owner=Owner("research", "t2"))
@@ -584,6 +588,7 @@ async def test_follow_shows_the_current_card_and_unfollow_removes_it(api: BotAPI
     await api.wait_for(forgotten, 2)
 
 
+@pytest.mark.backends
 async def test_mode_override_wins_over_config_and_persists(api: BotAPIEmulator, harness, redis: Redis) -> None:
     h = await harness(chats=[{"id": PRIVATE, "mode": "partial"}])
     await h.command(PRIVATE, "/follow t1")

@@ -113,6 +113,7 @@ def test_allowed_chats() -> None:
 # --- state in Redis ---------------------------------------------------------------------
 
 
+@pytest.mark.backends
 async def test_follows_are_stored_from_both_sides(redis: Redis) -> None:
     state = TelegramState(redis)
     a = DraftKey(42, 0, Owner("main", "t1"))
@@ -132,6 +133,7 @@ async def test_follows_are_stored_from_both_sides(redis: Redis) -> None:
     assert await redis.keys(f"{keys.PREFIX}:tg:*") == []
 
 
+@pytest.mark.backends
 async def test_prefs_drafts_and_marks(redis: Redis) -> None:
     state = TelegramState(redis)
     await state.set_mode(42, Mode.block)
