@@ -165,33 +165,57 @@ class Cluster:
         self.dir = Path(tempfile.mkdtemp(prefix="pc-cluster-"))
         self.ports: list[int] = []
         self.procs: list[subprocess.Popen[bytes]] = []
-        for _ in range(masters):
+        self.clients: list[sync_redis.Redis] = []
+        try:
+            for _ in range(masters):
+                self._start_node()
+            per = SLOTS // masters
+            for i, client in enumerate(self.clients):
+                end = SLOTS if i == masters - 1 else (i + 1) * per
+                client.execute_command("CLUSTER ADDSLOTS", *range(i * per, end))
+            for client in self.clients[1:]:
+                client.execute_command("CLUSTER MEET", "127.0.0.1", self.ports[0])
+            self._wait(lambda c: _cluster_ready(c, masters))
+        except BaseException:
+            self.stop()
+            raise
+
+    def _start_node(self, tries: int = 5) -> None:
+        """One node on a free port pair. Another process (another xdist worker's cluster,
+        say) may take the port between the probe and the start: the node then exits, or
+        the port answers with someone else's node — it is ours only if its `dir` is."""
+        for _ in range(tries):
             port = _free_cluster_port()
-            self.ports.append(port)
             node_dir = self.dir / str(port)
             node_dir.mkdir()
-            self.procs.append(
-                subprocess.Popen(
-                    [
-                        redis_server_binary(),
-                        "--port", str(port), "--bind", "127.0.0.1", "--dir", str(node_dir),
-                        "--cluster-enabled", "yes", "--cluster-config-file", "nodes.conf",
-                        "--cluster-node-timeout", "5000", "--save", "", "--appendonly", "no",
-                        "--logfile", str(node_dir / "redis.log"),
-                    ],
-                    stdout=subprocess.DEVNULL,
-                    stderr=subprocess.DEVNULL,
-                )
+            proc = subprocess.Popen(
+                [
+                    redis_server_binary(),
+                    "--port", str(port), "--bind", "127.0.0.1", "--dir", str(node_dir),
+                    "--cluster-enabled", "yes", "--cluster-config-file", "nodes.conf",
+                    "--cluster-node-timeout", "5000", "--save", "", "--appendonly", "no",
+                    "--logfile", str(node_dir / "redis.log"),
+                ],
+                stdout=subprocess.DEVNULL,
+                stderr=subprocess.DEVNULL,
             )
-        self.clients = [sync_redis.Redis(port=p, socket_connect_timeout=1) for p in self.ports]
-        self._wait(lambda c: c.ping())
-        per = SLOTS // masters
-        for i, client in enumerate(self.clients):
-            end = SLOTS if i == masters - 1 else (i + 1) * per
-            client.execute_command("CLUSTER ADDSLOTS", *range(i * per, end))
-        for client in self.clients[1:]:
-            client.execute_command("CLUSTER MEET", "127.0.0.1", self.ports[0])
-        self._wait(lambda c: _cluster_ready(c, masters))
+            client = sync_redis.Redis(port=port, socket_connect_timeout=1, decode_responses=True)
+            deadline = time.monotonic() + 20
+            while proc.poll() is None and time.monotonic() < deadline:
+                try:
+                    if client.config_get("dir").get("dir") == str(node_dir.resolve()):
+                        self.ports.append(port)
+                        self.procs.append(proc)
+                        self.clients.append(sync_redis.Redis(port=port, socket_connect_timeout=1))
+                        client.close()
+                        return
+                except sync_redis.RedisError:
+                    pass
+                time.sleep(0.05)
+            client.close()
+            proc.terminate()
+            proc.wait(10)
+        raise RuntimeError(f"no node of the test cluster came up in {tries} tries (logs in {self.dir})")
 
     @property
     def url(self) -> str:
