@@ -360,15 +360,21 @@ class HookServers:
     def log(self) -> str:
         return "".join(log.read_text() for log in self.dir.glob("hook-*.log"))
 
-    def stop(self) -> None:
-        self.pid()
-        # and any server started for this directory whose pid file is gone or replaced
+    def running(self) -> set[int]:
+        """Every live process started for this directory (by its command line)."""
+        found = set()
         for cmdline in Path("/proc").glob("[0-9]*/cmdline"):
             try:
                 if any(arg.startswith(f"{self.dir}/".encode()) for arg in cmdline.read_bytes().split(b"\0")):
-                    self.seen.add(int(cmdline.parent.name))
+                    found.add(int(cmdline.parent.name))
             except OSError:
                 pass
+        self.seen |= found
+        return {pid for pid in found if alive(pid)}
+
+    def stop(self) -> None:
+        self.pid()
+        self.running()  # and any server started for this directory whose pid file is gone or replaced
         for pid in self.seen:
             if alive(pid):
                 os.kill(pid, 15)
