@@ -156,8 +156,11 @@ def test_cli_refuses_a_lone_surrogate_naming_the_field(
         err = result.stderr.decode()
         assert result.returncode == 2, err
         assert err.splitlines() == [f"progresscast: {field}: {RULE}"], err
-        got = run_cli(home, "card", "get", "--session", "t-1")
-        assert got.stdout.decode().strip() == "null"
+        stored = sync_redis.Redis.from_url(ensure_embedded(home))  # the store the command would write
+        try:
+            assert stored.keys("pc:*") == []
+        finally:
+            stored.close()
     finally:
         stop_embedded(home)
 
