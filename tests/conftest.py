@@ -306,6 +306,13 @@ def raw_client(url: str) -> Any:
     return Redis.from_url(url, decode_responses=False)
 
 
+async def all_keys(client: Any, pattern: str = "*") -> list[Any]:
+    """The keys matching `pattern` on every node: a Cluster client's KEYS asks one node."""
+    if isinstance(client, RedisCluster):
+        return list(await client.keys(pattern, target_nodes=RedisCluster.PRIMARIES))
+    return list(await client.keys(pattern))
+
+
 @pytest.fixture
 async def redis(redis_url: str) -> AsyncIterator[Any]:
     client = connect(redis_url)

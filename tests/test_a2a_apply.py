@@ -8,6 +8,7 @@ import pytest
 from redis.asyncio import Redis
 
 from a2a_updates import artifact, snapshot, status, steps, ts
+from conftest import all_keys
 from progresscast.agents.a2a.apply import Outcome, Source, UpdateApplier
 from progresscast.agents.a2a.mapping import parse_update
 from progresscast.model.card import Status
@@ -129,7 +130,7 @@ async def test_writes_touch_only_the_owner_and_the_stream(redis: Redis) -> None:
     await apply(a, artifact("t1", "x"))
     owner = Owner(agent_id="research", session_key="ctx-1")
     lay = await layout_of(redis)
-    written = set(await redis.keys("*")) - {keys.SHARDS}
+    written = set(await all_keys(redis)) - {keys.SHARDS}
     shared = {lay.events_of(owner), lay.owners_of(owner), lay.a2a_order(owner)}
     assert written <= set(lay.owner_keys(owner)) | shared
     assert lay.a2a_order(owner) in written and lay.last_event(owner) in written

@@ -14,6 +14,7 @@ import httpx
 import pytest
 from redis.asyncio import Redis
 
+from conftest import all_keys
 from progresscast.config.settings import AgentSettings, GatewaySettings, GatewayToken, Settings
 from progresscast.gateway import create_app
 from progresscast.gateway.auth import Tokens
@@ -53,7 +54,7 @@ def gateway_settings() -> Settings:
 
 async def card_keys(redis: Redis) -> list[str]:
     """Every key but the store's recorded layout (written on first use, not a card)."""
-    return [k for k in await redis.keys("pc:*") if k != keys.SHARDS]
+    return [k for k in await all_keys(redis, "pc:*") if k != keys.SHARDS]
 
 
 @pytest.fixture
@@ -303,7 +304,7 @@ async def test_a_token_whose_env_var_is_unset_never_matches(redis: Redis, monkey
 async def test_an_empty_agent_id_is_refused_not_the_default(client: httpx.AsyncClient, redis: Redis) -> None:
     err = error(await call(client, "progressCard.put", sessionKey="ticket-1", agentId="", plan=PLAN), 400, "invalid_params")
     assert err["field"] == "agentId" and "empty" in err["rule"]
-    assert await redis.keys("pc:*") == []
+    assert await all_keys(redis, "pc:*") == []
 
 
 @pytest.mark.parametrize(

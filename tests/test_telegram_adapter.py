@@ -17,6 +17,7 @@ from typing import Any
 import pytest
 from redis.asyncio import Redis
 
+from conftest import all_keys
 from progresscast.config.settings import Settings
 from progresscast.model.card import CardInput
 from progresscast.model.owners import Owner
@@ -534,7 +535,7 @@ async def test_chat_not_allowed_cannot_follow(api: BotAPIEmulator, harness, redi
     await h.put(("Reproduce", "in_progress"))
     await quiet(1.0)
     assert h.drafts(OTHER) == []
-    assert [k for k in await redis.keys("pc:*tg*")] == []
+    assert [k for k in await all_keys(redis, "pc:*tg*")] == []
     reply = await h.command(PRIVATE, "/follow t1")
     assert "Following" in reply.text
     await h.shows(PRIVATE, "Reproduce")

@@ -11,6 +11,7 @@ import pytest
 from redis.asyncio import Redis
 from telegram.error import BadRequest, ChatMigrated, EndPointNotFound, Forbidden, NetworkError, RetryAfter, TimedOut
 
+from conftest import all_keys
 from progresscast.channels.drafts import DraftState
 from progresscast.channels.outcome import OutcomeKind as K
 from progresscast.config.settings import Mode, TelegramSettings
@@ -130,7 +131,7 @@ async def test_follows_are_stored_from_both_sides(redis: Redis) -> None:
     assert not await state.is_following(a)
     await state.unfollow(b)
     assert await state.chats() == []
-    assert await redis.keys(f"{keys.PREFIX}:tg:*") == []
+    assert await all_keys(redis, f"{keys.PREFIX}:tg:*") == []
 
 
 @pytest.mark.backends
