@@ -139,24 +139,24 @@ async def test_writes_touch_only_the_owner_and_the_stream(redis: Redis) -> None:
 
 
 async def test_racing_appliers_end_on_the_newest_plan(redis_url: str) -> None:
-    for round_ in range(50):
-        owner = Owner(agent_id="main", session_key=f"race-{round_}")
-        batch = [status("t1", at=ts(i), plan=steps(10, i), context=owner.session_key) for i in range(10)]
-        clients = [connect(redis_url) for _ in range(2)]
-        try:
-            appliers = [applier(c) for c in clients]
+    clients = [connect(redis_url) for _ in range(2)]  # two connections, as two processes race
+    try:
+        appliers = [applier(c) for c in clients]
 
-            async def follow(a: UpdateApplier, order: list[dict]) -> None:
-                for data in order:
-                    await apply(a, data)
-                    await asyncio.sleep(0)
+        async def follow(a: UpdateApplier, order: list[dict]) -> None:
+            for data in order:
+                await apply(a, data)
+                await asyncio.sleep(0)
 
+        for round_ in range(50):
+            owner = Owner(agent_id="main", session_key=f"race-{round_}")
+            batch = [status("t1", at=ts(i), plan=steps(10, i), context=owner.session_key) for i in range(10)]
             await asyncio.gather(follow(appliers[0], batch), follow(appliers[1], batch[::-1]))
             card = await CardStore(clients[0]).get(owner)
             assert card.plan[9].status is Status.in_progress, round_
-        finally:
-            for c in clients:
-                await c.aclose()
+    finally:
+        for c in clients:
+            await c.aclose()
 
 
 async def test_waiting_for_input_shows_as_an_attention_line(redis: Redis, store: CardStore) -> None:
