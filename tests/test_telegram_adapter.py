@@ -17,6 +17,7 @@ from typing import Any
 import pytest
 from redis.asyncio import Redis
 
+from conftest import all_keys
 from progresscast.config.settings import Settings
 from progresscast.model.card import CardInput
 from progresscast.model.owners import Owner
@@ -277,6 +278,7 @@ async def test_clear_in_preview_modes_keeps_the_answer(api: BotAPIEmulator, harn
     await h.shows(PRIVATE, count=0)
 
 
+@pytest.mark.backends
 async def test_run_end_in_progress_mode_sends_the_answer_once(api: BotAPIEmulator, harness) -> None:
     h = await harness()
     await h.command(PRIVATE, "/follow t1")
@@ -336,6 +338,7 @@ async def test_block_mode_rotates_past_block_chars(api: BotAPIEmulator, harness)
 # --- restarts -------------------------------------------------------------------------
 
 
+@pytest.mark.backends
 async def test_restart_edits_the_same_message(api: BotAPIEmulator, harness) -> None:
     h = await harness()
     await h.command(PRIVATE, "/follow t1")
@@ -383,6 +386,7 @@ async def test_timed_out_first_send_is_adopted_not_repeated(api: BotAPIEmulator,
     assert probe.description and "not modified" in probe.description  # how it was found
 
 
+@pytest.mark.backends
 async def test_a_lost_change_stream_is_recreated(api: BotAPIEmulator, harness, redis: Redis) -> None:
     h = await harness()
     await h.command(PRIVATE, "/follow t1")
@@ -544,7 +548,7 @@ async def test_chat_not_allowed_cannot_follow(api: BotAPIEmulator, harness, redi
     await h.put(("Reproduce", "in_progress"))
     await quiet(1.0)
     assert h.drafts(OTHER) == []
-    assert [k for k in await redis.keys("pc:*tg*")] == []
+    assert [k for k in await all_keys(redis, "pc:*tg*")] == []
     reply = await h.command(PRIVATE, "/follow t1")
     assert "Following" in reply.text
     await h.shows(PRIVATE, "Reproduce")
@@ -577,6 +581,7 @@ async def test_follow_errors_are_polite(api: BotAPIEmulator, harness, redis: Red
     assert await redis.smembers(keys.channel_follows(keys.TG, PRIVATE)) == set()
 
 
+@pytest.mark.backends
 async def test_follow_shows_the_current_card_and_unfollow_removes_it(api: BotAPIEmulator, harness, redis: Redis) -> None:
     h = await harness()
     await h.put(("Reproduce", "in_progress"), owner=Owner("research", "t2"))
@@ -597,6 +602,7 @@ async def test_follow_shows_the_current_card_and_unfollow_removes_it(api: BotAPI
     await api.wait_for(forgotten, 2)
 
 
+@pytest.mark.backends
 async def test_mode_override_wins_over_config_and_persists(api: BotAPIEmulator, harness, redis: Redis) -> None:
     h = await harness(chats=[{"id": PRIVATE, "mode": "partial"}])
     await h.command(PRIVATE, "/follow t1")

@@ -12,6 +12,7 @@ import pytest
 from redis.asyncio import Redis
 from telegram.error import BadRequest, ChatMigrated, EndPointNotFound, Forbidden, NetworkError, RetryAfter, TimedOut
 
+from conftest import all_keys
 from progresscast.channels.access import AccessPolicy, AccessStore
 from progresscast.channels.destinations import render_settings
 from progresscast.channels.drafts import DraftState
@@ -125,6 +126,7 @@ def test_allowed_chats() -> None:
 # --- state in Redis ---------------------------------------------------------------------
 
 
+@pytest.mark.backends
 async def test_follows_are_stored_from_both_sides(redis: Redis) -> None:
     state = TelegramState(redis)
     a = DraftKey(42, 0, Owner("main", "t1"))
@@ -141,9 +143,10 @@ async def test_follows_are_stored_from_both_sides(redis: Redis) -> None:
     assert not await state.is_following(a)
     await state.unfollow(b)
     assert await state.chats() == []
-    assert await redis.keys(f"{keys.PREFIX}:tg:*") == []
+    assert await all_keys(redis, f"{keys.PREFIX}:tg:*") == []
 
 
+@pytest.mark.backends
 async def test_prefs_drafts_and_marks(redis: Redis) -> None:
     state = TelegramState(redis)
     await state.set_mode(42, Mode.block)
