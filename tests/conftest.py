@@ -1,9 +1,13 @@
 """Shared fixtures: a real Redis for every store test.
 
-Each store test runs against the embedded Redis (fresh PROGRESSCAST_HOME per test),
-against a three-master Redis Cluster started once per test session from the
-`redis-server` binary on free loopback ports (flushed per test), and, when REDIS_URL
-is set, against that server too (database 15, flushed per test).
+A test that asks for `redis_url` (or `redis`, `store`) gets the embedded Redis (a fresh
+PROGRESSCAST_HOME per test). A test marked `backends` — what it guards differs by how
+Redis is deployed: the store's scripts and pipelines, the change streams, the lease,
+the per-chat state — runs once per backend instead: the embedded Redis, a three-master
+Redis Cluster started once per test process from the `redis-server` binary on free
+loopback ports (flushed per test), and, when REDIS_URL is set, that server (database
+15, or PROGRESSCAST_TEST_DB; under pytest-xdist worker N uses that number minus N;
+flushed per test).
 """
 
 from __future__ import annotations
@@ -28,8 +32,9 @@ from progresscast.store.connections import connect
 from progresscast.store.embedded import ensure_embedded, stop_embedded
 from synapse_server import synapse  # noqa: F401  (the session's Synapse homeserver, for the Matrix tests)
 
-TEST_DB = 15
 BACKENDS = ["embedded", "cluster"] + (["server"] if os.environ.get("REDIS_URL") else [])
+TEST_DB_ENV = "PROGRESSCAST_TEST_DB"
+"""The database of REDIS_URL's server the `[server]` variants flush and use (default 15)."""
 CLUSTER_MASTERS = 3
 SLOTS = 16384
 
@@ -92,11 +97,24 @@ def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]) ->
 def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter) -> None:
     if "server" not in BACKENDS:
         terminalreporter.write_line(
-            "REDIS_URL is not set: the store tests against a Redis server (the [server] variants) were not "
-            "collected; only the embedded Redis was tested. Run `REDIS_URL=redis://127.0.0.1:6379 make test` "
-            "for both (database 15 is flushed).",
+            "REDIS_URL is not set: the tests marked `backends` against a Redis server (the [server] variants) "
+            "were not collected; only the embedded Redis and a Cluster were tested. Run "
+            "`REDIS_URL=redis://127.0.0.1:6379 make test` for all three (database 15 is flushed, or "
+            f"{TEST_DB_ENV}, and one below it per further xdist worker).",
             yellow=True,
         )
+
+
+def test_db() -> int:
+    """This test process's database on REDIS_URL's server: PROGRESSCAST_TEST_DB (15 when
+    unset), less the pytest-xdist worker's number, so parallel workers never flush each
+    other's data."""
+    raw = os.environ.get(TEST_DB_ENV) or "15"
+    worker = os.environ.get("PYTEST_XDIST_WORKER", "gw0")
+    db = int(raw) - int(worker.removeprefix("gw") or 0)
+    if db < 0:
+        raise pytest.UsageError(f"{TEST_DB_ENV}={raw} leaves worker {worker} no database (it uses {raw} minus its number)")
+    return db
 
 
 def server_url() -> str:
@@ -105,7 +123,7 @@ def server_url() -> str:
     head, _, tail = base.rpartition("/")
     if tail.isdigit() and head.count("/") >= 2:
         base = head
-    return f"{base}/{TEST_DB}"
+    return f"{base}/{test_db()}"
 
 
 def redis_server_binary() -> str:
@@ -148,33 +166,57 @@ class Cluster:
         self.dir = Path(tempfile.mkdtemp(prefix="pc-cluster-"))
         self.ports: list[int] = []
         self.procs: list[subprocess.Popen[bytes]] = []
-        for _ in range(masters):
+        self.clients: list[sync_redis.Redis] = []
+        try:
+            for _ in range(masters):
+                self._start_node()
+            per = SLOTS // masters
+            for i, client in enumerate(self.clients):
+                end = SLOTS if i == masters - 1 else (i + 1) * per
+                client.execute_command("CLUSTER ADDSLOTS", *range(i * per, end))
+            for client in self.clients[1:]:
+                client.execute_command("CLUSTER MEET", "127.0.0.1", self.ports[0])
+            self._wait(lambda c: _cluster_ready(c, masters))
+        except BaseException:
+            self.stop()
+            raise
+
+    def _start_node(self, tries: int = 5) -> None:
+        """One node on a free port pair. Another process (another xdist worker's cluster,
+        say) may take the port between the probe and the start: the node then exits, or
+        the port answers with someone else's node — it is ours only if its `dir` is."""
+        for _ in range(tries):
             port = _free_cluster_port()
-            self.ports.append(port)
             node_dir = self.dir / str(port)
             node_dir.mkdir()
-            self.procs.append(
-                subprocess.Popen(
-                    [
-                        redis_server_binary(),
-                        "--port", str(port), "--bind", "127.0.0.1", "--dir", str(node_dir),
-                        "--cluster-enabled", "yes", "--cluster-config-file", "nodes.conf",
-                        "--cluster-node-timeout", "5000", "--save", "", "--appendonly", "no",
-                        "--logfile", str(node_dir / "redis.log"),
-                    ],
-                    stdout=subprocess.DEVNULL,
-                    stderr=subprocess.DEVNULL,
-                )
+            proc = subprocess.Popen(
+                [
+                    redis_server_binary(),
+                    "--port", str(port), "--bind", "127.0.0.1", "--dir", str(node_dir),
+                    "--cluster-enabled", "yes", "--cluster-config-file", "nodes.conf",
+                    "--cluster-node-timeout", "5000", "--save", "", "--appendonly", "no",
+                    "--logfile", str(node_dir / "redis.log"),
+                ],
+                stdout=subprocess.DEVNULL,
+                stderr=subprocess.DEVNULL,
             )
-        self.clients = [sync_redis.Redis(port=p, socket_connect_timeout=1) for p in self.ports]
-        self._wait(lambda c: c.ping())
-        per = SLOTS // masters
-        for i, client in enumerate(self.clients):
-            end = SLOTS if i == masters - 1 else (i + 1) * per
-            client.execute_command("CLUSTER ADDSLOTS", *range(i * per, end))
-        for client in self.clients[1:]:
-            client.execute_command("CLUSTER MEET", "127.0.0.1", self.ports[0])
-        self._wait(lambda c: _cluster_ready(c, masters))
+            client = sync_redis.Redis(port=port, socket_connect_timeout=1, decode_responses=True)
+            deadline = time.monotonic() + 20
+            while proc.poll() is None and time.monotonic() < deadline:
+                try:
+                    if client.config_get("dir").get("dir") == str(node_dir.resolve()):
+                        self.ports.append(port)
+                        self.procs.append(proc)
+                        self.clients.append(sync_redis.Redis(port=port, socket_connect_timeout=1))
+                        client.close()
+                        return
+                except sync_redis.RedisError:
+                    pass
+                time.sleep(0.05)
+            client.close()
+            proc.terminate()
+            proc.wait(10)
+        raise RuntimeError(f"no node of the test cluster came up in {tries} tries (logs in {self.dir})")
 
     @property
     def url(self) -> str:
@@ -213,16 +255,40 @@ def cluster() -> Iterator[Cluster]:
     made.stop()
 
 
-@pytest.fixture(params=BACKENDS)
-def redis_url(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[str]:
-    if request.param == "server":
+def pytest_configure(config: pytest.Config) -> None:
+    config.addinivalue_line(
+        "markers",
+        "backends: runs once per Redis backend (embedded, cluster, and server when REDIS_URL is set); "
+        "the rest run on the embedded Redis only",
+    )
+
+
+def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
+    """A test marked `backends` runs on each backend; any other on the embedded Redis."""
+    if metafunc.definition.get_closest_marker("backends") is None:
+        return
+    if "backend" in metafunc.fixturenames:
+        metafunc.parametrize("backend", BACKENDS, indirect=True)
+    elif any(mark.name == "backends" for mark in metafunc.definition.own_markers):  # a module's mark may cover others
+        raise pytest.UsageError(f"{metafunc.definition.nodeid} is marked `backends` but uses no Redis (`backend`)")
+
+
+@pytest.fixture
+def backend(request: pytest.FixtureRequest) -> str:
+    """The kind of Redis this test runs on: "embedded" unless it is marked `backends`."""
+    return str(getattr(request, "param", "embedded"))
+
+
+@pytest.fixture
+def redis_url(backend: str, request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[str]:
+    if backend == "server":
         url = server_url()
         client = sync_redis.Redis.from_url(url)
         client.flushdb()
         yield url
         client.flushdb()
         client.close()
-    elif request.param == "cluster":
+    elif backend == "cluster":
         made: Cluster = request.getfixturevalue("cluster")
         made.flush()
         yield made.url
@@ -239,6 +305,13 @@ def raw_client(url: str) -> Any:
     if url.startswith("redis+cluster://"):
         return RedisCluster.from_url(url.replace("redis+cluster://", "redis://"), decode_responses=False)
     return Redis.from_url(url, decode_responses=False)
+
+
+async def all_keys(client: Any, pattern: str = "*") -> list[Any]:
+    """The keys matching `pattern` on every node: a Cluster client's KEYS asks one node."""
+    if isinstance(client, RedisCluster):
+        return list(await client.keys(pattern, target_nodes=RedisCluster.PRIMARIES))
+    return list(await client.keys(pattern))
 
 
 @pytest.fixture
@@ -295,15 +368,21 @@ class HookServers:
     def log(self) -> str:
         return "".join(log.read_text() for log in self.dir.glob("hook-*.log"))
 
-    def stop(self) -> None:
-        self.pid()
-        # and any server started for this directory whose pid file is gone or replaced
+    def running(self) -> set[int]:
+        """Every live process started for this directory (by its command line)."""
+        found = set()
         for cmdline in Path("/proc").glob("[0-9]*/cmdline"):
             try:
                 if any(arg.startswith(f"{self.dir}/".encode()) for arg in cmdline.read_bytes().split(b"\0")):
-                    self.seen.add(int(cmdline.parent.name))
+                    found.add(int(cmdline.parent.name))
             except OSError:
                 pass
+        self.seen |= found
+        return {pid for pid in found if alive(pid)}
+
+    def stop(self) -> None:
+        self.pid()
+        self.running()  # and any server started for this directory whose pid file is gone or replaced
         for pid in self.seen:
             if alive(pid):
                 os.kill(pid, 15)

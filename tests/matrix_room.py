@@ -9,6 +9,7 @@ from `/messages`, each with its newest `m.replace` edit applied, redactions as g
 from __future__ import annotations
 
 import asyncio
+import json
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import asynccontextmanager
@@ -24,6 +25,7 @@ from progresscast.config.settings import Settings
 from progresscast.matrix.adapter import MatrixAdapter, MatrixOptions
 from progresscast.model.card import CardInput
 from progresscast.model.owners import Owner
+from progresscast.render.matrix_payload import notice_html
 from progresscast.store.cards import CardStore
 from progresscast.store.connections import connect
 from progresscast.store.embedded import ensure_embedded, stop_embedded
@@ -33,7 +35,11 @@ SHOP = Owner("main", "shop")
 CLIENT = "/_matrix/client/v3"
 
 
-
+def is_draft(content: dict[str, Any]) -> bool:
+    """A draft (or an answer), not a command's reply: both are HTML notices, but a
+    reply's HTML is its plain text escaped (`notice_html`)."""
+    html = content.get("formatted_body")
+    return html is not None and html != notice_html(str(content.get("body", "")))
 
 
 async def until(check: Callable[[], Awaitable[Any]], what: str, timeout: float = 20.0) -> Any:
@@ -109,9 +115,11 @@ class Person:
 class Harness:
     """A bot account (Synapse's default rate limits), a person, and the adapter (restartable)."""
 
-    def __init__(self, synapse: Synapse, redis: Redis) -> None:
+    def __init__(self, synapse: Synapse, redis: Redis, redis_url: str = "") -> None:
         self.synapse = synapse
         self.redis = redis
+        self.redis_url = redis_url
+        """What `progresscast --redis` takes to reach this harness's Redis."""
         self.store = CardStore(redis)
         self.bot = synapse.register("bot")
         self.person = Person(synapse, synapse.register("person", admin=True, exempt=True))
@@ -183,6 +191,14 @@ class Harness:
         except AssertionError:
             raise AssertionError(f"no reply with {reply!r} to {text!r}; the bot said {said}") from None
 
+    async def said(self, room: str) -> list[str]:
+        """The bodies of the bot's messages in the room, oldest first (edits included)."""
+        events = await self.person.events(room)
+        return [
+            str(e["content"].get("body", "")) for e in events
+            if e["sender"] == self.bot.user_id and e["type"] == "m.room.message"
+        ]
+
     async def put(self, *steps: tuple[str, str], markdown: str | None = None, owner: Owner = SHOP) -> None:
         plan = [{"step": s, "status": st} for s, st in steps] or None
         await self.store.put(owner, CardInput.parse({"plan": plan, "markdown": markdown}))
@@ -190,7 +206,7 @@ class Harness:
     async def drafts(self, room: str) -> list[dict[str, Any]]:
         """The bot's m.notice drafts the room shows (command replies left out)."""
         shown = await self.person.shown(room, self.bot.user_id)
-        return [e for e in shown if "formatted_body" in e["shown"]]
+        return [e for e in shown if is_draft(e["shown"])]
 
     async def shows(self, room: str, *needles: str, count: int = 1) -> list[dict[str, Any]]:
         async def ok() -> list[dict[str, Any]] | None:
@@ -205,8 +221,9 @@ class Harness:
 @asynccontextmanager
 async def room_harness(synapse: Synapse, home: Path) -> AsyncIterator[Harness]:
     """A harness on its own embedded Redis under `home`, stopped and closed after."""
-    redis = connect(ensure_embedded(home))
-    made = Harness(synapse, redis)
+    url = ensure_embedded(home)
+    redis = connect(url)
+    made = Harness(synapse, redis, url)
     try:
         yield made
     finally:
@@ -252,8 +269,8 @@ class HomeserverProxy:
             return web.Response(status=502, text="Bad Gateway")
         headers = {k: v for k, v in request.headers.items() if k.lower() in ("authorization", "content-type")}
         reply = await self.http.request(request.method, request.path_qs, content=body, headers=headers)
-        is_draft = "/send/m.room.message/" in request.path and b"formatted_body" in body and b"m.new_content" not in body
-        if is_draft and self.drop_first_draft:
+        sent = json.loads(body) if "/send/m.room.message/" in request.path else {}
+        if is_draft(sent) and "m.new_content" not in sent and self.drop_first_draft:
             txn = request.path.rsplit("/", 1)[-1]
             self.sends.append(txn)
             # The first send, and whatever repeats it at once (the HTTP client itself
@@ -284,4 +301,6 @@ class HomeserverProxy:
         await self.http.aclose()
 
 
-__all__ = ["CLIENT", "SHOP", "Harness", "HomeserverProxy", "Person", "following", "room_harness", "until"]
+__all__ = [
+    "CLIENT", "SHOP", "Harness", "HomeserverProxy", "Person", "following", "is_draft", "room_harness", "until",
+]

@@ -4,9 +4,11 @@ from __future__ import annotations
 
 import asyncio
 
+import pytest
 from redis.asyncio import Redis
 
 from a2a_updates import artifact, snapshot, status, steps, ts
+from conftest import all_keys
 from progresscast.agents.a2a.apply import Outcome, Source, UpdateApplier
 from progresscast.agents.a2a.mapping import parse_update
 from progresscast.model.card import Status
@@ -16,6 +18,8 @@ from progresscast.store import keys
 from progresscast.store.cards import CardStore
 from progresscast.store.connections import connect
 from progresscast.store.sharding import layout_of
+
+pytestmark = pytest.mark.backends  # the store itself: each test runs on every backend
 
 OWNER = Owner(agent_id="main", session_key="ctx-1")
 
@@ -126,7 +130,7 @@ async def test_writes_touch_only_the_owner_and_the_stream(redis: Redis) -> None:
     await apply(a, artifact("t1", "x"))
     owner = Owner(agent_id="research", session_key="ctx-1")
     lay = await layout_of(redis)
-    written = set(await redis.keys("*")) - {keys.SHARDS}
+    written = set(await all_keys(redis)) - {keys.SHARDS}
     shared = {lay.events_of(owner), lay.owners_of(owner), lay.a2a_order(owner)}
     assert written <= set(lay.owner_keys(owner)) | shared
     assert lay.a2a_order(owner) in written and lay.last_event(owner) in written
@@ -135,24 +139,24 @@ async def test_writes_touch_only_the_owner_and_the_stream(redis: Redis) -> None:
 
 
 async def test_racing_appliers_end_on_the_newest_plan(redis_url: str) -> None:
-    for round_ in range(50):
-        owner = Owner(agent_id="main", session_key=f"race-{round_}")
-        batch = [status("t1", at=ts(i), plan=steps(10, i), context=owner.session_key) for i in range(10)]
-        clients = [connect(redis_url) for _ in range(2)]
-        try:
-            appliers = [applier(c) for c in clients]
+    clients = [connect(redis_url) for _ in range(2)]  # two connections, as two processes race
+    try:
+        appliers = [applier(c) for c in clients]
 
-            async def follow(a: UpdateApplier, order: list[dict]) -> None:
-                for data in order:
-                    await apply(a, data)
-                    await asyncio.sleep(0)
+        async def follow(a: UpdateApplier, order: list[dict]) -> None:
+            for data in order:
+                await apply(a, data)
+                await asyncio.sleep(0)
 
+        for round_ in range(50):
+            owner = Owner(agent_id="main", session_key=f"race-{round_}")
+            batch = [status("t1", at=ts(i), plan=steps(10, i), context=owner.session_key) for i in range(10)]
             await asyncio.gather(follow(appliers[0], batch), follow(appliers[1], batch[::-1]))
             card = await CardStore(clients[0]).get(owner)
             assert card.plan[9].status is Status.in_progress, round_
-        finally:
-            for c in clients:
-                await c.aclose()
+    finally:
+        for c in clients:
+            await c.aclose()
 
 
 async def test_waiting_for_input_shows_as_an_attention_line(redis: Redis, store: CardStore) -> None:

@@ -145,6 +145,7 @@ async def test_a_cut_stream_is_resubscribed_and_a_finished_task_is_read(redis: R
         await agent.stop()
 
 
+@pytest.mark.backends
 async def test_follow_a_context(redis: Redis, store: CardStore) -> None:
     go_on = asyncio.Event()
     agent = await Agent([status(at=ts(1), plan=steps(2, 0)), gate(go_on),

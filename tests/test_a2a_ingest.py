@@ -6,8 +6,10 @@ import io
 import itertools
 import json
 import random
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
+import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from redis.asyncio import Redis
@@ -57,6 +59,7 @@ async def test_the_ordered_file(redis: Redis, store: CardStore) -> None:
     assert run is RunState.completed and all(s["status"] == "completed" for s in plan)
 
 
+@pytest.mark.backends
 @settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(order=st.permutations(range(len(history("x")))))
 async def test_any_permutation_ends_with_the_same_card(redis: Redis, store: CardStore, order: list[int]) -> None:
@@ -73,15 +76,20 @@ def test_the_command(cli: CLI, tmp_path: Path) -> None:  # noqa: F811
     ordered.write_text("\n".join(history("ctx-1")) + "\n")
     lines = history("ctx-2")
     random.Random(7).shuffle(lines)
-    run = cli("a2a", "ingest", "-", stdin="\n".join(lines))
-    assert run.returncode == 0, run.stderr
-    assert run.stdout.startswith("applied ") and "malformed 3" in run.stdout
-    assert cli("a2a", "ingest", str(ordered)).returncode == 0
-    one = json.loads(cli("card", "get", "--session", "ctx-1").stdout)
-    two = json.loads(cli("card", "get", "--session", "ctx-2").stdout)
+    with ThreadPoolExecutor(4) as pool:  # separate processes, side by side: they share nothing
+        run, in_order, missing, unknown = pool.map(
+            lambda call: call(),
+            [
+                lambda: cli("a2a", "ingest", "-", stdin="\n".join(lines)),
+                lambda: cli("a2a", "ingest", str(ordered)),
+                lambda: cli("a2a", "ingest", str(tmp_path / "nope.jsonl")),
+                lambda: cli("a2a", "ingest", str(ordered), "--agent", "ghost"),
+            ],
+        )
+        assert run.returncode == 0, run.stderr
+        assert run.stdout.startswith("applied ") and "malformed 3" in run.stdout
+        assert in_order.returncode == 0, in_order.stderr
+        one, two = (json.loads(got.stdout) for got in pool.map(lambda s: cli("card", "get", "--session", s), ["ctx-1", "ctx-2"]))
     assert one["plan"] == two["plan"] and len(one["plan"]) == 6
-
-    missing = cli("a2a", "ingest", str(tmp_path / "nope.jsonl"))
     assert missing.returncode == 2 and missing.stderr.count("\n") == 1 and "nope.jsonl" in missing.stderr
-    unknown = cli("a2a", "ingest", str(ordered), "--agent", "ghost")
     assert unknown.returncode == 2 and "--agent" in unknown.stderr

@@ -11,6 +11,7 @@ import json
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
+import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from redis.asyncio import Redis
@@ -24,6 +25,9 @@ from progresscast.model.owners import Owner
 from progresscast.model.view import RunState
 from progresscast.store.cards import CardStore
 from test_cli import CLI, cli  # noqa: F401  (the fixture)
+
+# what these guard differs by backend (Lua scripts, one slot per owner on Cluster)
+pytestmark = pytest.mark.backends
 
 AGENTS = frozenset({"main", "research"})
 _contexts = itertools.count()

@@ -12,6 +12,7 @@ from redis.asyncio import Redis
 
 from a2a_agent import Agent, gate, status
 from a2a_updates import artifact, snapshot, steps, ts
+from conftest import all_keys
 from progresscast.agents.a2a.apply import UpdateApplier
 from progresscast.agents.a2a.follow import Follower, Pacing, agent_client
 from progresscast.config.settings import AgentSettings, GatewaySettings, GatewayToken, Settings
@@ -44,6 +45,7 @@ async def gateway(redis: Redis) -> AsyncIterator[str]:
     await asyncio.gather(job, return_exceptions=True)
 
 
+@pytest.mark.backends
 async def test_the_agents_push_sender_reaches_the_card(gateway: str, redis: Redis, store: CardStore) -> None:
     go_on = asyncio.Event()
     agent = await Agent([status(at=ts(1), plan=steps(3, 0)), gate(go_on), status(at=ts(2), plan=steps(3, 1), text="Halfway"),
@@ -82,7 +84,7 @@ async def test_a_wrong_token_is_refused_and_nothing_applied(gateway: str, redis:
         ]:
             answer = await http.post("/v1/a2a/push", json=body, headers=headers)
             assert answer.status_code == code, (headers, answer.text)
-        assert await redis.keys("pc:{*") == []
+        assert await all_keys(redis, "pc:{*") == []
         answer = await http.post("/v1/a2a/push", json={"statusUpdate": {"taskId": "t1", "status": {"state": "busy"}}},
                                  headers={"Authorization": "Bearer agent-push"})
         assert answer.status_code == 400 and answer.json()["error"]["field"] == "statusUpdate.status.state"

@@ -2,18 +2,24 @@
 
 from __future__ import annotations
 
+import asyncio
 import json
 import os
 import signal
 import subprocess
 import sys
 import time
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import pytest
 
-from conftest import BACKENDS, server_url
-from progresscast.store.embedded import stop_embedded
+from conftest import raw_client
+from progresscast.model.card import CardInput
+from progresscast.model.owners import Owner
+from progresscast.store.cards import CardStore
+from progresscast.store.connections import connect
+from progresscast.store.embedded import ensure_embedded, stop_embedded
 
 PLAN = {
     "plan": [
@@ -26,11 +32,12 @@ PLAN = {
 
 
 class CLI:
-    def __init__(self, backend: str, home: Path) -> None:
+    def __init__(self, home: Path, redis: str | None = None) -> None:
+        """Runs with the embedded Redis of `home`, or the Redis at `redis`."""
         self.env = {k: v for k, v in os.environ.items() if not k.startswith("PROGRESSCAST_")}
         self.env["PROGRESSCAST_HOME"] = str(home)
         self.env["PROGRESSCAST_HOOK_SERVER"] = "off"  # a hook call starts no server outliving the test
-        self.extra = ["--redis", server_url()] if backend == "server" else []
+        self.extra = ["--redis", redis] if redis else []
 
     def __call__(self, *args: str, stdin: str = "") -> subprocess.CompletedProcess[str]:
         return subprocess.run(
@@ -43,17 +50,15 @@ class CLI:
         )
 
 
-@pytest.fixture(params=BACKENDS)
-def cli(request: pytest.FixtureRequest, tmp_path: Path):
+@pytest.fixture
+def cli(backend: str, request: pytest.FixtureRequest, tmp_path: Path):
+    """The command line on this test's backend; on the embedded one it starts the server itself."""
     home = tmp_path / "home"
-    if request.param == "server":
-        import redis
-
-        redis.Redis.from_url(server_url()).flushdb()
-    yield CLI(request.param, home)
+    yield CLI(home, None if backend == "embedded" else request.getfixturevalue("redis_url"))
     stop_embedded(home)
 
 
+@pytest.mark.backends
 def test_put_get_clear_across_processes(cli: CLI) -> None:
     put = cli("card", "put", "--session", "t-1", stdin=json.dumps(PLAN))
     assert put.returncode == 0, put.stderr
@@ -74,6 +79,23 @@ def test_put_get_clear_across_processes(cli: CLI) -> None:
     assert cli("card", "get", "--session", "t-1").stdout.strip() == "null"
 
 
+def stored(url: str, card: dict[str, object] | None = None) -> dict[bytes, bytes]:
+    """Every key of the Redis at `url` with its DUMP, after putting `card` (if given) for t-1."""
+
+    async def run() -> dict[bytes, bytes]:
+        if card is not None:
+            store = CardStore(connect(url))
+            await store.put(Owner("main", "t-1"), CardInput.parse(card))
+            await store.redis.aclose()
+        client = raw_client(url)
+        try:
+            return {k: await client.dump(k) for k in sorted(await client.keys("*"))}
+        finally:
+            await client.aclose()
+
+    return asyncio.run(run())
+
+
 @pytest.mark.parametrize(
     "args, stdin, words",
     [
@@ -85,20 +107,29 @@ def test_put_get_clear_across_processes(cli: CLI) -> None:
         (["card", "put", "--session", "t-1", "--expected-revision", "9"], '{"markdown": "x"}', "expectedRevision"),
     ],
 )
-def test_bad_input_exits_2_with_one_line_and_changes_nothing(cli: CLI, args: list[str], stdin: str, words: str) -> None:
-    assert cli("card", "put", "--session", "t-1", stdin=json.dumps(PLAN)).returncode == 0
-    before = cli("card", "get", "--session", "t-1").stdout
-    bad = cli(*args, stdin=stdin)
+def test_bad_input_exits_2_with_one_line_and_changes_nothing(
+    tmp_path: Path, args: list[str], stdin: str, words: str
+) -> None:
+    home = tmp_path / "home"
+    url = ensure_embedded(home)  # the command line finds it through PROGRESSCAST_HOME
+    before = stored(url, PLAN)  # a card, written here rather than by another process
+    bad = CLI(home)(*args, stdin=stdin)
     assert bad.returncode == 2
     assert bad.stdout == ""
     assert len(bad.stderr.strip().splitlines()) == 1 and words in bad.stderr
-    assert cli("card", "get", "--session", "t-1").stdout == before
+    assert stored(url) == before
+    stop_embedded(home)
 
 
 def test_embedded_store_survives_a_crash_of_every_process(tmp_path: Path) -> None:
-    cli = CLI("embedded", tmp_path / "home")
+    cli = CLI(tmp_path / "home")
     assert cli("card", "put", "--session", "t-1", stdin=json.dumps(PLAN)).returncode == 0
-    time.sleep(1.5)  # appendfsync everysec: at most the last second can be lost
+    # The write is in the append-only file (a killed process loses nothing written
+    # there; everysec's fsync matters to a crash of the machine only).
+    deadline = time.monotonic() + 5
+    while not any(b"A **note**" in aof.read_bytes() for aof in (tmp_path / "home").rglob("*.aof")):
+        assert time.monotonic() < deadline, "the put never reached the append-only file"
+        time.sleep(0.02)
     pid = int((tmp_path / "home" / "redis.pid").read_text())
     os.kill(pid, signal.SIGKILL)
     deadline = time.monotonic() + 5
@@ -115,7 +146,7 @@ def test_embedded_store_survives_a_crash_of_every_process(tmp_path: Path) -> Non
 
 def test_concurrent_first_starts_share_one_embedded_redis(tmp_path: Path) -> None:
     """Five processes start at once on a fresh home: one server, five distinct revisions."""
-    cli = CLI("embedded", tmp_path / "home")
+    cli = CLI(tmp_path / "home")
     procs = [
         subprocess.Popen(
             [sys.executable, "-m", "progresscast.cli", "card", "put", "--session", "t-1"],
@@ -135,22 +166,33 @@ def test_concurrent_first_starts_share_one_embedded_redis(tmp_path: Path) -> Non
 
 
 def test_render_prints_each_channel_payload(tmp_path: Path) -> None:
-    cli = CLI("embedded", tmp_path / "home")
+    cli = CLI(tmp_path / "home")
     card = tmp_path / "card.json"
     card.write_text(json.dumps({**PLAN, "plan": PLAN["plan"] + [{"step": "<b>x</b> & <script>", "status": "blocked"}]}))
-    telegram = json.loads(cli("render", str(card), "--channel", "telegram").stdout)
+    runs = {
+        "telegram": ["--channel", "telegram"],
+        "rich": ["--channel", "telegram", "--rich"],
+        "short": ["--channel", "text", "--max-lines", "4", "--max-line-chars", "30"],
+        "paused": ["--channel", "text", "--paused"],
+        "text": ["--channel", "text"],
+        "web": ["--channel", "web"],
+        "one": ["--channel", "text", "--max-lines", "1"],
+    }
+    with ThreadPoolExecutor(len(runs)) as pool:  # separate processes, side by side
+        done = dict(zip(runs, pool.map(lambda args: cli("render", str(card), *args), runs.values()), strict=True))
+    out = {name: json.loads(result.stdout) for name, result in done.items()}
+    telegram = out["telegram"]
     assert telegram["method"] == "sendMessage" and telegram["params"]["parse_mode"] == "HTML"
     assert "&lt;b&gt;x&lt;/b&gt; &amp; &lt;script&gt;" in telegram["params"]["text"]
-    rich = json.loads(cli("render", str(card), "--channel", "telegram", "--rich").stdout)
+    rich = out["rich"]
     assert rich["method"] == "sendRichMessage" and rich["params"]["rich_message"]["blocks"]
-    text = json.loads(cli("render", str(card), "--channel", "text", "--max-lines", "4", "--max-line-chars", "30").stdout)["text"]
+    text = out["short"]["text"]
     lines = text.splitlines()
     assert len(lines) <= 4 and all(len(line) <= 30 for line in lines) and "Write" in text
-    paused = json.loads(cli("render", str(card), "--channel", "text", "--paused").stdout)["text"]
-    assert paused != json.loads(cli("render", str(card), "--channel", "text").stdout)["text"]
-    web = json.loads(cli("render", str(card), "--channel", "web").stdout)["html"]
+    assert out["paused"]["text"] != out["text"]["text"]
+    web = out["web"]["html"]
     assert web.startswith('<div class="pc-progress"><progress aria-label="Steps · 1/4"') and "<script>" not in web
-    one = json.loads(cli("render", str(card), "--channel", "text", "--max-lines", "1").stdout)["text"]
+    one = out["one"]["text"]
     assert one == "[!] <b>x</b> & <script> · 1/4"  # one line: what needs a person, and the count
 
 
@@ -168,13 +210,13 @@ def test_render_prints_each_channel_payload(tmp_path: Path) -> None:
 def test_render_bad_input_exits_2(tmp_path: Path, args: list[str], content: str, words: str) -> None:
     card = tmp_path / "card.json"
     card.write_text(content)
-    result = CLI("embedded", tmp_path / "home")("render", str(card), *args)
+    result = CLI(tmp_path / "home")("render", str(card), *args)
     assert result.returncode == 2 and words in result.stderr and result.stdout == ""
     assert len(result.stderr.strip().splitlines()) == 1
 
 
 def test_global_flags_before_the_subcommand_are_honoured(tmp_path: Path) -> None:
-    cli = CLI("embedded", tmp_path / "home")
+    cli = CLI(tmp_path / "home")
     missing = subprocess.run(
         [sys.executable, "-m", "progresscast.cli", "--config", str(tmp_path / "none.toml"), "card", "get", "--session", "s"],
         capture_output=True, text=True, env=cli.env, timeout=60,
@@ -193,7 +235,7 @@ def test_global_flags_before_the_subcommand_are_honoured(tmp_path: Path) -> None
     [(b"\xff\xfe{}", "not UTF-8"), (b"[" * 60000, "nested too deeply")],
 )
 def test_undecodable_input_exits_2(tmp_path: Path, stdin: bytes, words: str) -> None:
-    cli = CLI("embedded", tmp_path / "home")
+    cli = CLI(tmp_path / "home")
     result = subprocess.run(
         [sys.executable, "-m", "progresscast.cli", "card", "put", "--session", "s"],
         input=stdin, capture_output=True, env=cli.env, timeout=60,
@@ -205,7 +247,7 @@ def test_undecodable_input_exits_2(tmp_path: Path, stdin: bytes, words: str) -> 
 
 def test_embedded_home_may_contain_spaces_and_quotes(tmp_path: Path) -> None:
     home = tmp_path / 'my "progress" home'
-    cli = CLI("embedded", home)
+    cli = CLI(home)
     assert cli("card", "put", "--session", "t-1", stdin=json.dumps(PLAN)).returncode == 0
     assert json.loads(cli("card", "get", "--session", "t-1").stdout)["revision"] == 1
     stop_embedded(home)
@@ -243,7 +285,7 @@ def test_an_empty_agent_is_refused(cli: CLI) -> None:
 def test_environment_and_usage_mistakes_are_one_line_exit_2(tmp_path: Path, args: list[str], env: dict[str, str], message: str) -> None:
     afile = tmp_path / "afile"
     afile.write_text("")
-    cli = CLI("embedded", tmp_path / "home")
+    cli = CLI(tmp_path / "home")
     cli.env.update({k: v.format(file=afile) for k, v in env.items()})
     result = cli(*args)
     assert result.returncode == 2, result.stderr
@@ -293,7 +335,7 @@ def test_a_reader_that_leaves_early_gets_no_traceback(tmp_path: Path) -> None:
         proc = subprocess.run(
             [sys.executable, "-m", "progresscast.cli", "render", plan, "--channel", "web"],
             stdout=writer, stderr=subprocess.PIPE, text=True, timeout=60,
-            env=CLI("embedded", tmp_path / "home").env,
+            env=CLI(tmp_path / "home").env,
         )
     finally:
         os.close(writer)
@@ -304,7 +346,7 @@ def test_a_reader_that_leaves_early_gets_no_traceback(tmp_path: Path) -> None:
 def test_card_put_at_a_terminal_says_it_waits_for_json(tmp_path: Path) -> None:
     import pty
 
-    cli = CLI("embedded", tmp_path / "home")
+    cli = CLI(tmp_path / "home")
     leader, follower = pty.openpty()
     try:
         proc = subprocess.Popen(

@@ -32,7 +32,16 @@ def test_a_full_discord_table(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -
     assert discord is not None
     assert (discord.token, discord.applicationId, discord.publicKey) == ("tok", "123456789012345678", KEY)
     assert discord.apiBaseUrl == "https://discord.com/api/v10" and discord.access is Access.open
-    assert discord.channels_by_id["200000000000000001"].sessions == ["shop-*"]
+    table = discord.table_of("200000000000000001")
+    assert table is not None and table.sessions == ["shop-*"] and table.follow == ["shop-1"]
+
+
+def test_access_pairs_by_default_and_an_allow_list_means_allowlist(tmp_path: Path) -> None:
+    plain = load(tmp_path, '[channels.discord]\n[[channels.discord.channels]]\nid = "200000000000000001"\n')
+    assert plain.channels.discord is not None and plain.channels.discord.access_mode is Access.pairing
+    listed = load(tmp_path, "[channels.discord]\nallowedChannels = [200000000000000001]\n")
+    assert listed.channels.discord is not None and listed.channels.discord.access_mode is Access.allowlist
+    assert listed.channels.discord.allow_list == {"200000000000000001"}
 
 
 @pytest.mark.parametrize(
@@ -41,7 +50,8 @@ def test_a_full_discord_table(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -
         ('token = "t"\npublicKey = "' + KEY + '"', "channels.discord: applicationId is required when token is set"),
         ('token = "t"\napplicationId = "123456789012345678"', "publicKey is required when token is set"),
         ('publicKey = "xyz"', "channels.discord.publicKey: must be the application's public key: 64 hex digits"),
-        ('access = "pairing"', "channels.discord.access"),
+        ('access = "everyone"', "channels.discord.access"),
+        ('allowedChannels = ["general"]', "channels.discord.allowedChannels"),
         ('[[channels.discord.channels]]\nid = "general"', "channels.discord.channels[0].id"),
         ('apiBaseUrl = "discord.com"', "channels.discord.apiBaseUrl: must be an http(s) URL"),
     ],

@@ -27,6 +27,7 @@ from mcp.shared.message import SessionMessage
 from redis.asyncio import Redis
 
 import a2a_updates as a2a
+from conftest import all_keys
 from progresscast.agents.a2a.mapping import EXTENSION_URI
 from progresscast.config.settings import AgentSettings, GatewaySettings, GatewayToken, Settings
 from progresscast.gateway import create_app
@@ -94,7 +95,7 @@ async def test_rpc_refuses_a_lone_surrogate_naming_the_field(
     assert error["field"] == field and error["rule"] == RULE, error
     assert error["message"] == f"{field}: {RULE}"
     assert "id" not in response.json()
-    assert await redis.keys("pc:*") == []
+    assert await all_keys(redis, "pc:*") == []
 
 
 @pytest.mark.parametrize(
@@ -156,8 +157,11 @@ def test_cli_refuses_a_lone_surrogate_naming_the_field(
         err = result.stderr.decode()
         assert result.returncode == 2, err
         assert err.splitlines() == [f"progresscast: {field}: {RULE}"], err
-        got = run_cli(home, "card", "get", "--session", "t-1")
-        assert got.stdout.decode().strip() == "null"
+        stored = sync_redis.Redis.from_url(ensure_embedded(home))  # the store the command would write
+        try:
+            assert stored.keys("pc:*") == []
+        finally:
+            stored.close()
     finally:
         stop_embedded(home)
 
@@ -245,7 +249,7 @@ async def test_mcp_tools_refuse_a_lone_surrogate_naming_the_field(redis_url: str
             text = result.content[0].text
             assert result.is_error, (tool, field, text)
             assert text.startswith(f"{field}: {RULE}. Nothing was stored"), (tool, field, text)
-            assert await redis.keys("pc:*") == [], (tool, field)
+            assert await all_keys(redis, "pc:*") == [], (tool, field)
         result = await mcp.call_tool("progress_card", {"plan": [STEP]})
         assert not result.is_error and result.content[0].text == "Progress card updated (rev 1, 0/1 done)"
 
@@ -287,7 +291,7 @@ async def test_mcp_over_http_refuses_a_lone_surrogate_naming_the_field(
                 result = answer(await http.post(url, headers=headers, content=body))
                 assert result["result"]["isError"] is True, result
                 assert result["result"]["content"][0]["text"].startswith(f"{field}: {RULE}"), result
-    assert await redis.keys("pc:*") == []
+    assert await all_keys(redis, "pc:*") == []
 
 
 # -- A2A: `a2a ingest` and the push route ------------------------------------------------
@@ -327,7 +331,7 @@ async def test_a2a_push_refuses_a_lone_surrogate_naming_the_field(
     assert response.status_code == 400, response.text
     error = response.json()["error"]
     assert error["field"] == field and error["rule"] == RULE, error
-    assert await redis.keys("pc:*") == []
+    assert await all_keys(redis, "pc:*") == []
 
 
 @pytest.mark.parametrize(("update", "field"), A2A_PLAN_CASES, ids=[f for _, f in A2A_PLAN_CASES])

@@ -114,6 +114,7 @@ async def test_emulator_slack_prints_its_settings_takes_slash_commands_and_shows
         await read_until(proc.stdout, r"Type as a person in channel C0TEST0001", seen)
         settings = Settings.model_validate({"channels": {"slack": {
             "token": token.group(1), "signingSecret": secret.group(1), "apiBaseUrl": base,
+            "allowedChannels": ["C0TEST0001"],  # granted every session (else a pairing code answers)
         }}})
         adapter = SlackAdapter(settings, redis, options=SlackOptions(
             worker=WorkerOptions(group="slack", consumer="test", settle=1.0)))

@@ -134,7 +134,7 @@ async def test_demo_serve_keeps_the_page_up(redis_url: str) -> None:
 
 def test_progresscast_demo_command_exits_by_itself(tmp_path: Path) -> None:
     home = tmp_path / "home"
-    env = {**os.environ, "PROGRESSCAST_HOME": str(home)}
+    env = {**os.environ, "PROGRESSCAST_HOME": str(home), "PROGRESSCAST_TIME_SCALE": "0.1"}  # the chat's pacing
     env.pop("PROGRESSCAST_REDIS_URL", None)
     config = tmp_path / "pc.toml"
     config.write_text('[gateway]\nlisten = "127.0.0.1:0"\n')
@@ -154,7 +154,7 @@ def test_at_a_terminal_the_demo_keeps_the_page_up_until_enter(tmp_path: Path) ->
     import pty
 
     home = tmp_path / "home"
-    env = {**os.environ, "PROGRESSCAST_HOME": str(home)}
+    env = {**os.environ, "PROGRESSCAST_HOME": str(home), "PROGRESSCAST_TIME_SCALE": "0.1"}  # the chat's pacing
     env.pop("PROGRESSCAST_REDIS_URL", None)
     config = tmp_path / "pc.toml"
     config.write_text('[gateway]\nlisten = "127.0.0.1:0"\n')

@@ -110,6 +110,7 @@ async def test_a_token_without_read_scope_gets_403(client: httpx.AsyncClient) ->
 # -- the pages ----------------------------------------------------------------
 
 
+@pytest.mark.backends
 async def test_index_lists_only_the_sessions_the_viewer_may_see(client: httpx.AsyncClient, store: CardStore) -> None:
     await put(store, "team-a")
     await put(store, "other", {"markdown": "private"})
@@ -122,6 +123,7 @@ async def test_index_lists_only_the_sessions_the_viewer_may_see(client: httpx.As
     assert 'href="/sessions/agent:main:other"' in everyone
 
 
+@pytest.mark.backends
 async def test_an_index_flooded_by_another_writer_still_lists_the_viewers_sessions(
     client: httpx.AsyncClient, store: CardStore
 ) -> None:
@@ -142,6 +144,7 @@ async def test_an_index_flooded_by_another_writer_still_lists_the_viewers_sessio
     assert seen[0] == "agent:main:flood-209" and "agent:main:team-a" in seen  # newest first
 
 
+@pytest.mark.backends
 async def test_session_page_shows_the_rendered_card_and_its_update_time(client: httpx.AsyncClient, store: CardStore) -> None:
     await put(store, "ticket-1")
     card = await store.get(Owner("main", "ticket-1"))

@@ -14,6 +14,7 @@ import httpx
 import pytest
 from redis.asyncio import Redis
 
+from conftest import all_keys
 from progresscast.config.settings import AgentSettings, GatewaySettings, GatewayToken, Settings
 from progresscast.gateway import create_app
 from progresscast.gateway.auth import Tokens
@@ -54,7 +55,7 @@ def gateway_settings(**gateway: object) -> Settings:
 
 async def card_keys(redis: Redis) -> list[str]:
     """Every key but the store's recorded layout (written on first use, not a card)."""
-    return [k for k in await redis.keys("pc:*") if k != keys.SHARDS]
+    return [k for k in await all_keys(redis, "pc:*") if k != keys.SHARDS]
 
 
 @pytest.fixture
@@ -101,6 +102,7 @@ async def test_hello_needs_a_token_but_no_scope(client: httpx.AsyncClient) -> No
     assert ok(await call(client, "hello", token="noscope"))["token"]["scopes"] == []
 
 
+@pytest.mark.backends
 async def test_put_answers_receipt_and_structured_result_then_get_returns_the_card(
     client: httpx.AsyncClient, store: CardStore
 ) -> None:
@@ -146,6 +148,7 @@ async def test_expected_revision_is_compare_and_set(client: httpx.AsyncClient, s
     assert await store.revision(MAIN) == 2
 
 
+@pytest.mark.backends
 async def test_put_is_admitted_at_arrival_so_a_reset_in_between_wins(
     client: httpx.AsyncClient, store: CardStore, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -187,6 +190,7 @@ async def test_clear_like_the_cli_with_an_optional_expected_revision(client: htt
     error(await call(client, "progressCard.clear", token="reader", sessionKey="ticket-1"), 403, "forbidden")
 
 
+@pytest.mark.backends
 async def test_run_start_and_end(client: httpx.AsyncClient, store: CardStore) -> None:
     ok(await call(client, "progressCard.put", sessionKey="ticket-1", plan=PLAN))
     assert ok(await call(client, "run.start", sessionKey="ticket-1", runId="r1")) == {"runId": "r1", "state": "active"}
@@ -212,6 +216,7 @@ async def test_run_errors_name_the_field(client: httpx.AsyncClient, method: str,
     assert err["field"] == field and err["message"].startswith(f"{field}: ")
 
 
+@pytest.mark.backends
 async def test_activity_put_merges_headline_tool_lines_and_answer(client: httpx.AsyncClient, store: CardStore) -> None:
     ok(await call(client, "activity.put", sessionKey="ticket-1", headline="Reading the ticket"))
     ok(await call(client, "activity.put", sessionKey="ticket-1", tool="run: pytest"))
@@ -300,7 +305,7 @@ async def test_a_token_whose_env_var_is_unset_never_matches(redis: Redis, monkey
 async def test_an_empty_agent_id_is_refused_not_the_default(client: httpx.AsyncClient, redis: Redis) -> None:
     err = error(await call(client, "progressCard.put", sessionKey="ticket-1", agentId="", plan=PLAN), 400, "invalid_params")
     assert err["field"] == "agentId" and "empty" in err["rule"]
-    assert await redis.keys("pc:*") == []
+    assert await all_keys(redis, "pc:*") == []
 
 
 @pytest.mark.parametrize(

@@ -125,6 +125,7 @@ async def rpc(base: str, method: str, **params: Any) -> Any:
     return body["result"]
 
 
+@pytest.mark.backends
 async def test_a_put_reaches_a_subscribed_client_within_one_second(live: Live) -> None:
     async with subscribe(live.base, sessionKey="ticket-1") as stream:
         began = time.monotonic()
@@ -172,6 +173,7 @@ async def test_a_closed_client_is_noticed_and_unsubscribed(redis: Redis) -> None
                 await asyncio.sleep(0.05)
 
 
+@pytest.mark.backends
 async def test_a_reconnect_with_last_event_id_gets_what_it_missed(live: Live) -> None:
     async with subscribe(live.base, sessionKey="ticket-1") as stream:
         await rpc(live.base, "progressCard.put", sessionKey="ticket-1", markdown="one")
@@ -184,6 +186,7 @@ async def test_a_reconnect_with_last_event_id_gets_what_it_missed(live: Live) ->
         assert missed.json["revision"] == 2 and missed.json["sessionKey"] == "ticket-1"
 
 
+@pytest.mark.backends
 async def test_a_reconnect_gets_only_the_newest_hint_however_long_the_stream(live: Live, store: CardStore) -> None:
     async with subscribe(live.base, sessionKey="ticket-1") as stream:
         await rpc(live.base, "progressCard.put", sessionKey="ticket-1", markdown="one")
@@ -234,6 +237,7 @@ async def forty_replays(live: Live, store: CardStore, redis: Redis) -> None:
     assert sorted(latencies)[2] < 0.5, latencies
 
 
+@pytest.mark.backends
 async def test_a_quiet_spell_longer_than_the_socket_timeout_then_a_write_arrives_at_once(
     redis_url: str, caplog: pytest.LogCaptureFixture
 ) -> None:
@@ -317,6 +321,7 @@ class _LosesOneCancel:
             return []
 
 
+@pytest.mark.backends
 async def test_a_shard_reader_ends_when_its_cancel_was_lost_in_a_read(redis_url: str) -> None:
     from progresscast.gateway.hub import EventHub
     from progresscast.store.connections import Role, connect

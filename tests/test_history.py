@@ -30,6 +30,9 @@ from progresscast.store.cards import CardStore, StoreError
 from progresscast.store.scripts import HISTORY_MAX
 from test_cli import CLI, cli  # noqa: F401  (the fixture)
 
+# what these guard differs by backend (Lua scripts, one slot per owner on Cluster)
+pytestmark = pytest.mark.backends
+
 OWNER = Owner("main", "shop")
 
 

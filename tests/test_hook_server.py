@@ -65,6 +65,7 @@ def warm(servers: HookServers, tmp_path: Path, url: str) -> int:
     return pid
 
 
+@pytest.mark.backends
 def test_calls_after_the_first_are_served_and_write_what_calls_of_their_own_write(
     hook_servers: HookServers, redis_url: str, tmp_path: Path
 ) -> None:
@@ -229,8 +230,11 @@ def test_first_calls_at_once_start_one_server(hook_servers: HookServers, redis_u
     for call in calls:
         out, err = call.communicate(json.dumps(fx.CLAUDE_TODOWRITE_SESSION[1]).encode(), timeout=60)
         assert (call.returncode, out, err) == (0, b"", b"")
-    hook_servers.wait_for_server()
-    time.sleep(1.0)  # the servers that lost the race see the winner and leave
+    winner = hook_servers.wait_for_server()
+    deadline = time.monotonic() + 10
+    while hook_servers.running() - {winner}:  # the servers that lost the race see the winner and leave
+        assert time.monotonic() < deadline, f"servers besides {winner} still run: {hook_servers.running()}"
+        time.sleep(0.02)
     assert hook_servers.log().count("serving") == 1, hook_servers.log()
     for i in range(4):
         assert plan_of(view_of(redis_url, Owner("main", f"at-once-{i}"))) is not None

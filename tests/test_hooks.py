@@ -86,6 +86,7 @@ CLAUDE = Owner("main", fx.CLAUDE_SESSION)
 R, F, T = "Reproduce the checkout bug", "Fix the rounding in totals", "Add a regression test"
 
 
+@pytest.mark.backends
 def test_a_claude_code_session_with_todowrite(hook: Hook, redis_url: str) -> None:
     expected: list[tuple[Plan | None, RunState, str | None]] = [
         (None, RunState.active, None),
@@ -152,6 +153,7 @@ def test_a_todo_list_of_the_wrong_shape_changes_nothing_and_says_why(hook: Hook,
     assert view_of(redis_url, CLAUDE).card == before.card
 
 
+@pytest.mark.backends
 def test_a_claude_code_session_with_the_task_tools(hook: Hook, redis_url: str) -> None:
     inv, P, D = "Inventory the settings forms", "Port the forms", "Delete the old library"
     expected: list[tuple[Plan | None, RunState, str | None]] = [

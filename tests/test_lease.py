@@ -18,6 +18,8 @@ from progresscast.store.lease import Fence, FenceClosed, Lease
 from progresscast.telegram.follows import TelegramState
 from progresscast.telegram.standby import bots
 
+pytestmark = pytest.mark.backends  # the store itself: each test runs on every backend
+
 BOT = "123456"
 
 

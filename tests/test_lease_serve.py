@@ -259,7 +259,6 @@ async def test_three_serves_one_bot_the_holder_killed_mid_run(serves: Any, redis
 
 
 @pytest.mark.parametrize("scale", [REAL_SPEED])
-@pytest.mark.parametrize("redis_url", ["embedded"], indirect=True)
 async def test_a_paused_holder_makes_no_call_once_its_lease_passed(serves: Any, redis_url: str, scale: float) -> None:
     sessions = range(1, 21)
     redis = connect(redis_url)
@@ -311,7 +310,6 @@ async def test_a_paused_holder_makes_no_call_once_its_lease_passed(serves: Any, 
         await redis.aclose()
 
 
-@pytest.mark.parametrize("redis_url", ["embedded"], indirect=True)
 async def test_a_graceful_stop_hands_the_lease_over_at_once(serves: Any, redis_url: str) -> None:
     redis = connect(redis_url)
     try:
@@ -346,7 +344,6 @@ async def follow_by_command(api: BotAPIEmulator, token: str, chat: int, session:
     await api.wait_for(lambda: any(m.message_id > sent for m in api.chat(chat, token=token).visible()), 15)
 
 
-@pytest.mark.parametrize("redis_url", ["embedded"], indirect=True)
 async def test_two_bots_in_one_config_each_serve_their_own_chats(serves: Any, redis_url: str) -> None:
     redis = connect(redis_url)
     try:
@@ -388,7 +385,6 @@ async def test_two_bots_in_one_config_each_serve_their_own_chats(serves: Any, re
         await redis.aclose()
 
 
-@pytest.mark.parametrize("redis_url", ["embedded"], indirect=True)
 async def test_two_serves_two_bots_every_chat_is_served(serves: Any, redis_url: str) -> None:
     redis = connect(redis_url)
     try:

@@ -124,6 +124,7 @@ async def test_agent_text_neither_pings_nor_injects(harness: Harness) -> None:
 
 
 async def test_rooms_not_granted_or_not_following_get_nothing(harness: Harness) -> None:
+    harness.matrix = {"access": "allowlist"}  # strangers are declined (under pairing they get a code)
     room = await following(harness, ["shop*"])
     quiet = await harness.room(["shop*"])  # granted, follows nothing
     stranger = await harness.room(granted=False)

@@ -6,9 +6,11 @@ import aiohttp
 import pytest
 from nio import RoomRedactResponse, RoomSendError, RoomSendResponse
 
+from progresscast.channels.access import config_grant
 from progresscast.channels.outcome import OutcomeKind as K
-from progresscast.config.settings import MatrixSettings
-from progresscast.matrix.channel import MatrixPace, granted
+from progresscast.config.base import Access
+from progresscast.config.settings import AgentSettings, MatrixSettings
+from progresscast.matrix.channel import MatrixPace
 from progresscast.matrix.client import classify
 from progresscast.matrix.sync import is_creator, parse_command, power_of
 from progresscast.model.owners import Owner
@@ -23,7 +25,8 @@ def test_replies_become_outcomes() -> None:
     limited = classify(RoomSendError("Too Many Requests", "M_LIMIT_EXCEEDED", 2500))
     assert limited.kind is K.rate_limited and limited.retry_after == pytest.approx(2.5)
     assert classify(RoomSendError("too big", "M_TOO_LARGE")).kind is K.refused_content
-    assert classify(RoomSendError("nope", "M_FORBIDDEN")).kind is K.refused
+    assert classify(RoomSendError("nope", "M_FORBIDDEN")).kind is K.forbidden  # the room refuses the bot: paused
+    assert classify(RoomSendError("who?", "M_UNKNOWN_TOKEN")).kind is K.refused
     assert classify(RoomSendError("gone", "M_NOT_FOUND")).kind is K.gone
     assert classify(TimeoutError()).kind is K.unsure
     assert classify(aiohttp.ServerDisconnectedError()).kind is K.unsure
@@ -55,12 +58,15 @@ def test_power_levels_and_creators() -> None:
     assert not is_creator(v11, "@ann:x")  # before version 12 the creator's power is in the levels
 
 
-def test_grants() -> None:
+def test_room_tables_grant_as_every_platforms_do() -> None:
     matrix = MatrixSettings(rooms=[{"id": "!a:x", "sessions": ["shop-*"]}, {"id": "!b:x", "follow": ["ops"]}])
-    assert granted(matrix, "!a:x", Owner("main", "shop-1")) and not granted(matrix, "!a:x", Owner("main", "ops"))
-    assert granted(matrix, "!b:x", Owner("main", "ops")) and not granted(matrix, "!b:x", Owner("main", "shop-1"))
-    assert not granted(matrix, "!c:x", Owner("main", "shop-1"))
-    assert granted(MatrixSettings(access="open"), "!c:x", Owner("main", "anything"))
+    agents = AgentSettings()
+    a, b, c = (config_grant(matrix, room, agents) for room in ("!a:x", "!b:x", "!c:x"))
+    assert a.covers(Owner("main", "shop-1")) and not a.covers(Owner("main", "ops"))
+    assert b.covers(Owner("main", "ops")) and not b.covers(Owner("main", "shop-1"))
+    assert c.empty
+    assert matrix.access is None and matrix.access_mode is Access.pairing  # no allow list: strangers pair
+    assert MatrixSettings(access="open").access_mode is Access.open
 
 
 def test_a_rate_limit_holds_every_room_in_real_time() -> None:

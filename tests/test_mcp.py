@@ -20,6 +20,7 @@ from pathlib import Path
 from typing import Any
 
 import httpx2
+import pytest
 from mcp import ClientSession
 from mcp.client.stdio import StdioServerParameters, stdio_client
 from mcp.client.streamable_http import streamable_http_client
@@ -102,6 +103,7 @@ async def test_tools_option_offers_only_the_named_tools(redis_url: str, tmp_path
 # -- progress_card ---------------------------------------------------------------------
 
 
+@pytest.mark.backends
 async def test_progress_card_answers_receipts_and_clears(redis_url: str, tmp_path: Path, store: CardStore) -> None:
     owner = Owner("main", "t-card")
     async with stdio_mcp(server_env(redis_url, tmp_path), "--session", "t-card") as mcp:
@@ -229,19 +231,25 @@ async def test_the_session_may_come_from_the_environment(redis_url: str, tmp_pat
 
 async def test_bad_options_exit_2_with_one_line(redis_url: str, tmp_path: Path) -> None:
     env = server_env(redis_url, tmp_path)
-    for args, message in [
+    cases = [
         (["--session", "a b"], "--session: must not contain spaces"),
         (["--session", "x", "--agent", "nobody"], "--agent: 'nobody' is not a configured agent"),
         (["--session", "x", "--tools", "progress_card,launch"], "--tools: 'launch' is not one of progress_card, update_plan"),
         (["--session", "x", "--http", "nowhere"], "--http: 'nowhere' must be HOST:PORT"),
         (["--session", "x", "--gateway", "http://127.0.0.1:9"], "--token: required with --gateway"),
-    ]:
+    ]
+
+    async def run(args: list[str]) -> tuple[int | None, bytes]:
         proc = await asyncio.create_subprocess_exec(
             sys.executable, "-m", "progresscast.cli", "mcp", *args, env=env,
             stdin=asyncio.subprocess.DEVNULL, stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE,
         )
         _out, err = await asyncio.wait_for(proc.communicate(), 60)
-        assert proc.returncode == 2, (args, err)
+        return proc.returncode, err
+
+    done = await asyncio.gather(*(run(args) for args, _ in cases))  # side by side
+    for (args, message), (status, err) in zip(cases, done, strict=True):
+        assert status == 2, (args, err)
         lines = err.decode().strip().splitlines()
         assert len(lines) == 1 and message in lines[0], (args, lines)
 

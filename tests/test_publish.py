@@ -8,6 +8,7 @@ from __future__ import annotations
 from collections.abc import Awaitable
 from typing import Any
 
+import pytest
 from redis.asyncio import Redis
 
 from a2a_updates import artifact, status, steps, ts
@@ -17,6 +18,8 @@ from progresscast.model.card import CardInput
 from progresscast.model.owners import Owner
 from progresscast.model.view import RunState
 from progresscast.store.cards import CardStore
+
+pytestmark = pytest.mark.backends  # the store itself: each test runs on every backend
 
 OWNER = Owner(agent_id="main", session_key="ctx-1")
 

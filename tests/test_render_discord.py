@@ -18,6 +18,7 @@ from hypothesis import strategies as st
 
 from progresscast.config.settings import Mode, RenderSettings
 from progresscast.model.activity import Activity
+from progresscast.model.card import clean_text
 from progresscast.model.view import RunState, View
 from progresscast.render import render_discord, render_discord_final_answer
 from progresscast.render.discord import (
@@ -162,7 +163,9 @@ def discord_views(draw: Any) -> View:
     n = draw(st.integers(0, 6))
     statuses = ["completed", "in_progress", "pending", "blocked", "skipped", "pending"]
     plan = [
-        (draw(discord_text).strip() or "x", statuses[i], draw(st.one_of(st.just(""), discord_text)).strip() or "n")
+        # What the store keeps of a step is cleaned (a lone zero-width space is empty).
+        (clean_text(draw(discord_text)).strip() or "x", statuses[i],
+         clean_text(draw(st.one_of(st.just(""), discord_text))).strip() or "n")
         for i in range(n)
     ]
     markdown = draw(st.one_of(st.none(), discord_text))

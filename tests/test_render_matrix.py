@@ -193,8 +193,24 @@ def test_thread_relation_and_notice() -> None:
     assert fallback is not None and fallback.params["m.relates_to"] == relation
     reply = matrix_notice("@room hi", thread_root="$root")
     assert reply.params["m.mentions"] == {} and reply.params["m.relates_to"]["event_id"] == "$root"
+    # A reply repeats what a person typed: its HTML is that text escaped, lines kept.
+    typed = matrix_notice("Sorry, I can't follow <b>x</b> & <script>y</script>\nUsage: !pc follow")
+    assert typed.params["format"] == "org.matrix.custom.html" and typed.params["msgtype"] == "m.notice"
+    assert typed.params["formatted_body"] == (
+        "Sorry, I can't follow &lt;b&gt;x&lt;/b&gt; &amp; &lt;script&gt;y&lt;/script&gt;<br>Usage: !pc follow"
+    )
     assert MatrixRenderers(case.settings).draft(case.view) is not None
     assert "m.relates_to" not in (MatrixRenderers(case.settings).draft(case.view) or draft).params
+
+
+def test_a_snapshot_shows_the_progress_draft_whatever_the_mode() -> None:
+    case = MATRIX_CASES["plan"]
+    off = case.settings.model_copy(update={"mode": Mode.off})
+    renderers = MatrixRenderers(off, "$root")
+    assert renderers.draft(case.view) is None  # mode off: no live draft
+    snapshot = renderers.snapshot(case.view)
+    progress = MatrixRenderers(case.settings.model_copy(update={"mode": Mode.progress}), "$root").draft(case.view)
+    assert snapshot is not None and progress is not None and snapshot.params == progress.params
 
 
 def test_preview_command_payload() -> None:

@@ -44,6 +44,7 @@ def gateway(redis: Any) -> httpx.AsyncClient:
 # -- the layout ---------------------------------------------------------------------------
 
 
+@pytest.mark.backends
 async def test_the_shard_count_is_recorded_and_a_differing_config_is_overruled(
     redis_url: str, caplog: pytest.LogCaptureFixture
 ) -> None:
@@ -65,6 +66,7 @@ async def test_the_shard_count_is_recorded_and_a_differing_config_is_overruled(
     await later.aclose()
 
 
+@pytest.mark.backends
 async def test_a_store_in_the_first_layout_is_migrated_on_first_start(redis_url: str) -> None:
     if redis_url.startswith("redis+cluster://"):
         pytest.skip("the first layout never ran on a Cluster (its scripts crossed slots)")
@@ -109,6 +111,7 @@ async def test_a_store_in_the_first_layout_is_migrated_on_first_start(redis_url:
 # -- connections ---------------------------------------------------------------------------
 
 
+@pytest.mark.backends
 async def test_three_hundred_concurrent_puts_are_all_answered(redis: Any) -> None:
     async with gateway(redis) as client:
         answers = await asyncio.gather(*(client.post("/v1/rpc", json=put_body(f"s-{i}"), headers=WRITER) for i in range(300)))
@@ -198,6 +201,7 @@ def samples(text: str) -> dict[tuple[str, tuple[tuple[str, str], ...]], float]:
     return out
 
 
+@pytest.mark.backends
 async def test_healthz_reports_redis_and_consumer_lag(redis: Any, monkeypatch: pytest.MonkeyPatch) -> None:
     group = EventGroup(redis, "slowpoke", "c1")
     await group.ensure()
@@ -236,6 +240,7 @@ async def test_metrics_parse_and_counters_move_with_the_work(redis: Any) -> None
     assert ("progresscast_follows", (("channel", "telegram"),)) in after  # counted with no channel configured
 
 
+@pytest.mark.backends
 async def test_follows_are_counted_per_bot_and_channel(redis: Any, monkeypatch: pytest.MonkeyPatch) -> None:
     from progresscast.gateway import health as health_module
 

@@ -31,6 +31,7 @@ from progresscast.store.connections import connect
 from progresscast.testing import SlackAPIEmulator, SlackMessage
 from progresscast.testing.slackapi import PERSON_ID
 from progresscast.timescale import ENV
+from test_telegram_adapter import open_access
 
 C = "C0TEST0001"
 OTHER = "C0TEST0002"
@@ -68,7 +69,7 @@ class Harness:
                         "token": slack.token,
                         "signingSecret": slack.signing_secret,
                         "apiBaseUrl": slack.base_url,
-                        **config,
+                        **open_access(config, "allowedChannels"),
                     }
                 },
             }
@@ -159,6 +160,7 @@ def refused(slack: SlackAPIEmulator) -> list[tuple[str, str | None]]:
     return [(c.method, c.error) for c in slack.calls if not c.ok and not c.injected]
 
 
+@pytest.mark.backends
 async def test_follow_by_signed_slash_command_shows_the_card(slack: SlackAPIEmulator, harness) -> None:
     h = await harness()
     await h.put(("Reproduce", "completed"), ("Fix <!channel>", "in_progress"))
@@ -217,6 +219,7 @@ async def test_clear_deletes_the_empty_draft(slack: SlackAPIEmulator, harness) -
     assert draft.ts in slack.channel(C).deleted
 
 
+@pytest.mark.backends
 async def test_run_end_posts_the_answer_once(slack: SlackAPIEmulator, harness) -> None:
     h = await harness()
     await h.command("follow t1")
@@ -237,6 +240,7 @@ async def test_run_end_posts_the_answer_once(slack: SlackAPIEmulator, harness) -
     assert len(h.posts()) == posts
 
 
+@pytest.mark.backends
 async def test_restart_keeps_editing_the_same_message(slack: SlackAPIEmulator, harness) -> None:
     h = await harness()
     await h.command("follow t1")
@@ -452,6 +456,7 @@ async def test_a_run_that_ends_while_its_thread_opens_gets_its_answer(slack, har
     assert limited.error == "ratelimited" and opened.at - limited.at >= 10 * SCALE * 0.9
 
 
+@pytest.mark.backends
 async def test_a_workspace_without_the_plan_display_gets_block_kit_and_it_is_remembered(redis: Redis) -> None:
     async with SlackAPIEmulator(channels=[C, OTHER], streaming=False) as slack:
         h = Harness(slack, redis, richMessages=True)
@@ -481,7 +486,10 @@ async def test_serve_runs_the_slack_adapter_and_its_command_routes(slack: SlackA
         {
             "gateway": {"listen": f"127.0.0.1:{port}"},
             "channels": {
-                "slack": {"token": slack.token, "signingSecret": slack.signing_secret, "apiBaseUrl": slack.base_url}
+                "slack": {
+                    "token": slack.token, "signingSecret": slack.signing_secret, "apiBaseUrl": slack.base_url,
+                    "access": "open",
+                }
             },
         }
     )

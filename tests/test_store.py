@@ -9,6 +9,7 @@ import zlib
 import pytest
 from redis.asyncio import Redis
 
+from conftest import all_keys
 from progresscast.model.card import CardError, CardInput
 from progresscast.model.owners import Owner, resolve_owner
 from progresscast.model.view import RunState
@@ -16,6 +17,8 @@ from progresscast.store import keys
 from progresscast.store.cards import CardStore, StoreError
 from progresscast.store.connections import connect
 from progresscast.store.events import EventGroup
+
+pytestmark = pytest.mark.backends  # the store itself: each test runs on every backend
 
 OWNER = Owner(agent_id="main", session_key="ticket-1")
 
@@ -190,10 +193,10 @@ async def test_each_write_appends_one_change_event(store: CardStore, redis: Redi
 
 async def test_rejected_write_touches_nothing(store: CardStore, redis: Redis) -> None:
     await store.put(OWNER, plan("pending"))
-    before = {k: await redis.dump(k) for k in await redis.keys("*")}
+    before = {k: await redis.dump(k) for k in await all_keys(redis)}
     with pytest.raises(StoreError):
         await store.put(OWNER, plan("completed"), expected_revision=7)
-    after = {k: await redis.dump(k) for k in await redis.keys("*")}
+    after = {k: await redis.dump(k) for k in await all_keys(redis)}
     assert before == after
 
 
@@ -220,7 +223,7 @@ async def test_every_key_an_owner_writes_shares_one_hash_tag(store: CardStore, r
     await store.put(owner, plan("pending"))
     layout = await store.layout()
     shard = layout.shard(owner)
-    written = set(await redis.keys("*")) - {keys.SHARDS}
+    written = set(await all_keys(redis)) - {keys.SHARDS}
     assert written == set(layout.owner_keys(owner)) | {keys.events(shard), keys.owners(shard)}
     assert all(key.count("{") == 1 and f"{{pc:{shard}}}" in key for key in written)
     assert shard == zlib.crc32(b"agent:research:t-9") % 16

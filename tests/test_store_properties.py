@@ -2,18 +2,20 @@
 
 from __future__ import annotations
 
-import asyncio
+from collections.abc import AsyncIterator
 from typing import Any
 
+import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from redis.asyncio import Redis
 
-from conftest import raw_client
+from conftest import all_keys, raw_client
 from progresscast.model.card import CardError, CardInput, clean_text, shows_nothing
 from progresscast.model.owners import Owner
 from progresscast.store.cards import CardStore
-from progresscast.store.connections import connect
+
+pytestmark = pytest.mark.backends  # the store itself: each test runs on every backend
 
 OWNER = Owner(agent_id="main", session_key="prop")
 
@@ -54,76 +56,66 @@ def keeps_a_card(data: dict) -> bool:
         return False
 
 
-def run(redis_url: str, work: Any) -> Any:
-    async def go() -> Any:
-        client = connect(redis_url)
-        raw = raw_client(redis_url)  # DUMP is binary
-        try:
-            return await work(CardStore(client), raw)
-        finally:
-            await client.aclose()
-            await raw.aclose()
+@pytest.fixture
+async def raw(redis_url: str) -> AsyncIterator[Any]:
+    """A second client that does not decode replies (DUMP is binary)."""
+    client = raw_client(redis_url)
+    yield client
+    await client.aclose()
 
-    return asyncio.run(go())
+
+# The examples of a test share its clients (and event loop): what one example leaves
+# in Redis is the next one's starting point, as before, without a connection (on a
+# Cluster: a slot map and a connection per node) set up per example.
 
 
 async def snapshot(client: Redis) -> dict[bytes, bytes]:
-    return {k: await client.dump(k) for k in sorted(await client.keys("*"))}
+    return {k: await client.dump(k) for k in sorted(await all_keys(client))}
 
 
 @settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(card=valid_card)
-def test_any_accepted_input_round_trips(redis_url: str, card: dict) -> None:
+async def test_any_accepted_input_round_trips(store: CardStore, card: dict) -> None:
     parsed = CardInput.parse(card)
-
-    async def work(store: CardStore, _: Redis) -> None:
-        result = await store.put(OWNER, parsed)
-        got = await store.get(OWNER)
-        if parsed.clears:
-            assert got is None and result.cleared
-        else:
-            assert got is not None and got.revision == result.revision
-            assert got.plan == parsed.plan and got.markdown == parsed.markdown
-            assert CardInput.parse({"plan": [s.to_json() for s in got.plan or []], "markdown": got.markdown}) == parsed
-
-    run(redis_url, work)
+    result = await store.put(OWNER, parsed)
+    got = await store.get(OWNER)
+    if parsed.clears:
+        assert got is None and result.cleared
+    else:
+        assert got is not None and got.revision == result.revision
+        assert got.plan == parsed.plan and got.markdown == parsed.markdown
+        assert CardInput.parse({"plan": [s.to_json() for s in got.plan or []], "markdown": got.markdown}) == parsed
 
 
 @settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(seed=valid_card, card=valid_card, expected=st.integers(-3, 50))
-def test_a_stale_expected_revision_changes_nothing(redis_url: str, seed: dict, card: dict, expected: int) -> None:
+async def test_a_stale_expected_revision_changes_nothing(
+    store: CardStore, raw: Redis, seed: dict, card: dict, expected: int
+) -> None:
     """The store's own refusals (compare-and-set) leave Redis byte-for-byte unchanged."""
-
-    async def work(store: CardStore, client: Redis) -> None:
-        await store.put(OWNER, CardInput.parse(seed))
-        current = await store.revision(OWNER)
-        before = await snapshot(client)
-        try:
-            result = await store.put(OWNER, CardInput.parse(card), expected_revision=expected)
-        except CardError as exc:
-            assert expected != current and exc.field == "expectedRevision"
-            assert await snapshot(client) == before
-        else:
-            assert expected == current and result.revision == current + 1
-
-    run(redis_url, work)
+    await store.put(OWNER, CardInput.parse(seed))
+    current = await store.revision(OWNER)
+    before = await snapshot(raw)
+    try:
+        result = await store.put(OWNER, CardInput.parse(card), expected_revision=expected)
+    except CardError as exc:
+        assert expected != current and exc.field == "expectedRevision"
+        assert await snapshot(raw) == before
+    else:
+        assert expected == current and result.revision == current + 1
 
 
 @settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(seed=valid_card.filter(lambda c: keeps_a_card(c)), bad=invalid_card)
-def test_any_rejected_input_leaves_the_store_unchanged(redis_url: str, seed: dict, bad: Any) -> None:
+async def test_any_rejected_input_leaves_the_store_unchanged(store: CardStore, raw: Redis, seed: dict, bad: Any) -> None:
     """Shape errors are caught before anything reaches Redis: the path a write takes
     (parse, then put) leaves the store as it was."""
-
-    async def work(store: CardStore, client: Redis) -> None:
-        await store.put(OWNER, CardInput.parse(seed))
-        before = await snapshot(client)
-        try:
-            await store.put(OWNER, CardInput.parse(bad))
-        except CardError as exc:
-            assert exc.field and exc.rule
-        else:
-            raise AssertionError(f"accepted {bad!r}")
-        assert await snapshot(client) == before
-
-    run(redis_url, work)
+    await store.put(OWNER, CardInput.parse(seed))
+    before = await snapshot(raw)
+    try:
+        await store.put(OWNER, CardInput.parse(bad))
+    except CardError as exc:
+        assert exc.field and exc.rule
+    else:
+        raise AssertionError(f"accepted {bad!r}")
+    assert await snapshot(raw) == before

@@ -49,7 +49,7 @@ async def api() -> AsyncIterator[BotAPIEmulator]:
 
 
 def settings_for(api: BotAPIEmulator, *, token: bool = True, webhook: str | None = None, secret: str = SECRET) -> Settings:
-    telegram: dict[str, Any] = {"apiBaseUrl": api.base_url}
+    telegram: dict[str, Any] = {"apiBaseUrl": api.base_url, "access": "open"}
     if token:
         telegram["token"] = api.token
     if webhook is not None:
@@ -170,6 +170,7 @@ async def test_a_wrong_or_missing_secret_is_403_and_nothing_is_handed_over(
     assert api.chat(CHAT).visible() == []
 
 
+@pytest.mark.backends
 async def test_a_retried_update_runs_once(api: BotAPIEmulator, running: Running, redis: Any) -> None:
     _, base = await one_gateway_with_the_bot(running, api)
     api.lose_webhook_answers(1)  # Telegram never hears the first 200: it posts the update again
@@ -208,6 +209,7 @@ async def test_updates_of_the_wrong_shape_are_logged_escaped_and_skipped(
     assert all("\n" not in line for line in skipped) and "forged line" in skipped[0], skipped
 
 
+@pytest.mark.backends
 async def test_a_gateway_without_the_bot_token_hands_updates_to_the_adapter(
     api: BotAPIEmulator, running: Running
 ) -> None:
@@ -250,7 +252,7 @@ async def test_two_bots_each_on_its_own_webhook_through_one_gateway(
     settings = Settings.model_validate({
         "agents": {"default": "main"},
         "channels": {"telegram": {
-            "apiBaseUrl": api.base_url, "token": api.token,
+            "apiBaseUrl": api.base_url, "token": api.token, "access": "open",
             "webhook": {"url": hooks["first"], "secretToken": SECRET},
             "bots": [{"token": second, "webhook": {"url": hooks["second"], "secretToken": SECRET + "-2"}}],
         }},
@@ -336,6 +338,7 @@ def test_bad_webhook_settings_are_one_line_naming_the_setting(tmp_path: Path, we
     assert "\n" not in str(caught.value)
 
 
+@pytest.mark.backends
 async def test_an_adapter_that_wakes_late_never_moves_the_cursor_back(redis: Any) -> None:
     """The old adapter stalls in an update (a pause past its lease) while the new one
     handles what came after and stops; when the old one goes on, the cursor stays where

@@ -27,6 +27,9 @@ from progresscast.model.owners import Owner
 from progresscast.store.cards import CardStore, StoreError
 from progresscast.store.sharding import layout_of
 
+# what these guard differs by backend (Lua scripts, one slot per owner on Cluster)
+pytestmark = pytest.mark.backends
+
 OWNER = Owner("main", "ctx-1")
 STEPS = [Step(step="Harness step", status=Status.in_progress)]
 

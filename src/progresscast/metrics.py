@@ -43,6 +43,12 @@ FOLLOWS = Gauge(
     "Chat topics following a card owner, by channel (its consumer group: telegram, telegram-<bot id>, slack)",
     ["channel"],
 )
+PAUSED = Gauge(
+    "progresscast_paused_destinations",
+    "Destinations that refused the bot for good (blocked, kicked, archived) and get no calls until they speak "
+    "again or a probe is due, by channel",
+    ["channel"],
+)
 LEASE_HELD = Gauge(
     "progresscast_lease_held", "1 while this process holds the bot's lease (polls and edits for it), else 0", ["bot"]
 )

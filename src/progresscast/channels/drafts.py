@@ -86,6 +86,11 @@ class Renderers(Protocol):
         """The separate, notifying message for what newly needs a person."""
         ...
 
+    def snapshot(self, view: View) -> Payload | None:
+        """A one-off of the progress draft, whatever the mode (`card` where the mode
+        shows no live draft)."""
+        ...
+
 
 @dataclass(frozen=True)
 class Situation:

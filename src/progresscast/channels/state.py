@@ -35,6 +35,9 @@ upgraded since is tried again after a day (one refused call)."""
 KEPT_REMEMBERED = 100_000
 """Keys whose last renewal a process remembers (past it, all are forgotten at once)."""
 
+HEARD_TTL = 7 * 86_400
+"""Seconds a destination's newest message of someone else is remembered without a new one."""
+
 KEEP_SENT_IDS = 200
 """Recent sent message ids remembered per destination (probes look only a few ids ahead)."""
 
@@ -44,6 +47,17 @@ local last_message_key = KEYS[1]
 local message_id = tonumber(ARGV[1])
 local cur = tonumber(redis.call('GET', last_message_key) or '0')
 if message_id > cur then redis.call('SET', last_message_key, ARGV[1], 'KEEPTTL') return 1 end
+return 0
+"""
+
+# The newest message someone else posted in a destination's thread: kept when newer,
+# and for `ttl` seconds after the last one.
+_HEARD = """
+local heard_key = KEYS[1]
+local message_id, ttl = tonumber(ARGV[1]), tonumber(ARGV[2])
+local cur = tonumber(redis.call('GET', heard_key) or '0')
+if message_id > cur then redis.call('SET', heard_key, ARGV[1], 'EX', ttl) return 1 end
+redis.call('EXPIRE', heard_key, ttl)
 return 0
 """
 
@@ -123,6 +137,7 @@ class ChannelState:
         exists, rich messages were rejected), true whoever holds the lease: written
         unchecked, so a call that went out just before a pause is still remembered."""
         self._max = redis.register_script(_MAX)
+        self._heard = redis.register_script(_HEARD)
         self._fenced_set = redis.register_script(_FENCED_SET)
         self._fenced_del = redis.register_script(_FENCED_DEL)
         self._kept: dict[str, float] = {}
@@ -177,6 +192,36 @@ class ChannelState:
         if not await self.redis.scard(keys.channel_follows(c, key.chat_id)):
             await self.redis.srem(keys.channel_destinations(c), key.chat_id)
         return bool(removed)
+
+    async def end_follows(self, chat_id: Id) -> list[DraftKey]:
+        """End every follow of a destination from outside its adapter (a revoked grant):
+        each is unfollowed and noted as ended, so the adapter's lane deletes its draft
+        (`ended`, `ended_done`)."""
+        keys_ = await self.follows(chat_id)
+        for key in keys_:
+            await self.redis.sadd(keys.channel_ended(self.channel), self._ended_member(key))
+            await self.unfollow(key)
+        return keys_
+
+    @staticmethod
+    def _ended_member(key: DraftKey) -> str:
+        return f"{key.chat_id} {key.thread_id} {key.owner.display_key}"
+
+    async def ended(self) -> list[DraftKey]:
+        """Follows ended from outside whose drafts are still to be deleted."""
+        out = []
+        for member in cast("set[str]", await self.redis.smembers(keys.channel_ended(self.channel))):
+            raw_chat, _, rest = member.partition(" ")
+            raw_thread, _, display = rest.partition(" ")
+            owner = Owner.from_display_key(display)
+            chat, thread = self._id(raw_chat), self._id(raw_thread)
+            if owner is not None and chat is not None and thread is not None:
+                out.append(DraftKey(chat, thread, owner))
+        return sorted(out)
+
+    async def ended_done(self, key: DraftKey) -> None:
+        """The draft of an ended follow is deleted (or there was none)."""
+        await self.redis.srem(keys.channel_ended(self.channel), self._ended_member(key))
 
     async def is_following(self, key: DraftKey) -> bool:
         member = f"{key.chat_id} {key.thread_id}"
@@ -359,9 +404,15 @@ class ChannelState:
 
     async def heard(self, chat_id: Id, thread_id: Id, message_id: Id) -> None:
         """Someone else posted `message_id` in the destination's thread (kept when newer:
-        Telegram's ids grow, Slack's `ts` are decimal seconds). A fact the server told:
-        written unchecked by the lease, like message ids."""
-        await self._max(keys=[keys.channel_heard(self.channel, chat_id, thread_id)], args=[str(message_id)])
+        Telegram's ids grow, Slack's `ts` are decimal seconds) — noted only for a
+        destination that follows something, and forgotten after `HEARD_TTL` of silence.
+        A fact the server told: written unchecked by the lease, like message ids."""
+        # Two commands, not one script: the set of destinations and the destination's
+        # keys are in different slots of a Cluster.
+        if not await self.redis.sismember(keys.channel_destinations(self.channel), str(chat_id)):
+            return  # a stranger's chat, or one that follows nothing: nothing to move
+        heard = keys.channel_heard(self.channel, chat_id, thread_id)
+        await self._heard(keys=[heard], args=[str(message_id), HEARD_TTL])
 
     async def last_message(self, chat_id: Id) -> int:
         return int(cast("str | None", await self.redis.get(keys.channel_last_message(self.channel, chat_id))) or 0)

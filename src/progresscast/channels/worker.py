@@ -43,6 +43,8 @@ from ..store.events import EventGroup, coalesce
 from ..store.retention import SWEEP_EVERY_MAX, retention_ms, sweep_every
 from ..supervise import spawn
 from .channel import Channel
+from .conduct import Conduct, conduct_of
+from .destinations import notify_of
 from .drafts import (
     Call,
     Delete,
@@ -61,6 +63,7 @@ from .drafts import (
 )
 from .outcome import MessageId, Outcome, OutcomeKind
 from .pacing import Pacer
+from .pause import Pauses
 from .state import DraftKey, Id
 
 
@@ -132,6 +135,9 @@ class _Say:
     then: Then | None = None
     """Called in the lane once the message is settled (never while it is still to be
     retried)."""
+    urgent: bool = True
+    """False for answers to destinations without a grant: queued behind urgent drafts
+    when the bot-wide budget binds, and nothing is stored of them (strangers make no keys)."""
 
 
 @dataclass(frozen=True)
@@ -178,6 +184,9 @@ class _Rendered:
         payload = self.inner.draft(view)
         self._drafts.append((view, payload))
         return payload
+
+    def snapshot(self, view: View) -> Payload | None:
+        return self.inner.snapshot(view)
 
     def answer(self, markdown: str, head: str | None = None) -> list[Payload]:
         if (markdown, head) not in self._answers:
@@ -351,6 +360,11 @@ class ChannelWorker:
         self._events: asyncio.Task[None] | None = None
         self._pruner: asyncio.Task[None] | None = None
         self._closing = False
+        self.pauses = Pauses(redis, self.state.channel, clock)
+        """Destinations that refused the bot for good (`channels.pause`)."""
+        self._ending: set[DraftKey] = set()
+        """Follows ended from outside (`ChannelState.end_follows`) handed to their lanes."""
+        self._ended_checked = 0.0
 
     # --- life ----------------------------------------------------------------------------
 
@@ -358,6 +372,11 @@ class ChannelWorker:
         group = EventGroup(self.redis, self.options.group, self.options.consumer or socket.gethostname())
         await group.ensure()  # before reconciling, so no change falls between the two
         self._closing = False  # a worker stopped by `close` may be started again
+        await self.channel.load()
+        self.channel.access.announce(self.log)
+        await self.pauses.load(self.state.parse_id)
+        if len(self.pauses):
+            self.log.info("%d destinations are paused (they refused the bot)", len(self.pauses))
         self._events = spawn(
             partial(self._consume, group), f"reading the {self.channel.name} change stream",
             name=f"{self.channel.name}-events", failures=self.failures, backoff=self.options.backoff,
@@ -404,6 +423,7 @@ class ChannelWorker:
                     config = False
                 for key in await self.state.all_follows():
                     await hand(key)
+                await self._ended()
                 return
             except asyncio.CancelledError:
                 raise
@@ -443,6 +463,8 @@ class ChannelWorker:
                 for key in await self.state.followers_of(list(coalesce(events))):
                     self.touch(key)
                 await group.ack(events)
+                if time.monotonic() - self._ended_checked >= 1.0:
+                    await self._ended()
                 failures = 0
             except asyncio.CancelledError:
                 raise
@@ -471,6 +493,21 @@ class ChannelWorker:
             if ms > 0:
                 await self.state.prune_destinations()
 
+    async def _ended(self) -> None:
+        """Hand the follows ended from outside (a revoked grant) to their lanes, which
+        delete their drafts. Looked at about once a second."""
+        self._ended_checked = time.monotonic()
+        for key in await self.state.ended():
+            if key not in self._ending:
+                self._ending.add(key)
+                self.lane(key.chat_id).touch(key)
+
+    async def _ended_done(self, key: DraftKey) -> None:
+        """A draft is settled: an ended follow's draft is deleted now (or it is followed again)."""
+        if key in self._ending:
+            self._ending.discard(key)
+            await self.state.ended_done(key)
+
     # --- what commands and events ask for ------------------------------------------------
 
     def lane(self, chat_id: Id) -> Lane:
@@ -488,12 +525,24 @@ class ChannelWorker:
             self._failures.pop(lane.chat_id, None)
 
     def allowed(self, chat_id: Id) -> bool:
-        """`allowedChats`, for drafts too: a destination removed from it after it followed
-        gets nothing more (said once in the log)."""
-        if self.channel.allowed(chat_id):
+        """`allowlist` access, for drafts too: a destination taken out of the config after
+        it followed gets nothing more (said once in the log)."""
+        if self.channel.access.drafts_allowed(chat_id):
             return True
-        self.log_once("not-allowed", chat_id, "chat %s follows sessions but is not in allowedChats: skipped", chat_id)
+        self.log_once(
+            "not-allowed", chat_id,
+            "chat %s follows sessions but is not in allowedChats / allowedChannels (access allowlist): skipped",
+            chat_id,
+        )
         return False
+
+    async def spoke(self, chat_id: Id) -> None:
+        """The destination sent something (an update, a command): if it was paused (it had
+        refused the bot), calls go to it again and its drafts catch up."""
+        if self.pauses.paused(chat_id) and await self.pauses.resume(chat_id):
+            self.log.info("chat %s spoke again: no longer paused", chat_id)
+            for key in await self.state.follows(chat_id):
+                self.touch(key)
 
     def touch(
         self, key: DraftKey, *, followed: bool = False, fresh: bool = False, looked_at: Callable[[], None] | None = None
@@ -559,15 +608,16 @@ class ChannelWorker:
         the destination's thread: a draft above it moves to the bottom with its next
         update (nothing moves until then). Destinations that may not have drafts are
         not noted."""
-        if self.channel.allowed(chat_id):
+        if self.channel.access.drafts_allowed(chat_id):
             await self.state.heard(chat_id, thread_id, message_id)
 
-    def say(self, chat_id: Id, thread_id: Id, text: str, *, then: Then | None = None) -> None:
+    def say(self, chat_id: Id, thread_id: Id, text: str, *, then: Then | None = None, urgent: bool = True) -> None:
         """Send a plain-text message (a command reply) before the destination's drafts.
         `then`: what to do with the posted message's id (None: not delivered), done in
         the lane once it is settled — a command that needs the id waits for nothing,
-        and what it does next is ordered with the destination's other calls."""
-        self.lane(chat_id).say(_Say(thread_id, text=text, then=then))
+        and what it does next is ordered with the destination's other calls. `urgent`:
+        False queues it behind urgent drafts when the bot-wide budget binds."""
+        self.lane(chat_id).say(_Say(thread_id, text=text, then=then, urgent=urgent))
 
     def send_once(self, chat_id: Id, thread_id: Id, payload: Payload) -> None:
         """Send a rendered payload as a one-off message (not a draft)."""
@@ -588,6 +638,9 @@ class ChannelWorker:
         chat = key.chat_id
         if not self.allowed(chat):
             return None
+        paused = self.pauses.wait(chat)
+        if paused > 0:
+            return paused  # no calls to a destination that refused the bot: look again then
         lane = self._lanes.get(chat)
         seen = lane.seen if lane is not None else {}
         read = await self._read(key)
@@ -626,6 +679,9 @@ class ChannelWorker:
         if not isinstance(call, Send | Edit | Delete | Probe):
             self.pacer.give_back(key.chat_id)
             return await self._settle(key, read, state, new, call, seen)
+        if not self.pauses.take_probe(key.chat_id):  # paused while this draft waited for its slot
+            self.pacer.give_back(key.chat_id)
+            return self.pauses.wait(key.chat_id)
         if new != state:
             await self.state.save_draft(key, new)
         self._since.pop(key, None)
@@ -644,6 +700,7 @@ class ChannelWorker:
                 new = DraftState()
             elif new != state:
                 await self.state.save_draft(key, new)
+            await self._ended_done(key)
             seen[key] = (new, _inputs(read))
             return None
         if new != state:
@@ -682,6 +739,11 @@ class ChannelWorker:
         self.log.debug("draft %s in chat %s: %s → %s, %s", key.owner.display_key, chat, state, new, call)
         return loaded, new, call
 
+    def _conduct(self, chat_id: Id) -> Conduct:
+        """The destination's pings, start delay and staying at the bottom, on the time scale."""
+        platform = self.channel.platform
+        return conduct_of(platform.streaming, notify_of(platform, chat_id), self.channel.budgets.scale)
+
     def _situation(self, read: _Read, known: frozenset[int] = frozenset()) -> Situation:
         return Situation(
             following=read.following,
@@ -692,7 +754,7 @@ class ChannelWorker:
             settle=self.options.settle,
             max_probes=self.options.max_probes,
             known=known,
-            conduct=self.channel.conduct(read.key.chat_id),
+            conduct=self._conduct(read.key.chat_id),
             below=read.below,
         )
 
@@ -734,6 +796,7 @@ class ChannelWorker:
             if more is None:
                 if after != new:
                     await self.state.save_draft(key, after)
+                await self._ended_done(key)
                 seen[key] = (after, _inputs(read))
                 return None
         return delay
@@ -748,6 +811,19 @@ class ChannelWorker:
             await self._saw(chat, outcome.message_id)
         if outcome.delivered or k in (OutcomeKind.found, OutcomeKind.absent, OutcomeKind.foreign, OutcomeKind.gone):
             self._ok(chat)
+        if k is OutcomeKind.forbidden:
+            delay = await self.pauses.pause(chat)
+            self.log.warning(
+                "chat %s refuses the bot (%s): paused — no calls until it speaks again, or a probe in %.0f s",
+                chat, outcome.detail, delay,
+            )
+            return delay
+        if k not in (OutcomeKind.rate_limited, OutcomeKind.transient, OutcomeKind.unsure) and self.pauses.paused(chat):
+            await self.pauses.resume(chat)  # the probe was answered: the destination takes calls again
+            self.log.info("chat %s answers again: no longer paused", chat)
+            for other in await self.state.follows(chat):
+                if other != key:
+                    self.touch(other)
         if k is OutcomeKind.rate_limited:
             held = self.pacer.hold(chat, outcome.retry_after)
             self.failures.warning("flood control", "chat %s: flood control, waiting %.1f s", chat, held)
@@ -773,8 +849,6 @@ class ChannelWorker:
             if isinstance(call, Delete):
                 self.log.warning("chat %s: could not delete message %s (%s); forgetting it", chat, call.message_id,
                                  outcome.detail)
-            elif "forbidden" in outcome.detail.lower() or "blocked" in outcome.detail.lower():
-                self.log_once("forbidden", chat, "chat %s: the bot may not write here: %s", chat, outcome.detail)
             else:
                 self.log.error("chat %s: the server refused a message of %s: %s", chat, name, outcome.detail)
         elif k in (OutcomeKind.gone, OutcomeKind.locked) and isinstance(call, Edit):
@@ -801,7 +875,7 @@ class ChannelWorker:
 
     async def _saw(self, chat_id: Id, message_id: object) -> None:
         """Remember a message we sent (or found to be ours)."""
-        if isinstance(message_id, int) and self.channel.allowed(chat_id):
+        if isinstance(message_id, int) and self.channel.access.drafts_allowed(chat_id):
             await self.state.sent_message(chat_id, message_id)
 
     def log_once(self, what: str, chat_id: Id, message: str, *args: object) -> None:
@@ -815,7 +889,12 @@ class ChannelWorker:
         """Send a one-off message taken from the lane's outbox. A reply is not worth a
         duplicate: it is retried (put back first) only when it surely never arrived."""
         chat = lane.chat_id
-        await self.pacer.acquire(chat)
+        if self.pauses.wait(chat) > 0:
+            self.log.info("chat %s is paused (it refused the bot): a message to it is dropped", chat)
+            if item.then is not None:
+                await item.then(None)
+            return
+        await self.pacer.acquire(chat, urgent=item.urgent)
         client = self.channel.client
         mark = await self.state.last_message(chat)
         async with self._calls:
@@ -840,13 +919,18 @@ class ChannelWorker:
             return
         if outcome.kind is OutcomeKind.ok and outcome.message_id is not None:
             self._ok(chat)
-            await self._saw(chat, outcome.message_id)
+            if item.urgent:  # nothing is remembered of a destination without a grant
+                await self._saw(chat, outcome.message_id)
             if item.then is not None:
                 await item.then(outcome.message_id)
             return
         if outcome.kind is OutcomeKind.unsupported:
             await self.channel.unsupported(outcome.detail)
             self.log.warning("chat %s: a rich message was not delivered: %s", chat, outcome.detail)
+        elif outcome.kind is OutcomeKind.forbidden and await self.state.follows(chat):
+            # Paused only when it follows something: a stranger's refusal stores nothing.
+            delay = await self.pauses.pause(chat)
+            self.log.warning("chat %s refuses the bot (%s): paused for %.0f s", chat, outcome.detail, delay)
         else:
             self.failures.warning(
                 f"not delivered: {outcome.kind}", "chat %s: a message was not delivered (%s): %s", chat, outcome.kind,

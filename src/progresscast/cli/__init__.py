@@ -109,6 +109,13 @@ def main(argv: list[str] | None = None) -> None:
                 run_a2a(args, settings)
             except CommandError as exc:
                 raise UsageError(str(exc)) from None
+        elif args.command == "pairing":
+            from .pairing import pairing_command
+
+            status = pairing_command(args, settings)
+            if status:
+                sys.stdout.flush()
+                raise SystemExit(status)
         elif args.command == "serve":
             from ..serve import run_serve
             from ..store.connections import redis_url

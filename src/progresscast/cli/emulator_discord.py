@@ -105,6 +105,9 @@ async def _typed(discord: DiscordAPIEmulator, channel: str, out: TextIO, line: s
     except httpx.HTTPError as exc:
         print(f"  (the interactions URL did not answer: {exc})", file=out, flush=True)
         return
+    if response.status_code == 204:  # the app says nothing (Discord: "did not respond")
+        print("  (the app said nothing)", file=out, flush=True)
+        return
     try:
         answer = response.json()["data"]["content"]
     except (ValueError, KeyError, TypeError):

@@ -126,6 +126,10 @@ def add_commands(commands: Any, common: argparse.ArgumentParser) -> None:
 
     add_a2a_commands(commands, common, Parser)
 
+    from .pairing import add_commands as add_pairing_commands
+
+    add_pairing_commands(commands, common)
+
     serve = commands.add_parser(
         "serve", help="gateway, web page, Telegram/Slack/Discord adapters, workers", parents=[common],
         description="Run the HTTP gateway and web page, and each chat adapter (Telegram, Slack, Discord) whose "

@@ -11,18 +11,29 @@ import os
 import re
 import tomllib
 import zlib
-from enum import StrEnum
 from functools import cached_property
 from pathlib import Path
-from typing import Any
+from typing import Any, ClassVar
 from urllib.parse import unquote, urlsplit
 
-from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, ValidationError, field_validator, model_validator
+from pydantic import BaseModel, Field, PrivateAttr, ValidationError, field_validator, model_validator
 
-from ..model.needs import DEFAULT_NOTIFY, Notify
 from ..model.owners import AGENT_ID, DEFAULT_AGENT
 from ..model.validation import field_and_rule, field_path
+from .base import MAX_LINE_CHARS as MAX_LINE_CHARS
+from .base import MAX_LINES as MAX_LINES
+from .base import Access as Access
+from .base import DestinationSettings as DestinationSettings
+from .base import Mode as Mode
+from .base import PlatformSettings as PlatformSettings
+from .base import PreviewSettings as PreviewSettings
+from .base import ProgressSettings as ProgressSettings
+from .base import RenderSettings as RenderSettings
+from .base import StreamingSettings as StreamingSettings
+from .base import _from_env, _Model
 from .errors import ConfigError as ConfigError
+from .matrix import MatrixRoomSettings as MatrixRoomSettings
+from .matrix import MatrixSettings as MatrixSettings
 
 RETENTION_DEFAULT = 30 * 86_400.0
 """`store.retention` unless set: 30 days."""
@@ -32,21 +43,6 @@ WRITE_SCOPE = "operator.write"
 SCOPES = (READ_SCOPE, WRITE_SCOPE)
 
 
-class Mode(StrEnum):
-    off = "off"
-    partial = "partial"
-    block = "block"
-    progress = "progress"
-
-
-
-
-def _from_env(value: str | None) -> str | None:
-    if value and value.startswith("env:"):
-        return os.environ.get(value[4:]) or None
-    return value
-
-
 def _agent_id(value: str) -> str:
     # Agent ids go into Redis hash tags and display keys (`agent:<id>:<key>`).
     if not AGENT_ID.fullmatch(value):
@@ -54,10 +50,6 @@ def _agent_id(value: str) -> str:
             f"agent id {value!r} must be 1-64 letters, digits, '_', '.' or '-', starting with a letter or digit"
         )
     return value
-
-
-class _Model(BaseModel):
-    model_config = ConfigDict(extra="forbid", populate_by_name=True)
 
 
 class StoreSettings(_Model):
@@ -181,79 +173,10 @@ class GatewaySettings(_Model):
         return host or "127.0.0.1", int(port)
 
 
-MAX_LINES = 8
-"""Default `streaming.progress.maxLines`: the whole progress draft, every line counted."""
-MAX_LINE_CHARS = 120
-"""Default `streaming.progress.maxLineChars`: longer lines are cut with a middle `…`."""
+class ChatSettings(DestinationSettings):
+    """`[[channels.telegram.chats]]`: one chat's overrides, follows and granted sessions."""
 
-
-def _max_lines() -> Any:
-    return Field(MAX_LINES, ge=1, le=50)
-
-
-def _max_line_chars() -> Any:
-    return Field(MAX_LINE_CHARS, ge=20, le=4096)
-
-
-class ProgressSettings(_Model):
-    maxLines: int = _max_lines()
-    maxLineChars: int = _max_line_chars()
-
-
-class PreviewSettings(_Model):
-    """`streaming.partial` / `streaming.block`: the card's lines under the answer text."""
-
-    checklistLines: int | None = Field(None, ge=1, le=50)
-    """At most this many lines of checklist and status; unset: `progress.maxLines`."""
-
-
-class StreamingSettings(_Model):
-    mode: Mode = Mode.progress
-    progress: ProgressSettings = Field(default_factory=ProgressSettings)
-    partial: PreviewSettings = Field(default_factory=PreviewSettings)
-    block: PreviewSettings = Field(default_factory=PreviewSettings)
-    blockChars: int = Field(3000, ge=200, le=4000)
-    """In `block` mode, a preview past this many characters rotates to a new message."""
-    startDelay: float = Field(1.5, ge=0, le=600)
-    """Seconds from a run's start before its first draft is sent: a quicker run shows
-    only its answer."""
-    repostInterval: float = Field(10.0, ge=0, le=86_400)
-    """At most one repost of a draft (to the bottom of the chat) per this many seconds."""
-    stayAtBottom: bool = True
-    """When someone else's message lands below the draft, the next update reposts the
-    draft under it (the new one first, then the old one deleted)."""
-
-    def checklist_lines(self, mode: Mode) -> int:
-        """The line limit of the card's lines in a draft of `mode`."""
-        preview = {Mode.partial: self.partial, Mode.block: self.block}.get(mode)
-        if preview is not None and preview.checklistLines is not None:
-            return preview.checklistLines
-        return self.progress.maxLines
-
-
-class RenderSettings(_Model):
-    """What a renderer needs from the channel settings, for one chat."""
-
-    mode: Mode = Mode.progress
-    maxLines: int = _max_lines()
-    maxLineChars: int = _max_line_chars()
-    checklistLines: int | None = Field(None, ge=1, le=50)
-    """`partial`/`block`: the card's lines under the answer; None: `maxLines`."""
-    rich: bool = False
-    label: str | None = None
-
-
-def _notify() -> Any:
-    return Field(default_factory=lambda: list(DEFAULT_NOTIFY))
-
-
-class ChatSettings(_Model):
     id: int
-    richMessages: bool | None = None
-    mode: Mode | None = None
-    follow: list[str] = Field(default_factory=list)
-    notify: list[Notify] | None = None
-    """What pings this chat (None: the bot's `notify`)."""
 
 
 WEBHOOK_PATH_PREFIX = "/telegram/"
@@ -304,18 +227,15 @@ class TelegramWebhookSettings(_Model):
         return unquote(urlsplit(self.url).path)
 
 
-class TelegramSettings(_Model):
+class TelegramSettings(PlatformSettings):
+    ALLOW_LIST: ClassVar[str] = "allowedChats"
+
     token: str | None = None
     apiBaseUrl: str = "https://api.telegram.org/bot"
-    richMessages: bool = False
-    keepOnComplete: bool = False
-    notify: list[Notify] = _notify()
-    """What a separate, notifying message is sent for (per chat: `chats[].notify`)."""
     allowedChats: list[int] = Field(default_factory=list)
     botCallsPerSecond: float | None = Field(None, gt=0, le=10_000)
     """Bot API calls a second for the whole bot; unset: Telegram's ≈ 30. Raise it only
     for a Bot API server that allows more (or a benchmark against the emulator)."""
-    streaming: StreamingSettings = Field(default_factory=StreamingSettings)
     chats: list[ChatSettings] = Field(default_factory=list)
     webhook: TelegramWebhookSettings | None = None
     """Updates by webhook (through any gateway) instead of long polling."""
@@ -383,18 +303,12 @@ class TelegramSettings(_Model):
             )
         return value
 
-    # Looked up for every draft the adapter handles: a scan of the lists would make
-    # 10,000 configured chats cost 10,000 comparisons per draft.
-    @cached_property
-    def chats_by_id(self) -> dict[int, ChatSettings]:
-        """`chats` by id (the first entry of an id wins)."""
-        out: dict[int, ChatSettings] = {}
-        for chat in self.chats:
-            out.setdefault(chat.id, chat)
-        return out
+    @property
+    def destination_tables(self) -> list[ChatSettings]:
+        return self.chats
 
     @cached_property
-    def allowed_chat_ids(self) -> frozenset[int]:
+    def allow_list(self) -> frozenset[int]:
         return frozenset(self.allowedChats)
 
 
@@ -445,15 +359,10 @@ def _slack_channel_id(value: str) -> str:
     return value
 
 
-class SlackChannelSettings(_Model):
-    """Per-channel overrides; `follow` subscribes the channel at start-up."""
+class SlackChannelSettings(DestinationSettings):
+    """`[[channels.slack.channels]]`: one channel's overrides, follows and granted sessions."""
 
     id: str
-    richMessages: bool | None = None
-    mode: Mode | None = None
-    follow: list[str] = Field(default_factory=list)
-    notify: list[Notify] | None = None
-    """What pings this channel (None: the app's `notify`)."""
 
     @field_validator("id")
     @classmethod
@@ -461,22 +370,27 @@ class SlackChannelSettings(_Model):
         return _slack_channel_id(value)
 
 
-class SlackSettings(_Model):
+class SlackSettings(PlatformSettings):
+    ALLOW_LIST: ClassVar[str] = "allowedChannels"
+
     token: str | None = None
     """The bot token (xoxb-…); without it `serve` does not run the Slack adapter."""
     signingSecret: str | None = None
     """Verifies that slash commands and events come from Slack; required with a token."""
     apiBaseUrl: str = "https://slack.com/api/"
     """Slack's Web API, or a test emulator (slack_sdk's `base_url`; ends with `/`)."""
-    richMessages: bool = False
-    """Slack's plan display (a stream in a thread) where it applies, else Block Kit."""
-    keepOnComplete: bool = False
-    notify: list[Notify] = _notify()
-    """What a separate, notifying message is sent for (per channel: `channels[].notify`)."""
     allowedChannels: list[str] = Field(default_factory=list)
-    """Empty: any channel may follow; else only these channel ids."""
-    streaming: StreamingSettings = Field(default_factory=StreamingSettings)
+    """Only these channel ids, each granted every session (`access = "allowlist"`);
+    empty: unset."""
     channels: list[SlackChannelSettings] = Field(default_factory=list)
+
+    @property
+    def destination_tables(self) -> list[SlackChannelSettings]:
+        return self.channels
+
+    @cached_property
+    def allow_list(self) -> frozenset[str]:
+        return frozenset(self.allowedChannels)
 
     @field_validator("token", "signingSecret")
     @classmethod
@@ -510,39 +424,29 @@ PUBLIC_KEY = re.compile(r"[0-9a-fA-F]{64}")
 """An application's Ed25519 public key, as the developer portal shows it: 64 hex digits."""
 
 
-class Access(StrEnum):
-    """Who may follow what (docs/discord.md): only configured destinations, or anyone."""
-
-    allowlist = "allowlist"
-    open = "open"
-
-
-def _snowflake(value: str, what: str) -> str:
-    if not SNOWFLAKE.fullmatch(value):
+def _snowflake(value: Any, what: str) -> str:
+    # TOML readers write ids as numbers as often as strings.
+    text = str(value) if isinstance(value, int) and not isinstance(value, bool) else value
+    if not isinstance(text, str) or not SNOWFLAKE.fullmatch(text):
         raise ValueError(f"{what} {value!r} must be a Discord id: 15-21 digits, e.g. 1234567890123456789")
-    return value
+    return text
 
 
-class DiscordChannelSettings(_Model):
-    """A channel or thread: what it may follow (`sessions`), follows at start-up, looks."""
+class DiscordChannelSettings(DestinationSettings):
+    """`[[channels.discord.channels]]`: a channel or thread's overrides, follows and
+    granted sessions (`sessions`; unset: only its `follow` list)."""
 
     id: str
-    sessions: list[str] | None = None
-    """Session globs this destination may follow; unset: only its `follow` list."""
-    follow: list[str] = Field(default_factory=list)
-    notify: list[Notify] | None = None
-    """What pings this channel (None: the app's `notify`)."""
-    mode: Mode | None = None
-    richMessages: bool | None = None
 
     @field_validator("id", mode="before")
     @classmethod
     def _id(cls, value: Any) -> str:
-        # TOML readers write ids as numbers as often as strings.
-        return _snowflake(str(value) if isinstance(value, int) and not isinstance(value, bool) else value, "id")
+        return _snowflake(value, "id")
 
 
-class DiscordSettings(_Model):
+class DiscordSettings(PlatformSettings):
+    ALLOW_LIST: ClassVar[str] = "allowedChannels"
+
     token: str | None = None
     """The bot token; without it `serve` does not run the Discord adapter."""
     applicationId: str | None = None
@@ -551,20 +455,32 @@ class DiscordSettings(_Model):
     """The application's public key (hex): verifies that interactions come from Discord."""
     apiBaseUrl: str = "https://discord.com/api/v10"
     """Discord's REST API, or a test emulator."""
-    access: Access = Access.allowlist
-    """`allowlist`: only `[[channels.discord.channels]]`; `open`: any channel, any session."""
     richMessages: bool = True
     """Components V2 drafts (a container with the checklist); false: plain messages."""
-    keepOnComplete: bool = False
-    notify: list[Notify] = _notify()
-    """What a separate, notifying message is sent for (per channel: `channels[].notify`)."""
-    streaming: StreamingSettings = Field(default_factory=StreamingSettings)
+    allowedChannels: list[str] = Field(default_factory=list)
+    """Only these channel ids, each granted every session (`access = "allowlist"`);
+    empty: unset."""
     channels: list[DiscordChannelSettings] = Field(default_factory=list)
+
+    @property
+    def destination_tables(self) -> list[DiscordChannelSettings]:
+        return self.channels
+
+    @cached_property
+    def allow_list(self) -> frozenset[str]:
+        return frozenset(self.allowedChannels)
 
     @field_validator("token")
     @classmethod
     def _token(cls, value: str | None) -> str | None:
         return _from_env(value)
+
+    @field_validator("access")
+    @classmethod
+    def _access(cls, value: Access) -> Access:
+        if value is Access.pairing:
+            raise ValueError("Discord takes allowlist or open (no pairing codes yet)")
+        return value
 
     @field_validator("publicKey")
     @classmethod
@@ -577,9 +493,12 @@ class DiscordSettings(_Model):
     @field_validator("applicationId", mode="before")
     @classmethod
     def _application(cls, value: Any) -> str | None:
-        if value is None:
-            return None
-        return _snowflake(str(value) if isinstance(value, int) and not isinstance(value, bool) else value, "id")
+        return None if value is None else _snowflake(value, "id")
+
+    @field_validator("allowedChannels", mode="before")
+    @classmethod
+    def _allowed(cls, value: Any) -> Any:
+        return [_snowflake(v, "channel id") for v in value] if isinstance(value, list) else value
 
     @field_validator("apiBaseUrl")
     @classmethod
@@ -595,96 +514,6 @@ class DiscordSettings(_Model):
         if self.token and not self.publicKey and "publicKey" not in self.model_fields_set:
             raise ValueError("publicKey is required when token is set (it verifies interactions)")
         return self
-
-    @cached_property
-    def channels_by_id(self) -> dict[str, DiscordChannelSettings]:
-        out: dict[str, DiscordChannelSettings] = {}
-        for channel in self.channels:
-            out.setdefault(channel.id, channel)
-        return out
-
-
-# --- Matrix -----------------------------------------------------------------------------
-
-MATRIX_USER_ID = re.compile(r"@[a-z0-9._=/+-]+:[A-Za-z0-9.:\[\]-]+")
-MATRIX_ROOM_ID = re.compile(r"![^:\s]+(?::[A-Za-z0-9.:\[\]-]+)?")
-"""`!opaque:server.name`, or (room version 12 on) `!` and the room's hash alone."""
-
-
-class MatrixRoomSettings(_Model):
-    """`[[channels.matrix.rooms]]`: a room granted sessions, with its overrides."""
-
-    id: str
-    sessions: list[str] | None = None
-    """Session globs this room may follow; unset: only its own `follow` list."""
-    follow: list[str] = Field(default_factory=list)
-    notify: list[Notify] | None = None
-    """What pings this room (None: the account's `notify`)."""
-    """Sessions the room follows from the start."""
-    mode: Mode | None = None
-
-    @field_validator("id")
-    @classmethod
-    def _id(cls, value: str) -> str:
-        if not MATRIX_ROOM_ID.fullmatch(value):
-            raise ValueError(f"room id {value!r} must be a room id like !abcdef:example.org or !abcdef, not an alias")
-        return value
-
-
-class MatrixSettings(_Model):
-    homeserver: str | None = None
-    """The homeserver's client-server API base URL, e.g. https://matrix.example.org."""
-    userId: str | None = None
-    """The bot's user id, e.g. @progresscast:example.org."""
-    accessToken: str | None = None
-    """The bot account's access token; `env:NAME` reads it from the environment."""
-    access: Access = Access.allowlist
-    """Which rooms may see cards: `allowlist` (only `rooms`) or `open` (any room)."""
-    keepOnComplete: bool = False
-    notify: list[Notify] = _notify()
-    """What a separate, notifying message is sent for (per room: `rooms[].notify`)."""
-    streaming: StreamingSettings = Field(default_factory=StreamingSettings)
-    rooms: list[MatrixRoomSettings] = Field(default_factory=list)
-    roomInterval: float = Field(1.0, ge=0.05, le=60)
-    """Seconds between two events to one room."""
-    callsPerSecond: float = Field(1.0, gt=0, le=1000)
-    """Events a second the bot sends in all. A homeserver limits each user (Synapse's
-    default: 0.2 a second after a burst of 10) and answers M_LIMIT_EXCEEDED past it, which
-    holds every send back for as long as it says; raise this where the bot is exempt."""
-    leaseSeconds: float = Field(5.0, ge=0.5, le=600)
-    """Time to live of the bot's lease in Redis (one /sync reader and editor per account)."""
-
-    @field_validator("accessToken")
-    @classmethod
-    def _secret(cls, value: str | None) -> str | None:
-        return _from_env(value)
-
-    @field_validator("homeserver")
-    @classmethod
-    def _homeserver(cls, value: str | None) -> str | None:
-        if value is not None and not re.fullmatch(r"https?://[^\s/]+(/[^\s]*)?", value):
-            raise ValueError("must be an http(s) URL, e.g. https://matrix.example.org")
-        return value.rstrip("/") if value else value
-
-    @field_validator("userId")
-    @classmethod
-    def _user(cls, value: str | None) -> str | None:
-        if value is not None and not MATRIX_USER_ID.fullmatch(value):
-            raise ValueError(f"{value!r} must be a Matrix user id, e.g. @progresscast:example.org")
-        return value
-
-    @model_validator(mode="after")
-    def _complete(self) -> MatrixSettings:
-        if self.accessToken and not (self.homeserver and self.userId):
-            raise ValueError("homeserver and userId are required when accessToken is set")
-        return self
-
-    @cached_property
-    def rooms_by_id(self) -> dict[str, MatrixRoomSettings]:
-        out: dict[str, MatrixRoomSettings] = {}
-        for room in self.rooms:
-            out.setdefault(room.id, room)
-        return out
 
 
 class ChannelSettings(_Model):

@@ -24,7 +24,7 @@ from starlette.routing import Route
 
 from ..backoff import Backoff
 from ..channels.worker import ChannelWorker, WorkerOptions
-from ..config.settings import Access, ConfigError, Settings
+from ..config.settings import ConfigError, Settings
 from ..stopping import still_wanted
 from .breaker import Breaker, BreakerSettings
 from .channel import DiscordChannel, DiscordPace
@@ -59,8 +59,8 @@ class DiscordAdapter:
         self.client = DiscordClient(breaker=Breaker(self.options.breaker, log=log))
         self.channel = DiscordChannel(settings, redis, self.client, self.options.pace)
         self.worker = ChannelWorker(self.channel, redis, options=self.options.worker, log=log)
-        self.commands = DiscordCommands(settings, self.worker, self.channel)
-        self.interactions = DiscordInteractions(discord.publicKey, self.commands.handle)
+        self.commands = DiscordCommands(self.worker)
+        self.interactions = DiscordInteractions(discord.publicKey, self.commands.answer)
         self.started = asyncio.Event()
 
     def routes(self) -> list[Route]:
@@ -97,9 +97,7 @@ class DiscordAdapter:
         try:
             self.client.rest = rest
             await self._identify(rest)
-            if self.discord.access is Access.open:
-                log.warning("channels.discord.access is open: any Discord channel may follow any session")
-            await self.worker.start()
+            await self.worker.start()  # says what strangers get (`access`)
             self.started.set()
             log.info("Discord adapter running as user %s", self.client.bot_user_id)
             await asyncio.Event().wait()

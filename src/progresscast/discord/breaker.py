@@ -1,15 +1,15 @@
 """Keeping far below Discord's invalid-request limit (10,000 401/403/429 answers per 10
 minutes bans the bot's IP for an hour).
 
-Two guards, both answering `rate_limited` or `refused` without making the call:
+Every 401, 403 and 429 answer is counted in a sliding window; past `limit` of them
+within `window` seconds the breaker *trips*: the bot makes no call for `pause` seconds
+(doubling while it keeps tripping, up to `max_pause`; the client answers
+`rate_limited` meanwhile without making the call), and says so in the log once per
+trip. A 429 with `global` pauses the bot for its `retry_after`.
 
-- **The bot.** Every 401, 403 and 429 answer is counted in a sliding window; past
-  `limit` of them within `window` seconds the breaker *trips*: the bot makes no call
-  for `pause` seconds (doubling while it keeps tripping, up to `max_pause`), and says so
-  in the log once per trip. A 429 with `global` pauses the bot for its `retry_after`.
-- **A destination that refuses the bot** (Missing Access, Missing Permissions): no
-  call to it for `refusal_pause` seconds (doubling up to an hour), then one call
-  probes again; its follows are kept. A call that succeeds there clears it.
+A channel that refuses the bot (Missing Access, Missing Permissions, Unknown Channel)
+is not the breaker's: the client answers `forbidden`, and the shared worker pauses that
+channel (`channels/pause.py`), so a refusing channel costs one call per probe.
 
 Seconds are the service's: multiplied by the time scale, as every pace is.
 """
@@ -19,7 +19,7 @@ from __future__ import annotations
 import logging
 import time
 from collections import deque
-from collections.abc import Callable, Hashable
+from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from ..timescale import time_scale
@@ -32,8 +32,6 @@ class BreakerSettings:
     window: float = 60.0
     pause: float = 60.0
     max_pause: float = 600.0
-    refusal_pause: float = 300.0
-    max_refusal_pause: float = 3600.0
     scale: float = field(default_factory=time_scale)
 
 
@@ -48,18 +46,11 @@ class Breaker:
         self._invalid: deque[float] = deque()
         self._paused_until = 0.0
         self._trips = 0
-        self._refused: dict[Hashable, tuple[float, float]] = {}
-        """Destination → (no call before this time, the pause that led to it)."""
 
     def paused_for(self) -> float:
         """Seconds (service seconds, unscaled) until the bot may call again; 0: now."""
         left = self._paused_until - self.clock()
         return max(0.0, left) / self.settings.scale
-
-    def refused_for(self, destination: Hashable) -> float:
-        """Seconds until `destination` is tried again after refusing the bot; 0: now."""
-        until, _ = self._refused.get(destination, (0.0, 0.0))
-        return max(0.0, until - self.clock()) / self.settings.scale
 
     def hold(self, seconds: float) -> None:
         """Discord said the bot as a whole must wait (a global 429)."""
@@ -86,16 +77,6 @@ class Breaker:
             "Discord refused %d requests (401/403/429) within %.0f s: pausing the bot for %.0f s "
             "(Discord bans a bot that makes 10,000 of them in 10 minutes)", s.limit, s.window, pause,
         )
-
-    def refused(self, destination: Hashable) -> None:
-        """The destination refused the bot for good: leave it alone for a while."""
-        s = self.settings
-        _, last = self._refused.get(destination, (0.0, 0.0))
-        pause = min(last * 2, s.max_refusal_pause) if last else s.refusal_pause
-        self._refused[destination] = (self.clock() + pause * s.scale, pause)
-
-    def accepted(self, destination: Hashable) -> None:
-        self._refused.pop(destination, None)
 
 
 __all__ = ["Breaker", "BreakerSettings"]

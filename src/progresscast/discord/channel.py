@@ -3,8 +3,11 @@ plugged into `channels.ChannelWorker` (which does everything else).
 
 A destination is a Discord channel or a thread (a thread is a channel of its own, with
 its own id and its own rate-limit bucket): the thread part of a draft's key is always
-"0". A destination's settings: its `/progresscast mode` and `/progresscast rich`
-override, else its `[[channels.discord.channels]]` entry, else the bot's settings.
+"0". A destination's settings (`channels/destinations.py`): its `/progresscast mode`
+and `/progresscast rich` override, else its `[[channels.discord.channels]]` entry, else
+the bot's settings. Which sessions it may follow is the shared access policy
+(`channels/access.py`, under the name `discord`): a table's `sessions`, an
+`allowedChannels` entry, or an approved pairing code.
 
 Budgets: Discord's documented ceilings — at most 5 message calls (create, edit,
 delete) per channel in any 5 seconds, strictly spaced, and 50 requests a second for the
@@ -20,18 +23,19 @@ from dataclasses import dataclass
 
 from redis.asyncio import Redis
 
-from ..channels.conduct import Conduct, conduct_of
+from ..channels.access import AccessPolicy, AccessStore
+from ..channels.destinations import config_follows, render_settings
 from ..channels.pacing import Budgets
 from ..channels.state import ChannelState, ChatPrefs, DraftKey, Id
-from ..config.settings import Access, DiscordSettings, Mode, RenderSettings, Settings
-from ..model.card import CardError
-from ..model.owners import resolve_owner
+from ..config.settings import DiscordSettings, RenderSettings, Settings
 from ..render.discord_payload import DiscordRenderers
+from ..store import keys
 from .client import DiscordClient
 
 log = logging.getLogger("progresscast.discord")
 
-NAME = "discord"
+PLATFORM = "discord"
+"""The `channels.<platform>` name: grants and pairing codes are kept under it."""
 NO_THREAD = "0"
 
 
@@ -50,35 +54,11 @@ class DiscordPace:
         return Budgets(interval=interval, bot_rate=self.bot_rate, retry_after_cap=self.retry_after_cap)
 
 
-def effective_mode(discord: DiscordSettings, channel_id: str, prefs: ChatPrefs) -> Mode:
-    config = discord.channels_by_id.get(channel_id)
-    if prefs.mode is not None:
-        return prefs.mode
-    if config is not None and config.mode is not None:
-        return config.mode
-    return discord.streaming.mode
-
-
-def wants_rich(discord: DiscordSettings, channel_id: str, prefs: ChatPrefs) -> bool:
-    config = discord.channels_by_id.get(channel_id)
-    if prefs.rich is not None:
-        return prefs.rich
-    if config is not None and config.richMessages is not None:
-        return config.richMessages
-    return discord.richMessages
-
-
-def allowed(discord: DiscordSettings, channel_id: Id) -> bool:
-    """May this destination run commands and get drafts at all?"""
-    if not isinstance(channel_id, str):
-        return False
-    return discord.access is Access.open or channel_id in discord.channels_by_id
-
-
 class DiscordChannel:
     """`channels.Channel` for one Discord bot."""
 
-    name = NAME
+    name = PLATFORM
+    no_thread: Id = NO_THREAD
 
     def __init__(
         self, settings: Settings, redis: Redis, client: DiscordClient, pace: DiscordPace | None = None
@@ -88,49 +68,31 @@ class DiscordChannel:
             raise ValueError("channels.discord is not configured")
         self.settings = settings
         self.discord: DiscordSettings = discord
-        self.state = ChannelState(redis, NAME, str)
+        self.platform: DiscordSettings = discord
+        self.access = AccessPolicy(PLATFORM, discord, settings.agents, AccessStore(redis, PLATFORM))
+        self.state = ChannelState(redis, keys.DISCORD, str)
         self.client = client
         self.budgets = (pace or DiscordPace()).budgets()
         self.keep_on_complete = discord.keepOnComplete
         self.block_chars = discord.streaming.blockChars
 
-    def allowed(self, chat_id: Id) -> bool:
-        return allowed(self.discord, chat_id)
+    async def load(self) -> None:
+        pass  # nothing is switched off for the bot (see `unsupported`)
 
-    def conduct(self, chat_id: Id) -> Conduct:
-        config = self.discord.channels_by_id.get(str(chat_id))
-        notify = config.notify if config is not None and config.notify is not None else self.discord.notify
-        return conduct_of(self.discord.streaming, notify, self.budgets.scale)
+    async def rich_refused(self) -> str | None:
+        return None  # Components V2 refused for one payload is that payload's fallback
 
-    async def render_settings(self, channel_id: str, prefs: ChatPrefs | None = None) -> RenderSettings:
+    async def render_settings(self, channel_id: Id, prefs: ChatPrefs | None = None) -> RenderSettings:
         if prefs is None:
             prefs = await self.state.prefs(channel_id)
-        progress = self.discord.streaming.progress
-        mode = effective_mode(self.discord, channel_id, prefs)
-        return RenderSettings(
-            mode=mode,
-            maxLines=progress.maxLines,
-            maxLineChars=progress.maxLineChars,
-            checklistLines=self.discord.streaming.checklist_lines(mode),
-            rich=wants_rich(self.discord, channel_id, prefs),
-        )
+        return render_settings(self.discord, channel_id, prefs)
 
     async def renderers(self, key: DraftKey, prefs: ChatPrefs | None = None) -> DiscordRenderers:
-        return DiscordRenderers(await self.render_settings(str(key.chat_id), prefs), self.settings.templates.dir)
+        return DiscordRenderers(await self.render_settings(key.chat_id, prefs), self.settings.templates.dir)
 
     async def config_follows(self) -> list[DraftKey]:
         """`channels.discord.channels[].follow`: subscribed at start-up (idempotent)."""
-        agents = self.settings.agents
-        out = []
-        for channel in self.discord.channels:
-            for session in channel.follow:
-                try:
-                    owner = resolve_owner(session, known_agents=agents.known_set, default_agent=agents.default)
-                except CardError as exc:
-                    log.warning("channel %s: cannot follow %r from the config: %s", channel.id, session, exc)
-                    continue
-                out.append(DraftKey(channel.id, NO_THREAD, owner))
-        return out
+        return config_follows(self.discord, self.settings.agents, no_thread=NO_THREAD, log=log)
 
     async def unsupported(self, detail: str) -> None:
         # Components V2 refused for a payload is `refused_content` (its fallback); nothing
@@ -138,4 +100,4 @@ class DiscordChannel:
         log.warning("Discord refused a feature: %s", detail)
 
 
-__all__ = ["NAME", "NO_THREAD", "DiscordChannel", "DiscordPace", "allowed", "effective_mode", "wants_rich"]
+__all__ = ["NO_THREAD", "PLATFORM", "DiscordChannel", "DiscordPace"]

@@ -4,13 +4,16 @@ WebSocket), and what their answers mean.
 Every call returns a `channels.Outcome` instead of raising; the shared lifecycle acts
 on its kind:
 
-- `gone`: 10008 Unknown Message (a person deleted the draft), 10003 Unknown Channel.
+- `gone`: 10008 Unknown Message (a person deleted the draft).
 - `locked`: 30046 (too many edits to a message older than an hour), 50005 (not our
   message): a new draft replaces it.
 - `refused_content`: 50035 Invalid Form Body, 50006 empty message: the payload's
   fallback (plain `content` for Components V2) is shown.
-- `refused`: 50001 Missing Access, 50013 Missing Permissions (said once in the log;
-  the channel is then left alone for a while: `breaker.py`), 401, anything else.
+- `forbidden`: 50001 Missing Access, 50013 Missing Permissions, 10003 Unknown Channel:
+  the channel refuses the bot (it cannot see it, may not post there, or the channel is
+  gone). The shared worker pauses it (`channels/pause.py`): no calls until someone
+  uses `/progresscast` there, or a probe after a backoff of minutes up to an hour.
+- `refused`: 401, any other 4xx.
 - `rate_limited`: a 429 — or a call refused before it left because Discord's
   `X-RateLimit-*` headers said its bucket is empty — waits `retry_after` (a float);
   `global` pauses the whole bot. Nothing was applied.
@@ -44,10 +47,11 @@ from .rest import DiscordHTTPError, DiscordREST, RateLimited
 K = OutcomeKind
 log = logging.getLogger("progresscast.discord")
 
-GONE = frozenset({10003, 10008})
+GONE = frozenset({10008})
 LOCKED = frozenset({30046, 50005})
 REFUSED_CONTENT = frozenset({50035, 50006})
-NO_ACCESS = frozenset({50001, 50013})
+FORBIDDEN = frozenset({50001, 50013, 10003})
+"""Missing Access, Missing Permissions, Unknown Channel: refused for good, whatever is sent."""
 IS_COMPONENTS_V2 = 1 << 15
 EDIT_FLAGS = IS_COMPONENTS_V2 | SUPPRESS_EMBEDS
 """The only flags an edit may carry (Discord refuses others)."""
@@ -70,14 +74,14 @@ def classify(exc: BaseException, *, scale: float = 1.0) -> Outcome:
         code, text = exc.code, str(exc)
         if exc.status >= 500:
             return Outcome(K.unsure, detail=text)
+        if code in FORBIDDEN:
+            return Outcome(K.forbidden, detail=text)
         if code in GONE:
             return Outcome(K.gone, detail=text)
         if code in LOCKED:
             return Outcome(K.locked, detail=text)
         if code in REFUSED_CONTENT:
             return Outcome(K.refused_content, detail=text)
-        if code in NO_ACCESS or exc.status == 403:
-            return Outcome(K.refused, detail=f"forbidden: {text}")
         return Outcome(K.refused, detail=text)
     if isinstance(exc, (httpx.ConnectError, httpx.ConnectTimeout, httpx.PoolTimeout)):
         return Outcome(K.transient, detail=str(exc) or type(exc).__name__)
@@ -125,17 +129,15 @@ class DiscordClient:
         self.scale = time_scale() if scale is None else scale
         self.bot_user_id: str | None = None
 
-    async def _call(self, chat_id: Id, make: Callable[[DiscordREST], Awaitable[Any]]) -> Any:
-        """Make one call unless the bot or the destination is paused; every answer is
-        counted for the breaker. Returns the call's JSON answer, or an Outcome."""
+    async def _call(self, make: Callable[[DiscordREST], Awaitable[Any]]) -> Any:
+        """Make one call unless the breaker paused the bot; every answer is counted for
+        it. Returns the call's JSON answer, or an Outcome. (A channel that refuses the
+        bot is paused by the shared worker, which then makes no call to it.)"""
         if self.rest is None:
             return Outcome(K.transient, detail="the Discord client is not started")
         paused = self.breaker.paused_for()
         if paused > 0:
             return Outcome(K.rate_limited, retry_after=paused, detail="the bot is paused")
-        refused = self.breaker.refused_for(chat_id)
-        if refused > 0:
-            return Outcome(K.refused, detail=f"forbidden: this channel refused the bot; next try in {refused:.0f} s")
         try:
             result = await make(self.rest)
         except Exception as exc:
@@ -147,10 +149,7 @@ class DiscordClient:
                     self.breaker.hold(outcome.retry_after)
             elif isinstance(exc, DiscordHTTPError):
                 self.breaker.answered(exc.status)
-                if exc.code in NO_ACCESS:
-                    self.breaker.refused(chat_id)
             return outcome
-        self.breaker.accepted(chat_id)
         return result
 
     async def send(
@@ -164,7 +163,7 @@ class DiscordClient:
             body["message_reference"] = {"message_id": str(reply_to), "fail_if_not_exists": False}
         path = MESSAGES.format(channel=chat_id)
         result = await self._call(
-            chat_id, lambda rest: rest.request("POST", MESSAGES, major=str(chat_id), path=path, json=body)
+            lambda rest: rest.request("POST", MESSAGES, major=str(chat_id), path=path, json=body)
         )
         if isinstance(result, Outcome):
             return result
@@ -174,13 +173,13 @@ class DiscordClient:
         body = message_body(payload, edit=True)
         path = MESSAGE.format(channel=chat_id, message=message_id)
         result = await self._call(
-            chat_id, lambda rest: rest.request("PATCH", MESSAGE, major=str(chat_id), path=path, json=body)
+            lambda rest: rest.request("PATCH", MESSAGE, major=str(chat_id), path=path, json=body)
         )
         return result if isinstance(result, Outcome) else Outcome(K.ok, message_id=message_id)
 
     async def delete(self, chat_id: Id, message_id: MessageId) -> Outcome:
         path = MESSAGE.format(channel=chat_id, message=message_id)
-        result = await self._call(chat_id, lambda rest: rest.request("DELETE", MESSAGE, major=str(chat_id), path=path))
+        result = await self._call(lambda rest: rest.request("DELETE", MESSAGE, major=str(chat_id), path=path))
         return result if isinstance(result, Outcome) else Outcome(K.ok, message_id=message_id)
 
     async def probe(self, chat_id: Id, message_id: int, intent: Intent) -> Outcome:
@@ -188,9 +187,11 @@ class DiscordClient:
         params = {"after": str(snowflake_at(intent.at - PROBE_MARGIN)), "limit": str(PROBE_LIMIT)}
         path = MESSAGES.format(channel=chat_id)
         result = await self._call(
-            chat_id, lambda rest: rest.request("GET", MESSAGES, major=str(chat_id), path=path, params=params)
+            lambda rest: rest.request("GET", MESSAGES, major=str(chat_id), path=path, params=params)
         )
         if isinstance(result, Outcome):
+            # Refused (no Read Message History, say): taken as not there — the create
+            # that follows either lands or is refused in turn (a refusing channel is paused).
             return result if result.retryable else Outcome(K.absent, detail=result.detail)
         for message in result if isinstance(result, list) else []:
             author = str((message.get("author") or {}).get("id", ""))

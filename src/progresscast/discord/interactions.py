@@ -4,10 +4,13 @@ The transport only: the body is read with a bound (413 past it, before it is all
 read), its Ed25519 signature — `X-Signature-Ed25519` over `X-Signature-Timestamp` +
 the raw body, with the application's public key — is checked with PyNaCl (401 on a
 bad one, with nothing done), a `PING` is answered `PONG`, and a `/progresscast`
-command becomes one `Invocation` (the channel, the person, whether they hold Manage
-Channels, the subcommand and its option values), handed to the command handler; its
-answer goes back at once as an ephemeral message (type 4, flag 64) — within
-Discord's 3 seconds, as no command waits on Discord.
+command becomes one `channels.commands.Invocation` (the channel — a thread is a channel
+of its own —, the person, whether they hold Manage Channels, the subcommand and its
+option values), handed to the command handler (`commands.py`); its answer goes back at
+once as an ephemeral message (type 4, flag 64) — within Discord's 3 seconds, as no
+command waits on Discord. When the handler says nothing (a stranger's channel that
+already has a pairing code pending), the answer is an empty 204: Discord then shows
+the person only that the app did not respond.
 """
 
 from __future__ import annotations
@@ -24,10 +27,12 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
 
+from ..channels.commands import Invocation, MayChange
 from ..gateway.body import read_body
+from ..gateway.errors import ApiError
 from ..model.card import escape_lone_surrogates
 from ..render.discord import escape
-from .commands import Invocation
+from .channel import NO_THREAD, PLATFORM
 
 log = logging.getLogger("progresscast.discord")
 
@@ -44,7 +49,8 @@ EPHEMERAL = 1 << 6
 ADMINISTRATOR, MANAGE_CHANNELS = 1 << 3, 1 << 4
 MAX_REPLY = 2000
 
-Handler = Callable[[Invocation], Awaitable[str]]
+Handler = Callable[[Invocation], Awaitable[str | None]]
+"""The answer to one command (plain text), or None: say nothing."""
 
 
 def _refuse(status: int, message: str) -> JSONResponse:
@@ -61,11 +67,9 @@ def reply(text: str) -> JSONResponse:
     return JSONResponse({"type": CHANNEL_MESSAGE, "data": data})
 
 
-def _may_change(payload: dict[str, Any]) -> bool:
-    """Manage Channels (or Administrator) in the channel; in a DM the person owns it."""
-    member = payload.get("member")
-    if not isinstance(member, dict):
-        return True
+def _manages_channels(member: dict[str, Any]) -> bool:
+    """Manage Channels (or Administrator) in the channel, as the interaction's
+    `member.permissions` says (Discord computes them for that channel)."""
     try:
         permissions = int(str(member.get("permissions", "0")))
     except ValueError:
@@ -73,20 +77,40 @@ def _may_change(payload: dict[str, Any]) -> bool:
     return bool(permissions & (MANAGE_CHANNELS | ADMINISTRATOR))
 
 
+def _answer(value: bool) -> MayChange:
+    async def may_change() -> bool:
+        return value
+
+    return may_change
+
+
 def invocation(payload: dict[str, Any]) -> Invocation | str:
     """The command an interaction carries, or why it carries none."""
     data = payload.get("data")
     if not isinstance(data, dict) or data.get("name") != COMMAND:
         return f"this app only answers /{COMMAND}"
-    channel = payload.get("channel_id") or (payload.get("channel") or {}).get("id")
+    # Signed by Discord, but read defensively all the same: an odd shape is a reply, never a 500.
+    where = payload.get("channel")
+    channel = payload.get("channel_id") or (where.get("id") if isinstance(where, dict) else None)
     if not isinstance(channel, str) or not channel.isdigit():
         return "the interaction names no channel"
-    member = payload.get("member") if isinstance(payload.get("member"), dict) else {}
-    user = (member or {}).get("user") or payload.get("user") or {}
-    options = data.get("options") or []
-    sub = options[0] if options and isinstance(options[0], dict) else {"name": "help"}
-    args = tuple(str(o.get("value", "")) for o in sub.get("options") or () if isinstance(o, dict))
-    return Invocation(channel, str(user.get("id", "")), _may_change(payload), str(sub.get("name", "help")), args)
+    member = payload.get("member")
+    group = isinstance(member, dict)  # a server's channel; without a member, a DM with the bot
+    user = (member if isinstance(member, dict) else payload).get("user") or {}
+    options = data.get("options")
+    sub = options[0] if isinstance(options, list) and options and isinstance(options[0], dict) else {"name": "help"}
+    values = sub.get("options")
+    args = tuple(str(o.get("value", "")) for o in values if isinstance(o, dict)) if isinstance(values, list) else ()
+    return Invocation(
+        platform=PLATFORM,
+        destination=channel,
+        thread=NO_THREAD,
+        user=str(user.get("id", "")) if isinstance(user, dict) else "",
+        word=str(sub.get("name", "help")),
+        args=args,
+        group=group,
+        may_change=_answer(_manages_channels(member) if isinstance(member, dict) else True),
+    )
 
 
 class DiscordInteractions:
@@ -109,7 +133,10 @@ class DiscordInteractions:
         return True
 
     async def receive(self, request: Request) -> Response:
-        body = await read_body(request, MAX_BODY)  # 413 past it, answered by the gateway's handlers
+        try:
+            body = await read_body(request, MAX_BODY)
+        except ApiError as exc:
+            return _refuse(413 if exc.code == "body_too_large" else exc.status, exc.message)
         if not self._verified(request, body):
             return _refuse(401, "invalid request signature")
         try:
@@ -126,7 +153,8 @@ class DiscordInteractions:
         found = invocation(payload)
         if isinstance(found, str):
             return reply(f"Sorry, {found}.")
-        return reply(await self.handler(found))
+        answer = await self.handler(found)
+        return Response(status_code=204) if answer is None else reply(answer)
 
 
 __all__ = ["PATH", "DiscordInteractions", "invocation", "reply"]

@@ -12,13 +12,23 @@ from typing import Any
 
 import httpx
 
+from ..channels.commands import WORDS
 from ..config.settings import ConfigError, DiscordSettings
-from .commands import COMMANDS
 from .rest import DiscordHTTPError, DiscordREST, RateLimited
 
 NAME = "progresscast"
 DESCRIPTION = "Follow AI agents' progress cards in this channel"
 SUB_COMMAND, STRING = 1, 3
+
+DESCRIPTIONS = {
+    "follow": "show this session's progress card in this channel",
+    "unfollow": "stop following (all sessions without an argument)",
+    "card": "show the followed cards again at the bottom of the channel",
+    "mode": "what the draft shows: progress, partial, block or off",
+    "rich": "Components V2 cards, or plain messages",
+    "help": "what this bot does and what this channel follows",
+}
+"""One subcommand per word the shared handler takes (`channels.commands.WORDS`)."""
 
 
 def _string(name: str, description: str, *, required: bool = False, choices: tuple[str, ...] = ()) -> dict[str, Any]:
@@ -42,8 +52,8 @@ _OPTIONS: dict[str, list[dict[str, Any]]] = {
 def command() -> dict[str, Any]:
     """The `/progresscast` definition: one subcommand per command word."""
     options = []
-    for name, text in COMMANDS:
-        sub: dict[str, Any] = {"type": SUB_COMMAND, "name": name, "description": text.split(" — ")[-1][:100]}
+    for name in WORDS:
+        sub: dict[str, Any] = {"type": SUB_COMMAND, "name": name, "description": DESCRIPTIONS[name][:100]}
         if name in _OPTIONS:
             sub["options"] = _OPTIONS[name]
         options.append(sub)
@@ -72,4 +82,4 @@ async def register(discord: DiscordSettings, guild: str | None = None) -> list[s
     return [str(c.get("name")) for c in done or [] if isinstance(c, dict)]
 
 
-__all__ = ["DESCRIPTION", "NAME", "command", "register"]
+__all__ = ["DESCRIPTION", "DESCRIPTIONS", "NAME", "command", "register"]

@@ -17,12 +17,11 @@ from __future__ import annotations
 import hmac
 import ipaddress
 from dataclasses import dataclass
-from fnmatch import fnmatchcase
 
 from starlette.requests import HTTPConnection
 
 from ..config.settings import MIN_TOKEN_CHARS, READ_SCOPE, WRITE_SCOPE, ConfigError, GatewayToken, Settings
-from ..model.owners import Owner
+from ..model.owners import Owner, session_matches
 
 READ = READ_SCOPE
 WRITE = WRITE_SCOPE
@@ -40,15 +39,7 @@ class Grant:
         return scope in self.scopes
 
     def may_touch(self, owner: Owner) -> bool:
-        return any(_matches(pattern, owner) for pattern in self.sessions)
-
-
-def _matches(pattern: str, owner: Owner) -> bool:
-    if pattern == "*":  # the common grant: every session (no glob to run per request)
-        return True
-    if pattern.startswith("agent:"):
-        return fnmatchcase(owner.display_key, pattern)
-    return fnmatchcase(owner.session_key, pattern)
+        return any(session_matches(pattern, owner) for pattern in self.sessions)
 
 
 class Tokens:

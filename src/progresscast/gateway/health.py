@@ -117,7 +117,7 @@ def follow_channels(settings: Settings) -> dict[str, str]:
     """The channels whose follows are counted: label (the channel's consumer group, as
     `progresscast_consumer_lag` names it) → the namespace of its keys. The first Telegram
     bot always (its keys need no token), another bot when this process has its token
-    (its id names its keys), Slack when configured."""
+    (its id names its keys), Slack, Discord and Matrix when configured."""
     from ..telegram.standby import bots
 
     channels = {"telegram": keys.TG}
@@ -125,6 +125,10 @@ def follow_channels(settings: Settings) -> dict[str, str]:
         channels[bot.group] = bot.namespace
     if settings.channels.slack is not None:
         channels["slack"] = keys.SLACK
+    if settings.channels.matrix is not None:
+        channels["matrix"] = keys.MATRIX
+    if settings.channels.discord is not None:
+        channels["discord"] = keys.DISCORD
     return channels
 
 
@@ -193,6 +197,8 @@ async def count_follows(redis: Any, settings: Settings) -> None:
     try:
         for channel, namespace in follow_channels(settings).items():
             metrics.FOLLOWS.labels(channel).set(await asyncio.wait_for(follows(redis, namespace), PING_TIMEOUT))
+            paused = await asyncio.wait_for(redis.hlen(keys.channel_paused(namespace)), PING_TIMEOUT)
+            metrics.PAUSED.labels(channel).set(int(paused))
     except (RedisError, TimeoutError, OSError):
         pass  # counters are still worth scraping; the gauges keep their last value
 

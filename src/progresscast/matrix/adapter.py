@@ -21,6 +21,7 @@ from nio import AsyncClient, AsyncClientConfig, WhoamiResponse
 from redis.asyncio import Redis
 
 from ..backoff import Backoff
+from ..channels.commands import ChatCommands
 from ..channels.standby import while_held
 from ..channels.worker import ChannelWorker, WorkerOptions
 from ..config.settings import ConfigError, MatrixSettings, Settings
@@ -29,8 +30,7 @@ from ..store import keys
 from ..store.lease import Fence, Lease
 from .channel import MatrixChannel, MatrixPace
 from .client import MatrixClient
-from .commands import MatrixCommands
-from .sync import POLL_MS, MatrixSync
+from .sync import POLL_MS, SURFACE, MatrixSync
 
 log = logging.getLogger("progresscast.matrix")
 
@@ -74,10 +74,10 @@ class MatrixAdapter:
         pace = MatrixPace(room_interval=matrix.roomInterval, calls_per_second=matrix.callsPerSecond)
         self.channel = MatrixChannel(settings, redis, self.client, pace, fence=fence)
         self.worker = ChannelWorker(self.channel, redis, options=self.options.worker, log=log)
-        self.commands = MatrixCommands(settings, self.worker, self.channel)
+        self.commands = ChatCommands(self.worker, SURFACE)
         self.sync = MatrixSync(
-            self.nio, redis, self.channel, self.commands, matrix.userId, check=check, poll_ms=self.options.poll_ms,
-            backoff=self.options.backoff,
+            self.nio, redis, self.channel, self.worker, self.commands, matrix.userId, check=check,
+            poll_ms=self.options.poll_ms, backoff=self.options.backoff,
         )
         self.started = asyncio.Event()
 

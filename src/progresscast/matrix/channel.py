@@ -2,12 +2,15 @@
 plugged into `channels.ChannelWorker` (which does everything else).
 
 A destination is a room (`!…:server`); a thread in it is named by its root event
-(`$…`), and "0" stands for none. A room's settings: its `!pc mode` override, else its
-`[[channels.matrix.rooms]]` entry, else the account-wide settings.
+(`$…`), and "0" stands for none. A room's settings are resolved as every platform's
+(`channels.destinations`): its `!pc mode` override, else its `[[channels.matrix.rooms]]`
+table, else the account-wide settings. Matrix drafts have one look (an HTML notice):
+there are no rich drafts to switch on.
 
-Who may see what: a room listed in `[[channels.matrix.rooms]]` is granted the
-sessions its `sessions` globs match (without `sessions`: its own `follow` list);
-with `access = "open"` any room may follow any session.
+Who may see what is every platform's access by grant (`channels.access`, kept under
+the name `matrix`): a room's table grants its `sessions` globs (without them: its own
+`follow` list), an approved pairing code grants what the operator gave it, and
+`access` says what any other room gets (`pairing` unless set).
 
 Budgets: one event a second per room, `callsPerSecond` for the account. A homeserver
 limits each user in all rooms together (Synapse's `rc_message`), so its
@@ -20,16 +23,14 @@ from __future__ import annotations
 import logging
 from collections.abc import Hashable
 from dataclasses import dataclass
-from fnmatch import fnmatchcase
 
 from redis.asyncio import Redis
 
-from ..channels.conduct import Conduct, conduct_of
+from ..channels.access import AccessPolicy, AccessStore
+from ..channels.destinations import config_follows, render_settings
 from ..channels.pacing import Budgets
 from ..channels.state import ChannelState, ChatPrefs, DraftKey, Id
-from ..config.settings import Access, MatrixSettings, Mode, RenderSettings, Settings
-from ..model.card import CardError
-from ..model.owners import Owner, resolve_owner
+from ..config.settings import MatrixSettings, RenderSettings, Settings
 from ..render.matrix_payload import MatrixRenderers
 from ..store import keys
 from ..store.lease import Fence
@@ -38,6 +39,10 @@ from .client import MatrixClient
 log = logging.getLogger("progresscast.matrix")
 
 NO_THREAD = "0"
+PLATFORM = "matrix"
+"""The name grants and pairing codes are kept under (`progresscast pairing … matrix`)."""
+ONE_LOOK = "Matrix drafts have one look"
+"""What `rich_refused` answers: there is no rich draft to switch to."""
 
 
 @dataclass(frozen=True)
@@ -56,36 +61,11 @@ class MatrixPace:
         )
 
 
-def effective_mode(matrix: MatrixSettings, room_id: str, prefs: ChatPrefs) -> Mode:
-    config = matrix.rooms_by_id.get(room_id)
-    if prefs.mode is not None:
-        return prefs.mode
-    if config is not None and config.mode is not None:
-        return config.mode
-    return matrix.streaming.mode
-
-
-def allowed(matrix: MatrixSettings, room_id: Id) -> bool:
-    """May this room get drafts and change what it follows?"""
-    return isinstance(room_id, str) and (matrix.access is Access.open or room_id in matrix.rooms_by_id)
-
-
-def granted(matrix: MatrixSettings, room_id: str, owner: Owner) -> bool:
-    """Is this room granted this owner's session?"""
-    if matrix.access is Access.open:
-        return True
-    room = matrix.rooms_by_id.get(room_id)
-    if room is None:
-        return False
-    if room.sessions is None:
-        return owner.session_key in room.follow or owner.display_key in room.follow
-    return any(fnmatchcase(owner.session_key, glob) for glob in room.sessions)
-
-
 class MatrixChannel:
     """`channels.Channel` for one bot account."""
 
-    name = "matrix"
+    name = PLATFORM
+    no_thread: Id = NO_THREAD
 
     def __init__(
         self, settings: Settings, redis: Redis, client: MatrixClient, pace: MatrixPace, *, fence: Fence | None = None
@@ -95,31 +75,24 @@ class MatrixChannel:
             raise ValueError("channels.matrix is not configured")
         self.settings = settings
         self.matrix: MatrixSettings = matrix
+        self.platform: MatrixSettings = matrix
+        self.access = AccessPolicy(PLATFORM, matrix, settings.agents, AccessStore(redis, PLATFORM))
         self.state = ChannelState(redis, keys.MATRIX, str, fence=fence)
         self.client = client
         self.budgets = pace.budgets()
         self.keep_on_complete = matrix.keepOnComplete
         self.block_chars = matrix.streaming.blockChars
 
-    def allowed(self, chat_id: Id) -> bool:
-        return allowed(self.matrix, chat_id)
+    async def load(self) -> None:
+        pass  # nothing remembered across starts besides what the worker reads
 
-    def conduct(self, chat_id: Id) -> Conduct:
-        config = self.matrix.rooms_by_id.get(str(chat_id))
-        notify = config.notify if config is not None and config.notify is not None else self.matrix.notify
-        return conduct_of(self.matrix.streaming, notify, self.budgets.scale)
+    async def rich_refused(self) -> str | None:
+        return ONE_LOOK
 
-    async def render_settings(self, room_id: str, prefs: ChatPrefs | None = None) -> RenderSettings:
+    async def render_settings(self, chat_id: Id, prefs: ChatPrefs | None = None) -> RenderSettings:
         if prefs is None:
-            prefs = await self.state.prefs(room_id)
-        progress = self.matrix.streaming.progress
-        mode = effective_mode(self.matrix, room_id, prefs)
-        return RenderSettings(
-            mode=mode,
-            maxLines=progress.maxLines,
-            maxLineChars=progress.maxLineChars,
-            checklistLines=self.matrix.streaming.checklist_lines(mode),
-        )
+            prefs = await self.state.prefs(chat_id)
+        return render_settings(self.matrix, chat_id, prefs, rich_available=False)
 
     async def renderers(self, key: DraftKey, prefs: ChatPrefs | None = None) -> MatrixRenderers:
         thread = str(key.thread_id) if str(key.thread_id) not in ("", NO_THREAD) else None
@@ -128,20 +101,10 @@ class MatrixChannel:
 
     async def config_follows(self) -> list[DraftKey]:
         """`channels.matrix.rooms[].follow`: subscribed at start-up (idempotent)."""
-        agents = self.settings.agents
-        out = []
-        for room in self.matrix.rooms:
-            for session in room.follow:
-                try:
-                    owner = resolve_owner(session, known_agents=agents.known_set, default_agent=agents.default)
-                except CardError as exc:
-                    log.warning("room %s: cannot follow %r from the config: %s", room.id, session, exc)
-                    continue
-                out.append(DraftKey(room.id, NO_THREAD, owner))
-        return out
+        return config_follows(self.matrix, self.settings.agents, no_thread=NO_THREAD, log=log)
 
     async def unsupported(self, detail: str) -> None:
         log.warning("the homeserver lacks something a message used: %s", detail)
 
 
-__all__ = ["NO_THREAD", "MatrixChannel", "MatrixPace", "allowed", "effective_mode", "granted"]
+__all__ = ["NO_THREAD", "ONE_LOOK", "PLATFORM", "MatrixChannel", "MatrixPace"]

@@ -18,8 +18,10 @@ on its kind:
   `m.replace`, someone else's event): a new draft.
 - `transient`: the request surely never left (connection refused).
 - `unsure`: it may have been applied (a timeout, a broken connection, a 5xx).
-- `refused`: everything else (`M_FORBIDDEN`: not in the room, no power to send;
-  `M_UNKNOWN_TOKEN`, …): not tried again until the content changes.
+- `forbidden`: `M_FORBIDDEN` — the room refuses the bot (not in it, kicked, banned,
+  no power to send): the room is paused until it speaks again (`channels.pause`).
+- `refused`: everything else (`M_UNKNOWN_TOKEN`, …): not tried again until the
+  content changes.
 
 Duplicate-free sends. Each send gets a fresh transaction id, remembered in Redis for
 the content and room (write-ahead, before the request leaves) for
@@ -62,6 +64,7 @@ TXN_MEMORY = 20 * 60
 
 REFUSED_CONTENT = frozenset({"M_TOO_LARGE", "M_BAD_JSON", "M_NOT_JSON"})
 RATE_LIMITED = "M_LIMIT_EXCEEDED"
+FORBIDDEN = "M_FORBIDDEN"
 
 
 def _retry_after(reply: ErrorResponse) -> float:
@@ -98,6 +101,8 @@ def classify(reply: Any, *, edit: bool = False) -> Outcome:
         return Outcome(K.refused_content, detail=detail)
     if code == "M_NOT_FOUND":
         return Outcome(K.gone, detail=detail)
+    if code == FORBIDDEN:
+        return Outcome(K.forbidden, detail=detail)
     if status >= 500 or (not code and status == 0):
         return Outcome(K.unsure, detail=detail)
     if edit and status == 400 and code in ("M_UNKNOWN", "M_INVALID_PARAM", ""):

@@ -2,14 +2,18 @@
 the holder of the account's lease), turning room events into what the adapter does.
 
 - A `!pc …` message (`m.text`, not an edit, not the bot's own) becomes one
-  `commands.Invocation` — room, thread (`m.thread` root or "0"), sender, whether the
-  sender's power level in the room is at least 50 (read from the room's
-  `m.room.power_levels`, only for commands that change something), the command word
-  and its arguments — and the reply goes back through the room's lane, in the thread
-  it was typed in.
-- An invite to a room that may follow sessions (`[[channels.matrix.rooms]]`, or any
-  room with `access = "open"`) is accepted; any other invite is declined, and the log
-  names the room, so that an operator can grant it.
+  `channels.commands.Invocation` — room, thread (`m.thread` root or "0"), sender, the
+  command word and its arguments, and who may change what the room follows: a member
+  whose power level in the room is at least 50 (read from the room's
+  `m.room.power_levels` only when the handler asks) — handed to the one shared
+  handler (`ChatCommands`); its reply goes back through the room's lane, in the
+  thread it was typed in, as an `m.notice` that mentions nobody.
+- Any event from someone else in a room tells the worker the room speaks (a room
+  paused because it refused the bot is called again).
+- An invite to a room with a grant is accepted. Any other invite follows `access`:
+  `pairing` (the default) accepts it and answers with the room's pairing code (the
+  shared handler's answer to a stranger); `allowlist` declines it, and the log names
+  the room, so that an operator can grant it; `open` accepts every invite.
 - A live draft someone else redacted is shown again as a new message (edits of a
   redacted event would go nowhere).
 - A room that is (or becomes) end-to-end encrypted is told once that the bot does not
@@ -29,21 +33,39 @@ import logging
 from collections.abc import Awaitable, Callable
 from typing import Any
 
-from nio import AsyncClient, JoinResponse, RoomGetStateResponse, SyncResponse
+from nio import (
+    AsyncClient,
+    InviteInfo,
+    InviteMemberEvent,
+    JoinResponse,
+    RoomGetStateEventResponse,
+    RoomGetStateResponse,
+    SyncResponse,
+)
 from redis.asyncio import Redis
 
 from ..backoff import Backoff
+from ..channels.commands import ChatCommands, Invocation, Surface
+from ..channels.worker import ChannelWorker
+from ..config.base import Access
 from ..stopping import still_wanted
 from ..store import keys
-from .channel import NO_THREAD, MatrixChannel, allowed
-from .commands import CHANGES, MIN_POWER, PREFIX, Invocation, MatrixCommands
+from .channel import NO_THREAD, PLATFORM, MatrixChannel
 
 log = logging.getLogger("progresscast.matrix")
 
 POLL_MS = 30_000
 """How long one /sync waits for news at the homeserver."""
-REFUSAL_EVERY = 3600
-"""Seconds between two refusals to a room that may not follow anything."""
+PREFIX = "!pc"
+MIN_POWER = 50
+"""Power level needed to change what a room follows and how it looks (a room's moderators)."""
+SURFACE = Surface(
+    prefix=f"{PREFIX} ",
+    noun="room",
+    rich_name="rich drafts",
+    rich_help="no other look in Matrix: a draft is always an HTML notice",
+    rich_refused_note=" Matrix drafts have one look (an HTML notice), so nothing changes.",
+)
 
 ENCRYPTED_REFUSAL = (
     "This room is end-to-end encrypted. progresscast does not take part in encrypted rooms "
@@ -108,7 +130,8 @@ class MatrixSync:
         nio: AsyncClient,
         redis: Redis,
         channel: MatrixChannel,
-        commands: MatrixCommands,
+        worker: ChannelWorker,
+        commands: ChatCommands,
         user_id: str,
         *,
         check: Callable[[], None] | None = None,
@@ -119,7 +142,7 @@ class MatrixSync:
         self.redis = redis
         self.channel = channel
         self.commands = commands
-        self.worker = commands.worker
+        self.worker = worker
         self.user_id = user_id
         self.check = check or (lambda: None)
         self.poll_ms = poll_ms
@@ -154,8 +177,8 @@ class MatrixSync:
     async def handle(self, reply: SyncResponse, *, history: bool) -> None:
         """One /sync response: invites, encrypted rooms, commands (`history` False: the
         first sync ever, whose timeline is the rooms' past)."""
-        for room_id in reply.rooms.invite:
-            await self._guarded(self._invited(room_id), "the invite to room %r", room_id)
+        for room_id, invite in reply.rooms.invite.items():
+            await self._guarded(self._invited(room_id, invite), "the invite to room %r", room_id)
         for room_id, info in reply.rooms.join.items():
             state = _sources(info.state)
             timeline = _sources(info.timeline.events)
@@ -164,6 +187,8 @@ class MatrixSync:
                 continue
             if not history:
                 continue
+            if any(e.get("sender") != self.user_id for e in timeline):
+                await self._guarded(self.worker.spoke(room_id), "room %r speaking again", room_id)
             for event in timeline:
                 await self._guarded(self._command(room_id, event), "a command in room %r", room_id)
                 await self._guarded(self._redacted(room_id, event), "a redaction in room %r", room_id)
@@ -179,20 +204,41 @@ class MatrixSync:
         except Exception:
             log.exception(what + " failed", room_id)
 
-    async def _invited(self, room_id: str) -> None:
+    async def _invited(self, room_id: str, invite: InviteInfo) -> None:
         self.check()
-        if allowed(self.channel.matrix, room_id):
-            reply = await self.nio.join(room_id)
-            if isinstance(reply, JoinResponse):
-                log.info("invited to room %r: joined", room_id)
-            else:
-                log.warning("invited to room %r, but could not join it: %s", room_id, reply)
-        else:
+        access = self.channel.access
+        granted = await access.grant_of(room_id) is not None
+        if not granted and access.mode is Access.allowlist:
             await self.nio.room_leave(room_id)
             log.warning(
-                "invited to room %r, which is not in [[channels.matrix.rooms]]: declined (add it there to grant it)",
+                "invited to room %r, which has no grant (access allowlist): declined "
+                "(add it to [[channels.matrix.rooms]] to grant it)",
                 room_id,
             )
+            return
+        reply = await self.nio.join(room_id)
+        if not isinstance(reply, JoinResponse):
+            log.warning("invited to room %r, but could not join it: %s", room_id, reply)
+            return
+        log.info("invited to room %r: joined%s", room_id, "" if granted else " (it has no grant yet)")
+        await self.worker.spoke(room_id)  # a paused room that invites the bot back takes calls again
+        if granted or await self._is_encrypted(room_id):
+            return  # an encrypted room is told why the bot leaves, once its join is synced
+        # A stranger's first word from the bot is what the shared handler answers it.
+        inviter = next(
+            (e.sender for e in invite.invite_state if isinstance(e, InviteMemberEvent) and e.state_key == self.user_id),
+            "",
+        )
+        answer = await self.commands.handle(
+            Invocation(platform=PLATFORM, destination=room_id, thread=NO_THREAD, user=inviter, word="help", group=True)
+        )
+        if answer is not None:
+            self.worker.say(room_id, NO_THREAD, answer.text, urgent=answer.urgent)
+
+    async def _is_encrypted(self, room_id: str) -> bool:
+        self.check()
+        reply = await self.nio.room_get_state_event(room_id, "m.room.encryption")
+        return isinstance(reply, RoomGetStateEventResponse) and bool(reply.content)
 
     async def _encrypted(self, room_id: str) -> None:
         for key in await self.channel.state.follows(room_id):
@@ -222,7 +268,7 @@ class MatrixSync:
 
     async def _may_change(self, room_id: str, user: str) -> bool:
         """Is `user`'s power in the room at least MIN_POWER (a creator's always is, from
-        room version 12 on)? Read from the room's state when a command needs it."""
+        room version 12 on)? Read from the room's state when the handler asks."""
         self.check()
         reply = await self.nio.room_get_state(room_id)
         if not isinstance(reply, RoomGetStateResponse):
@@ -239,15 +285,28 @@ class MatrixSync:
             return
         thread, word, args = parsed
         user = str(event.get("sender", ""))
-        refused = not allowed(self.channel.matrix, room_id) and word != "help"
-        # A room that lost its grant is told so at most once an hour.
-        if refused and not await self.redis.set(keys.mx_refused(room_id), user, nx=True, ex=REFUSAL_EVERY):
-            return
-        may_change = word in CHANGES and await self._may_change(room_id, user)
-        invocation = Invocation(room_id, thread, user, may_change, word, tuple(args))
-        reply = await self.commands.run(invocation)
-        if reply:
-            self.worker.say(room_id, thread, reply)
+
+        async def may_change() -> bool:
+            return await self._may_change(room_id, user)
+
+        reply = await self.commands.handle(
+            Invocation(
+                platform=PLATFORM, destination=room_id, thread=thread, user=user, word=word, args=tuple(args),
+                group=True, may_change=may_change,
+            )
+        )
+        if reply is not None:
+            self.worker.say(room_id, thread, reply.text, urgent=reply.urgent)
 
 
-__all__ = ["ENCRYPTED_REFUSAL", "POLL_MS", "MatrixSync", "is_creator", "parse_command", "power_of"]
+__all__ = [
+    "ENCRYPTED_REFUSAL",
+    "MIN_POWER",
+    "POLL_MS",
+    "PREFIX",
+    "SURFACE",
+    "MatrixSync",
+    "is_creator",
+    "parse_command",
+    "power_of",
+]

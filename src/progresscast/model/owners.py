@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass
+from fnmatch import fnmatchcase
 
 from .card import SURROGATE_RULE, CardError, has_lone_surrogate
 
@@ -80,3 +81,14 @@ def resolve_owner(
     if agent not in known_agents:
         raise CardError("agentId", f"'{agent}' is not a configured agent")
     return Owner(agent_id=agent, session_key=key)
+
+
+def session_matches(pattern: str, owner: Owner) -> bool:
+    """Does a session pattern (a shell glob, case-sensitive) cover this owner? A pattern
+    that starts with `agent:` is matched against the display key, any other against the
+    session key; `*` is every session. Gateway tokens and chat grants read them alike."""
+    if pattern == "*":  # the common grant: every session (no glob to run per request)
+        return True
+    if pattern.startswith("agent:"):
+        return fnmatchcase(owner.display_key, pattern)
+    return fnmatchcase(owner.session_key, pattern)

@@ -89,6 +89,9 @@ class DiscordRenderers:
     def ping(self, view: View, needs: Sequence[Need]) -> Payload | None:
         return discord_ping(view, needs, templates_dir=self.templates_dir)
 
+    def snapshot(self, view: View) -> Payload | None:
+        return discord_snapshot(view, self.settings, templates_dir=self.templates_dir)
+
 
 __all__ = [
     "COMPONENTS", "CONTENT", "DiscordRenderers", "discord_answer", "discord_draft", "discord_ping", "discord_snapshot",

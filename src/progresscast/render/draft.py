@@ -442,6 +442,23 @@ def _items(lines: Sequence[Line]) -> int:
     return others + 2 * steps + (1 if steps else 0)
 
 
+def _drop_to_items(lines: list[Line], count: int, *, first: bool) -> bool:
+    """Drop lines from the front (`first`) or the end until the rest become at most
+    `count` rich blocks; whether any was dropped. Counted down as lines go: a long
+    answer has thousands of lines."""
+    steps = sum(line.kind == "step" for line in lines)
+    others = sum(1 for line in lines if line.kind != "step" and not line.blank)
+    dropped = False
+    while lines and others + 2 * steps + (1 if steps else 0) > count:
+        line = lines.pop(0 if first else -1)
+        if line.kind == "step":
+            steps -= 1
+        elif not line.blank:
+            others -= 1
+        dropped = True
+    return dropped
+
+
 def _preview(
     view: View, settings: RenderSettings, theme: Theme, budget: int, max_items: int | None
 ) -> list[Line] | None:
@@ -496,9 +513,7 @@ def _preview_body(
         count = None if max_items is None else max(max_items - _items(struct), 0)
         kept, trimmed = take_tail(answer_lines, room)
         if count is not None:
-            while kept and _items(kept) > count:
-                kept.pop(0)
-                trimmed = True
+            trimmed = _drop_to_items(kept, count, first=True) or trimmed
             kept = strip_blank(kept)
         if trimmed and kept and not kept[0].text.startswith(theme.word("trimmed")):
             first = kept[0]
@@ -516,9 +531,7 @@ def _preview_body(
         count = None if max_items is None else max(max_items - _items(lines), 0)
         kept, trimmed = take_head(body, room)
         if count is not None:
-            while kept and _items(kept) > count:
-                kept.pop()
-                trimmed = True
+            trimmed = _drop_to_items(kept, count, first=False) or trimmed
             kept = strip_blank(kept)
         if trimmed and kept and not kept[-1].text.endswith(theme.word("trimmed")):
             _mark_trimmed_end(kept, theme)

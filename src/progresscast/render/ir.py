@@ -13,9 +13,11 @@ number of characters.
 
 from __future__ import annotations
 
+import bisect
 import itertools
 import re
 import unicodedata
+from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
 from functools import lru_cache
 
@@ -102,20 +104,30 @@ def _simple(text: str) -> bool:
     return text.isascii() or (u16(text) == len(text) and not any(_attaches(ch) for ch in text))
 
 
+@lru_cache(maxsize=64)
+def _cut_points(text: str) -> tuple[tuple[int, ...], tuple[int, ...]] | None:
+    """Where `text` may be cut (each user-perceived character's start, and its end) with
+    the UTF-16 units before each; None when it may be cut anywhere. Cached: fitting a
+    long line to a size cuts the same text at many lengths."""
+    if _simple(text):
+        return None
+    starts = clusters(text)
+    before = [0]
+    for a, b in itertools.pairwise(starts):
+        before.append(before[-1] + u16(text[a:b]))
+    return tuple(starts), tuple(before)
+
+
 def _prefix_units(text: str, units: int) -> str:
     """The longest prefix of `text` at most `units` UTF-16 units long that ends between
     two user-perceived characters."""
     if units <= 0:
         return ""
-    if _simple(text):
+    points = _cut_points(text)
+    if points is None:
         return text[:units]
-    used = 0
-    starts = clusters(text)
-    for a, b in itertools.pairwise(starts):
-        used += u16(text[a:b])
-        if used > units:
-            return text[:a]
-    return text
+    starts, before = points
+    return text[: starts[bisect.bisect_right(before, units) - 1]]
 
 
 def _suffix_units(text: str, units: int) -> str:
@@ -123,16 +135,11 @@ def _suffix_units(text: str, units: int) -> str:
     user-perceived character."""
     if units <= 0:
         return ""
-    if _simple(text):
+    points = _cut_points(text)
+    if points is None:
         return text[-units:] if units < len(text) else text
-    used = 0
-    starts = clusters(text)
-    for k in range(len(starts) - 1, 0, -1):
-        a, b = starts[k - 1], starts[k]
-        used += u16(text[a:b])
-        if used > units:
-            return text[b:]
-    return text
+    starts, before = points
+    return text[starts[bisect.bisect_left(before, before[-1] - units)] :]
 
 
 def middle_cut(text: str, limit: int) -> str:
@@ -284,6 +291,19 @@ def visible_units(lines: list[Line] | tuple[Line, ...]) -> int:
     if not lines:
         return 0
     return sum(line.length for line in lines) + len(lines) - 1
+
+
+def merge_runs(spans: Sequence[Span]) -> list[Span]:
+    """Adjacent spans with the same marks and link merged into one."""
+    out: list[Span] = []
+    for span in spans:
+        if not span.text:
+            continue
+        if out and (out[-1].marks, out[-1].href) == (span.marks, span.href):
+            out[-1] = Span(out[-1].text + span.text, span.marks, span.href)
+        else:
+            out.append(span)
+    return out
 
 
 def split_line(line: Line, units: int) -> tuple[Line, Line]:

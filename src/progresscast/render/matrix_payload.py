@@ -5,7 +5,8 @@ about how a Matrix message looks, the fallbacks included, is made here.
   when the server refuses the content.
 - A final answer: one `m.text` per part, each falling back to its plain `body`.
 - A `!pc card` snapshot: the progress draft, also when the room's mode shows none.
-- A command's reply: a plain `m.notice`.
+- A command's reply: an `m.notice` of plain text, its HTML the same text escaped
+  (`notice_html`): nothing a person typed and the reply repeats becomes markup.
 
 In a thread (`m.thread`) every message carries the thread relation (with the reply
 fallback to the thread's root that clients without threads show); an edit does not
@@ -14,6 +15,7 @@ repeat it (`matrix.edit_content`): an edit stays where the event it replaces is.
 
 from __future__ import annotations
 
+import html
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
@@ -22,7 +24,7 @@ from ..config.settings import Mode, RenderSettings
 from ..model.needs import Need
 from ..model.view import View
 from .ending import end_line, ping_text
-from .matrix import EVENT_TYPE, NOTICE, TEXT, render_matrix, render_matrix_final_answer
+from .matrix import EVENT_TYPE, HTML_FORMAT, NOTICE, TEXT, render_matrix, render_matrix_final_answer
 from .payload import Payload
 from .templates import theme
 
@@ -88,9 +90,16 @@ def matrix_ping(
     return Payload(EVENT_TYPE, in_thread(content, thread_root), KIND)
 
 
+def notice_html(text: str) -> str:
+    """A reply's plain text as HTML: escaped, its lines kept."""
+    return html.escape(text, quote=False).replace("\n", "<br>")
+
+
 def matrix_notice(text: str, *, thread_root: str | None = None) -> Payload:
     """A plain-text notice (a command's reply); it mentions nobody."""
-    content = {"msgtype": NOTICE, "body": text, "m.mentions": {}}
+    content = {
+        "msgtype": NOTICE, "body": text, "format": HTML_FORMAT, "formatted_body": notice_html(text), "m.mentions": {},
+    }
     return Payload(EVENT_TYPE, in_thread(content, thread_root), KIND)
 
 
@@ -117,8 +126,18 @@ class MatrixRenderers:
     def ping(self, view: View, needs: Sequence[Need]) -> Payload | None:
         return matrix_ping(view, needs, thread_root=self.thread_root, templates_dir=self.templates_dir)
 
+    def snapshot(self, view: View) -> Payload | None:
+        return matrix_snapshot(view, self.settings, thread_root=self.thread_root, templates_dir=self.templates_dir)
+
 
 __all__ = [
-    "KIND", "MatrixRenderers", "in_thread", "matrix_answer", "matrix_draft", "matrix_notice", "matrix_ping",
+    "KIND",
+    "MatrixRenderers",
+    "in_thread",
+    "matrix_answer",
+    "matrix_draft",
+    "matrix_notice",
+    "matrix_ping",
     "matrix_snapshot",
+    "notice_html",
 ]

@@ -145,6 +145,9 @@ class SlackRenderers:
     def ping(self, view: View, needs: Sequence[Need]) -> Payload | None:
         return slack_ping(view, needs, thread_ts=self.thread_ts, templates_dir=self.templates_dir)
 
+    def snapshot(self, view: View) -> Payload | None:
+        return slack_snapshot(view, self.settings, thread_ts=self.thread_ts, templates_dir=self.templates_dir)
+
 
 __all__ = [
     "BLOCKS",

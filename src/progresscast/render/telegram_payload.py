@@ -116,6 +116,9 @@ class TelegramRenderers:
     def ping(self, view: View, needs: Sequence[Need]) -> Payload | None:
         return telegram_ping(view, needs, templates_dir=self.templates_dir)
 
+    def snapshot(self, view: View) -> Payload | None:
+        return telegram_snapshot(view, self.settings, templates_dir=self.templates_dir)
+
 
 __all__ = [
     "RICH_METHOD",

@@ -23,13 +23,12 @@ from slack_sdk.web.async_client import AsyncWebClient
 from starlette.routing import Route
 
 from ..backoff import Backoff
-from ..channels.worker import WorkerOptions
+from ..channels.worker import ChannelWorker, WorkerOptions
 from ..config.settings import ConfigError, Settings
 from ..stopping import still_wanted
 from .channel import SlackChannel, SlackPace
 from .client import SlackClient
 from .commands import SlackCommands
-from .worker import SlackWorker
 
 log = logging.getLogger("progresscast.slack")
 
@@ -58,8 +57,8 @@ class SlackAdapter:
         )
         self.client = SlackClient(self.web)
         self.channel = SlackChannel(settings, redis, self.client, "", self.options.pace)
-        self.worker = SlackWorker(self.channel, redis, self.options.worker)
-        self.commands = SlackCommands(settings, self.worker)
+        self.worker = ChannelWorker(self.channel, redis, options=self.options.worker, log=log)
+        self.commands = SlackCommands(settings, self.worker, self.client)
         self.started = asyncio.Event()
 
     def routes(self) -> list[Route]:
@@ -99,4 +98,4 @@ class SlackAdapter:
             await self.worker.close()
 
 
-__all__ = ["SlackAdapter", "SlackOptions", "SlackWorker"]
+__all__ = ["SlackAdapter", "SlackOptions"]

@@ -234,6 +234,42 @@ def channel_no_rich(channel: str, bot_id: int | str) -> str:
     return f"{PREFIX}:{channel}:bot:{bot_id}:norich"
 
 
+def channel_paused(channel: str) -> str:
+    """Hash: destination → "<next probe at, epoch s> <refusals in a row>" for each
+    destination that refused the bot for good (blocked, kicked, archived): no calls to it
+    until it speaks again or its probe is due. Its size is what `/metrics` counts."""
+    return f"{PREFIX}:{channel}:paused"
+
+
+def channel_ended(channel: str) -> str:
+    """Set of "<destination> <thread> <displayKey>": follows ended from outside the
+    adapter (`progresscast pairing revoke`), whose drafts the adapter's lanes delete."""
+    return f"{PREFIX}:{channel}:ended"
+
+
+# --- chat access ------------------------------------------------------------------------
+# Who may see which session in chat (channels/access.py), per platform (`telegram`,
+# `slack`, …): one bot or several, a grant is the destination's. The pending codes and
+# the grants share the platform's tag, so approving (code out, grant in) is one script.
+# Strangers add nothing here but their pending code (at most `MAX_PENDING` at a time).
+
+
+def access_tag(platform: str) -> str:
+    return f"{{{PREFIX}:access:{platform}}}"
+
+
+def access_pending(platform: str) -> str:
+    """Hash: pairing code → "<destination> <issued at, Redis clock ms>"; expired ones are
+    dropped whenever a code is issued, approved or listed."""
+    return f"{PREFIX}:access:{access_tag(platform)}:pending"
+
+
+def access_grants(platform: str) -> str:
+    """Hash: destination → JSON `{"sessions": [globs], "at": ms, "code": "…"}` — approved
+    pairings (`progresscast pairing approve`)."""
+    return f"{PREFIX}:access:{access_tag(platform)}:grants"
+
+
 # --- Telegram ------------------------------------------------------------------------
 # The Telegram adapter's keys are the chat-channel keys above under the name `tg`.
 
@@ -349,6 +385,8 @@ def mx_txn(user_id: str, room_id: str, content_digest: str) -> str:
     return f"{PREFIX}:{MATRIX}:bot:{mx_bot_tag(user_id)}:txn:{room_id}:{content_digest}"
 
 
-def mx_refused(room_id: str) -> str:
-    """String with a TTL: a room not granted was told so (at most once an hour)."""
-    return f"{PREFIX}:{MATRIX}:room:{room_id}:refused"
+# --- Discord -------------------------------------------------------------------------
+# The Discord adapter's keys: the chat-channel keys above under the name `discord`
+# (destinations are channel and thread ids; the thread part of a key is always "0").
+
+DISCORD = "discord"

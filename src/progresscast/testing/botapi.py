@@ -52,7 +52,7 @@ from ._faults import Fault, FaultSettings, RandomFaults, description_of
 from ._loopback import LoopbackServer
 from ._pacing import BOT_PACE, GROUP_PACE, PRIVATE_PACE, Pace, Pacer
 from ._params import chat_id_of, read_params
-from ._state import ApiError, Call, ChatState, not_found
+from ._state import ApiError, Call, ChatState, not_found, refusal
 from ._telegram import PACED, FakeTelegram, Handler
 from ._webhook import Delivery, Webhook, WebhookSender
 
@@ -449,6 +449,10 @@ class BotAPIEmulator(LoopbackServer):
 
     async def _run(self, handler: Handler, call: Call, *, paced: bool) -> Any:
         chat_id = call.chat_id
+        if call.method in PACED and chat_id is not None:  # a chat that refuses the bot: 403, unpaced
+            known = self._served(call.token).telegram.chats.get(chat_id)
+            if known is not None and (refused_by := refusal(known)) is not None:
+                raise refused_by
         paced = paced and call.method in PACED and chat_id is not None
         if paced:
             assert chat_id is not None

@@ -203,6 +203,13 @@ class DiscordAPIEmulator(LoopbackServer, InteractionSender):
         channel.deleted[message_id] = channel.messages.pop(message_id)
         self._notify()
 
+    def delete_channel(self, channel_id: str) -> DiscordChannel:
+        """A person deletes the channel: every call to it answers 10003 Unknown Channel.
+        Returns what it showed."""
+        gone = self._channels.pop(channel_id)
+        self._notify()
+        return gone
+
     def make_old(self, channel_id: str, message_id: str) -> None:
         """The message is past an hour old and edited often: edits answer 30046."""
         self.channel(channel_id).messages[message_id].old = True

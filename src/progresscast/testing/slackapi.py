@@ -488,6 +488,10 @@ class SlackAPIEmulator(LoopbackServer):
         channel = self._channels.get(str(cid))
         if channel is None:
             raise SlackError("channel_not_found")
+        if channel.archived:
+            raise SlackError("is_archived")
+        if not channel.app_member:
+            raise SlackError("not_in_channel")
         return channel
 
     def _content(self, params: dict[str, Any], *, update: bool) -> tuple[str | None, list[dict[str, Any]] | None]:
