@@ -65,6 +65,7 @@ async def following(harness, **telegram: object) -> Harness:  # type: ignore[no-
 # --- pings ---------------------------------------------------------------------------------
 
 
+@pytest.mark.backends  # the pinged state is stored with the draft
 async def test_a_blocked_step_pings_once_as_a_reply_that_notifies_while_the_draft_stays_silent(
     api: BotAPIEmulator, harness
 ) -> None:
@@ -268,6 +269,7 @@ async def test_a_longer_run_shows_its_first_draft_after_the_start_delay(api: Bot
 # --- at the bottom ---------------------------------------------------------------------------
 
 
+@pytest.mark.backends  # what it notes and reads spans slots of a Cluster
 async def test_a_message_under_the_draft_then_a_write_reposts_it_below_new_first(
     api: BotAPIEmulator, harness
 ) -> None:
