@@ -12,6 +12,7 @@ flushed per test).
 
 from __future__ import annotations
 
+import fcntl
 import gc
 import os
 import shutil
@@ -82,6 +83,32 @@ def pytest_runtest_protocol(item: pytest.Item, nextitem: pytest.Item | None) -> 
         _tests_run += 1
         if _tests_run % FULL_COLLECTION_EVERY == 0:
             gc.collect()
+
+
+class RealtimeAlone:
+    """Under pytest-xdist, a `realtime` test runs alone: it measures pacing at real
+    speed, where the other test processes' CPU on 2 cores shows up as late calls. Every
+    other test holds a shared lock while it runs, a `realtime` one the exclusive lock;
+    a turnstile keeps the tests that start meanwhile from starving it. (A plugin of its
+    own: a conftest holds one implementation of a hook.)"""
+
+    @pytest.hookimpl(wrapper=True, tryfirst=True)
+    def pytest_runtest_protocol(self, item: pytest.Item, nextitem: pytest.Item | None) -> Any:
+        alone = item.get_closest_marker("realtime") is not None
+        shared = Path(item.config.option.basetemp).parent  # each worker's base is popen-gwN in the run's
+        with open(shared / "turnstile.lock", "a") as turnstile, open(shared / "running.lock", "a") as running:
+            fcntl.flock(turnstile, fcntl.LOCK_EX)
+            try:
+                fcntl.flock(running, fcntl.LOCK_EX if alone else fcntl.LOCK_SH)
+            finally:
+                if not alone:
+                    fcntl.flock(turnstile, fcntl.LOCK_UN)
+            try:
+                return (yield)
+            finally:
+                fcntl.flock(running, fcntl.LOCK_UN)
+                if alone:
+                    fcntl.flock(turnstile, fcntl.LOCK_UN)
 
 
 @pytest.hookimpl(wrapper=True)
@@ -255,6 +282,8 @@ def cluster() -> Iterator[Cluster]:
 
 
 def pytest_configure(config: pytest.Config) -> None:
+    if "PYTEST_XDIST_WORKER" in os.environ:
+        config.pluginmanager.register(RealtimeAlone(), "progresscast-realtime-alone")
     config.addinivalue_line(
         "markers",
         "backends: runs once per Redis backend (embedded, cluster, and server when REDIS_URL is set); "

@@ -213,6 +213,7 @@ def check_one_draft_each(api: BotAPIEmulator, chats: range, newest: Callable[[in
         assert newest(chat) in shown[0], f"chat {chat} shows {shown[0]!r}, not {newest(chat)!r}"
 
 
+@pytest.mark.realtime
 @pytest.mark.parametrize("scale", [REAL_SPEED])
 async def test_three_serves_one_bot_the_holder_killed_mid_run(serves: Any, redis_url: str, scale: float) -> None:
     sessions, writes_each = range(1, 101), 20
@@ -258,6 +259,7 @@ async def test_three_serves_one_bot_the_holder_killed_mid_run(serves: Any, redis
         await redis.aclose()
 
 
+@pytest.mark.realtime
 @pytest.mark.parametrize("scale", [REAL_SPEED])
 async def test_a_paused_holder_makes_no_call_once_its_lease_passed(serves: Any, redis_url: str, scale: float) -> None:
     sessions = range(1, 21)
