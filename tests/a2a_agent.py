@@ -81,6 +81,10 @@ class StreamCutter:
     cuts: int = 0
     after: int = 2
     requests: list[str] = field(default_factory=list)
+    streams_started: int = 0
+    """Event streams answered so far."""
+    streams_open: int = 0
+    """Event streams answered and not yet ended."""
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] != "http":
@@ -95,6 +99,9 @@ class StreamCutter:
             if message["type"] == "http.response.start":
                 headers = dict(message.get("headers", []))
                 state["sse"] = b"text/event-stream" in headers.get(b"content-type", b"")
+                if state["sse"]:
+                    self.streams_started += 1
+                    self.streams_open += 1
                 if state["sse"] and self.cuts > 0:
                     self.cuts -= 1
                     state["cut"] = True
@@ -107,20 +114,26 @@ class StreamCutter:
                     return
             await send(message)
 
-        await self.app(scope, receive, cutting_send)
+        try:
+            await self.app(scope, receive, cutting_send)
+        finally:
+            if state["sse"]:
+                self.streams_open -= 1
 
 
 class Agent:
     """The running agent: its URL, its executor, its task store."""
 
-    def __init__(self, script: list[Action], *, binding: str = "JSONRPC", port: int = 0) -> None:
+    def __init__(
+        self, script: list[Action], *, binding: str = "JSONRPC", port: int = 0, tasks: InMemoryTaskStore | None = None
+    ) -> None:
         self.sock = socket.socket()
         self.sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
         self.sock.bind(("127.0.0.1", port))
         self.port = self.sock.getsockname()[1]
         self.url = f"http://127.0.0.1:{self.port}"
         self.executor = ScriptedExecutor(script)
-        self.tasks = InMemoryTaskStore()
+        self.tasks = tasks if tasks is not None else InMemoryTaskStore()
         interfaces = {
             "JSONRPC": pb.AgentInterface(url=f"{self.url}/rpc", protocol_binding="JSONRPC", protocol_version="1.0"),
             "HTTP+JSON": pb.AgentInterface(url=f"{self.url}/rest", protocol_binding="HTTP+JSON", protocol_version="1.0"),

@@ -31,6 +31,7 @@ from redis.asyncio import Redis, RedisCluster
 from progresscast.store.cards import CardStore
 from progresscast.store.connections import connect
 from progresscast.store.embedded import ensure_embedded, stop_embedded
+from synapse_server import synapse  # noqa: F401  (the session's Synapse homeserver, for the Matrix tests)
 
 BACKENDS = ["embedded", "cluster"] + (["server"] if os.environ.get("REDIS_URL") else [])
 TEST_DB_ENV = "PROGRESSCAST_TEST_DB"

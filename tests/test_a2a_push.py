@@ -67,7 +67,8 @@ async def test_the_agents_push_sender_reaches_the_card(gateway: str, redis: Redi
             view = await store.view(owner)
             assert view.run is RunState.completed and view.run_id == task_id
             assert [s.status for s in view.card.plan] == [Status.completed] * 3
-            assert view.activity.headline == "Halfway"
+            # the newest status (completed) carried no message: "Halfway" is not the status now
+            assert view.activity.headline is None
     finally:
         await agent.stop()
 

@@ -41,7 +41,7 @@ async def test_serve_follows_a_configured_agent_into_a_telegram_draft(
         settings = Settings.model_validate({
             "agents": {"default": "main", "known": ["main", "research"]},
             "gateway": {"listen": "127.0.0.1:0"},
-            "channels": {"telegram": {"token": api.token, "apiBaseUrl": api.base_url}},
+            "channels": {"telegram": {"token": api.token, "apiBaseUrl": api.base_url, "access": "open"}},
             "a2a": {"agents": [{"url": first.url, "agentId": "research", "contexts": ["ctx-*"]}], "pollSeconds": 0.05,
                     "backoffMaxSeconds": 0.2},
         })

@@ -16,9 +16,9 @@ from typing import Any
 import pytest
 from redis.asyncio import Redis
 
-from progresscast.channels.failure_log import FailureLog
 from progresscast.channels.state import DraftKey
 from progresscast.config.settings import ConfigError, Settings, load_settings
+from progresscast.failure_log import FailureLog
 from progresscast.model.card import CardInput
 from progresscast.model.owners import Owner
 from progresscast.store.cards import CardStore

@@ -88,6 +88,18 @@ def test_retry_after_holds_the_destination_up_to_the_cap() -> None:
     assert pacer.ready_in(43) == 0
 
 
+async def test_a_rate_limit_of_the_account_holds_every_destination() -> None:
+    together = Budgets(interval=lambda _: 1.0, bot_rate=30.0, scale=1.0, held_together=True)
+    pacer = Pacer(together, clock=(clock := Clock()))
+    assert pacer.hold("!a:x", 5) == 5
+    assert pacer.ready_in("!a:x") == pytest.approx(5)
+    assert pacer.ready_in("!never-called:x") == pytest.approx(5)
+    clock.now += 5
+    assert pacer.ready_in("!never-called:x") == 0
+    await pacer.acquire("!b:x")
+    assert pacer.ready_in("!b:x") == pytest.approx(1)
+
+
 def test_the_time_scale_shortens_every_interval() -> None:
     pacer = Pacer(budgets(scale=0.05), clock=Clock())
     assert pacer.budgets.spacing(42) == pytest.approx(0.05)
@@ -181,7 +193,8 @@ def test_a_shorter_retry_after_never_shortens_a_longer_hold() -> None:
 
 
 async def test_a_hold_that_comes_while_the_destination_queues_is_honoured() -> None:
-    pacer = Pacer(budgets(bot_rate=10.0))
+    # one bot-wide slot a (scaled) second, 50 ms: chat 7 surely still queues when its hold comes
+    pacer = Pacer(budgets(bot_rate=1.0))
     await pacer.acquire(0)  # the bot slot is taken: chat 7 queues
     waiter = asyncio.create_task(pacer.acquire(7))
     await asyncio.sleep(0)
@@ -245,3 +258,40 @@ async def test_a_slot_given_back_goes_to_the_next_waiting_at_once() -> None:
     assert pacer.ready_in(1) == 0
     assert pacer.bot_ready_in() == pytest.approx(10.0, abs=0.5)
     await pacer.close()
+
+
+def most_in_any_window(times: list[float], window: float) -> int:
+    times = sorted(times)
+    most, start = 0, 0
+    for end, at in enumerate(times):
+        while at - times[start] >= window:
+            start += 1
+        most = max(most, end - start + 1)
+    return most
+
+
+async def test_no_sliding_second_holds_more_calls_than_the_bot_budget_when_the_loop_stalls() -> None:
+    # 40 calls a second for the bot, 600 calls to many destinations, and the event loop
+    # blocked for 60 ms after every 300 ms (a burst of writes): the slots that fell due are
+    # granted when it wakes, but the calls leave so that no window of one second (on the
+    # time scale) holds more than the budget, as the Bot API counts them.
+    b = Budgets(interval=lambda chat: 1.0, bot_rate=40.0, scale=0.25)
+    pacer = Pacer(b)
+    left: list[float] = []
+
+    async def call(chat: int) -> None:
+        await pacer.acquire(chat)
+        await pacer.leaving(chat)
+        left.append(time.monotonic())
+
+    async def stall() -> None:
+        while len(left) < 600:
+            await asyncio.sleep(0.3)
+            time.sleep(0.06)
+
+    staller = asyncio.create_task(stall())
+    await asyncio.gather(*(call(chat) for chat in range(600)))
+    staller.cancel()
+    assert most_in_any_window(left, b.scale) <= 40
+    # and the budget is used: 600 calls at 40 per (scaled) second take about 3.75 s
+    assert left[-1] - left[0] < 600 / 40 * b.scale * 1.6

@@ -4,7 +4,7 @@ from pathlib import Path
 
 import pytest
 
-from progresscast.config.settings import ConfigError, Mode, load_settings
+from progresscast.config.settings import Access, ConfigError, Mode, load_settings
 
 ROOT = Path(__file__).parents[1]
 
@@ -86,7 +86,8 @@ def test_the_config_is_found_through_PROGRESSCAST_CONFIG(tmp_path: Path, monkeyp
 
 
 def test_preview_checklist_lines_default_to_max_lines(tmp_path: Path) -> None:
-    from progresscast.telegram.follows import ChatPrefs, render_settings
+    from progresscast.channels.destinations import render_settings
+    from progresscast.channels.state import ChatPrefs
 
     path = tmp_path / "c.toml"
     path.write_text(
@@ -118,3 +119,39 @@ def test_line_limits_are_checked(tmp_path: Path, toml: str, field: str) -> None:
         load_settings(path)
     path.write_text("[channels.telegram.streaming.progress]\nmaxLines = 1\n")
     assert load_settings(path).channels.telegram.streaming.progress.maxLines == 1  # type: ignore[union-attr]
+
+
+@pytest.mark.parametrize(
+    ("toml", "message"),
+    [
+        ("[[channels.matrix.rooms]]\nid = '#shop:example.org'\n", r"channels.matrix.rooms\[0\].id: .*room id like !abcdef"),
+        ("[channels.matrix]\nuserId = 'progresscast'\n", "channels.matrix.userId: .*Matrix user id"),
+        ("[channels.matrix]\nhomeserver = 'matrix.example.org'\n", "channels.matrix.homeserver: must be an http"),
+        ("[channels.matrix]\naccessToken = 'syt_x'\n", "channels.matrix: .*homeserver and userId are required"),
+        ("[channels.matrix]\naccess = 'everyone'\n", "channels.matrix.access"),
+        ("[channels.matrix]\ncallsPerSecond = 0\n", "channels.matrix.callsPerSecond"),
+        ("[channels.matrix]\nrichMessages = true\n", "channels.matrix.richMessages: .*one look"),
+        ("[[channels.matrix.rooms]]\nid = '!a:x'\nrichMessages = false\n", r"channels.matrix.rooms\[0\].richMessages"),
+    ],
+)
+def test_matrix_mistakes_name_the_setting(tmp_path: Path, toml: str, message: str) -> None:
+    path = tmp_path / "matrix.toml"
+    path.write_text(toml)
+    with pytest.raises(ConfigError, match=message):
+        load_settings(path)
+
+
+def test_matrix_settings_read_the_token_from_the_environment(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("MATRIX_ACCESS_TOKEN", "syt_secret")
+    path = tmp_path / "matrix.toml"
+    path.write_text(
+        "[channels.matrix]\nhomeserver = 'https://matrix.example.org/'\nuserId = '@progresscast:example.org'\n"
+        "accessToken = 'env:MATRIX_ACCESS_TOKEN'\n[[channels.matrix.rooms]]\nid = '!abc:example.org'\n"
+        "sessions = ['shop-*']\nfollow = ['shop-1']\nmode = 'partial'\n[[channels.matrix.rooms]]\nid = '!v12roomhash'\n"
+    )
+    matrix = load_settings(path).channels.matrix
+    assert matrix is not None and matrix.accessToken == "syt_secret"
+    assert matrix.homeserver == "https://matrix.example.org"
+    assert matrix.access is None and matrix.access_mode is Access.pairing  # every platform's default
+    table = matrix.table_of("!abc:example.org")
+    assert table is not None and table.mode is Mode.partial and table.sessions == ["shop-*"]

@@ -259,7 +259,13 @@ async def test_mcp_over_http_refuses_a_lone_surrogate_naming_the_field(
 ) -> None:
     from test_mcp import http_server
 
-    headers = {"Accept": "application/json, text/event-stream", "Content-Type": "application/json"}
+    token = "edge-input-token-0123456789"
+    headers = {
+        "Accept": "application/json, text/event-stream", "Content-Type": "application/json",
+        "Authorization": f"Bearer {token}",
+    }  # fmt: skip
+    config = tmp_path / "mcp.toml"
+    config.write_text(f'[[gateway.tokens]]\ntoken = "{token}"\nscopes = ["operator.write"]\n')
 
     def answer(response: httpx.Response) -> dict[str, Any]:
         assert response.status_code == 200, response.text
@@ -268,7 +274,7 @@ async def test_mcp_over_http_refuses_a_lone_surrogate_naming_the_field(
         data = [line[5:] for line in response.text.splitlines() if line.startswith("data:")]
         return json.loads(data[-1])
 
-    async with http_server(mcp_env(redis_url, tmp_path), "--session", "t-mcp-http") as url:
+    async with http_server(mcp_env(redis_url, tmp_path), "--config", str(config), "--session", "t-mcp-http") as url:
         async with httpx.AsyncClient(timeout=30) as http:
             hello = await http.post(url, headers=headers, content=json.dumps({
                 "jsonrpc": "2.0", "id": 1, "method": "initialize",

@@ -18,7 +18,7 @@ from conftest import all_keys
 from progresscast.config.settings import AgentSettings, GatewaySettings, GatewayToken, Settings
 from progresscast.gateway import create_app
 from progresscast.gateway.auth import Tokens
-from progresscast.gateway.rpc import MAX_BODY
+from progresscast.gateway.body import MAX_BODY
 from progresscast.model.card import CardInput
 from progresscast.model.owners import Owner
 from progresscast.model.view import RunState
@@ -41,10 +41,11 @@ PLAN = [
 ]
 
 
-def gateway_settings() -> Settings:
+def gateway_settings(**gateway: object) -> Settings:
     return Settings(
         agents=AgentSettings(default="main", known=["main", "research"]),
         gateway=GatewaySettings(
+            **gateway,
             listen="127.0.0.1:0",
             tokens=[GatewayToken(token=t, scopes=s, sessions=p) for t, (s, p) in TOKENS.items()]
             + [GatewayToken(token="env:PROGRESSCAST_TEST_UNSET_TOKEN", scopes=RW)],
@@ -433,9 +434,9 @@ def padded(size: int) -> bytes:
     return body + b" " * (size - len(body))
 
 
-async def test_a_body_of_64_kib_is_accepted_and_one_byte_more_is_400(client: httpx.AsyncClient, redis: Redis) -> None:
+async def test_a_body_of_64_kib_is_accepted_and_one_byte_more_is_413(client: httpx.AsyncClient, redis: Redis) -> None:
     ok(await post_raw(client, padded(MAX_BODY)))
-    err = error(await post_raw(client, padded(MAX_BODY + 1)), 400, "body_too_large")
+    err = error(await post_raw(client, padded(MAX_BODY + 1)), 413, "body_too_large")
     assert "64 KiB" in err["message"]
     assert await CardStore(redis).revision(Owner("main", "big")) == 1
 
@@ -447,12 +448,15 @@ async def test_an_oversized_chunked_body_is_refused_without_a_content_length(cli
 
     response = await post_raw(client, chunks())
     assert "content-length" not in response.request.headers
-    error(response, 400, "body_too_large")
+    error(response, 413, "body_too_large")
 
 
 async def test_an_oversized_content_length_is_refused_up_front(client: httpx.AsyncClient) -> None:
-    err = error(await post_raw(client, b"{}", **{"Content-Length": str(10 * MAX_BODY)}), 400, "body_too_large")
+    err = error(await post_raw(client, b"{}", **{"Content-Length": str(2 * MAX_BODY)}), 413, "body_too_large")
     assert "65536 bytes" in err["message"]
+    # Past the largest body any route takes, the app refuses it before the route runs.
+    err = error(await post_raw(client, b"{}", **{"Content-Length": str(10 * MAX_BODY)}), 413, "body_too_large")
+    assert "262144 bytes" in err["message"]
 
 
 async def test_an_unauthenticated_caller_learns_nothing_about_its_body(client: httpx.AsyncClient) -> None:

@@ -34,8 +34,8 @@ class Live:
 
 
 @asynccontextmanager
-async def serving(redis: Redis, heartbeat: float = 15.0) -> AsyncIterator[Live]:
-    app = create_app(gateway_settings(), redis, heartbeat=heartbeat)
+async def serving(redis: Redis, heartbeat: float = 15.0, **gateway: object) -> AsyncIterator[Live]:
+    app = create_app(gateway_settings(**gateway), redis, heartbeat=heartbeat)
     sock = bind("127.0.0.1:0")
     base = address(sock)
     started = asyncio.Event()
@@ -206,7 +206,12 @@ async def test_a_reconnect_gets_only_the_newest_hint_however_long_the_stream(liv
             await stream.event(timeout=0.3)  # nothing missed: nothing replayed
 
 
-async def test_forty_replays_from_the_start_of_a_full_stream_leave_puts_fast(live: Live, store: CardStore, redis: Redis) -> None:
+async def test_forty_replays_from_the_start_of_a_full_stream_leave_puts_fast(store: CardStore, redis: Redis) -> None:
+    async with serving(redis, maxStreamsPerToken=40) as live:  # forty streams of one token
+        await forty_replays(live, store, redis)
+
+
+async def forty_replays(live: Live, store: CardStore, redis: Redis) -> None:
     owner = Owner("main", "ticket-1")
     await store.put(owner, CardInput.parse({"markdown": "one"}))
     stream_key = (await store.layout()).events_of(owner)

@@ -277,8 +277,11 @@ async def http_server(env: dict[str, str], *args: str) -> AsyncIterator[str]:
 
 
 async def test_streamable_http_lists_and_calls_the_tools(redis_url: str, tmp_path: Path, store: CardStore) -> None:
-    async with http_server(server_env(redis_url, tmp_path), "--session", "over-http") as url:
-        async with httpx2.AsyncClient(timeout=30) as client:
+    token = "over-http-token-0123456789"
+    config = tmp_path / "mcp.toml"
+    config.write_text(f'[[gateway.tokens]]\ntoken = "{token}"\nscopes = ["operator.write"]\n')
+    async with http_server(server_env(redis_url, tmp_path), "--config", str(config), "--session", "over-http") as url:
+        async with httpx2.AsyncClient(timeout=30, headers={"Authorization": f"Bearer {token}"}) as client:
             async with streamable_http_client(url, http_client=client) as (read, write):
                 async with ClientSession(read, write) as mcp:
                     await mcp.initialize()

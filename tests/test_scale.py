@@ -241,7 +241,10 @@ async def test_metrics_parse_and_counters_move_with_the_work(redis: Any) -> None
 
 
 @pytest.mark.backends
-async def test_follows_are_counted_per_bot_and_channel(redis: Any) -> None:
+async def test_follows_are_counted_per_bot_and_channel(redis: Any, monkeypatch: pytest.MonkeyPatch) -> None:
+    from progresscast.gateway import health as health_module
+
+    monkeypatch.setattr(health_module, "CACHE_SECONDS", 0.0)  # each scrape reads Redis again
     settings = gateway_settings().model_copy(
         update={
             "channels": ChannelSettings.model_validate(

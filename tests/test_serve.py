@@ -214,7 +214,8 @@ async def test_webhook_updates_posted_to_a_gateway_without_the_token_reach_the_a
         await gateway.line_matching(r"the Telegram adapter is off; webhook updates posted to /telegram/hook-7 here")
         adapter = await running(
             start, GATEWAY.format(listen="127.0.0.1:0")
-            + f'[channels.telegram]\ntoken = "env:TELEGRAM_BOT_TOKEN"\napiBaseUrl = "{api.base_url}"\n' + webhook,
+            + f'[channels.telegram]\ntoken = "env:TELEGRAM_BOT_TOKEN"\napiBaseUrl = "{api.base_url}"\naccess = "open"\n'
+            + webhook,
             TELEGRAM_BOT_TOKEN=api.token, **env,
         )
         await adapter.line_matching(r"updates by webhook at /telegram/hook-7")

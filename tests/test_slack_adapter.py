@@ -31,6 +31,7 @@ from progresscast.store.connections import connect
 from progresscast.testing import SlackAPIEmulator, SlackMessage
 from progresscast.testing.slackapi import PERSON_ID
 from progresscast.timescale import ENV
+from test_telegram_adapter import open_access
 
 C = "C0TEST0001"
 OTHER = "C0TEST0002"
@@ -68,7 +69,7 @@ class Harness:
                         "token": slack.token,
                         "signingSecret": slack.signing_secret,
                         "apiBaseUrl": slack.base_url,
-                        **config,
+                        **open_access(config, "allowedChannels"),
                     }
                 },
             }
@@ -485,7 +486,10 @@ async def test_serve_runs_the_slack_adapter_and_its_command_routes(slack: SlackA
         {
             "gateway": {"listen": f"127.0.0.1:{port}"},
             "channels": {
-                "slack": {"token": slack.token, "signingSecret": slack.signing_secret, "apiBaseUrl": slack.base_url}
+                "slack": {
+                    "token": slack.token, "signingSecret": slack.signing_secret, "apiBaseUrl": slack.base_url,
+                    "access": "open",
+                }
             },
         }
     )

@@ -84,3 +84,25 @@ async def test_a_lost_cancel_while_standing_by_still_ends_the_standby(redis: Los
     task = await cancelled_in_a_command(redis, run_bot(settings, redis, bot))
     await ends_cancelled(task)
     assert await other.current_holder() == "another process"
+
+
+async def test_a_lost_cancel_while_supervising_still_ends_the_supervisor(redis: LosesCancels) -> None:
+    from progresscast.supervise import supervise
+
+    async def failing_after_a_command() -> None:
+        await redis.get("k")
+        raise RuntimeError("restarted at once")
+
+    task = await cancelled_in_a_command(redis, supervise(failing_after_a_command, "a job"))
+    await ends_cancelled(task)
+
+
+async def test_a_lost_cancel_while_sweeping_does_not_wait_out_the_next_sweep(redis: LosesCancels) -> None:
+    from progresscast.store.retention import configure, keep_sweeping, retention_ms
+    from progresscast.store.sharding import layout_of
+
+    configure(redis, 30 * 86400)  # the next sweep an hour away
+    await retention_ms(redis)  # learnt first: the command the cancel lands in is the sweep's own
+    await layout_of(redis)
+    task = await cancelled_in_a_command(redis, keep_sweeping(redis))
+    await ends_cancelled(task)

@@ -18,12 +18,13 @@ from redis.asyncio import Redis
 from telegram.request import HTTPXRequest
 
 from progresscast.channels.state import DraftKey
+from progresscast.channels.worker import ChannelWorker
 from progresscast.config.settings import Settings
 from progresscast.model.card import CardInput
 from progresscast.model.owners import Owner
 from progresscast.store.cards import CardStore
 from progresscast.telegram.options import AdapterOptions
-from progresscast.telegram.worker import DraftWorker
+from progresscast.telegram.worker import telegram_worker
 from progresscast.testing import BotAPIEmulator, Call
 
 pytestmark = pytest.mark.filterwarnings("ignore::telegram.warnings.PTBDeprecationWarning")
@@ -56,13 +57,13 @@ def settings(api: BotAPIEmulator) -> Settings:
 @contextlib.asynccontextmanager
 async def following(
     api: BotAPIEmulator, redis: Redis, *, read_timeout: float = 5.0, settle: float = 3.0
-) -> AsyncIterator[DraftWorker]:
+) -> AsyncIterator[ChannelWorker]:
     """The draft worker with a permit of `PERMIT`, on a client pool far larger, and every
     chat of `CHATS` following `OWNER`."""
     request = HTTPXRequest(connection_pool_size=4 * len(CHATS), read_timeout=read_timeout)
     async with telegram.Bot(api.token, base_url=api.base_url, request=request) as bot:
         options = AdapterOptions(connection_pool_size=PERMIT, consumer="test", settle=settle)
-        worker = DraftWorker(settings(api), redis, bot, options=options)
+        worker = telegram_worker(settings(api), redis, bot, options=options)
         await worker.start()
         try:
             for chat in CHATS:

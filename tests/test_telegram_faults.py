@@ -99,7 +99,7 @@ class Adapter:
         self.api = api
         self.redis = redis
         self.settings = Settings.model_validate(
-            {"channels": {"telegram": {"token": api.token, "apiBaseUrl": api.base_url}}}
+            {"channels": {"telegram": {"token": api.token, "apiBaseUrl": api.base_url, "access": "open"}}}
         )
         self.options = AdapterOptions(
             consumer="faults", read_timeout=READ_TIMEOUT, settle=1.0, max_backoff=0.5, connection_pool_size=40
@@ -131,6 +131,8 @@ async def follow_all(api: BotAPIEmulator, redis: Redis, chats: list[int]) -> Non
     to a fault: a reply is never sent twice)."""
     state = TelegramState(redis)
     for chat in chats:
+        if chat < 0:  # in a group only administrators follow: the default sender is one
+            api.bot().set_admins(chat, 424242)
         api.send_user_message(chat, f"/follow s{abs(chat)}")
 
     async def followed() -> bool:

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import warnings
 from dataclasses import replace
+from typing import cast
 
 import httpx
 import pytest
@@ -12,13 +13,15 @@ from redis.asyncio import Redis
 from telegram.error import BadRequest, ChatMigrated, EndPointNotFound, Forbidden, NetworkError, RetryAfter, TimedOut
 
 from conftest import all_keys
+from progresscast.channels.access import AccessPolicy, AccessStore
+from progresscast.channels.destinations import render_settings
 from progresscast.channels.drafts import DraftState
 from progresscast.channels.outcome import OutcomeKind as K
 from progresscast.config.settings import Mode, TelegramSettings
 from progresscast.model.owners import Owner
 from progresscast.store import keys
 from progresscast.telegram.client import classify
-from progresscast.telegram.follows import ChatPrefs, DraftKey, TelegramState, allowed, render_settings
+from progresscast.telegram.follows import ChatPrefs, DraftKey, TelegramState
 from progresscast.telegram.pacing import Pace
 
 pytestmark = pytest.mark.filterwarnings("ignore::telegram.warnings.PTBDeprecationWarning")  # PTB's own RetryAfter
@@ -69,7 +72,7 @@ def caused(exc: Exception, cause: BaseException) -> Exception:
         (BadRequest("Message text is empty"), False, K.refused),
         (BadRequest("Message is too long"), False, K.refused),
         (EndPointNotFound("Endpoint 'sendRichMessage' not found in Bot API"), True, K.unsupported),
-        (Forbidden("Forbidden: bot was blocked by the user"), False, K.refused),
+        (Forbidden("Forbidden: bot was blocked by the user"), False, K.forbidden),
         (ChatMigrated(-1001), False, K.refused),
         (caused(TimedOut(), httpx.ReadTimeout("read")), False, K.unsure),
         (caused(TimedOut(), httpx.ConnectTimeout("connect")), False, K.transient),
@@ -106,9 +109,18 @@ def test_chat_override_then_chat_config_then_bot_wide() -> None:
 
 
 def test_allowed_chats() -> None:
-    assert allowed(TelegramSettings(), 1)
-    assert allowed(TelegramSettings(allowedChats=[1]), 1)
-    assert not allowed(TelegramSettings(allowedChats=[1]), 2)
+    from progresscast.config.settings import Access, AgentSettings
+
+    def policy(telegram: TelegramSettings) -> AccessPolicy:
+        return AccessPolicy("telegram", telegram, AgentSettings(), cast(AccessStore, None))  # no Redis read here
+
+    # Drafts: under pairing, every destination that follows (a follow is made only under a grant).
+    assert policy(TelegramSettings()).drafts_allowed(1)
+    assert policy(TelegramSettings(allowedChats=[1])).drafts_allowed(1)
+    assert not policy(TelegramSettings(allowedChats=[1])).drafts_allowed(2)
+    assert policy(TelegramSettings(allowedChats=[1])).mode is Access.allowlist
+    assert policy(TelegramSettings(allowedChats=[])).mode is Access.pairing  # an empty list counts as unset
+    assert policy(TelegramSettings(allowedChats=[1], access="open")).mode is Access.open
 
 
 # --- state in Redis ---------------------------------------------------------------------
@@ -145,13 +157,13 @@ async def test_prefs_drafts_and_marks(redis: Redis) -> None:
     await state.save_draft(key, DraftState(message_id=3, digest="d", kind="classic"))
     assert (await state.draft(key)).message_id == 3
     await state.save_draft(key, DraftState())
-    assert await redis.exists(keys.tg_draft(key.owner, 42, 0)) == 0
+    assert await redis.exists(keys.channel_draft(keys.TG, key.owner, 42, 0)) == 0
     await state.saw_message(42, 10)
     await state.saw_message(42, 4)
     assert await state.last_message(42) == 10
     await state.refuse_rich(1, "Not Found")
     assert await state.rich_refused(1) == "Not Found"
-    assert 0 < await redis.ttl(keys.tg_bot_no_rich(1)) <= 24 * 3600
+    assert 0 < await redis.ttl(keys.channel_no_rich(keys.TG, 1)) <= 24 * 3600
 
 
 # --- start-up calls: retried while the Bot API is unreachable, refusals are not ------------

@@ -49,7 +49,7 @@ async def api() -> AsyncIterator[BotAPIEmulator]:
 
 
 def settings_for(api: BotAPIEmulator, *, token: bool = True, webhook: str | None = None, secret: str = SECRET) -> Settings:
-    telegram: dict[str, Any] = {"apiBaseUrl": api.base_url}
+    telegram: dict[str, Any] = {"apiBaseUrl": api.base_url, "access": "open"}
     if token:
         telegram["token"] = api.token
     if webhook is not None:
@@ -191,6 +191,24 @@ async def test_a_retried_update_runs_once(api: BotAPIEmulator, running: Running,
     assert await redis.xlen(keys.tg_updates(BOT_ID)) == 3  # /follow, update 50, /card
 
 
+async def test_updates_of_the_wrong_shape_are_logged_escaped_and_skipped(
+    api: BotAPIEmulator, running: Running, caplog: pytest.LogCaptureFixture
+) -> None:
+    """Whoever holds the secret (or Telegram itself, tomorrow) posts updates our bot
+    library cannot read: each is skipped with one escaped log line, and the bot goes on
+    answering the updates after them."""
+    _, base = await one_gateway_with_the_bot(running, api)
+    forged = "x\nERROR progresscast forged line"
+    for i, message in enumerate([forged, {"chat": "nope"}, ["x"]]):
+        answer = await post(base + PATH, {"update_id": 900_000 + i, "message": message})
+        assert answer.status_code == 200, answer.text
+    reply = await running.command("/follow s3")
+    assert reply.text.startswith("Following agent:main:s3")
+    skipped = [r.getMessage() for r in caplog.records if "skipped update" in r.getMessage()]
+    assert len(skipped) == 3, skipped
+    assert all("\n" not in line for line in skipped) and "forged line" in skipped[0], skipped
+
+
 @pytest.mark.backends
 async def test_a_gateway_without_the_bot_token_hands_updates_to_the_adapter(
     api: BotAPIEmulator, running: Running
@@ -234,7 +252,7 @@ async def test_two_bots_each_on_its_own_webhook_through_one_gateway(
     settings = Settings.model_validate({
         "agents": {"default": "main"},
         "channels": {"telegram": {
-            "apiBaseUrl": api.base_url, "token": api.token,
+            "apiBaseUrl": api.base_url, "token": api.token, "access": "open",
             "webhook": {"url": hooks["first"], "secretToken": SECRET},
             "bots": [{"token": second, "webhook": {"url": hooks["second"], "secretToken": SECRET + "-2"}}],
         }},

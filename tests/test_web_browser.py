@@ -6,6 +6,7 @@ Skipped (with the reason) when chromium is not installed; `.ci/run` installs it.
 from __future__ import annotations
 
 import os
+import re
 from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
@@ -206,3 +207,40 @@ async def test_web_card_states_read_without_emoji_and_what_needs_a_person_comes_
     shot = SCREENSHOT if os.environ.get("UPDATE_SCREENSHOTS") == "1" else tmp_path / SCREENSHOT.name
     shot.parent.mkdir(parents=True, exist_ok=True)
     await page.screenshot(path=str(shot), full_page=True)
+
+
+async def test_the_history_timeline_reads_in_local_time_and_the_active_step_keeps_its_running_time(live: Live, page: Any) -> None:
+    """The page's browser is in Europe/Berlin (the fixture): each line shows its time there."""
+    from datetime import datetime
+    from zoneinfo import ZoneInfo
+
+    put = lambda **card: rpc(live.base, "progressCard.put", sessionKey="web-h", **card)  # noqa: E731
+    await put(plan=plan(("Confirm access", "in_progress"), ("Repair", "pending")))
+    await put(plan=plan(("Confirm access", "blocked"), ("Repair", "pending")))
+    await page.goto(f"{live.base}/sessions/web-h?token=writer")
+    timeline = page.locator("#pc-history .pc-timeline")
+    blocked = timeline.locator("li", has_text="⛔ Confirm access blocked")
+    await expect(blocked).to_have_count(1)
+    entries = await rpc(live.base, "progressCard.history", sessionKey="web-h")
+    at = datetime.fromisoformat(entries[0]["at"].replace("Z", "+00:00")).astimezone(ZoneInfo("Europe/Berlin"))
+    await expect(blocked.locator("time")).to_have_text(f"{at:%H:%M}")
+    assert await blocked.locator("time").get_attribute("datetime") == entries[0]["at"]
+    assert await page.locator("#pc-history .pc-running").count() == 0  # nothing is in progress
+
+    # A change lands: the timeline grows without a reload, and the step now running says for how long.
+    await page.evaluate("window.__marker = 'same document'")
+    await put(plan=plan(("Confirm access", "completed"), ("Repair", "in_progress")))
+    newest = timeline.locator("li").first
+    await expect(newest).to_contain_text("✅ Confirm access done · ▶ Repair started", timeout=5000)
+    running = page.locator("#pc-history .pc-running")
+    await expect(running).to_contain_text("Repair in progress for")
+    await expect(running.locator("time.pc-since")).to_have_text(re.compile(r"^\d+ s$"))
+    assert await page.evaluate("window.__marker") == "same document"
+    assert await timeline.locator("li").count() == 3
+    # Agent text in the timeline is text, never markup.
+    await put(plan=plan((f"Fix {HOSTILE}", "in_progress")))
+    await expect(timeline.locator("li").first).to_contain_text("<img src=x", timeout=5000)
+    assert await page.evaluate("typeof window.__pwned") == "undefined"
+    assert await page.locator("#pc-history img").count() == 0
+    policy_errors = [e for e in page.console_errors if "Content Security Policy" in e or "TrustedHTML" in e]
+    assert policy_errors == []

@@ -32,7 +32,7 @@ from urllib.parse import quote
 import httpx
 
 from .config.settings import ChatSettings, GatewayToken, Settings, TelegramSettings
-from .gateway.auth import READ, WRITE
+from .gateway.auth import READ, WRITE, check_token_strength
 from .gateway.server import address, bind, run_gateway
 from .model.owners import Owner
 from .store.connections import connect, redis_url
@@ -148,6 +148,8 @@ async def run_demo(
 
     out = out or sys.stdout
     interactive = _interactive() if interactive is None else interactive
+    for warning in check_token_strength(settings, settings.gateway.listen):  # refuses beyond loopback
+        print(f"progresscast demo: warning: {warning}", file=sys.stderr)
     token = secrets.token_urlsafe(18)
     serving = bool(getattr(args, "serve", False))
     delay = args.delay if args.delay is not None else (SERVE_DELAY if serving else DEFAULT_DELAY)

@@ -13,6 +13,12 @@ WRITES = Counter(
     "Card writes by outcome: ok, conflict (stale revision or reset in between), error (Redis)",
     ["outcome"],
 )
+A2A_UPDATES = Counter(
+    "progresscast_a2a_updates",
+    "A2A updates by outcome: applied, stale, duplicate, untimed, future (timestamp too far ahead "
+    "of the store's clock), reset (the card was reset after the update arrived)",
+    ["outcome"],
+)
 RENDERS = Counter("progresscast_renders", "Cards rendered, by channel", ["channel"])
 BOT_API_CALLS = Counter(
     "progresscast_bot_api_calls", "Telegram Bot API calls by method and outcome", ["method", "outcome"]
@@ -35,6 +41,12 @@ CONSUMER_LAG = Gauge(
 FOLLOWS = Gauge(
     "progresscast_follows",
     "Chat topics following a card owner, by channel (its consumer group: telegram, telegram-<bot id>, slack)",
+    ["channel"],
+)
+PAUSED = Gauge(
+    "progresscast_paused_destinations",
+    "Destinations that refused the bot for good (blocked, kicked, archived) and get no calls until they speak "
+    "again or a probe is due, by channel",
     ["channel"],
 )
 LEASE_HELD = Gauge(

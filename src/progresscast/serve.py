@@ -1,11 +1,14 @@
-"""`progresscast serve`: the gateway and web page, plus the Telegram and Slack adapters
-when their tokens are configured (for each bot, in the one process holding its lease;
+"""`progresscast serve`: the gateway and web page, plus the Telegram, Slack, Discord and
+Matrix adapters when their tokens are configured (for each bot, in the one process holding its lease;
 the others stand by) and the A2A followers of `[[a2a.agents]]`, in one
 process on one event loop. Slack's slash commands are routes of the gateway
-(`/slack/commands`, `/slack/events`), and so is a Telegram webhook (`/telegram/…`).
+(`/slack/commands`, `/slack/events`), and so are Discord's interactions
+(`/discord/interactions`) and a Telegram webhook (`/telegram/…`).
 
 Start-up mistakes (an unset `env:` secret, a port in use, a refused bot token) are a
-ConfigError: one line, exit status 2. SIGTERM (systemd, `docker stop`) shuts down the
+ConfigError: one line, exit status 2. Every other failure of a part is its own: each
+part runs supervised (supervise.py) and starts again after a backoff while the others
+keep going — nothing stops `serve` but a signal. SIGTERM (systemd, `docker stop`) shuts down the
 same way Ctrl-C does. On the embedded Redis, `serve` owns the server it depends on: if
 it stops answering, it is started again from its append-only file.
 """
@@ -15,14 +18,15 @@ from __future__ import annotations
 import asyncio
 import logging
 import signal
-from collections.abc import Coroutine
+import socket
+from functools import partial
 from pathlib import Path
-from typing import Any
 
 from .config.settings import ConfigError, Settings
 from .stopping import still_wanted
 from .store.connections import Role, connect
 from .store.embedded import EmbeddedRedisError, embedded_home, ensure_embedded, is_running
+from .supervise import Job, supervise
 
 log = logging.getLogger("progresscast")
 
@@ -45,10 +49,13 @@ def run_serve(settings: Settings, url: str) -> None:
 async def serve(settings: Settings, url: str) -> None:
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s %(levelname)s %(message)s")
     from .gateway import run_gateway
+    from .gateway.auth import check_token_strength
     from .gateway.server import bind
 
     settings.require_env()
     listen = settings.gateway.listen
+    for warning in check_token_strength(settings, listen):
+        log.warning("%s", warning)
     try:
         sock = bind(listen)
     except OSError as exc:
@@ -58,7 +65,7 @@ async def serve(settings: Settings, url: str) -> None:
         ) from None
     redis = connect(url, settings)
     readers = connect(url, settings, role=Role.readers)
-    jobs: list[Coroutine[Any, Any, None]] = []
+    jobs: list[tuple[str, Job]] = []
     routes = []
     slack = settings.channels.slack
     if slack and slack.token:
@@ -66,16 +73,33 @@ async def serve(settings: Settings, url: str) -> None:
 
         adapter = SlackAdapter(settings, redis)
         routes = adapter.routes()  # the slash commands arrive at the gateway
-        jobs.append(adapter.run())
+        jobs.append(("the Slack adapter", adapter.run))
     else:
         log.info("no channels.slack.token: the Slack adapter is off")
-    jobs.append(run_gateway(settings, redis, readers=readers, sock=sock, routes=routes))
+    discord = settings.channels.discord
+    if discord and discord.token:
+        from .discord.adapter import DiscordAdapter
+
+        discord_adapter = DiscordAdapter(settings, redis)
+        routes = [*routes, *discord_adapter.routes()]  # the interactions arrive at the gateway
+        jobs.append(("the Discord adapter", discord_adapter.run))
+    else:
+        log.info("no channels.discord.token: the Discord adapter is off")
+    bound: list[socket.socket] = [sock]
+
+    async def gateway() -> None:
+        # Bound above, so that a port in use is a start-up mistake; bound again for a
+        # run after a failure (the last one closed its socket).
+        listening = bound.pop() if bound else bind(listen)
+        await run_gateway(settings, redis, readers=readers, sock=listening, routes=routes)
+
+    jobs.append(("the gateway", gateway))
     from .telegram.standby import bots, run_bots
 
     telegram = settings.channels.telegram
     if bots(settings):
         # One adapter per bot whose lease this process holds; standing by for the others.
-        jobs.append(run_bots(settings, redis))
+        jobs.append(("the Telegram bots", partial(run_bots, settings, redis)))
     elif telegram and telegram.webhook:
         log.info(
             "no channels.telegram.token: the Telegram adapter is off; webhook updates posted to %s here "
@@ -84,19 +108,30 @@ async def serve(settings: Settings, url: str) -> None:
         )
     else:
         log.info("no channels.telegram.token: the Telegram adapter is off")
+    matrix = settings.channels.matrix
+    if matrix and matrix.accessToken:
+        from .matrix.adapter import run_matrix
+
+        # One /sync reader and editor per account: the lease holder; others stand by.
+        jobs.append(("the Matrix adapter", partial(run_matrix, settings, redis)))
+    else:
+        log.info("no channels.matrix.accessToken: the Matrix adapter is off")
     if settings.a2a.agents:
         from .agents.a2a.watch import follow_agents
 
-        jobs.append(follow_agents(settings, redis))
+        jobs.append(("the A2A followers", partial(follow_agents, settings, redis)))
+    from .store.retention import keep_sweeping
+
+    jobs.append(("the retention sweep", partial(keep_sweeping, redis)))
     home = embedded_home(url)
     if home is not None:
-        jobs.append(keep_embedded(home))
+        jobs.append(("the embedded Redis watch", partial(keep_embedded, home)))
     stopping = _stop_on_sigterm()
     try:
         # A TaskGroup waits for every job to finish cancelling before Redis is closed.
         async with asyncio.TaskGroup() as group:
-            for job in jobs:
-                group.create_task(job)
+            for what, job in jobs:
+                group.create_task(supervise(job, what), name=what)
     except BaseExceptionGroup as failed:
         mistake = _first(failed, ConfigError)
         if mistake is not None:

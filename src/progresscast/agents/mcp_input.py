@@ -82,25 +82,21 @@ class GuardedLines:
 
 
 class GuardedBodies:
-    """ASGI middleware for the streamable HTTP app: each POSTed body guarded."""
+    """ASGI middleware for the streamable HTTP app: each POSTed body read with the
+    gateway's reader (at most `limit` bytes; past it the reader's ApiError, 413, is
+    raised to the middleware in front before the SDK sees any of it), then guarded."""
 
-    def __init__(self, app: ASGIApp) -> None:
+    def __init__(self, app: ASGIApp, *, limit: int) -> None:
         self.app = app
+        self.limit = limit
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] != "http" or scope.get("method") != "POST":
             await self.app(scope, receive, send)
             return
-        chunks = []
-        while True:
-            message = await receive()
-            if message["type"] != "http.request":
-                await self.app(scope, _replay([message], receive), send)
-                return
-            chunks.append(message.get("body", b""))
-            if not message.get("more_body", False):
-                break
-        body = b"".join(chunks)
+        from ..gateway.body import read_asgi_body
+
+        body = await read_asgi_body(scope, receive, self.limit)  # raises ApiError, 413 past the limit
         try:
             guarded = guard_text(body.decode("utf-8")).encode("utf-8")
         except UnicodeDecodeError:

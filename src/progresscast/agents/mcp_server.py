@@ -15,6 +15,7 @@ import io
 import os
 import re
 import sys
+import time
 from pathlib import Path
 from typing import Any, cast
 
@@ -36,8 +37,7 @@ from ..model.card import (
 )
 from ..model.owners import Owner, resolve_owner
 from .harness_plan import CODEX_PLAN, MAX_HARNESS_STEPS, MAX_LABEL_CHARS, PROGRESS_V1, PlanShapeError, map_plan
-from .mcp_input import REFUSED_META_KEY, GuardedBodies, GuardedLines
-from .plan_update import replace_plan
+from .mcp_input import REFUSED_META_KEY, GuardedLines
 from .sinks import CardSink, Gateway, GatewaySink, SinkError, StoreSink
 
 TOOL_NAMES = ("progress_card", "update_plan")
@@ -192,24 +192,25 @@ class AgentTools:
         """`refused_field`: the argument the transport found a lone surrogate in (mcp_input)."""
         if name not in self.offered:
             return _failed(f"unknown tool '{name}'; this server offers {', '.join(self.offered)}")
+        arrived = time.monotonic()  # a reset that lands from here on refuses the write
         try:
             if refused_field is not None:
                 raise CardError(refused_field, SURROGATE_RULE)
             reject_lone_surrogates(arguments or {})
             if name == "progress_card":
-                return await self.progress_card(arguments or {})
-            return await self.update_plan(arguments or {})
+                return await self.progress_card(arguments or {}, arrived)
+            return await self.update_plan(arguments or {}, arrived)
         except CardError as exc:
             whole = "card" if name == "progress_card" else "plan"
             return _failed(f"{exc}. Nothing was stored; fix it and send the whole {whole} again.")
         except SinkError as exc:
             return _failed(f"Nothing was stored: {exc}")
 
-    async def progress_card(self, arguments: dict[str, Any]) -> types.CallToolResult:
-        result = await self.sink.put(CardInput.parse(arguments))
+    async def progress_card(self, arguments: dict[str, Any], arrived: float | None = None) -> types.CallToolResult:
+        result = await self.sink.put(CardInput.parse(arguments), arrived=arrived)
         return _answered(result.receipt, result)
 
-    async def update_plan(self, arguments: dict[str, Any]) -> types.CallToolResult:
+    async def update_plan(self, arguments: dict[str, Any], arrived: float | None = None) -> types.CallToolResult:
         for name in arguments:
             if name not in UPDATE_PLAN_SCHEMA["properties"]:
                 raise PlanShapeError(name, "is not a known field")
@@ -224,7 +225,7 @@ class AgentTools:
             mapped = map_plan(arguments["plan"], CODEX_PLAN, field="plan")
         else:
             raise PlanShapeError("steps", "is required (or plan, in Codex's shape)")
-        result = await replace_plan(self.sink, mapped.steps)
+        result = await self.sink.put_plan(mapped.steps, arrived=arrived)
         if explanation is not None:
             try:
                 await self.sink.activity(headline=explanation)
@@ -299,7 +300,7 @@ async def run_mcp(args: argparse.Namespace, settings: Settings, redis_url: str |
                 raise McpUsageError("--token: required with --gateway (or set PROGRESSCAST_TOKEN)")
             gateway = Gateway(client, args.gateway, token)
             sink: CardSink = GatewaySink(gateway, await _gateway_owner(gateway, session, args.agent))
-            await _serve(args, AgentTools(sink, offered))
+            await _serve(args, settings, AgentTools(sink, offered))
             return
         from ..store.cards import CardStore
         from ..store.connections import connect
@@ -308,7 +309,7 @@ async def run_mcp(args: argparse.Namespace, settings: Settings, redis_url: str |
         assert redis_url is not None
         redis = connect(redis_url)
         try:
-            await _serve(args, AgentTools(StoreSink(CardStore(redis), owner), offered))
+            await _serve(args, settings, AgentTools(StoreSink(CardStore(redis), owner), offered))
         finally:
             await redis.aclose()
 
@@ -335,9 +336,13 @@ def _listen(value: str) -> tuple[str, int]:
     return host.strip("[]") or "127.0.0.1", int(port)
 
 
-async def _serve(args: argparse.Namespace, tools: AgentTools) -> None:
+async def _serve(args: argparse.Namespace, settings: Settings, tools: AgentTools) -> None:
     owner = tools.sink.owner
     server = build_server(tools)
+    if args.http is not None:
+        from .mcp_http import check_tokens
+
+        check_tokens(settings, owner, _listen(args.http))  # before anything is printed
     print(
         f"progresscast mcp: writing the card of session '{owner.session_key}' (agent '{owner.agent_id}',"
         f" {owner.display_key}); /follow {owner.session_key} {owner.agent_id} to watch it",
@@ -356,14 +361,6 @@ async def _serve(args: argparse.Namespace, tools: AgentTools) -> None:
         async with stdio_server(stdin=stdin) as (read_stream, write_stream):
             await server.run(read_stream, write_stream, server.create_initialization_options())
         return
-    import uvicorn
+    from .mcp_http import serve_http
 
-    from ..gateway.server import address, bind
-
-    host, port = _listen(args.http)
-    sock = bind(f"{host}:{port}")
-    app = GuardedBodies(server.streamable_http_app(host=host))
-    print(f"progresscast mcp: streamable HTTP on {address(sock)}/mcp", file=sys.stderr, flush=True)
-    config = uvicorn.Config(app, log_level="warning", access_log=False, lifespan="on")
-    await uvicorn.Server(config).serve(sockets=[sock])
-
+    await serve_http(server, settings, owner, _listen(args.http))

@@ -1,21 +1,24 @@
 """Where the agent tools write: the card store itself, or a gateway's RPC.
 
-The MCP server and the hooks bind one owner (agent + session) and then only read the
-card, write it (optionally compare-and-set), and update the activity. A `CardSink`
-is that much, over either path; `StoreSink` talks to Redis, `GatewaySink` to
-`POST /v1/rpc` with a bearer token. Both raise `CardError` for a write that breaks a
-rule, `Conflict` for a stale `expectedRevision` and `SinkError` when the other side
-is unreachable or refuses the caller.
+The MCP server and the hooks bind one owner (agent + session) and then only write the
+card (optionally compare-and-set), write its plan alone keeping the note, and update
+the activity. A `CardSink` is that much, over either path; `StoreSink` calls the store's
+write path itself, `GatewaySink` the same through `POST /v1/rpc` with a bearer token.
+Each write is admitted by when it arrived (`arrived`, a `time.monotonic()` reading,
+default now; through a gateway, when the request reached it), so a reset that lands
+in between refuses it on either path. Both raise `CardError` for a write that breaks a
+rule (or that a reset refused), `Conflict` for a stale `expectedRevision` and
+`SinkError` when the other side is unreachable or refuses the caller.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any, Protocol
 
 from redis.exceptions import RedisError
 
-from ..model.card import CardError, CardInput, StepCounts, WriteResult
+from ..model.card import CardError, CardInput, Step, StepCounts, WriteResult
 from ..model.owners import Owner
 from ..store.cards import CardStore, StoreError
 
@@ -35,21 +38,17 @@ class Conflict(Exception):
         self.revision = revision
 
 
-@dataclass(frozen=True)
-class Snapshot:
-    """The card as read for a read-modify-write: the revision to expect, and its note."""
-
-    revision: int | None
-    """None when the card is empty and the revision is not known (a gateway read)."""
-    markdown: str | None
-
-
 class CardSink(Protocol):
     owner: Owner
 
-    async def snapshot(self) -> Snapshot: ...
+    async def put(
+        self, card: CardInput, *, expected_revision: int | None = None, arrived: float | None = None
+    ) -> WriteResult: ...
 
-    async def put(self, card: CardInput, *, expected_revision: int | None = None) -> WriteResult: ...
+    async def put_plan(self, steps: Sequence[Step], *, arrived: float | None = None) -> WriteResult:
+        """Replace the plan, keeping the card's note (in the same write: nothing written in
+        between is overwritten with an old note)."""
+        ...
 
     async def activity(
         self, *, headline: str | None = None, answer: str | None = None, tool: str | None = None
@@ -61,23 +60,21 @@ class StoreSink:
         self.store = store
         self.owner = owner
 
-    async def snapshot(self) -> Snapshot:
+    async def put(
+        self, card: CardInput, *, expected_revision: int | None = None, arrived: float | None = None
+    ) -> WriteResult:
         try:
-            # Revision first: a write landing between the two reads makes the card newer
-            # than the revision, so the compare-and-set against it fails and is retried.
-            revision = await self.store.revision(self.owner)
-            card = await self.store.get(self.owner)
-        except RedisError as exc:
-            raise SinkError(f"the card store is not answering: {exc}") from None
-        return Snapshot(revision=revision, markdown=card.markdown if card else None)
-
-    async def put(self, card: CardInput, *, expected_revision: int | None = None) -> WriteResult:
-        try:
-            return await self.store.put(self.owner, card, expected_revision=expected_revision)
+            return await self.store.put(self.owner, card, expected_revision=expected_revision, arrived=arrived)
         except StoreError as exc:
             if exc.field == "expectedRevision":
                 raise Conflict(exc.revision) from None
             raise
+        except RedisError as exc:
+            raise SinkError(f"the card store is not answering: {exc}") from None
+
+    async def put_plan(self, steps: Sequence[Step], *, arrived: float | None = None) -> WriteResult:
+        try:
+            return await self.store.put_plan(self.owner, steps, arrived=arrived)
         except RedisError as exc:
             raise SinkError(f"the card store is not answering: {exc}") from None
 
@@ -133,7 +130,7 @@ class Gateway:
 
 
 class GatewaySink:
-    """The same, through a gateway: `progressCard.get/put` and `activity.put`."""
+    """The same, through a gateway: `progressCard.put` and `activity.put`."""
 
     def __init__(self, gateway: Gateway, owner: Owner) -> None:
         self.gateway = gateway
@@ -142,17 +139,22 @@ class GatewaySink:
     def _owner_params(self) -> dict[str, Any]:
         return {"sessionKey": self.owner.session_key, "agentId": self.owner.agent_id}
 
-    async def snapshot(self) -> Snapshot:
-        card = await self.gateway.call("progressCard.get", self._owner_params())
-        if not isinstance(card, dict):
-            return Snapshot(revision=None, markdown=None)
-        return Snapshot(revision=card.get("revision"), markdown=card.get("markdown"))
-
-    async def put(self, card: CardInput, *, expected_revision: int | None = None) -> WriteResult:
+    async def put(
+        self, card: CardInput, *, expected_revision: int | None = None, arrived: float | None = None
+    ) -> WriteResult:
         given = {k: v for k, v in card.to_json().items() if v is not None}
         params: dict[str, Any] = {**self._owner_params(), **given}
         if expected_revision is not None:
             params["expectedRevision"] = expected_revision
+        return await self._put(params, arrived)
+
+    async def put_plan(self, steps: Sequence[Step], *, arrived: float | None = None) -> WriteResult:
+        plan = [s.to_json() for s in steps]
+        return await self._put({**self._owner_params(), "plan": plan, "keepMarkdown": True}, arrived)
+
+    async def _put(self, params: dict[str, Any], arrived: float | None) -> WriteResult:
+        # (`arrived` is not sent: the gateway admits the write by when the request
+        # reached it, a moment later.)
         result = await self.gateway.call("progressCard.put", params)
         steps = result.get("steps")
         return WriteResult(

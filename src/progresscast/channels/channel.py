@@ -7,15 +7,21 @@ decisions, coalescing, lanes, pacing, fault handling) is shared in `channels/`:
    fallbacks (`Renderers`, made per destination by `Channel.renderers`);
 2. a **client** — payload → API calls, reply → `Outcome` (`Client`);
 3. its **budgets** — per destination, per bot or workspace (`pacing.Budgets`);
-4. its **command surface** — follow/unfollow/card/mode/rich/help, calling the worker's
-   `followed`, `touch`, `say` and `send_once`.
+4. its **command transport** — what arrives (updates, signed requests) turned into a
+   `commands.Invocation`, handed to the one `commands.ChatCommands`, and the reply
+   sent back (see `channels/commands.py`).
+
+Per-destination settings (`destinations.py`) and access (`access.py`) are shared too:
+the channel hands them its `platform` settings and its `access` policy.
 """
 
 from __future__ import annotations
 
 from typing import Protocol
 
+from ..config.base import PlatformSettings, RenderSettings
 from ..render.payload import Payload
+from .access import AccessPolicy
 from .drafts import Intent, Renderers
 from .outcome import MessageId, Outcome
 from .pacing import Budgets
@@ -71,8 +77,32 @@ class Channel(Protocol):
         """`block` mode: a preview past this many characters rotates to a new message."""
         ...
 
-    def allowed(self, chat_id: Id) -> bool:
-        """May this destination get drafts and run commands (`allowedChats`)?"""
+    @property
+    def platform(self) -> PlatformSettings:
+        """`[channels.<platform>]`: what `destinations.py` resolves a destination's settings from."""
+        ...
+
+    @property
+    def access(self) -> AccessPolicy:
+        """Who may see which session (grants, pairing, refusals)."""
+        ...
+
+    @property
+    def no_thread(self) -> Id:
+        """The thread id meaning "none" (Telegram 0, Slack "0")."""
+        ...
+
+    async def render_settings(self, chat_id: Id, prefs: ChatPrefs | None = None) -> RenderSettings:
+        """The destination's settings (`destinations.render_settings`, with what the
+        server supports); `prefs`: its overrides when already read."""
+        ...
+
+    async def rich_refused(self) -> str | None:
+        """Why the server refused rich drafts lately (None: it did not)."""
+        ...
+
+    async def load(self) -> None:
+        """Read what the channel remembers (a refusal of rich drafts) before the worker starts."""
         ...
 
     async def renderers(self, key: DraftKey, prefs: ChatPrefs | None = None) -> Renderers:

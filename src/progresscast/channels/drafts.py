@@ -239,6 +239,11 @@ class Renderers(Protocol):
 
     def answer(self, markdown: str) -> list[Payload]: ...
 
+    def snapshot(self, view: View) -> Payload | None:
+        """A one-off of the progress draft, whatever the mode (`card` where the mode
+        shows no live draft)."""
+        ...
+
 
 @dataclass(frozen=True)
 class Situation:
@@ -472,8 +477,8 @@ def apply(state: DraftState, call: Call, outcome: Outcome, now: float = 0.0) -> 
         if k is OutcomeKind.unsure:
             return _unknown(state, now)
         s = replace(state, intent=None)
-        if k in (OutcomeKind.rate_limited, OutcomeKind.transient, OutcomeKind.unsupported):
-            return s
+        if k in (OutcomeKind.rate_limited, OutcomeKind.transient, OutcomeKind.unsupported, OutcomeKind.forbidden):
+            return s  # tried again (a forbidden destination once it is no longer paused)
         if k is OutcomeKind.refused_content:
             return _refused_content(s, call.payload)
         # Refused for good (or a reply that makes no sense for a send).
@@ -491,7 +496,7 @@ def apply(state: DraftState, call: Call, outcome: Outcome, now: float = 0.0) -> 
             return replace(state, given_up=call.payload.digest)
         return state  # retried (with the newest content), or switched off (unsupported)
     if isinstance(call, Delete):
-        if outcome.retryable:
+        if outcome.retryable or k is OutcomeKind.forbidden:
             return state
         return _gone(state)  # deleted, already gone, or not deletable: forgotten
     if isinstance(call, Probe):
@@ -506,7 +511,7 @@ def apply(state: DraftState, call: Call, outcome: Outcome, now: float = 0.0) -> 
             )
         if k is OutcomeKind.foreign:
             return replace(state, intent=replace(intent, probe=call.message_id + 1, probes=intent.probes + 1))
-        if outcome.retryable:
+        if outcome.retryable or k is OutcomeKind.forbidden:
             return state
         return replace(state, intent=None)  # absent: nothing of ours landed there
     return state

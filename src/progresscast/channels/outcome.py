@@ -14,7 +14,8 @@ draft lifecycle (`drafts.apply`) and the worker act on its `kind` only:
 | `rate_limited` | too many calls; nothing was applied | wait `retry_after`, then the newest content |
 | `transient` | surely never applied (connection refused, no free connection) | retried with backoff |
 | `unsure` | may have been applied (timeout after sending, 5xx) | edits retried; a first send is probed |
-| `refused` | refused for good (bot blocked, bad request) | not tried again until the content changes |
+| `refused` | refused for good (a bad request) | not tried again until the content changes |
+| `forbidden` | the destination refuses the bot (blocked, kicked, archived, not a member) | the destination is paused |
 
 Probing for an unsure send answers `found` (it landed as `message_id`), `absent`
 (nothing of ours landed there), or `foreign` (someone else's message: look further).
@@ -37,6 +38,7 @@ class OutcomeKind(StrEnum):
     transient = "transient"
     unsure = "unsure"
     refused = "refused"
+    forbidden = "forbidden"
     found = "found"
     absent = "absent"
     foreign = "foreign"

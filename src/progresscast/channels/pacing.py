@@ -7,9 +7,9 @@ answer is honoured at most. A destination's spacing is strict (no bursts), so it
 never refused. The bot-wide slots follow their ideal times: when the event loop wakes
 late (busy with writes), the slots that fell due meanwhile are granted at once rather
 than lost, up to `catch_up` seconds' worth — a burst no larger than that, which the
-channel's bot-wide allowance (Telegram's tolerates about a second of it) absorbs; over
-any window the bot makes at most `bot_rate` calls a second plus that burst, counted
-when the calls leave (`leaving`), not only when their slots were granted.
+channel's bot-wide allowance absorbs. When the calls leave (`leaving`) they are counted
+again, as the platform counts them: no sliding second (on the time scale) holds more
+than `bot_rate` calls, so a catch-up spreads the late calls instead of bunching them.
 
 `acquire` is the only way to a slot. A destination first waits until it may be called;
 then it queues for the bot-wide slot. When the bot-wide budget binds, slots go to the
@@ -29,6 +29,7 @@ import asyncio
 import heapq
 import itertools
 import time
+from collections import deque
 from collections.abc import Callable, Hashable
 from dataclasses import dataclass, field
 
@@ -45,6 +46,9 @@ class Budgets:
     """Calls per second for the whole bot (Telegram ≈ 30) or workspace."""
     retry_after_cap: float = 60.0
     """A rate-limit answer's retry_after is honoured up to this many seconds."""
+    held_together: bool = False
+    """A rate-limit answer holds back every destination, not only the one it answered:
+    the server limits the account (Matrix homeservers limit each user, in every room)."""
     catch_up: float = 0.2
     """Bot-wide slots that fell due while the event loop was busy are granted late, at
     once, up to this many seconds' worth of them (older ones are gone)."""
@@ -70,12 +74,17 @@ class Pacer:
         self._bot_next = 0.0
         self._leave_next = 0.0
         """When the bot's next call may leave (`leaving`)."""
+        self._left: deque[float] = deque(maxlen=max(1, int(budgets.bot_rate)))
+        """When the bot's last `bot_rate` calls left."""
+        self._leave_turn = asyncio.Lock()
         self._queue: list[tuple[int, float, int, asyncio.Future[None]]] = []
         self._order = itertools.count()
         self._timer: asyncio.TimerHandle | None = None
         """Fires when the queue's next bot-wide slot is due (None: nothing queued)."""
         self._called_all: float | None = None
         """`clock()` from which every destination counts as just called (`as_if_all_called`)."""
+        self._held_all = 0.0
+        """`clock()` before which no destination is called (a rate limit of the account)."""
 
     # --- one destination -----------------------------------------------------------------
 
@@ -86,11 +95,9 @@ class Pacer:
 
     def _next_at(self, destination: Hashable) -> float:
         found = self._next.get(destination)
-        if found is not None:
-            return found
-        if self._called_all is None:
-            return 0.0
-        return self._called_all + self.budgets.spacing(destination)
+        if found is None:
+            found = 0.0 if self._called_all is None else self._called_all + self.budgets.spacing(destination)
+        return max(found, self._held_all)
 
     def ready_in(self, destination: Hashable) -> float:
         """Seconds until `destination` may be called (0 when it may now)."""
@@ -106,6 +113,8 @@ class Pacer:
         """The channel said "retry after `seconds`": no call to this destination before
         then (capped, and on the time scale like every interval). Returns the seconds held."""
         seconds = min(max(seconds, 0.0), self.budgets.retry_after_cap) * self.budgets.scale
+        if self.budgets.held_together:
+            self._held_all = max(self._held_all, self.clock() + seconds)
         self._next[destination] = max(self._next_at(destination), self.clock() + seconds)
         return seconds
 
@@ -117,11 +126,19 @@ class Pacer:
         leave — the same budget and `catch_up` as the grants; a call waits here only if
         the calls before it fell behind and then caught up at once — and the
         destination's next slot is one spacing from the moment its call left."""
-        now = self.clock()
-        at = max(self._leave_next, now - self.budgets.catch_up_seconds)
-        self._leave_next = at + self.budgets.bot_spacing
-        if at > now:
-            await asyncio.sleep(at - now)
+        async with self._leave_turn:  # one call at a time, each judged when it really leaves
+            while True:
+                now = self.clock()
+                at = max(self._leave_next, now - self.budgets.catch_up_seconds, self._held_all)
+                if len(self._left) == self._left.maxlen:
+                    # the call `bot_rate` calls back left a second (scaled) before this one:
+                    # no sliding second holds more than the budget, catch-up included
+                    at = max(at, self._left[0] + self.budgets.scale)
+                if at <= now:
+                    break
+                await asyncio.sleep(at - now)  # a stalled loop wakes late: judged again
+            self._left.append(now)
+            self._leave_next = at + self.budgets.bot_spacing
         self._next[destination] = max(self._next_at(destination), self.clock() + self.budgets.spacing(destination))
 
     def forget(self, destination: Hashable) -> None:

@@ -5,10 +5,16 @@ message ids, the bot's refusals. Shared by every channel; key names live in `key
 A follow is stored from both sides — the owner's followers (which destinations an
 event concerns) and the destination's follows (for /unfollow, /card, /help) — plus the
 set of destinations, read at start-up.
+
+What a destination makes lives the store's retention (retention.py) past its last use:
+a follow when it is made and whenever its draft changes, overrides when set, message ids
+when seen, drafts when stored. A destination that stopped following (its follows
+expired) leaves the set of destinations when the worker prunes it (`prune_destinations`).
 """
 
 from __future__ import annotations
 
+import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import cast
@@ -19,11 +25,15 @@ from ..config.settings import Mode
 from ..model.owners import Owner
 from ..store import keys
 from ..store.lease import Fence, FenceClosed
+from ..store.retention import retention_ms
 from .drafts import DraftState
 
 NO_RICH_TTL = 24 * 3600
 """How long the adapter remembers that the server rejected rich messages: a server
 upgraded since is tried again after a day (one refused call)."""
+
+KEPT_REMEMBERED = 100_000
+"""Keys whose last renewal a process remembers (past it, all are forgotten at once)."""
 
 KEEP_SENT_IDS = 200
 """Recent sent message ids remembered per destination (probes look only a few ids ahead)."""
@@ -33,7 +43,7 @@ _MAX = """
 local last_message_key = KEYS[1]
 local message_id = tonumber(ARGV[1])
 local cur = tonumber(redis.call('GET', last_message_key) or '0')
-if message_id > cur then redis.call('SET', last_message_key, ARGV[1]) return 1 end
+if message_id > cur then redis.call('SET', last_message_key, ARGV[1], 'KEEPTTL') return 1 end
 return 0
 """
 
@@ -47,13 +57,15 @@ local function written_by_newer(stored, fence)
 end
 """
 
-# Store a draft's state unless a newer holder of the bot's lease already wrote it.
+# Store a draft's state unless a newer holder of the bot's lease already wrote it; it
+# lives `ttl_ms` (the retention; 0: for ever).
 _FENCED_SET = _WRITTEN_BY_NEWER + """
 local draft_key = KEYS[1]
 local state = ARGV[1]
 local fence = tonumber(ARGV[2])
+local ttl_ms = tonumber(ARGV[3])
 if written_by_newer(redis.call('GET', draft_key), fence) then return 0 end
-redis.call('SET', draft_key, state)
+if ttl_ms > 0 then redis.call('SET', draft_key, state, 'PX', ttl_ms) else redis.call('SET', draft_key, state) end
 return 1
 """
 
@@ -113,6 +125,28 @@ class ChannelState:
         self._max = redis.register_script(_MAX)
         self._fenced_set = redis.register_script(_FENCED_SET)
         self._fenced_del = redis.register_script(_FENCED_DEL)
+        self._kept: dict[str, float] = {}
+        """When (monotonic) each key's time to live was last renewed here (`_keep`)."""
+
+    async def _keep(self, *names: str) -> None:
+        """These keys were used: they live the retention from now. Renewed at most once
+        per tenth of it per key and process, so a busy draft costs no extra round trip."""
+        ms = await retention_ms(self.redis)
+        if ms <= 0:
+            return
+        now = time.monotonic()
+        due = [n for n in names if now - self._kept.get(n, -1e18) > ms / 10_000]
+        if not due:
+            return
+        if len(self._kept) > KEPT_REMEMBERED:
+            self._kept.clear()
+        async with self.redis.pipeline(transaction=False) as pipe:
+            for name in due:
+                pipe.pexpire(name, ms)
+            renewed = await pipe.execute()
+        for name, done in zip(due, renewed, strict=True):
+            if done:  # (a key not made yet is renewed once it is)
+                self._kept[name] = now
 
     def _draft_key(self, key: DraftKey) -> str:
         return keys.channel_draft(self.channel, key.owner, key.chat_id, key.thread_id)
@@ -128,6 +162,9 @@ class ChannelState:
             pipe.sadd(keys.channel_followers(c, key.owner), f"{key.chat_id} {key.thread_id}")
             pipe.sadd(keys.channel_destinations(c), key.chat_id)
             added, _, _ = await pipe.execute()
+        self._kept.pop(keys.channel_follows(c, key.chat_id), None)  # a new member: renewed now
+        self._kept.pop(keys.channel_followers(c, key.owner), None)
+        await self._keep(keys.channel_follows(c, key.chat_id), keys.channel_followers(c, key.owner))
         return bool(added)
 
     async def unfollow(self, key: DraftKey) -> bool:
@@ -140,6 +177,36 @@ class ChannelState:
         if not await self.redis.scard(keys.channel_follows(c, key.chat_id)):
             await self.redis.srem(keys.channel_destinations(c), key.chat_id)
         return bool(removed)
+
+    async def end_follows(self, chat_id: Id) -> list[DraftKey]:
+        """End every follow of a destination from outside its adapter (a revoked grant):
+        each is unfollowed and noted as ended, so the adapter's lane deletes its draft
+        (`ended`, `ended_done`)."""
+        keys_ = await self.follows(chat_id)
+        for key in keys_:
+            await self.redis.sadd(keys.channel_ended(self.channel), self._ended_member(key))
+            await self.unfollow(key)
+        return keys_
+
+    @staticmethod
+    def _ended_member(key: DraftKey) -> str:
+        return f"{key.chat_id} {key.thread_id} {key.owner.display_key}"
+
+    async def ended(self) -> list[DraftKey]:
+        """Follows ended from outside whose drafts are still to be deleted."""
+        out = []
+        for member in cast("set[str]", await self.redis.smembers(keys.channel_ended(self.channel))):
+            raw_chat, _, rest = member.partition(" ")
+            raw_thread, _, display = rest.partition(" ")
+            owner = Owner.from_display_key(display)
+            chat, thread = self._id(raw_chat), self._id(raw_thread)
+            if owner is not None and chat is not None and thread is not None:
+                out.append(DraftKey(chat, thread, owner))
+        return sorted(out)
+
+    async def ended_done(self, key: DraftKey) -> None:
+        """The draft of an ended follow is deleted (or there was none)."""
+        await self.redis.srem(keys.channel_ended(self.channel), self._ended_member(key))
 
     async def is_following(self, key: DraftKey) -> bool:
         member = f"{key.chat_id} {key.thread_id}"
@@ -201,6 +268,20 @@ class ChannelState:
             out += await self.follows(chat_id)
         return out
 
+    async def prune_destinations(self) -> int:
+        """Forget the destinations whose follows are gone (expired, or all ended); how
+        many. (A follow made meanwhile adds its destination again at its next follow.)"""
+        name = keys.channel_destinations(self.channel)
+        chats = list(cast("set[str]", await self.redis.smembers(name)))
+        if not chats:
+            return 0
+        async with self.redis.pipeline(transaction=False) as pipe:
+            for chat in chats:
+                pipe.exists(keys.channel_follows(self.channel, chat))
+            found = await pipe.execute()
+        gone = [chat for chat, exists in zip(chats, found, strict=True) if not exists]
+        return int(await self.redis.srem(name, *gone)) if gone else 0
+
     # --- overrides -----------------------------------------------------------------------
 
     async def prefs(self, chat_id: Id) -> ChatPrefs:
@@ -209,10 +290,19 @@ class ChannelState:
     async def set_mode(self, chat_id: Id, mode: Mode) -> None:
         self._check_fence()
         await self.redis.hset(keys.channel_prefs(self.channel, chat_id), "mode", mode.value)
+        await self._keep_chat(chat_id)
 
     async def set_rich(self, chat_id: Id, rich: bool) -> None:
         self._check_fence()
         await self.redis.hset(keys.channel_prefs(self.channel, chat_id), "rich", "1" if rich else "0")
+        await self._keep_chat(chat_id)
+
+    async def _keep_chat(self, chat_id: Id) -> None:
+        c = self.channel
+        await self._keep(
+            keys.channel_follows(c, chat_id), keys.channel_prefs(c, chat_id), keys.channel_last_message(c, chat_id),
+            keys.channel_sent(c, chat_id),
+        )
 
     # --- drafts --------------------------------------------------------------------------
 
@@ -249,10 +339,17 @@ class ChannelState:
         self._check_fence()
         if state == DraftState():
             await self._delete_draft(key)
-        elif self.fence is None:
-            await self.redis.set(self._draft_key(key), state.to_json())
-        elif not await self._fenced_set(keys=[self._draft_key(key)], args=[self._stamped(state), self.fence.number]):
+            return
+        ms = await retention_ms(self.redis)
+        if self.fence is None:
+            await self.redis.set(self._draft_key(key), state.to_json(), px=ms or None)
+        elif not await self._fenced_set(
+            keys=[self._draft_key(key)], args=[self._stamped(state), self.fence.number, ms]
+        ):
             raise self._newer(key)
+        # The draft changed: its follow is in use.
+        await self._keep(keys.channel_followers(self.channel, key.owner))
+        await self._keep_chat(key.chat_id)
 
     async def start_draft(self, key: DraftKey, state: DraftState) -> bool:
         """Store the first state of a draft that has none yet (never over a lane's)."""
@@ -265,7 +362,8 @@ class ChannelState:
         # the state carries its creator's number like every other write, as one without
         # reads as written by no holder (0), which a still older holder could overwrite.
         self._check_fence()
-        return bool(await self.redis.set(self._draft_key(key), self._stamped(state), nx=True))
+        ms = await retention_ms(self.redis)
+        return bool(await self.redis.set(self._draft_key(key), self._stamped(state), nx=True, px=ms or None))
 
     async def forget_draft(self, key: DraftKey) -> None:
         """Delete a draft's state, fenced as `save_draft` is."""
@@ -282,6 +380,7 @@ class ChannelState:
 
     async def saw_message(self, chat_id: Id, message_id: int) -> None:
         await self._max(keys=[keys.channel_last_message(self.channel, chat_id)], args=[int(message_id)])
+        await self._keep(keys.channel_last_message(self.channel, chat_id))
 
     async def last_message(self, chat_id: Id) -> int:
         return int(cast("str | None", await self.redis.get(keys.channel_last_message(self.channel, chat_id))) or 0)
@@ -293,6 +392,7 @@ class ChannelState:
             pipe.zadd(name, {str(message_id): message_id})
             pipe.zremrangebyrank(name, 0, -(KEEP_SENT_IDS + 1))
             await pipe.execute()
+        await self._keep(name)
         await self.saw_message(chat_id, message_id)
 
     async def sent_after(self, chat_id: Id, mark: int) -> frozenset[int]:

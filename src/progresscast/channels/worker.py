@@ -28,15 +28,19 @@ import time
 from collections import OrderedDict, deque
 from collections.abc import Awaitable, Callable, Hashable
 from dataclasses import dataclass, field, replace
+from functools import partial
 
 from redis.asyncio import Redis
 
 from ..backoff import Backoff
+from ..failure_log import INTERVAL, FailureLog
 from ..model.view import View
 from ..render.payload import Payload
 from ..stopping import still_wanted
 from ..store.cards import CardStore
 from ..store.events import EventGroup, coalesce
+from ..store.retention import SWEEP_EVERY_MAX, retention_ms, sweep_every
+from ..supervise import spawn
 from .channel import Channel
 from .drafts import (
     Call,
@@ -54,9 +58,9 @@ from .drafts import (
     decide,
     on_follow,
 )
-from .failure_log import INTERVAL, FailureLog
 from .outcome import MessageId, Outcome, OutcomeKind
 from .pacing import Pacer
+from .pause import Pauses
 from .state import DraftKey, Id
 
 
@@ -128,6 +132,9 @@ class _Say:
     then: Then | None = None
     """Called in the lane once the message is settled (never while it is still to be
     retried)."""
+    urgent: bool = True
+    """False for answers to destinations without a grant: queued behind urgent drafts
+    when the bot-wide budget binds, and nothing is stored of them (strangers make no keys)."""
 
 
 @dataclass(frozen=True)
@@ -171,6 +178,9 @@ class _Rendered:
         payload = self.inner.draft(view)
         self._drafts.append((view, payload))
         return payload
+
+    def snapshot(self, view: View) -> Payload | None:
+        return self.inner.snapshot(view)
 
     def answer(self, markdown: str) -> list[Payload]:
         if markdown not in self._answers:
@@ -216,7 +226,12 @@ class Lane:
         — what it shows then needs no new decision. Memory only, gone with the lane."""
         self.wake = asyncio.Event()
         self.closed = False
-        self.task = asyncio.create_task(self._run(), name=f"{worker.channel.name}-chat-{chat_id}")
+        # Supervised: what fails around a draft is caught in the loop, and anything else
+        # starts the lane again (its pending drafts kept) rather than leaving the chat mute.
+        self.task = spawn(
+            self._run, f"a {worker.channel.name} chat's lane", name=f"{worker.channel.name}-chat-{chat_id}",
+            failures=worker.failures, backoff=worker.options.backoff,
+        )
 
     def touch(self, key: DraftKey) -> None:
         self.pending[key] = None
@@ -331,14 +346,33 @@ class ChannelWorker:
         self._calls = asyncio.Semaphore(self.options.calls_in_flight)
         """Held from the read at a slot until the call returns (`WorkerOptions.calls_in_flight`)."""
         self._events: asyncio.Task[None] | None = None
+        self._pruner: asyncio.Task[None] | None = None
         self._closing = False
+        self.pauses = Pauses(redis, self.state.channel, clock)
+        """Destinations that refused the bot for good (`channels.pause`)."""
+        self._ending: set[DraftKey] = set()
+        """Follows ended from outside (`ChannelState.end_follows`) handed to their lanes."""
+        self._ended_checked = 0.0
 
     # --- life ----------------------------------------------------------------------------
 
     async def start(self) -> None:
         group = EventGroup(self.redis, self.options.group, self.options.consumer or socket.gethostname())
         await group.ensure()  # before reconciling, so no change falls between the two
-        self._events = asyncio.create_task(self._consume(group), name=f"{self.channel.name}-events")
+        self._closing = False  # a worker stopped by `close` may be started again
+        await self.channel.load()
+        self.channel.access.announce(self.log)
+        await self.pauses.load(self.state.parse_id)
+        if len(self.pauses):
+            self.log.info("%d destinations are paused (they refused the bot)", len(self.pauses))
+        self._events = spawn(
+            partial(self._consume, group), f"reading the {self.channel.name} change stream",
+            name=f"{self.channel.name}-events", failures=self.failures, backoff=self.options.backoff,
+        )
+        self._pruner = spawn(
+            self._pruning, f"pruning the {self.channel.name} destinations", name=f"{self.channel.name}-prune",
+            failures=self.failures, backoff=self.options.backoff,
+        )
         self.catch_up(config=True)
 
     def catch_up(self, *, config: bool = False) -> None:
@@ -346,7 +380,10 @@ class ChannelWorker:
         with what changed while it was down); `config`: subscribe the config's follows first."""
         if self._catch_up is not None:
             self._catch_up.cancel()
-        self._catch_up = asyncio.create_task(self._catching_up(config), name=f"{self.channel.name}-catch-up")
+        self._catch_up = spawn(
+            partial(self._catching_up, config), f"the {self.channel.name} catch-up",
+            name=f"{self.channel.name}-catch-up", failures=self.failures, backoff=self.options.backoff,
+        )
 
     async def _catching_up(self, config: bool) -> None:
         # At most `catch_up` drafts handed to their lanes and not yet looked at: with
@@ -374,6 +411,7 @@ class ChannelWorker:
                     config = False
                 for key in await self.state.all_follows():
                     await hand(key)
+                await self._ended()
                 return
             except asyncio.CancelledError:
                 raise
@@ -389,13 +427,12 @@ class ChannelWorker:
             with contextlib.suppress(asyncio.CancelledError):
                 await self._catch_up
             self._catch_up = None
-        if self._events is not None:
-            self._events.cancel()
-            try:
-                await self._events
-            except asyncio.CancelledError:
-                pass
-            self._events = None
+        for task in (self._events, self._pruner):
+            if task is not None:
+                task.cancel()
+                with contextlib.suppress(asyncio.CancelledError):
+                    await task
+        self._events = self._pruner = None
         lanes, self._lanes = list(self._lanes.values()), {}
         for lane in lanes:
             await lane.close()
@@ -414,6 +451,8 @@ class ChannelWorker:
                 for key in await self.state.followers_of(list(coalesce(events))):
                     self.touch(key)
                 await group.ack(events)
+                if time.monotonic() - self._ended_checked >= 1.0:
+                    await self._ended()
                 failures = 0
             except asyncio.CancelledError:
                 raise
@@ -433,6 +472,30 @@ class ChannelWorker:
                 self.failures.exception(f"change stream: {type(exc).__name__}", "reading the change stream failed")
                 await asyncio.sleep(delay)
 
+    async def _pruning(self) -> None:
+        """Destinations whose follows expired leave the set read at start-up (retention.py)."""
+        while True:
+            ms = await retention_ms(self.redis)
+            still_wanted()  # before a long wait: a Redis call may have lost the cancel (stopping.py)
+            await asyncio.sleep(sweep_every(ms) if ms > 0 else SWEEP_EVERY_MAX)
+            if ms > 0:
+                await self.state.prune_destinations()
+
+    async def _ended(self) -> None:
+        """Hand the follows ended from outside (a revoked grant) to their lanes, which
+        delete their drafts. Looked at about once a second."""
+        self._ended_checked = time.monotonic()
+        for key in await self.state.ended():
+            if key not in self._ending:
+                self._ending.add(key)
+                self.lane(key.chat_id).touch(key)
+
+    async def _ended_done(self, key: DraftKey) -> None:
+        """A draft is settled: an ended follow's draft is deleted now (or it is followed again)."""
+        if key in self._ending:
+            self._ending.discard(key)
+            await self.state.ended_done(key)
+
     # --- what commands and events ask for ------------------------------------------------
 
     def lane(self, chat_id: Id) -> Lane:
@@ -450,12 +513,24 @@ class ChannelWorker:
             self._failures.pop(lane.chat_id, None)
 
     def allowed(self, chat_id: Id) -> bool:
-        """`allowedChats`, for drafts too: a destination removed from it after it followed
-        gets nothing more (said once in the log)."""
-        if self.channel.allowed(chat_id):
+        """`allowlist` access, for drafts too: a destination taken out of the config after
+        it followed gets nothing more (said once in the log)."""
+        if self.channel.access.drafts_allowed(chat_id):
             return True
-        self.log_once("not-allowed", chat_id, "chat %s follows sessions but is not in allowedChats: skipped", chat_id)
+        self.log_once(
+            "not-allowed", chat_id,
+            "chat %s follows sessions but is not in allowedChats / allowedChannels (access allowlist): skipped",
+            chat_id,
+        )
         return False
+
+    async def spoke(self, chat_id: Id) -> None:
+        """The destination sent something (an update, a command): if it was paused (it had
+        refused the bot), calls go to it again and its drafts catch up."""
+        if self.pauses.paused(chat_id) and await self.pauses.resume(chat_id):
+            self.log.info("chat %s spoke again: no longer paused", chat_id)
+            for key in await self.state.follows(chat_id):
+                self.touch(key)
 
     def touch(
         self, key: DraftKey, *, followed: bool = False, fresh: bool = False, looked_at: Callable[[], None] | None = None
@@ -516,12 +591,13 @@ class ChannelWorker:
         if done is not None:
             done()
 
-    def say(self, chat_id: Id, thread_id: Id, text: str, *, then: Then | None = None) -> None:
+    def say(self, chat_id: Id, thread_id: Id, text: str, *, then: Then | None = None, urgent: bool = True) -> None:
         """Send a plain-text message (a command reply) before the destination's drafts.
         `then`: what to do with the posted message's id (None: not delivered), done in
         the lane once it is settled — a command that needs the id waits for nothing,
-        and what it does next is ordered with the destination's other calls."""
-        self.lane(chat_id).say(_Say(thread_id, text=text, then=then))
+        and what it does next is ordered with the destination's other calls. `urgent`:
+        False queues it behind urgent drafts when the bot-wide budget binds."""
+        self.lane(chat_id).say(_Say(thread_id, text=text, then=then, urgent=urgent))
 
     def send_once(self, chat_id: Id, thread_id: Id, payload: Payload) -> None:
         """Send a rendered payload as a one-off message (not a draft)."""
@@ -542,6 +618,9 @@ class ChannelWorker:
         chat = key.chat_id
         if not self.allowed(chat):
             return None
+        paused = self.pauses.wait(chat)
+        if paused > 0:
+            return paused  # no calls to a destination that refused the bot: look again then
         lane = self._lanes.get(chat)
         seen = lane.seen if lane is not None else {}
         read = await self._read(key)
@@ -580,6 +659,9 @@ class ChannelWorker:
         if not isinstance(call, Send | Edit | Delete | Probe):
             self.pacer.give_back(key.chat_id)
             return await self._settle(key, read, state, new, call, seen)
+        if not self.pauses.take_probe(key.chat_id):  # paused while this draft waited for its slot
+            self.pacer.give_back(key.chat_id)
+            return self.pauses.wait(key.chat_id)
         if new != state:
             await self.state.save_draft(key, new)
         self._since.pop(key, None)
@@ -598,6 +680,7 @@ class ChannelWorker:
                 new = DraftState()
             elif new != state:
                 await self.state.save_draft(key, new)
+            await self._ended_done(key)
             seen[key] = (new, _inputs(read))
             return None
         if new != state:
@@ -683,6 +766,7 @@ class ChannelWorker:
             if more is None:
                 if after != new:
                     await self.state.save_draft(key, after)
+                await self._ended_done(key)
                 seen[key] = (after, _inputs(read))
                 return None
         return delay
@@ -697,6 +781,19 @@ class ChannelWorker:
             await self._saw(chat, outcome.message_id)
         if outcome.delivered or k in (OutcomeKind.found, OutcomeKind.absent, OutcomeKind.foreign, OutcomeKind.gone):
             self._ok(chat)
+        if k is OutcomeKind.forbidden:
+            delay = await self.pauses.pause(chat)
+            self.log.warning(
+                "chat %s refuses the bot (%s): paused — no calls until it speaks again, or a probe in %.0f s",
+                chat, outcome.detail, delay,
+            )
+            return delay
+        if k not in (OutcomeKind.rate_limited, OutcomeKind.transient, OutcomeKind.unsure) and self.pauses.paused(chat):
+            await self.pauses.resume(chat)  # the probe was answered: the destination takes calls again
+            self.log.info("chat %s answers again: no longer paused", chat)
+            for other in await self.state.follows(chat):
+                if other != key:
+                    self.touch(other)
         if k is OutcomeKind.rate_limited:
             held = self.pacer.hold(chat, outcome.retry_after)
             self.failures.warning("flood control", "chat %s: flood control, waiting %.1f s", chat, held)
@@ -722,8 +819,6 @@ class ChannelWorker:
             if isinstance(call, Delete):
                 self.log.warning("chat %s: could not delete message %s (%s); forgetting it", chat, call.message_id,
                                  outcome.detail)
-            elif "forbidden" in outcome.detail.lower() or "blocked" in outcome.detail.lower():
-                self.log_once("forbidden", chat, "chat %s: the bot may not write here: %s", chat, outcome.detail)
             else:
                 self.log.error("chat %s: the server refused a message of %s: %s", chat, name, outcome.detail)
         elif k in (OutcomeKind.gone, OutcomeKind.locked) and isinstance(call, Edit):
@@ -750,7 +845,7 @@ class ChannelWorker:
 
     async def _saw(self, chat_id: Id, message_id: object) -> None:
         """Remember a message we sent (or found to be ours)."""
-        if isinstance(message_id, int) and self.channel.allowed(chat_id):
+        if isinstance(message_id, int) and self.channel.access.drafts_allowed(chat_id):
             await self.state.sent_message(chat_id, message_id)
 
     def log_once(self, what: str, chat_id: Id, message: str, *args: object) -> None:
@@ -764,7 +859,12 @@ class ChannelWorker:
         """Send a one-off message taken from the lane's outbox. A reply is not worth a
         duplicate: it is retried (put back first) only when it surely never arrived."""
         chat = lane.chat_id
-        await self.pacer.acquire(chat)
+        if self.pauses.wait(chat) > 0:
+            self.log.info("chat %s is paused (it refused the bot): a message to it is dropped", chat)
+            if item.then is not None:
+                await item.then(None)
+            return
+        await self.pacer.acquire(chat, urgent=item.urgent)
         client = self.channel.client
         mark = await self.state.last_message(chat)
         async with self._calls:
@@ -789,13 +889,18 @@ class ChannelWorker:
             return
         if outcome.kind is OutcomeKind.ok and outcome.message_id is not None:
             self._ok(chat)
-            await self._saw(chat, outcome.message_id)
+            if item.urgent:  # nothing is remembered of a destination without a grant
+                await self._saw(chat, outcome.message_id)
             if item.then is not None:
                 await item.then(outcome.message_id)
             return
         if outcome.kind is OutcomeKind.unsupported:
             await self.channel.unsupported(outcome.detail)
             self.log.warning("chat %s: a rich message was not delivered: %s", chat, outcome.detail)
+        elif outcome.kind is OutcomeKind.forbidden and await self.state.follows(chat):
+            # Paused only when it follows something: a stranger's refusal stores nothing.
+            delay = await self.pauses.pause(chat)
+            self.log.warning("chat %s refuses the bot (%s): paused for %.0f s", chat, outcome.detail, delay)
         else:
             self.failures.warning(
                 f"not delivered: {outcome.kind}", "chat %s: a message was not delivered (%s): %s", chat, outcome.kind,

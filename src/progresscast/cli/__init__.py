@@ -83,6 +83,10 @@ def main(argv: list[str] | None = None) -> None:
         if args.command == command and getattr(args, value, None) is None:
             where = f"{command} {args.card_command}" if command == "card" else command
             fail(f"{option} is required (see 'progresscast {where} --help')")
+    if args.command == "doctor":  # its own judge of the config: a config that fails to load is one of its lines
+        from .doctor import main_status
+
+        main_status(args)
     from .card import settings_of
 
     settings = settings_of(args)
@@ -105,6 +109,13 @@ def main(argv: list[str] | None = None) -> None:
                 run_a2a(args, settings)
             except CommandError as exc:
                 raise UsageError(str(exc)) from None
+        elif args.command == "pairing":
+            from .pairing import pairing_command
+
+            status = pairing_command(args, settings)
+            if status:
+                sys.stdout.flush()
+                raise SystemExit(status)
         elif args.command == "serve":
             from ..serve import run_serve
             from ..store.connections import redis_url
@@ -122,6 +133,10 @@ def main(argv: list[str] | None = None) -> None:
             from ..demo import run_demo
 
             asyncio.run(run_demo(args, settings))
+        elif args.command == "discord":
+            from .discord import discord_command
+
+            discord_command(args, settings)
         elif args.command == "emulator":
             from .emulator import run_emulator
 

@@ -100,7 +100,25 @@ def card_command(args: argparse.Namespace, settings: Settings) -> None:
         print_json(found.to_json() if found else None)
     elif args.card_command == "clear":
         print(asyncio.run(with_store(args, settings, lambda s: s.clear(owner))).receipt)
+    elif args.card_command == "history":
+        _history_command(args, settings, owner)
     else:
         print(asyncio.run(with_store(args, settings, lambda s: s.reset(owner))).receipt)
 
 
+
+
+def _history_command(args: argparse.Namespace, settings: Settings, owner: Owner) -> None:
+    import asyncio
+
+    from ..model.history import DEFAULT_LIMIT
+
+    limit = DEFAULT_LIMIT if args.limit is None else args.limit
+    entries = asyncio.run(with_store(args, settings, lambda s: s.history(owner, limit=limit)))
+    if (args.format or ("text" if sys.stdout.isatty() else "json")) == "json":
+        print_json([e.to_json() for e in entries])
+        return
+    from ..render.history import history_text
+
+    text = history_text(entries, templates_dir=settings.templates.dir) if entries else "(no history)"
+    print(TERMINAL_CONTROLS.sub(lambda m: f"\\u{ord(m.group()):04x}", text))

@@ -15,6 +15,11 @@ from ..testing.console import ChatConsole
 
 
 async def run_emulator(args: argparse.Namespace, *, out: TextIO | None = None) -> None:
+    if args.emulator == "discord":
+        from .emulator_discord import run_discord_emulator
+
+        await run_discord_emulator(args, out=out)
+        return
     out = out or sys.stdout
     chat = args.chat
     api = BotAPIEmulator(port=args.port, fault_rate=args.fault_rate, fault_seed=args.fault_seed)

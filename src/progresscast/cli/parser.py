@@ -20,6 +20,18 @@ def _fraction(raw: str) -> float:
 _fraction.__name__ = "share from 0 to 1"  # what argparse names in "invalid … value"
 
 
+def _history_limit(raw: str) -> int:
+    from ..model.history import MAX_LIMIT
+
+    value = int(raw)
+    if not 1 <= value <= MAX_LIMIT:
+        raise ValueError(raw)
+    return value
+
+
+_history_limit.__name__ = "number from 1 to 200"  # (history.MAX_LIMIT; a test checks)
+
+
 def full_parser() -> argparse.ArgumentParser:
     parser, common, commands = program()
     add_commands(commands, common)
@@ -29,6 +41,8 @@ def full_parser() -> argparse.ArgumentParser:
 def add_commands(commands: Any, common: argparse.ArgumentParser) -> None:
     """Every command, in the order `--help` lists them."""
     from ..config.settings import Mode
+    from ..model.history import DEFAULT_LIMIT as HISTORY_DEFAULT
+    from ..model.history import MAX_LIMIT as HISTORY_MAX
 
     card = commands.add_parser(
         "card", help="read and write progress cards", parents=[common],
@@ -42,6 +56,8 @@ def add_commands(commands: Any, common: argparse.ArgumentParser) -> None:
         ("clear", "clear the card", "progresscast card clear --session ticket-4821"),
         ("reset", "clear the card at a boundary: writes admitted before it are refused",
          "progresscast card reset --session ticket-4821"),
+        ("history", "print what each write changed, newest first",
+         "progresscast card history --session ticket-4821 --limit 20 --format text"),
     ]:
         sub = card_commands.add_parser(name, help=text, description=text, parents=[common], epilog=example(sample))
         # Checked after parsing, so that a misspelt option is named as such first.
@@ -51,6 +67,16 @@ def add_commands(commands: Any, common: argparse.ArgumentParser) -> None:
             sub.add_argument(
                 "--expected-revision", type=int, metavar="N",
                 help="write only if the card's revision is still N (compare-and-set)",
+            )
+        if name == "history":
+            sub.add_argument(
+                "--limit", type=_history_limit, default=None, metavar="N",
+                help=f"at most N entries (1 to {HISTORY_MAX}; default {HISTORY_DEFAULT})",
+            )
+            sub.add_argument(
+                "--format", choices=["text", "json"], default=None,
+                help="text: one line per entry in local time; json: a list of the entries "
+                "(default: text at a terminal, else json)",
             )
 
     render = commands.add_parser(
@@ -65,7 +91,8 @@ def add_commands(commands: Any, common: argparse.ArgumentParser) -> None:
         "card_file", metavar="CARD.json", help="a card (as `card get` prints) or a write's input; - for stdin"
     )
     render.add_argument(
-        "--channel", choices=["telegram", "slack", "text", "web"], help="the channel to preview (required)"
+        "--channel", choices=["telegram", "slack", "discord", "matrix", "text", "web"],
+        help="the channel to preview (required)",
     )
     render.add_argument(
         "--format", choices=["text", "json"], default=None,
@@ -88,15 +115,24 @@ def add_commands(commands: Any, common: argparse.ArgumentParser) -> None:
 
     add_a2a_commands(commands, common, Parser)
 
+    from .pairing import add_commands as add_pairing_commands
+
+    add_pairing_commands(commands, common)
+
     serve = commands.add_parser(
-        "serve", help="gateway, web page, Telegram adapter, workers", parents=[common],
-        description="Run the HTTP gateway and web page, and the Telegram adapter when a bot token is configured. "
+        "serve", help="gateway, web page, Telegram/Slack/Discord adapters, workers", parents=[common],
+        description="Run the HTTP gateway and web page, and each chat adapter (Telegram, Slack, Discord) whose "
+        "token is configured. "
         "Ctrl-C or SIGTERM stops it.",
         epilog=example(
             "PROGRESSCAST_TOKEN=$(openssl rand -hex 16) progresscast serve --config config/progresscast.toml"
         ),
     )
     serve.set_defaults(serve=True)
+
+    from .doctor import add_doctor
+
+    add_doctor(commands, common)
 
     mcp = commands.add_parser(
         "mcp", help="MCP server with the progress_card and update_plan tools", parents=[common],
@@ -135,6 +171,40 @@ def add_commands(commands: Any, common: argparse.ArgumentParser) -> None:
     telegram.add_argument(
         "--fault-seed", type=int, default=0, metavar="N", help="seed of the random faults (default: 0)"
     )
+
+    discord = emulators.add_parser(
+        "discord", help="the Discord REST emulator; type slash commands on stdin", parents=[common],
+        description="The Discord emulator the tests use, on its own: point channels.discord.apiBaseUrl at it, "
+        "run `progresscast serve` and `progresscast discord register`, then type /progresscast commands as a "
+        "member of one channel and see what the channel shows.",
+        epilog=example(
+            "progresscast emulator discord --port 8082 --interactions http://127.0.0.1:8787/discord/interactions"
+        ),
+    )
+    discord.add_argument("--port", type=int, default=0, metavar="N", help="port to listen on (default: a free one)")
+    discord.add_argument(
+        "--interactions", metavar="URL", default="http://127.0.0.1:8787/discord/interactions",
+        help="where interactions are sent (the gateway's /discord/interactions; default: the default gateway's)",
+    )
+    discord.add_argument(
+        "--channel", default="200000000000000001", metavar="ID",
+        help="the channel you type in (default: 200000000000000001)",
+    )
+
+    discord_commands = commands.add_parser(
+        "discord", help="Discord: register the /progresscast command", parents=[common],
+        epilog=example("progresscast discord register --guild 123456789012345678"),
+    )
+    discord_sub = discord_commands.add_subparsers(
+        dest="discord", required=True, parser_class=Parser, metavar="COMMAND"
+    )
+    register = discord_sub.add_parser(
+        "register", help="put the /progresscast slash command (global, or in one server)", parents=[common],
+        description="Register (or replace) the /progresscast command with channels.discord.token and applicationId. "
+        "Global commands reach every server the bot is in; --guild shows it in one server at once.",
+        epilog=example("progresscast discord register --config progresscast.toml --guild 123456789012345678"),
+    )
+    register.add_argument("--guild", metavar="ID", help="a server (guild) id: register there only, at once")
 
     demo = commands.add_parser(
         "demo", help="play the bundled example on the embedded store", parents=[common],

@@ -35,7 +35,10 @@ def render_command(args: argparse.Namespace, settings: Settings) -> None:
         except UnicodeDecodeError:
             raise UsageError(f"{args.card_file}: not UTF-8 text") from None
     data = read_json(text, args.card_file)
-    channel = settings.channels.slack if args.channel == "slack" else settings.channels.telegram
+    channels = settings.channels
+    channel = {"slack": channels.slack, "discord": channels.discord, "matrix": channels.matrix}.get(
+        args.channel, channels.telegram
+    )
     streaming = channel.streaming if channel else StreamingSettings()
     try:
         mode = Mode(args.mode) if args.mode else streaming.mode
@@ -70,6 +73,15 @@ def _as_shown(payload: dict[str, Any]) -> str:
     params = payload.get("params", {})
     if payload.get("method") == "deleteMessage":
         return "(no draft: the chat's draft would be deleted)"
+    if payload.get("method") == "m.room.redaction":
+        return "(no draft: the room's draft would be redacted)"
+    if payload.get("method") == "m.room.message":  # Matrix: its plain body
+        return str(params.get("body") or "")
+    if payload.get("method") == "createMessage":  # Discord: each Text Display as a person reads it
+        from ..testing.discord_markdown import components_text, read_markdown
+
+        texts = components_text(params.get("components", [])) or [str(params.get("content", ""))]
+        return "\n".join(read_markdown(text).text for text in texts)
     if str(payload.get("method", "")).startswith("chat."):  # Slack: its plain text
         fallback = payload.get("fallback")
         fallback_text = fallback.get("params", {}).get("text") if isinstance(fallback, dict) else None

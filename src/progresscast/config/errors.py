@@ -1,5 +1,5 @@
 """`ConfigError` on its own, for the modules every agent hook imports (the embedded
-Redis, the connections): importing config.py builds every settings model, which is
+Redis, the connections): importing config/settings.py builds every settings model, which is
 a tenth of a hook call."""
 
 from __future__ import annotations

@@ -6,38 +6,41 @@ Secrets may be written as "env:NAME" and are read from the environment at load.
 from __future__ import annotations
 
 import difflib
+import ipaddress
 import os
 import re
 import tomllib
 import zlib
-from enum import StrEnum
 from functools import cached_property
 from pathlib import Path
-from typing import Any
+from typing import Any, ClassVar
 from urllib.parse import unquote, urlsplit
 
-from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, ValidationError, field_validator, model_validator
+from pydantic import BaseModel, Field, PrivateAttr, ValidationError, field_validator, model_validator
 
 from ..model.owners import AGENT_ID, DEFAULT_AGENT
 from ..model.validation import field_and_rule, field_path
+from .base import MAX_LINE_CHARS as MAX_LINE_CHARS
+from .base import MAX_LINES as MAX_LINES
+from .base import Access as Access
+from .base import DestinationSettings as DestinationSettings
+from .base import Mode as Mode
+from .base import PlatformSettings as PlatformSettings
+from .base import PreviewSettings as PreviewSettings
+from .base import ProgressSettings as ProgressSettings
+from .base import RenderSettings as RenderSettings
+from .base import StreamingSettings as StreamingSettings
+from .base import _from_env, _Model
 from .errors import ConfigError as ConfigError
+from .matrix import MatrixRoomSettings as MatrixRoomSettings
+from .matrix import MatrixSettings as MatrixSettings
+
+RETENTION_DEFAULT = 30 * 86_400.0
+"""`store.retention` unless set: 30 days."""
 
 READ_SCOPE = "operator.read"
 WRITE_SCOPE = "operator.write"
 SCOPES = (READ_SCOPE, WRITE_SCOPE)
-
-
-class Mode(StrEnum):
-    off = "off"
-    partial = "partial"
-    block = "block"
-    progress = "progress"
-
-
-def _from_env(value: str | None) -> str | None:
-    if value and value.startswith("env:"):
-        return os.environ.get(value[4:]) or None
-    return value
 
 
 def _agent_id(value: str) -> str:
@@ -49,10 +52,6 @@ def _agent_id(value: str) -> str:
     return value
 
 
-class _Model(BaseModel):
-    model_config = ConfigDict(extra="forbid", populate_by_name=True)
-
-
 class StoreSettings(_Model):
     url: str | None = None
     """`redis://…`, `rediss://…`, `unix://…`, or `redis+cluster://host:port` (any node)."""
@@ -60,6 +59,21 @@ class StoreSettings(_Model):
     """Shards of a new store (default 16); a store keeps the count it was created with."""
     maxConnections: int = Field(64, ge=1, le=10_000)
     """Redis connections a process uses for commands; more concurrent requests wait."""
+    retention: float = Field(RETENTION_DEFAULT, ge=0, le=100 * 365 * 86_400)
+    """How long an owner nobody writes to is kept (with its runs, activity, and what chats
+    made for it), counted from its last write: seconds, or a number with a unit —
+    `"30d"`, `"12h"`, `"90m"`, `"45s"`. 0 keeps everything. Recorded in the store, so
+    every process (an agent hook without this config too) keeps cards as long."""
+
+    @field_validator("retention", mode="before")
+    @classmethod
+    def _retention(cls, value: Any) -> Any:
+        if isinstance(value, str):
+            found = re.fullmatch(r"\s*(\d+(?:\.\d+)?)\s*([smhd]?)\s*", value)
+            if not found:
+                raise ValueError(f"{value!r} must be seconds, or a number with s, m, h or d (e.g. \"30d\")")
+            return float(found.group(1)) * {"": 1, "s": 1, "m": 60, "h": 3600, "d": 86_400}[found.group(2)]
+        return value
 
 
 class AgentSettings(_Model):
@@ -100,9 +114,50 @@ class GatewayToken(_Model):
         return _from_env(value) or ""
 
 
+MIN_TOKEN_CHARS = 16
+"""Gateway tokens shorter than this are refused when the gateway listens beyond loopback."""
+
+
 class GatewaySettings(_Model):
     listen: str = "127.0.0.1:8787"
     tokens: list[GatewayToken] = Field(default_factory=list)
+    publicUrl: str | None = None
+    """The address people open (`https://cards.example.org`); https here marks the login
+    cookie `Secure` even when a proxy on another host terminates TLS."""
+    trustedProxies: list[str] | None = None
+    """Addresses (or networks) whose `X-Forwarded-Proto` / `X-Forwarded-For` are believed;
+    unset: uvicorn's default (`$FORWARDED_ALLOW_IPS`, else loopback)."""
+    metricsToken: str | None = None
+    """Set: `GET /metrics` needs `Authorization: Bearer <it>`; unset: open."""
+    maxStreamsPerToken: int = Field(20, ge=1, le=100_000)
+    """Live event streams (`/v1/events`) one token may hold open at once; more are 429."""
+
+    @field_validator("metricsToken")
+    @classmethod
+    def _metrics_token(cls, value: str | None) -> str | None:
+        return _from_env(value)
+
+    @field_validator("trustedProxies")
+    @classmethod
+    def _trusted(cls, value: list[str] | None) -> list[str] | None:
+        for entry in value or []:
+            if entry != "*":
+                try:
+                    ipaddress.ip_network(entry, strict=False)
+                except ValueError:
+                    raise ValueError(f"{entry!r} must be an IP address, a network (10.0.0.0/8) or *") from None
+        return value
+
+    @field_validator("publicUrl")
+    @classmethod
+    def _public_url(cls, value: str | None) -> str | None:
+        if value is not None and not re.match(r"https?://[^\s/]+", value):
+            raise ValueError(f"{value!r} must be an http(s) URL, e.g. https://cards.example.org")
+        return value
+
+    @property
+    def public_https(self) -> bool:
+        return (self.publicUrl or "").lower().startswith("https://")
 
     @field_validator("listen")
     @classmethod
@@ -118,65 +173,10 @@ class GatewaySettings(_Model):
         return host or "127.0.0.1", int(port)
 
 
-MAX_LINES = 8
-"""Default `streaming.progress.maxLines`: the whole progress draft, every line counted."""
-MAX_LINE_CHARS = 120
-"""Default `streaming.progress.maxLineChars`: longer lines are cut with a middle `…`."""
+class ChatSettings(DestinationSettings):
+    """`[[channels.telegram.chats]]`: one chat's overrides, follows and granted sessions."""
 
-
-def _max_lines() -> Any:
-    return Field(MAX_LINES, ge=1, le=50)
-
-
-def _max_line_chars() -> Any:
-    return Field(MAX_LINE_CHARS, ge=20, le=4096)
-
-
-class ProgressSettings(_Model):
-    maxLines: int = _max_lines()
-    maxLineChars: int = _max_line_chars()
-
-
-class PreviewSettings(_Model):
-    """`streaming.partial` / `streaming.block`: the card's lines under the answer text."""
-
-    checklistLines: int | None = Field(None, ge=1, le=50)
-    """At most this many lines of checklist and status; unset: `progress.maxLines`."""
-
-
-class StreamingSettings(_Model):
-    mode: Mode = Mode.progress
-    progress: ProgressSettings = Field(default_factory=ProgressSettings)
-    partial: PreviewSettings = Field(default_factory=PreviewSettings)
-    block: PreviewSettings = Field(default_factory=PreviewSettings)
-    blockChars: int = Field(3000, ge=200, le=4000)
-    """In `block` mode, a preview past this many characters rotates to a new message."""
-
-    def checklist_lines(self, mode: Mode) -> int:
-        """The line limit of the card's lines in a draft of `mode`."""
-        preview = {Mode.partial: self.partial, Mode.block: self.block}.get(mode)
-        if preview is not None and preview.checklistLines is not None:
-            return preview.checklistLines
-        return self.progress.maxLines
-
-
-class RenderSettings(_Model):
-    """What a renderer needs from the channel settings, for one chat."""
-
-    mode: Mode = Mode.progress
-    maxLines: int = _max_lines()
-    maxLineChars: int = _max_line_chars()
-    checklistLines: int | None = Field(None, ge=1, le=50)
-    """`partial`/`block`: the card's lines under the answer; None: `maxLines`."""
-    rich: bool = False
-    label: str | None = None
-
-
-class ChatSettings(_Model):
     id: int
-    richMessages: bool | None = None
-    mode: Mode | None = None
-    follow: list[str] = Field(default_factory=list)
 
 
 WEBHOOK_PATH_PREFIX = "/telegram/"
@@ -227,16 +227,15 @@ class TelegramWebhookSettings(_Model):
         return unquote(urlsplit(self.url).path)
 
 
-class TelegramSettings(_Model):
+class TelegramSettings(PlatformSettings):
+    ALLOW_LIST: ClassVar[str] = "allowedChats"
+
     token: str | None = None
     apiBaseUrl: str = "https://api.telegram.org/bot"
-    richMessages: bool = False
-    keepOnComplete: bool = False
     allowedChats: list[int] = Field(default_factory=list)
     botCallsPerSecond: float | None = Field(None, gt=0, le=10_000)
     """Bot API calls a second for the whole bot; unset: Telegram's ≈ 30. Raise it only
     for a Bot API server that allows more (or a benchmark against the emulator)."""
-    streaming: StreamingSettings = Field(default_factory=StreamingSettings)
     chats: list[ChatSettings] = Field(default_factory=list)
     webhook: TelegramWebhookSettings | None = None
     """Updates by webhook (through any gateway) instead of long polling."""
@@ -304,18 +303,12 @@ class TelegramSettings(_Model):
             )
         return value
 
-    # Looked up for every draft the adapter handles: a scan of the lists would make
-    # 10,000 configured chats cost 10,000 comparisons per draft.
-    @cached_property
-    def chats_by_id(self) -> dict[int, ChatSettings]:
-        """`chats` by id (the first entry of an id wins)."""
-        out: dict[int, ChatSettings] = {}
-        for chat in self.chats:
-            out.setdefault(chat.id, chat)
-        return out
+    @property
+    def destination_tables(self) -> list[ChatSettings]:
+        return self.chats
 
     @cached_property
-    def allowed_chat_ids(self) -> frozenset[int]:
+    def allow_list(self) -> frozenset[int]:
         return frozenset(self.allowedChats)
 
 
@@ -366,13 +359,10 @@ def _slack_channel_id(value: str) -> str:
     return value
 
 
-class SlackChannelSettings(_Model):
-    """Per-channel overrides; `follow` subscribes the channel at start-up."""
+class SlackChannelSettings(DestinationSettings):
+    """`[[channels.slack.channels]]`: one channel's overrides, follows and granted sessions."""
 
     id: str
-    richMessages: bool | None = None
-    mode: Mode | None = None
-    follow: list[str] = Field(default_factory=list)
 
     @field_validator("id")
     @classmethod
@@ -380,20 +370,27 @@ class SlackChannelSettings(_Model):
         return _slack_channel_id(value)
 
 
-class SlackSettings(_Model):
+class SlackSettings(PlatformSettings):
+    ALLOW_LIST: ClassVar[str] = "allowedChannels"
+
     token: str | None = None
     """The bot token (xoxb-…); without it `serve` does not run the Slack adapter."""
     signingSecret: str | None = None
     """Verifies that slash commands and events come from Slack; required with a token."""
     apiBaseUrl: str = "https://slack.com/api/"
     """Slack's Web API, or a test emulator (slack_sdk's `base_url`; ends with `/`)."""
-    richMessages: bool = False
-    """Slack's plan display (a stream in a thread) where it applies, else Block Kit."""
-    keepOnComplete: bool = False
     allowedChannels: list[str] = Field(default_factory=list)
-    """Empty: any channel may follow; else only these channel ids."""
-    streaming: StreamingSettings = Field(default_factory=StreamingSettings)
+    """Only these channel ids, each granted every session (`access = "allowlist"`);
+    empty: unset."""
     channels: list[SlackChannelSettings] = Field(default_factory=list)
+
+    @property
+    def destination_tables(self) -> list[SlackChannelSettings]:
+        return self.channels
+
+    @cached_property
+    def allow_list(self) -> frozenset[str]:
+        return frozenset(self.allowedChannels)
 
     @field_validator("token", "signingSecret")
     @classmethod
@@ -419,9 +416,111 @@ class SlackSettings(_Model):
         return self
 
 
+# --- Discord ----------------------------------------------------------------------------
+
+SNOWFLAKE = re.compile(r"[0-9]{15,21}")
+"""Discord ids (channels, threads, applications, guilds): 15-21 digits."""
+PUBLIC_KEY = re.compile(r"[0-9a-fA-F]{64}")
+"""An application's Ed25519 public key, as the developer portal shows it: 64 hex digits."""
+
+
+def _snowflake(value: Any, what: str) -> str:
+    # TOML readers write ids as numbers as often as strings.
+    text = str(value) if isinstance(value, int) and not isinstance(value, bool) else value
+    if not isinstance(text, str) or not SNOWFLAKE.fullmatch(text):
+        raise ValueError(f"{what} {value!r} must be a Discord id: 15-21 digits, e.g. 1234567890123456789")
+    return text
+
+
+class DiscordChannelSettings(DestinationSettings):
+    """`[[channels.discord.channels]]`: a channel or thread's overrides, follows and
+    granted sessions (`sessions`; unset: only its `follow` list)."""
+
+    id: str
+
+    @field_validator("id", mode="before")
+    @classmethod
+    def _id(cls, value: Any) -> str:
+        return _snowflake(value, "id")
+
+
+class DiscordSettings(PlatformSettings):
+    ALLOW_LIST: ClassVar[str] = "allowedChannels"
+
+    token: str | None = None
+    """The bot token; without it `serve` does not run the Discord adapter."""
+    applicationId: str | None = None
+    """The application's id (the developer portal's General Information); required with a token."""
+    publicKey: str | None = None
+    """The application's public key (hex): verifies that interactions come from Discord."""
+    apiBaseUrl: str = "https://discord.com/api/v10"
+    """Discord's REST API, or a test emulator."""
+    richMessages: bool = True
+    """Components V2 drafts (a container with the checklist); false: plain messages."""
+    allowedChannels: list[str] = Field(default_factory=list)
+    """Only these channel ids, each granted every session (`access = "allowlist"`);
+    empty: unset."""
+    channels: list[DiscordChannelSettings] = Field(default_factory=list)
+
+    @property
+    def destination_tables(self) -> list[DiscordChannelSettings]:
+        return self.channels
+
+    @cached_property
+    def allow_list(self) -> frozenset[str]:
+        return frozenset(self.allowedChannels)
+
+    @field_validator("token")
+    @classmethod
+    def _token(cls, value: str | None) -> str | None:
+        return _from_env(value)
+
+    @field_validator("access")
+    @classmethod
+    def _access(cls, value: Access) -> Access:
+        if value is Access.pairing:
+            raise ValueError("Discord takes allowlist or open (no pairing codes yet)")
+        return value
+
+    @field_validator("publicKey")
+    @classmethod
+    def _public_key(cls, value: str | None) -> str | None:
+        resolved = _from_env(value)
+        if resolved is not None and not PUBLIC_KEY.fullmatch(resolved):
+            raise ValueError("must be the application's public key: 64 hex digits")
+        return resolved
+
+    @field_validator("applicationId", mode="before")
+    @classmethod
+    def _application(cls, value: Any) -> str | None:
+        return None if value is None else _snowflake(value, "id")
+
+    @field_validator("allowedChannels", mode="before")
+    @classmethod
+    def _allowed(cls, value: Any) -> Any:
+        return [_snowflake(v, "channel id") for v in value] if isinstance(value, list) else value
+
+    @field_validator("apiBaseUrl")
+    @classmethod
+    def _base_url(cls, value: str) -> str:
+        if not re.match(r"https?://[^\s/]+", value):
+            raise ValueError("must be an http(s) URL, e.g. https://discord.com/api/v10")
+        return value.rstrip("/")
+
+    @model_validator(mode="after")
+    def _needs_keys(self) -> DiscordSettings:
+        if self.token and not self.applicationId:
+            raise ValueError("applicationId is required when token is set (commands are registered under it)")
+        if self.token and not self.publicKey and "publicKey" not in self.model_fields_set:
+            raise ValueError("publicKey is required when token is set (it verifies interactions)")
+        return self
+
+
 class ChannelSettings(_Model):
     telegram: TelegramSettings | None = None
     slack: SlackSettings | None = None
+    discord: DiscordSettings | None = None
+    matrix: MatrixSettings | None = None
 
 
 def telegram_bots(settings: Settings) -> list[TelegramSettings]:
@@ -443,6 +542,9 @@ class A2AAgentSettings(_Model):
     """The cards' agent id (default: `agents.default`)."""
     contexts: list[str] = Field(default_factory=lambda: ["*"])
     """Context ids to follow; `*` (or any glob pattern) follows every matching context."""
+    allowedHosts: list[str] = Field(default_factory=list)
+    """Hosts (`host` or `host:port`) the agent's card may name for its interfaces besides
+    the origin of `url`; by default a card pointing anywhere else is refused."""
 
     @field_validator("agentId")
     @classmethod
@@ -456,6 +558,21 @@ class A2ASettings(_Model):
     """How often ListTasks is asked for tasks that changed."""
     backoffMaxSeconds: float = Field(30.0, gt=0, le=3600)
     """The longest wait before trying an agent (or a dropped stream) again."""
+    maxClockSkew: float = Field(300.0, ge=0, le=86_400)
+    """Seconds a status timestamp may be ahead of the store's clock; later ones are refused."""
+    idleTimeout: float = Field(120.0, gt=0, le=86_400)
+    """Seconds a task's stream may bring no event before it is subscribed to again; also
+    the longest wait for any answer of an agent."""
+    maxTasks: int = Field(100, ge=1, le=100_000)
+    """Tasks of one agent subscribed to at once; more are followed by ListTasks alone."""
+
+
+class McpSettings(_Model):
+    """`progresscast mcp --http`."""
+
+    allowedHosts: list[str] = Field(default_factory=list)
+    """`Host` header values accepted besides the listen address (`mcp.example.org`,
+    `mcp.example.org:8443`, or `name:*` for any port); browsers' `Origin` likewise."""
 
 
 class Settings(_Model):
@@ -465,6 +582,7 @@ class Settings(_Model):
     channels: ChannelSettings = Field(default_factory=ChannelSettings)
     templates: TemplateSettings = Field(default_factory=TemplateSettings)
     a2a: A2ASettings = Field(default_factory=A2ASettings)
+    mcp: McpSettings = Field(default_factory=McpSettings)
 
     _source: str | None = PrivateAttr(default=None)
     _unset_env: list[tuple[str, str]] = PrivateAttr(default_factory=list)
@@ -473,6 +591,10 @@ class Settings(_Model):
     def env_name(self, field: str) -> str | None:
         """The variable an `"env:NAME"` setting (`channels.telegram.token`) was read from."""
         return self._env_names.get(field)
+
+    def unset_env(self) -> list[tuple[str, str]]:
+        """(setting, NAME) of every `"env:NAME"` setting whose variable is unset."""
+        return list(self._unset_env)
 
     def require_env(self) -> None:
         """Raise ConfigError naming the first `"env:NAME"` setting whose variable is unset

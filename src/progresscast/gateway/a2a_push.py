@@ -8,29 +8,27 @@ through the same ordering as every other source: a push older than what a follow
 already applied changes nothing.
 
 401 without a valid token, 403 for a missing scope or session (checked before
-anything is written), 400 naming the field for a body that is not an update, 503
-when Redis does not answer. The answer says what happened: `applied`, `stale`,
-`duplicate` or `untimed`.
+anything is written), 400 naming the field for a body that is not an update, 413
+for a body over 64 KiB, 503 when Redis does not answer. The answer says what happened:
+`applied`, `stale`, `duplicate`, `untimed`, `future` (a timestamp more than
+`a2a.maxClockSkew` ahead of the store's clock) or `reset` (the card was reset after the
+push arrived). The session is always one of the `?agent=` agent (else the default
+agent): a context id naming another agent is a session key of that one (a2a/apply.py).
 """
 
 from __future__ import annotations
 
-import logging
+import time
 
-from redis.exceptions import RedisError
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 
 from ..agents.a2a.apply import Source, UpdateApplier
 from ..agents.a2a.mapping import parse_update
-from ..model.card import CardError
 from . import errors
 from .auth import WRITE, bearer
-from .errors import ApiError
-from .rpc import parse_json, read_body
+from .body import MAX_BODY, parse_json, read_body
 from .state import gateway_of
-
-log = logging.getLogger("progresscast.gateway")
 
 
 def _token(request: Request) -> str | None:
@@ -42,33 +40,27 @@ def _token(request: Request) -> str | None:
 
 
 async def push(request: Request) -> Response:
+    arrived = time.monotonic()
     gw = gateway_of(request)
-    try:
-        grant = gw.tokens.grant(_token(request))
-        if grant is None:
-            raise errors.unauthorized()
-        if not grant.can(WRITE):
-            raise errors.missing_scope(WRITE)
-        update = parse_update(parse_json(await read_body(request)))
-        if update is None:
-            return JSONResponse({"ok": True, "result": {"outcome": "ignored", "reason": "a message shows nothing"}})
-        applier = UpdateApplier(
-            gw.redis,
-            agent_id=request.query_params.get("agent") or None,
-            known_agents=gw.settings.agents.known_set,
-            default_agent=gw.settings.agents.default,
-        )
-        owner = applier.owner_of(update)
-        if not grant.may_touch(owner):
-            raise errors.session_forbidden(owner.display_key)
-        applied = await applier.apply(update, Source.push)
-    except ApiError as exc:
-        return exc.response()
-    except CardError as exc:
-        return errors.from_card_error(exc).response()
-    except RedisError as exc:
-        log.warning("a2a push: store unavailable: %s", exc)
-        return ApiError(503, "unavailable", "the card store is not answering; try again").response()
+    grant = gw.tokens.grant(_token(request))
+    if grant is None:
+        raise errors.unauthorized()
+    if not grant.can(WRITE):
+        raise errors.missing_scope(WRITE)
+    update = parse_update(parse_json(await read_body(request, MAX_BODY)))
+    if update is None:
+        return JSONResponse({"ok": True, "result": {"outcome": "ignored", "reason": "a message shows nothing"}})
+    applier = UpdateApplier(
+        gw.redis,
+        agent_id=request.query_params.get("agent") or None,
+        known_agents=gw.settings.agents.known_set,
+        default_agent=gw.settings.agents.default,
+        max_clock_skew=gw.settings.a2a.maxClockSkew,
+    )
+    owner = applier.owner_of(update)
+    if not grant.may_touch(owner):
+        raise errors.session_forbidden(owner.display_key)
+    applied = await applier.apply(update, Source.push, arrived=arrived)
     result = {"outcome": applied.outcome.value, "sessionKey": owner.session_key, "agentId": owner.agent_id}
     if applied.plan_problem:
         result["planNotApplied"] = applied.plan_problem

@@ -1,27 +1,39 @@
-"""The Starlette app: routes, static files and the security headers on every answer."""
+"""The Starlette app: routes, static files, the security headers on every answer, and
+the one place exceptions become answers (JSON for the API, pages for the pages)."""
 
 from __future__ import annotations
 
 import contextlib
 import logging
+import os
 from collections.abc import AsyncIterator, Sequence
 from pathlib import Path
 from typing import Any
 
+from redis.exceptions import RedisError
 from starlette.applications import Starlette
+from starlette.requests import Request
+from starlette.responses import Response
 from starlette.routing import BaseRoute, Mount, Route
 from starlette.staticfiles import StaticFiles
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
+from uvicorn.middleware.proxy_headers import ProxyHeadersMiddleware
 
 from ..config.settings import Settings
+from ..model.card import CardError
 from ..store.cards import CardStore
-from . import a2a_push, health, pages, rpc, sse
+from . import a2a_push, errors, health, pages, rpc, sse
 from .auth import Tokens
+from .body import DeclaredLimit
+from .errors import ApiError
 from .hub import EventHub
-from .state import Gateway
-from .telegram_webhook import TelegramWebhooks
+from .state import Gateway, StreamSlots
+from .telegram_webhook import MAX_UPDATE_BYTES, TelegramWebhooks
 
 log = logging.getLogger("progresscast.gateway")
+
+MAX_ANY_BODY = MAX_UPDATE_BYTES
+"""The largest body any route takes (a Telegram update); each route has its own limit."""
 
 STATIC = Path(__file__).resolve().parent.parent / "static"
 
@@ -72,6 +84,47 @@ class SecurityHeaders:
         await self.app(scope, receive, send_with_headers)
 
 
+# -- exceptions → answers -------------------------------------------------------
+# A route raises; these answer. A page's route (pages.answers_with_pages) is answered
+# with a page, every other route with the API's JSON error shape.
+
+
+def _on_page(request: Request) -> bool:
+    return bool(getattr(request.state, "page", False))
+
+
+async def _api_error(request: Request, exc: Exception) -> Response:
+    assert isinstance(exc, ApiError)
+    if _on_page(request):
+        return pages.error_page(request, exc.status, exc.message)
+    return await errors.on_api_error(request, exc)
+
+
+async def _card_error(request: Request, exc: Exception) -> Response:
+    assert isinstance(exc, CardError)
+    if _on_page(request):
+        return pages.error_page(request, errors.from_card_error(exc).status, str(exc))
+    return await errors.on_card_error(request, exc)
+
+
+async def _store_error(request: Request, exc: Exception) -> Response:
+    response = await errors.on_store_error(request, exc)  # logged there, once
+    return pages.error_page(request, 503, "") if _on_page(request) else response
+
+
+async def _page_refusal(request: Request, exc: Exception) -> Response:
+    assert isinstance(exc, pages.PageRefusal)
+    return exc.response
+
+
+EXCEPTION_HANDLERS = {
+    ApiError: _api_error,
+    CardError: _card_error,
+    RedisError: _store_error,
+    pages.PageRefusal: _page_refusal,
+}
+
+
 def create_app(
     settings: Settings,
     redis: Any,
@@ -92,6 +145,7 @@ def create_app(
         tokens=Tokens.from_settings(settings),
         hub=hub,
         heartbeat=heartbeat,
+        streams=StreamSlots(settings.gateway.maxStreamsPerToken),
     )
     if not gateway.tokens:
         log.warning("no [[gateway.tokens]] with a token: every request will be refused (401)")
@@ -120,7 +174,17 @@ def create_app(
             *routes,
         ],
         lifespan=lifespan,
+        exception_handlers=EXCEPTION_HANDLERS,
     )
     app.state.gateway = gateway
+    app.state.probes = health.Probes(redis, settings)
+    # Added innermost first: the proxy's headers are read before anything else, and the
+    # body limit's refusals carry the security headers.
+    app.add_middleware(DeclaredLimit, limit=MAX_ANY_BODY)
     app.add_middleware(SecurityHeaders)
+    trusted = settings.gateway.trustedProxies
+    app.add_middleware(
+        ProxyHeadersMiddleware,
+        trusted_hosts=trusted if trusted is not None else os.environ.get("FORWARDED_ALLOW_IPS", "127.0.0.1,::1"),
+    )
     return app

@@ -15,13 +15,13 @@ for every agent. So `team-*` covers `team-a` of any agent, and
 from __future__ import annotations
 
 import hmac
+import ipaddress
 from dataclasses import dataclass
-from fnmatch import fnmatchcase
 
 from starlette.requests import HTTPConnection
 
-from ..config.settings import READ_SCOPE, WRITE_SCOPE, GatewayToken, Settings
-from ..model.owners import Owner
+from ..config.settings import MIN_TOKEN_CHARS, READ_SCOPE, WRITE_SCOPE, ConfigError, GatewayToken, Settings
+from ..model.owners import Owner, session_matches
 
 READ = READ_SCOPE
 WRITE = WRITE_SCOPE
@@ -39,15 +39,7 @@ class Grant:
         return scope in self.scopes
 
     def may_touch(self, owner: Owner) -> bool:
-        return any(_matches(pattern, owner) for pattern in self.sessions)
-
-
-def _matches(pattern: str, owner: Owner) -> bool:
-    if pattern == "*":  # the common grant: every session (no glob to run per request)
-        return True
-    if pattern.startswith("agent:"):
-        return fnmatchcase(owner.display_key, pattern)
-    return fnmatchcase(owner.session_key, pattern)
+        return any(session_matches(pattern, owner) for pattern in self.sessions)
 
 
 class Tokens:
@@ -66,6 +58,10 @@ class Tokens:
     def __bool__(self) -> bool:
         return bool(self._tokens)
 
+    def any_grants(self, scope: str, owner: Owner) -> bool:
+        """Does some configured token have `scope` for `owner`?"""
+        return any(grant.can(scope) and grant.may_touch(owner) for _, grant in self._tokens)
+
     def grant(self, token: str | None) -> Grant | None:
         if not token:
             return None
@@ -76,6 +72,39 @@ class Tokens:
             if hmac.compare_digest(secret, given) and found is None:
                 found = grant
         return found
+
+
+def is_loopback(host: str) -> bool:
+    host = host.strip("[]")
+    if host == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        return False  # a name: it may resolve to anything
+
+
+def check_token_strength(settings: Settings, listen: str) -> list[str]:
+    """Tokens shorter than MIN_TOKEN_CHARS: a ConfigError naming the first when `listen`
+    (host:port) reaches beyond loopback, else one warning per short token, returned."""
+    host = listen.rpartition(":")[0] or "127.0.0.1"
+    short = [
+        (f"gateway.tokens[{i}].token", len(t.token)) for i, t in enumerate(settings.gateway.tokens)
+        if t.token and len(t.token) < MIN_TOKEN_CHARS
+    ]  # fmt: skip
+    metrics = settings.gateway.metricsToken
+    if metrics and len(metrics) < MIN_TOKEN_CHARS:
+        short.append(("gateway.metricsToken", len(metrics)))
+    if short and not is_loopback(host):
+        where, n = short[0]
+        raise ConfigError(
+            f"{where}: {n} characters is too short to listen on {listen} (beyond loopback); "
+            f"use at least {MIN_TOKEN_CHARS} (e.g. openssl rand -hex 24)"
+        )
+    return [
+        f"{where}: {n} characters is short (at least {MIN_TOKEN_CHARS} are required beyond loopback)"
+        for where, n in short
+    ]
 
 
 def bearer(conn: HTTPConnection) -> str | None:

@@ -1,4 +1,5 @@
-"""The one error shape every API answer uses: `{"ok": false, "error": {...}}`.
+"""The one error shape every API answer uses: `{"ok": false, "error": {...}}`, and
+the exception handlers that make it (app.py registers them; routes only raise).
 
 `code` is stable and machine-readable; `message` is one human sentence that names
 the field and the rule when there is one (they are repeated as `field` / `rule`).
@@ -6,12 +7,17 @@ the field and the rule when there is one (they are repeated as `field` / `rule`)
 
 from __future__ import annotations
 
+import logging
 from typing import Any
 
-from starlette.responses import JSONResponse
+from redis.exceptions import RedisError
+from starlette.requests import Request
+from starlette.responses import JSONResponse, Response
 
-from ..model.card import CardError
+from ..model.card import CardError, has_lone_surrogate
 from ..store.cards import StoreError
+
+log = logging.getLogger("progresscast.gateway")
 
 
 class ApiError(Exception):
@@ -24,8 +30,10 @@ class ApiError(Exception):
         field: str | None = None,
         rule: str | None = None,
         revision: int | None = None,
+        headers: dict[str, str] | None = None,
     ) -> None:
         super().__init__(message)
+        self.headers = dict(headers or {})
         self.status = status
         self.code = code
         self.message = message
@@ -44,7 +52,9 @@ class ApiError(Exception):
         return {"ok": False, "error": error}
 
     def response(self, extra: dict[str, Any] | None = None) -> JSONResponse:
-        headers = {"WWW-Authenticate": 'Bearer realm="progresscast"'} if self.status == 401 else None
+        headers = dict(self.headers)
+        if self.status == 401:
+            headers["WWW-Authenticate"] = 'Bearer realm="progresscast"'
         body = self.to_json()
         if extra:
             body.update(extra)
@@ -75,3 +85,38 @@ def from_card_error(exc: CardError) -> ApiError:
     elif field == "agentId" and "conflicts" in rule:
         code = "agent_conflict"
     return ApiError(400, code, str(exc), field=field, rule=rule)
+
+
+def store_unavailable() -> ApiError:
+    return ApiError(503, "unavailable", "the card store is not answering; try again")
+
+
+# -- exception handlers --------------------------------------------------------
+# Starlette calls these for what a route raises. A route that echoes a JSON-RPC-style
+# `id` (the RPC) leaves it in `request.state.echo_id`.
+
+
+def echo(request: Request) -> dict[str, Any]:
+    """`{"id": …}` to add to an answer, so a client can match answers to calls."""
+    request_id = getattr(request.state, "echo_id", None)
+    if isinstance(request_id, str) and has_lone_surrogate(request_id):
+        return {}  # refused as `id`; it cannot be encoded to be echoed
+    if isinstance(request_id, (str, int)) and not isinstance(request_id, bool):
+        return {"id": request_id}
+    return {}
+
+
+async def on_api_error(request: Request, exc: Exception) -> Response:
+    assert isinstance(exc, ApiError)
+    return exc.response(echo(request))
+
+
+async def on_card_error(request: Request, exc: Exception) -> Response:
+    assert isinstance(exc, CardError)
+    return from_card_error(exc).response(echo(request))
+
+
+async def on_store_error(request: Request, exc: Exception) -> Response:
+    assert isinstance(exc, RedisError)
+    log.warning("%r: the card store is not answering: %s", request.url.path, exc)
+    return store_unavailable().response(echo(request))

@@ -12,6 +12,7 @@ import asyncio
 import contextlib
 import logging
 import time
+from functools import partial
 from typing import Any
 
 from redis.exceptions import RedisError
@@ -24,6 +25,7 @@ from ..store import events
 from ..store.connections import READ_BLOCK_MS
 from ..store.events import Event
 from ..store.sharding import layout_of
+from ..supervise import supervise
 
 BACKOFF = Backoff()
 """The one retry policy (backoff.py)."""
@@ -57,6 +59,8 @@ class _ShardTail:
         self.subs: set[Subscription] = set()
         self.task: asyncio.Task[None] | None = None
         self.ready: asyncio.Future[None] | None = None
+        self.position = "0-0"
+        """The id of the last event read (kept across restarts of the reader)."""
 
 
 class EventHub:
@@ -121,6 +125,12 @@ class EventHub:
                 ready.exception()  # retrieved: subscribers re-raise it, nobody logs it twice
             raise
         ready.set_result(None)
+        tail.position = position
+        # Supervised: a failure besides Redis' own (handled below) starts the reader
+        # again from where it was, rather than leaving every open page without news.
+        await supervise(partial(self._read, stream, tail), "the live pages' event reader")
+
+    async def _read(self, stream: str, tail: _ShardTail) -> None:
         failures = 0
         while True:
             # Checked at every turn (the tail yields at least once per block time): a
@@ -128,12 +138,12 @@ class EventHub:
             # forever with nobody listening and even the event loop cannot close.
             still_wanted()
             try:
-                async for event in events.tail(self.redis, stream, start=position, block_ms=self.block_ms):
+                async for event in events.tail(self.redis, stream, start=tail.position, block_ms=self.block_ms):
                     still_wanted()
                     failures = 0
                     if event is None:
                         continue
-                    position = event.id
+                    tail.position = event.id
                     for sub in list(tail.subs):
                         if sub.owner == event.owner:
                             sub.offer(event)

@@ -10,6 +10,7 @@ HTML it inserts is the fragment the server rendered and sanitized.
 
 from __future__ import annotations
 
+import time
 from dataclasses import dataclass
 from functools import lru_cache
 from typing import Any
@@ -17,7 +18,6 @@ from urllib.parse import parse_qsl, quote, unquote, urlencode
 
 from jinja2 import Environment, StrictUndefined
 from markupsafe import Markup
-from redis.exceptions import RedisError
 from starlette.requests import Request
 from starlette.responses import HTMLResponse, JSONResponse, RedirectResponse, Response
 
@@ -27,14 +27,18 @@ from ..model.card import CardError
 from ..model.owners import Owner
 from ..model.view import View
 from ..render.templates import loader
-from . import errors
 from .auth import COOKIE, READ, Grant, cookie
-from .errors import ApiError
-from .rpc import read_body
+from .body import read_body
 from .state import Gateway, gateway_of, raw_path, raw_query, readable_owner
 
+LOGIN_BODY = 8 * 1024
+"""The login form's body: a token and where to go next."""
 PAGE_SIZE = 50
 """Sessions per page of the index; a link leads to the next page."""
+INDEX_SCAN = 2000
+"""Index entries one request of the index page reads at most."""
+HISTORY_SHOWN = 20
+"""History entries on a session page (the newest)."""
 
 # -- templates ----------------------------------------------------------------
 
@@ -80,9 +84,10 @@ class CardShown:
     revision: int | None
     updated_at: str | None
     paused: bool
+    history_html: Markup | None = None
 
     def to_json(self) -> dict[str, Any]:
-        return {
+        out = {
             "sessionKey": self.owner.session_key,
             "agentId": self.owner.agent_id,
             "displayKey": self.owner.display_key,
@@ -91,11 +96,23 @@ class CardShown:
             "paused": self.paused,
             "html": str(self.html),
         }
+        if self.history_html is not None:
+            out["historyHtml"] = str(self.history_html)
+        return out
 
 
-async def show(gw: Gateway, owner: Owner) -> CardShown:
+async def show(gw: Gateway, owner: Owner, *, history: bool = False) -> CardShown:
+    """The card as the page shows it; with `history`, its timeline too (a session page)."""
     view = await gw.store.view(owner)
     card = view.card
+    history_html = None
+    if history:
+        from ..render.history import render_web_history
+
+        entries = await gw.store.history(owner, limit=HISTORY_SHOWN)
+        now_ms = int(time.time() * 1000)
+        # Markup: rendered from plain text by an autoescaping template.
+        history_html = Markup(render_web_history(entries, card, now_ms, templates_dir=gw.settings.templates.dir))
     return CardShown(
         owner=owner,
         # Markup: the fragment comes from the web renderer, which escapes and sanitizes.
@@ -103,6 +120,7 @@ async def show(gw: Gateway, owner: Owner) -> CardShown:
         revision=card.revision if card else None,
         updated_at=card.updatedAt if card else None,
         paused=view.paused,
+        history_html=history_html,
     )
 
 
@@ -110,7 +128,9 @@ async def show(gw: Gateway, owner: Owner) -> CardShown:
 
 
 def _secure(request: Request) -> bool:
-    return request.url.scheme == "https"
+    """https as the request arrived (a trusted proxy's `X-Forwarded-Proto` included), or
+    the public address people open is https (a proxy this process cannot see)."""
+    return request.url.scheme == "https" or gateway_of(request).settings.gateway.public_https
 
 
 def _with_cookie(response: Response, request: Request, token: str) -> Response:
@@ -138,12 +158,29 @@ def _safe_next(value: str | None) -> str:
 
 
 class PageRefusal(Exception):
+    """An answer made as a page; raised, and sent by the app's exception handler."""
+
     def __init__(self, response: Response) -> None:
         self.response = response
 
 
+def answers_with_pages(request: Request) -> None:
+    """From here on, errors this request raises are answered as pages, not JSON."""
+    request.state.page = True
+
+
+def error_page(request: Request, status: int, message: str) -> Response:
+    """An ApiError or a store error raised by a page's route, as a page."""
+    gw = gateway_of(request)
+    if status == 503:
+        message = "The card store is not answering; reload to try again."
+        return page(gw, "error", status, title="Store unavailable", message=message, signed_in=True)
+    return page(gw, "error", status, title="Not possible", message=message, signed_in=True)
+
+
 def viewer(request: Request) -> Grant:
     """The grant of the person at the page, or a PageRefusal carrying the answer."""
+    answers_with_pages(request)
     gw = gateway_of(request)
     given = request.query_params.get("token")
     if given is not None:
@@ -176,6 +213,10 @@ def login_page(
 # -- routes -------------------------------------------------------------------
 
 
+def _next_page(after: tuple[int, str]) -> str:
+    return "/?" + urlencode({"after": f"{after[0]}:{after[1]}"})
+
+
 def _cursor(value: str | None) -> tuple[int, str] | None:
     """`?after=<ms>:<displayKey>`: the last session of the previous page."""
     ms, _, key = (value or "").partition(":")
@@ -184,73 +225,54 @@ def _cursor(value: str | None) -> tuple[int, str] | None:
 
 async def index(request: Request) -> Response:
     """The sessions the token may see, newest first, PAGE_SIZE at a time. The filter
-    runs before the page is cut, so nobody else's sessions can push one off the list."""
+    runs before the page is cut, so nobody else's sessions can push one off the list;
+    one request reads at most INDEX_SCAN entries of the index from where the last page
+    stopped (a link leads on), so a token that may see few of many sessions never makes
+    one request read the whole index."""
     gw = gateway_of(request)
-    try:
-        grant = viewer(request)
-    except PageRefusal as refusal:
-        return refusal.response
+    grant = viewer(request)
     known = gw.settings.agents.known_set
     after = _cursor(request.query_params.get("after"))
     shown: list[CardShown] = []
     more: str | None = None
     last: tuple[int, str] | None = None
-    try:
-        async for display_key, ms in gw.store.owners():
-            if after is not None and (ms, display_key) >= after:
-                continue  # on an earlier page
-            owner = Owner.from_display_key(display_key)
-            # Agents no longer configured cannot be opened; sessions not granted are not listed.
-            if not (owner and owner.agent_id in known and grant.may_touch(owner)):
-                continue
+    scanned = 0
+    async for display_key, ms in gw.store.owners(after=after):
+        owner = Owner.from_display_key(display_key)
+        # Agents no longer configured cannot be opened; sessions not granted are not listed.
+        if owner and owner.agent_id in known and grant.may_touch(owner):
             if len(shown) == PAGE_SIZE:
                 assert last is not None
-                more = "/?" + urlencode({"after": f"{last[0]}:{last[1]}"})
+                more = _next_page(last)
                 break
             shown.append(await show(gw, owner))
             last = (ms, display_key)
-    except RedisError:
-        return _store_unavailable(gw)
+        scanned += 1
+        if scanned >= INDEX_SCAN:
+            more = _next_page((ms, display_key))
+            break
     return page(gw, "index", sessions=shown, more=more, first=after is None, signed_in=True)
-
-
-def _store_unavailable(gw: Gateway) -> Response:
-    message = "The card store is not answering; reload to try again."
-    return page(gw, "error", 503, title="Store unavailable", message=message, signed_in=True)
 
 
 async def session(request: Request) -> Response:
     gw = gateway_of(request)
+    grant = viewer(request)
+    key = raw_path(request).removeprefix(request.scope.get("root_path", "")).removeprefix("/sessions/")
     try:
-        grant = viewer(request)
-        key = raw_path(request).removeprefix(request.scope.get("root_path", "")).removeprefix("/sessions/")
         owner = gw.owner(key, raw_query(request).get("agentId") or None)
-    except PageRefusal as refusal:
-        return refusal.response
     except CardError as exc:
-        return page(gw, "error", 400, title="No such session", message=str(exc), signed_in=True)
+        raise PageRefusal(page(gw, "error", 400, title="No such session", message=str(exc), signed_in=True)) from None
     if not grant.may_touch(owner):
         message = f"This token may not see {owner.display_key}."
-        return page(gw, "error", 403, title="Not allowed", message=message, signed_in=True)
-    try:
-        shown = await show(gw, owner)
-    except RedisError:
-        return _store_unavailable(gw)
-    return page(gw, "session", card=shown, signed_in=True)
+        raise PageRefusal(page(gw, "error", 403, title="Not allowed", message=message, signed_in=True))
+    return page(gw, "session", card=await show(gw, owner, history=True), signed_in=True)
 
 
 async def card_fragment(request: Request) -> Response:
-    """`GET /v1/card?sessionKey=…[&agentId=…]`: the rendered card as JSON, for the page."""
+    """`GET /v1/card?sessionKey=…[&agentId=…][&history=1]`: the rendered card as JSON,
+    for the page (with `history=1`, its timeline too)."""
     gw = gateway_of(request)
-    try:
-        owner = readable_owner(request)
-        shown = await show(gw, owner)
-    except ApiError as exc:
-        return exc.response()
-    except CardError as exc:
-        return errors.from_card_error(exc).response()
-    except RedisError:
-        return ApiError(503, "unavailable", "the card store is not answering; try again").response()
+    shown = await show(gw, readable_owner(request), history=request.query_params.get("history") == "1")
     return JSONResponse({"ok": True, "result": shown.to_json()}, headers={"Cache-Control": "no-store"})
 
 
@@ -261,10 +283,8 @@ async def login_form(request: Request) -> Response:
 
 async def login(request: Request) -> Response:
     gw = gateway_of(request)
-    try:
-        body = await read_body(request, limit=8 * 1024)
-    except ApiError as exc:
-        return login_page(gw, request, exc.message, status=400)
+    answers_with_pages(request)
+    body = await read_body(request, limit=LOGIN_BODY)
     form = dict(parse_qsl(body.decode("utf-8", "replace")))
     token = form.get("token", "").strip()
     target = _safe_next(form.get("next"))

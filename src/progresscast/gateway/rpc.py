@@ -1,8 +1,8 @@
 """`POST /v1/rpc`: `{"method", "params"}` → `{"ok": true, "result"}` or an error.
 
 HTTP status follows the error: 400 for a request that breaks a rule (bad JSON,
-wrong type, a body over 64 KiB, an unknown or conflicting agent, an unknown
-method), 401 without a valid token, 403 for a missing scope or a session the token
+wrong type, an unknown or conflicting agent, an unknown method), 413 for a body
+over 64 KiB, 401 without a valid token, 403 for a missing scope or a session the token
 may not touch (checked before anything is read or written), 409 when the store
 refuses a well-formed write (stale `expectedRevision`, a reset in between, a run
 that is not the current one), 503 when Redis does not answer.
@@ -10,15 +10,12 @@ that is not the current one), 503 when Redis does not answer.
 
 from __future__ import annotations
 
-import json
-import logging
 import re
 import time
 from collections.abc import Awaitable, Callable
 from importlib.metadata import PackageNotFoundError, version
 from typing import Any
 
-from redis.exceptions import RedisError
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 
@@ -30,17 +27,16 @@ from ..model.card import (
     MAX_STEPS,
     CardError,
     CardInput,
-    has_lone_surrogate,
     reject_lone_surrogates,
 )
+from ..model.history import DEFAULT_LIMIT, MAX_LIMIT
 from ..model.owners import Owner
 from ..model.view import TERMINAL, RunState
 from . import errors
 from .auth import READ, WRITE, Grant, bearer
+from .body import MAX_BODY, parse_json, read_body
 from .errors import ApiError
 from .state import Gateway, gateway_of
-
-log = logging.getLogger("progresscast.gateway")
 
 
 def _version() -> str:
@@ -50,13 +46,13 @@ def _version() -> str:
         return "0"
 
 
-MAX_BODY = 64 * 1024
-
 CAPABILITIES = [
     "progress-card-v1",
     "progress-card-agent-scope-v1",  # agentId / agent:<id>:<key> name the owner
     "progress-card-expected-revision-v1",
     "progress-card-reset-v1",
+    "progress-card-keep-markdown-v1",
+    "progress-card-history-v1",
     "run-lifecycle-v1",
     "activity-v1",
     "events-sse-v1",
@@ -68,47 +64,6 @@ Handler = Callable[[Gateway, Grant, Params, float], Awaitable[Any]]
 
 
 # -- reading the request ------------------------------------------------------
-
-
-async def read_body(request: Request, limit: int = MAX_BODY) -> bytes:
-    """The body, refused as soon as it is known to be over `limit` (without reading it all)."""
-    too_large = ApiError(400, "body_too_large", f"the request body is over {limit // 1024} KiB ({limit} bytes)")
-    declared = request.headers.get("content-length")
-    if declared is not None:
-        if not declared.isdigit():
-            raise ApiError(400, "invalid_request", "the Content-Length header is not a number")
-        if int(declared) > limit:
-            raise too_large
-    body = bytearray()
-    async for chunk in request.stream():
-        body += chunk
-        if len(body) > limit:
-            raise too_large
-    return bytes(body)
-
-
-def _no_constants(name: str) -> Any:
-    raise ValueError(f"{name} is not JSON")
-
-
-def parse_json(body: bytes) -> Any:
-    if not body.strip():
-        raise ApiError(400, "invalid_json", "the request body is empty; send a JSON object")
-    try:
-        return json.loads(body.decode("utf-8"), parse_constant=_no_constants)
-    except UnicodeDecodeError:
-        raise ApiError(400, "invalid_json", "the request body is not valid UTF-8") from None
-    except json.JSONDecodeError as exc:
-        raise ApiError(
-            400,
-            "invalid_json",
-            f"the request body is not valid JSON: {exc.msg} at line {exc.lineno} column {exc.colno}",
-        ) from None
-    except ValueError as exc:
-        raise ApiError(400, "invalid_json", f"the request body is not valid JSON: {exc}") from None
-    except RecursionError:
-        raise ApiError(400, "invalid_json", "the request body is nested too deeply") from None
-
 
 # Strict UTF-8 decoding refuses encoded surrogates, so in JSON text a lone surrogate can
 # only come from a `\uD800`-`\uDFFF` escape: a body without one needs no walk over it.
@@ -219,11 +174,19 @@ async def card_get(gw: Gateway, grant: Grant, params: Params, arrived: float) ->
 async def card_put(gw: Gateway, grant: Grant, params: Params, arrived: float) -> Any:
     owner = _owner(gw, grant, params)
     expected = _expected_revision(params)
-    card = CardInput.parse({k: v for k, v in params.items() if k not in OWNER_FIELDS | {"expectedRevision"}})
+    keep = params.get("keepMarkdown", False)
+    if not isinstance(keep, bool):
+        raise _bad("keepMarkdown", "must be true or false")
+    if keep and "markdown" in params:
+        raise _bad("markdown", "must be absent with keepMarkdown (the card's note is kept)")
+    card = CardInput.parse({k: v for k, v in params.items() if k not in OWNER_FIELDS | PUT_OPTIONS})
     # Admitted at arrival: a reset that lands after the request arrived, before it is
     # written, wins (the write script compares the reset's time with the arrival's).
-    result = await gw.store.put(owner, card, expected_revision=expected, arrived=arrived)
+    result = await gw.store.put(owner, card, expected_revision=expected, arrived=arrived, keep_markdown=keep)
     return {"receipt": result.receipt, **result.to_json()}
+
+
+PUT_OPTIONS = {"expectedRevision", "keepMarkdown"}
 
 
 def _expected_revision(params: Params) -> int | None:
@@ -236,8 +199,21 @@ def _expected_revision(params: Params) -> int | None:
 async def card_clear(gw: Gateway, grant: Grant, params: Params, arrived: float) -> Any:
     _only(params, OWNER_FIELDS | {"expectedRevision"})
     owner = _owner(gw, grant, params)
-    result = await gw.store.clear(owner, expected_revision=_expected_revision(params))
+    result = await gw.store.clear(owner, expected_revision=_expected_revision(params), arrived=arrived)
     return {"receipt": result.receipt, **result.to_json()}
+
+
+async def card_history(gw: Gateway, grant: Grant, params: Params, arrived: float) -> Any:
+    _only(params, OWNER_FIELDS | {"limit", "before"})
+    owner = _owner(gw, grant, params)
+    limit = params.get("limit", DEFAULT_LIMIT)
+    if type(limit) is not int or not 1 <= limit <= MAX_LIMIT:
+        raise _bad("limit", f"must be an integer from 1 to {MAX_LIMIT}")
+    before = params.get("before")
+    if before is not None and (type(before) is not int or before < 1):
+        raise _bad("before", "must be a positive integer (a revision)")
+    entries = await gw.store.history(owner, limit=limit, before=before)
+    return [e.to_json() for e in entries]
 
 
 async def card_reset(gw: Gateway, grant: Grant, params: Params, arrived: float) -> Any:
@@ -285,6 +261,7 @@ METHODS: dict[str, tuple[str | None, Handler]] = {
     "progressCard.put": (WRITE, card_put),
     "progressCard.clear": (WRITE, card_clear),
     "progressCard.reset": (WRITE, card_reset),
+    "progressCard.history": (READ, card_history),
     "run.start": (WRITE, run_start),
     "run.end": (WRITE, run_end),
     "activity.put": (WRITE, activity_put),
@@ -295,40 +272,26 @@ METHODS: dict[str, tuple[str | None, Handler]] = {
 
 
 async def rpc(request: Request) -> Response:
+    """Errors are raised, and answered by the app's exception handlers (errors.py),
+    which echo the request's `id` once it is known."""
     arrived = time.monotonic()
     gw = gateway_of(request)
-    request_id: Any = None
-    try:
-        # Who first: an unauthenticated caller learns nothing, not even about its JSON.
-        grant = gw.tokens.grant(bearer(request))
-        if grant is None:
-            raise errors.unauthorized()
-        body = await read_body(request)
-        data = parse_json(body)
-        if isinstance(data, dict):
-            request_id = data.get("id")
-        method, params = _envelope(data, surrogates=may_hold_surrogates(body))
-        if method not in METHODS:
-            raise ApiError(
-                400, "unknown_method", f"method: '{method}' is not one of {', '.join(sorted(METHODS))}",
-                field="method", rule="is not a known method",
-            )
-        scope, handler = METHODS[method]
-        if scope is not None and not grant.can(scope):
-            raise errors.missing_scope(scope)
-        result = await handler(gw, grant, params, arrived)
-    except ApiError as exc:
-        return exc.response(_echo(request_id))
-    except CardError as exc:
-        return errors.from_card_error(exc).response(_echo(request_id))
-    except RedisError as exc:
-        log.warning("rpc: store unavailable: %s", exc)
-        return ApiError(503, "unavailable", "the card store is not answering; try again").response(_echo(request_id))
-    return JSONResponse({"ok": True, "result": result, **_echo(request_id)})
-
-
-def _echo(request_id: Any) -> dict[str, Any]:
-    """A JSON-RPC-style `id` is echoed back, so a client can match answers to calls."""
-    if isinstance(request_id, str) and has_lone_surrogate(request_id):
-        return {}  # refused as `id`; it cannot be encoded to be echoed
-    return {"id": request_id} if isinstance(request_id, (str, int)) and not isinstance(request_id, bool) else {}
+    # Who first: an unauthenticated caller learns nothing, not even about its JSON.
+    grant = gw.tokens.grant(bearer(request))
+    if grant is None:
+        raise errors.unauthorized()
+    body = await read_body(request, MAX_BODY)
+    data = parse_json(body)
+    if isinstance(data, dict):
+        request.state.echo_id = data.get("id")
+    method, params = _envelope(data, surrogates=may_hold_surrogates(body))
+    if method not in METHODS:
+        raise ApiError(
+            400, "unknown_method", f"method: '{method}' is not one of {', '.join(sorted(METHODS))}",
+            field="method", rule="is not a known method",
+        )
+    scope, handler = METHODS[method]
+    if scope is not None and not grant.can(scope):
+        raise errors.missing_scope(scope)
+    result = await handler(gw, grant, params, arrived)
+    return JSONResponse({"ok": True, "result": result, **errors.echo(request)})

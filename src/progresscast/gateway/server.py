@@ -125,7 +125,9 @@ async def serve_app(app: Starlette, sock: socket.socket, *, started: asyncio.Eve
         lifespan="on",
         # Live event streams never end by themselves: give them a moment, then close.
         timeout_graceful_shutdown=2,
-        proxy_headers=True,
+        # The app reads the proxy's headers itself (gateway.trustedProxies), so that
+        # every way of serving it (and the tests) does the same.
+        proxy_headers=False,
         http=_Protocol,
     )
     server = uvicorn.Server(config)

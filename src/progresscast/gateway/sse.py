@@ -15,17 +15,17 @@ from __future__ import annotations
 import asyncio
 import json
 import re
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
+from typing import Any
 
 from redis.exceptions import RedisError
 from starlette.requests import Request
 from starlette.responses import Response, StreamingResponse
+from starlette.types import Receive, Scope, Send
 
-from ..model.card import CardError
 from ..model.owners import Owner
 from ..store.events import Event
-from . import errors
-from .errors import ApiError
+from .auth import bearer, cookie
 from .state import Gateway, gateway_of, readable_owner
 
 _ENTRY_ID = re.compile(r"\d{1,20}-\d{1,20}")
@@ -36,21 +36,34 @@ def frame(event: Event) -> str:
     return f"id: {event.id}\nevent: {event.type}\ndata: {data}\n\n"
 
 
+class _SlotStream(StreamingResponse):
+    """A stream that gives its slot back however it ends (closed, cancelled, or never
+    started because the client left first)."""
+
+    def __init__(self, *args: Any, release: Callable[[], None], **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self._release = release
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        try:
+            await super().__call__(scope, receive, send)
+        finally:
+            self._release()
+
+
 async def events(request: Request) -> Response:
     gw = gateway_of(request)
-    try:
-        owner = readable_owner(request)
-    except ApiError as exc:
-        return exc.response()
-    except CardError as exc:
-        return errors.from_card_error(exc).response()
+    owner = readable_owner(request)
+    token = bearer(request) or cookie(request) or ""  # the one readable_owner accepted
     resume = request.headers.get("last-event-id") or request.query_params.get("lastEventId")
     if resume and not _ENTRY_ID.fullmatch(resume):
         resume = None  # an id we never sent: start from now rather than fail the reconnect
-    return StreamingResponse(
+    gw.streams.take(token)  # 429 past gateway.maxStreamsPerToken
+    return _SlotStream(
         _stream(gw, owner, resume),
         media_type="text/event-stream",
         headers={"Cache-Control": "no-cache, no-transform", "X-Accel-Buffering": "no"},
+        release=lambda: gw.streams.give_back(token),
     )
 
 

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 from urllib.parse import parse_qsl, unquote
 
@@ -17,6 +17,34 @@ from .errors import ApiError
 from .hub import EventHub
 
 
+class StreamSlots:
+    """Live streams open per token in this process, at most `limit` each: a leaked or
+    greedy token cannot hold every connection (and every hub subscription)."""
+
+    def __init__(self, limit: int) -> None:
+        self.limit = limit
+        self._open: dict[str, int] = {}
+
+    def take(self, token: str) -> None:
+        """One slot for `token`, or ApiError 429."""
+        held = self._open.get(token, 0)
+        if held >= self.limit:
+            raise ApiError(
+                429, "too_many_streams",
+                f"this token already has {held} live event streams open here "
+                "(gateway.maxStreamsPerToken); close one and try again",
+                headers={"Retry-After": "5"},
+            )  # fmt: skip
+        self._open[token] = held + 1
+
+    def give_back(self, token: str) -> None:
+        held = self._open.get(token, 0) - 1
+        if held > 0:
+            self._open[token] = held
+        else:
+            self._open.pop(token, None)
+
+
 @dataclass
 class Gateway:
     settings: Settings
@@ -26,6 +54,8 @@ class Gateway:
     hub: EventHub
     heartbeat: float = 15.0
     """Seconds between SSE comments when nothing happens, so dead clients are noticed."""
+    streams: StreamSlots = field(default_factory=lambda: StreamSlots(20))
+    """The live event streams open per token (`gateway.maxStreamsPerToken`)."""
 
     def owner(self, session_key: object, agent_id: object = None) -> Owner:
         """Resolve an owner; raises CardError naming `sessionKey` or `agentId`."""

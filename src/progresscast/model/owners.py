@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass
+from fnmatch import fnmatchcase
 
 from .card import SURROGATE_RULE, CardError, has_lone_surrogate
 
@@ -37,8 +38,13 @@ def resolve_owner(
     *,
     known_agents: frozenset[str] | set[str],
     default_agent: str,
+    lane: str | None = None,
 ) -> Owner:
-    """Resolve (sessionKey, agentId?) to an owner, or raise CardError naming the field."""
+    """Resolve (sessionKey, agentId?) to an owner, or raise CardError naming the field.
+
+    `lane`: the one agent an input writes for (an A2A follower's). Its owner is that
+    agent whatever the key says: a key `agent:<lane>:<rest>` is its session `<rest>`,
+    and a key naming another agent is taken whole, as a session key of `lane`."""
     if not isinstance(session_key, str):
         raise CardError("sessionKey", "must be a string")
     if agent_id is not None and not isinstance(agent_id, str):
@@ -57,7 +63,12 @@ def resolve_owner(
     if any(ch.isspace() or not ch.isprintable() or ch in "{}" for ch in key):
         raise CardError("sessionKey", "must not contain spaces, control characters or braces")
     named = None
-    if key.startswith("agent:"):
+    if lane is not None:
+        prefix = f"agent:{lane}:"
+        if key.startswith(prefix) and len(key) > len(prefix):
+            key = key[len(prefix) :]
+        named = agent_id = None
+    elif key.startswith("agent:"):
         parts = key.split(":", 2)
         if len(parts) != 3 or not parts[1] or not parts[2]:
             raise CardError("sessionKey", "an agent-qualified key must read agent:<agentId>:<rest>")
@@ -66,7 +77,18 @@ def resolve_owner(
         raise CardError(
             "agentId", f"'{agent_id}' conflicts with agent '{named}' named in the session key"
         )
-    agent = agent_id or named or default_agent
+    agent = lane or agent_id or named or default_agent
     if agent not in known_agents:
         raise CardError("agentId", f"'{agent}' is not a configured agent")
     return Owner(agent_id=agent, session_key=key)
+
+
+def session_matches(pattern: str, owner: Owner) -> bool:
+    """Does a session pattern (a shell glob, case-sensitive) cover this owner? A pattern
+    that starts with `agent:` is matched against the display key, any other against the
+    session key; `*` is every session. Gateway tokens and chat grants read them alike."""
+    if pattern == "*":  # the common grant: every session (no glob to run per request)
+        return True
+    if pattern.startswith("agent:"):
+        return fnmatchcase(owner.display_key, pattern)
+    return fnmatchcase(owner.session_key, pattern)

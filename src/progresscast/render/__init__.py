@@ -6,19 +6,28 @@
     render_final_answer_messages(markdown)    -> [sendMessage payloads]
     render_slack(view, settings)              -> {"method", "params", "fallback"} | None
     render_slack_final_answer(markdown)       -> [chat.postMessage payloads]
+    render_discord(view, settings)            -> {"method", "params", "fallback"} | None
+    render_discord_final_answer(markdown)     -> [createMessage payloads]
+    render_matrix(view, settings)             -> {"method", "params", "fallback"} | None
+    render_matrix_final_answer(markdown)      -> [m.room.message payloads]
     payload_for(data, channel, settings, paused) -> what `progresscast render` prints
+    history.history_text(entries, tz)         -> str (`card history --format text`)
+    history.render_web_history(entries, card, now_ms) -> str (the web page's timeline)
 
 Every function takes a keyword `templates_dir` (the config's `templates.dir`).
 No I/O besides reading templates once; no Redis.
 
 Layout: `draft.py` (what a draft shows), `fit.py` (the priority order, line caps),
 `markdown.py` (Markdown → lines / sanitised HTML, cached by content), `ir.py` (the
-line model and UTF-16 cuts), `telegram.py`, `rich.py`, `slack.py`, `text.py`, `web.py`,
+line model and UTF-16 cuts), `answer.py` (the one answer splitter), `telegram.py`, `rich.py`,
+`slack.py`, `discord.py`, `matrix.py`, `text.py`, `web.py`, `history.py` (a card's history as a timeline),
 `templates.py` (template lookup, Jinja environments, themes), `preview.py` (CLI).
 """
 
 from __future__ import annotations
 
+from .discord import render_discord, render_discord_final_answer
+from .matrix import render_matrix, render_matrix_final_answer
 from .preview import payload_for, view_from_data
 from .rich import render_rich
 from .slack import render_slack, render_slack_final_answer
@@ -28,7 +37,11 @@ from .web import render_web
 
 __all__ = [
     "payload_for",
+    "render_discord",
+    "render_discord_final_answer",
     "render_final_answer_messages",
+    "render_matrix",
+    "render_matrix_final_answer",
     "render_rich",
     "render_slack",
     "render_slack_final_answer",

@@ -10,12 +10,14 @@ from ..model.activity import Activity
 from ..model.card import Card, CardError, CardInput
 from ..model.owners import Owner
 from ..model.view import View
+from .discord import render_discord
+from .matrix import render_matrix
 from .slack import render_slack
 from .telegram import render_telegram
 from .text import render_text
 from .web import render_web
 
-CHANNELS = ("telegram", "slack", "text", "web")
+CHANNELS = ("telegram", "slack", "discord", "matrix", "text", "web")
 PREVIEW_SESSION = "preview"
 PREVIEW_AGENT = "main"
 _PLACEHOLDER_TIME = "1970-01-01T00:00:00Z"
@@ -86,6 +88,10 @@ def payload_for(
     call that would send the draft; `deleteMessage` with no params when the draft
     would be empty or the mode is off), the same for Slack (`chat.postMessage` or,
     rich, `chat.startStream`, each with its `fallback`; `chat.delete` when empty),
+    for Discord `createMessage` with Components V2 and its plain `fallback`
+    (`deleteMessage` when empty),
+    for Matrix `{"method": "m.room.message", "params": content, "fallback"}`
+    (`m.room.redaction` with no params when the draft would be redacted),
     `{"text": str | None}` for text, `{"html": str}` for web. Raises CardError for
     bad input, ValueError for an unknown channel."""
     if channel not in CHANNELS:
@@ -97,6 +103,12 @@ def payload_for(
     if channel == "slack":
         payload = render_slack(view, settings, templates_dir=templates_dir)
         return payload if payload is not None else {"method": "chat.delete", "params": {}}
+    if channel == "matrix":
+        payload = render_matrix(view, settings, templates_dir=templates_dir)
+        return payload if payload is not None else {"method": "m.room.redaction", "params": {}}
+    if channel == "discord":
+        payload = render_discord(view, settings, templates_dir=templates_dir)
+        return payload if payload is not None else {"method": "deleteMessage", "params": {}}
     if channel == "text":
         return {"text": render_text(view, settings, templates_dir=templates_dir)}
     return {"html": render_web(view, settings, templates_dir=templates_dir)}

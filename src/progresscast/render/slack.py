@@ -54,9 +54,9 @@ from typing import Any
 from ..config.settings import RenderSettings
 from ..model.card import Step
 from ..model.view import TERMINAL, View
+from .answer import answer_lines, split_answer
 from .draft import compose
-from .ir import Line, Span, cut_line, middle_cut, plain, split_line, u16, visible_units
-from .markdown import markdown_lines
+from .ir import Line, Span, cut_line, middle_cut, plain, split_line, u16
 from .templates import Theme, theme
 
 MAX_BLOCKS = 50
@@ -460,27 +460,9 @@ def render_slack(
 # --- the final answer --------------------------------------------------------------------
 
 
-def _answer_chunks(lines: list[Line], limit: int) -> list[list[Line]]:
-    """Lines split into runs of at most `limit` visible units, at blank lines where possible."""
-    pieces: list[Line] = []
-    for line in lines:
-        while line.length > limit:
-            head, line = split_line(line, limit)
-            pieces.append(head)
-        pieces.append(line)
-    chunks: list[list[Line]] = [[]]
-    for line in pieces:
-        if chunks[-1] and visible_units([*chunks[-1], line]) > limit:
-            chunks.append([])
-        if line.blank and not chunks[-1]:
-            continue
-        chunks[-1].append(line)
-    return [chunk for chunk in chunks if any(not line.blank for line in chunk)]
-
-
 def _answer_messages(lines: list[Line], limit: int) -> list[dict[str, Any]]:
     out: list[dict[str, Any]] = []
-    for chunk in _answer_chunks(lines, limit):
+    for chunk in split_answer(lines, limit):
         blocks, text = _text_sections(chunk), plain_text(chunk)
         if within_limits(blocks, text) or limit <= MIN_BUDGET:
             out.append(_message(blocks[:MAX_BLOCKS], text))
@@ -493,8 +475,7 @@ def render_slack_final_answer(answer_markdown: str) -> list[dict[str, Any]]:
     """The final answer of a run (progress mode) as normal messages: `chat.postMessage`
     calls with mrkdwn sections, each within Slack's limits — as many as the text
     needs; [] for an empty answer."""
-    lines = list(markdown_lines(answer_markdown, "answer")) if answer_markdown else []
-    return _answer_messages(lines, ANSWER_CHUNK)
+    return _answer_messages(answer_lines(answer_markdown), ANSWER_CHUNK)
 
 
 __all__ = [

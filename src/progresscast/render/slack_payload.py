@@ -120,6 +120,9 @@ class SlackRenderers:
     def answer(self, markdown: str) -> list[Payload]:
         return slack_answer(markdown, thread_ts=self.thread_ts)
 
+    def snapshot(self, view: View) -> Payload | None:
+        return slack_snapshot(view, self.settings, thread_ts=self.thread_ts, templates_dir=self.templates_dir)
+
 
 __all__ = [
     "BLOCKS",

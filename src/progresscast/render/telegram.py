@@ -24,9 +24,9 @@ from markupsafe import Markup
 
 from ..config.settings import RenderSettings
 from ..model.view import View
+from .answer import answer_lines, split_answer
 from .draft import compose
-from .ir import Line, Span, split_line, u16, visible_units
-from .markdown import markdown_lines
+from .ir import Line, Span, u16
 from .templates import template, theme
 
 MAX_TEXT = 4096
@@ -185,39 +185,6 @@ def render_telegram(
     return _message(to_html(lines, templates_dir))
 
 
-def _chunks(lines: list[Line], limit: int) -> list[list[Line]]:
-    """Split lines into messages of at most `limit` visible units, preferring to break
-    at a blank line in the second half of a message; over-long lines are split."""
-    pieces: list[Line] = []
-    for line in lines:
-        while line.length > limit:
-            head, line = split_line(line, limit)
-            pieces.append(head)
-        pieces.append(line)
-    chunks: list[list[Line]] = []
-    current: list[Line] = []
-    for line in pieces:
-        while current and visible_units([*current, line]) > limit:
-            cut = next((k for k in range(len(current) - 1, len(current) // 2, -1) if current[k].blank), None)
-            if cut is None:
-                chunks.append(current)
-                current = []
-            else:
-                chunks.append(current[:cut])
-                current = current[cut + 1 :]
-        current.append(line)
-    chunks.append(current)
-    out = []
-    for chunk in chunks:
-        while chunk and chunk[0].blank:
-            chunk = chunk[1:]
-        while chunk and chunk[-1].blank:
-            chunk = chunk[:-1]
-        if chunk:
-            out.append(chunk)
-    return out
-
-
 def render_final_answer_messages(
     answer_markdown: str, *, templates_dir: str | Path | None = None
 ) -> list[dict[str, Any]]:
@@ -229,8 +196,7 @@ def render_final_answer_messages(
 
 def answer_chunks(answer_markdown: str) -> list[list[Line]]:
     """The final answer's lines, split into messages of at most 4,096 visible characters."""
-    lines = list(markdown_lines(answer_markdown, "answer")) if answer_markdown else []
-    return _chunks(lines, MAX_TEXT)
+    return split_answer(answer_lines(answer_markdown), MAX_TEXT)
 
 
 __all__ = [

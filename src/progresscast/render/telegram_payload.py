@@ -92,5 +92,8 @@ class TelegramRenderers:
     def answer(self, markdown: str) -> list[Payload]:
         return telegram_answer(markdown, templates_dir=self.templates_dir)
 
+    def snapshot(self, view: View) -> Payload | None:
+        return telegram_snapshot(view, self.settings, templates_dir=self.templates_dir)
+
 
 __all__ = ["RICH_METHOD", "TelegramRenderers", "plain", "telegram_answer", "telegram_draft", "telegram_snapshot"]

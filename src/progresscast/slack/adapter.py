@@ -23,15 +23,17 @@ from slack_sdk.web.async_client import AsyncWebClient
 from starlette.routing import Route
 
 from ..backoff import Backoff
-from ..channels.worker import WorkerOptions
-from ..config.settings import Settings
+from ..channels.worker import ChannelWorker, WorkerOptions
+from ..config.settings import ConfigError, Settings
 from ..stopping import still_wanted
 from .channel import SlackChannel, SlackPace
 from .client import SlackClient
 from .commands import SlackCommands
-from .worker import SlackWorker
 
 log = logging.getLogger("progresscast.slack")
+
+REFUSED_TOKEN = ("invalid_auth", "not_authed", "account_inactive", "token_revoked")
+"""auth.test's errors for a token that will not work however often it is tried."""
 
 
 @dataclass(frozen=True)
@@ -55,7 +57,7 @@ class SlackAdapter:
         )
         self.client = SlackClient(self.web)
         self.channel = SlackChannel(settings, redis, self.client, "", self.options.pace)
-        self.worker = SlackWorker(self.channel, redis, self.options.worker)
+        self.worker = ChannelWorker(self.channel, redis, options=self.options.worker, log=log)
         self.commands = SlackCommands(settings, self.worker)
         self.started = asyncio.Event()
 
@@ -73,8 +75,9 @@ class SlackAdapter:
                 self.client.bot_user_id = str(reply.get("user_id") or "") or None
                 return
             except SlackApiError as exc:
-                if exc.response.get("error") in ("invalid_auth", "not_authed", "account_inactive", "token_revoked"):
-                    raise ValueError(f"channels.slack.token: Slack says {exc.response.get('error')}") from None
+                if exc.response.get("error") in REFUSED_TOKEN:
+                    # A mistake in the configuration: it ends `serve` (one line, exit 2).
+                    raise ConfigError(f"channels.slack.token: Slack says {exc.response.get('error')}") from None
                 delay = self.options.backoff.delay(failures)
             except Exception as exc:  # Slack unreachable
                 delay = self.options.backoff.delay(failures)
@@ -94,4 +97,4 @@ class SlackAdapter:
             await self.worker.close()
 
 
-__all__ = ["SlackAdapter", "SlackOptions", "SlackWorker"]
+__all__ = ["SlackAdapter", "SlackOptions"]

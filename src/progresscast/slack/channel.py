@@ -22,18 +22,20 @@ from dataclasses import dataclass
 
 from redis.asyncio import Redis
 
+from ..channels.access import AccessPolicy, AccessStore
+from ..channels.destinations import config_follows, render_settings
 from ..channels.pacing import Budgets
 from ..channels.state import ChannelState, ChatPrefs, DraftKey, Id
-from ..config.settings import Mode, RenderSettings, Settings, SlackChannelSettings, SlackSettings
-from ..model.card import CardError
-from ..model.owners import resolve_owner
+from ..config.settings import RenderSettings, Settings, SlackSettings
 from ..render.slack_payload import Recipient, SlackRenderers
 from ..store import keys
+from ..store.retention import retention_ms
 from .client import SlackClient
 
 log = logging.getLogger("progresscast.slack")
 
 NO_THREAD = "0"
+PLATFORM = "slack"
 
 
 @dataclass(frozen=True)
@@ -51,38 +53,15 @@ class SlackPace:
         return Budgets(interval=interval, bot_rate=self.workspace_rate, retry_after_cap=self.retry_after_cap)
 
 
-def channel_config(slack: SlackSettings, channel_id: str) -> SlackChannelSettings | None:
-    return next((c for c in slack.channels if c.id == channel_id), None)
-
-
-def effective_mode(slack: SlackSettings, channel_id: str, prefs: ChatPrefs) -> Mode:
-    config = channel_config(slack, channel_id)
-    if prefs.mode is not None:
-        return prefs.mode
-    if config is not None and config.mode is not None:
-        return config.mode
-    return slack.streaming.mode
-
-
-def wants_rich(slack: SlackSettings, channel_id: str, prefs: ChatPrefs) -> bool:
-    config = channel_config(slack, channel_id)
-    if prefs.rich is not None:
-        return prefs.rich
-    if config is not None and config.richMessages is not None:
-        return config.richMessages
-    return slack.richMessages
-
-
-def allowed(slack: SlackSettings, channel_id: Id) -> bool:
-    return isinstance(channel_id, str) and (not slack.allowedChannels or channel_id in slack.allowedChannels)
-
-
 class SlackState(ChannelState):
     def __init__(self, redis: Redis) -> None:
         super().__init__(redis, keys.SLACK, str)
 
     async def set_recipient(self, channel_id: str, thread_ts: str, recipient: Recipient) -> None:
-        await self.redis.set(keys.slack_recipient(channel_id, thread_ts), f"{recipient.user_id} {recipient.team_id}")
+        await self.redis.set(
+            keys.slack_recipient(channel_id, thread_ts), f"{recipient.user_id} {recipient.team_id}",
+            px=await retention_ms(self.redis) or None,  # made by a follow: it lives as long
+        )
 
     async def forget_recipient(self, channel_id: str, thread_ts: str) -> None:
         await self.redis.delete(keys.slack_recipient(channel_id, thread_ts))
@@ -96,7 +75,8 @@ class SlackState(ChannelState):
 class SlackChannel:
     """`channels.Channel` for one Slack app in one workspace."""
 
-    name = "slack"
+    name = PLATFORM
+    no_thread: Id = NO_THREAD
 
     def __init__(self, settings: Settings, redis: Redis, client: SlackClient, team_id: str, pace: SlackPace) -> None:
         slack = settings.channels.slack
@@ -104,6 +84,8 @@ class SlackChannel:
             raise ValueError("channels.slack is not configured")
         self.settings = settings
         self.slack: SlackSettings = slack
+        self.platform: SlackSettings = slack
+        self.access = AccessPolicy(PLATFORM, slack, settings.agents, AccessStore(redis, PLATFORM))
         self.team_id = team_id
         self.state = SlackState(redis)
         self.client = client
@@ -111,25 +93,17 @@ class SlackChannel:
         self.keep_on_complete = slack.keepOnComplete
         self.block_chars = slack.streaming.blockChars
 
-    def allowed(self, chat_id: Id) -> bool:
-        return allowed(self.slack, chat_id)
+    async def load(self) -> None:
+        pass  # the plan display's refusal is read when needed (it expires after a day)
 
-    async def plan_refused(self) -> str | None:
+    async def rich_refused(self) -> str | None:
         """Why this workspace refused the plan display (None: it did not), remembered a day."""
         return await self.state.rich_refused(self.team_id or "workspace")
 
-    async def render_settings(self, channel_id: str, prefs: ChatPrefs | None = None) -> RenderSettings:
+    async def render_settings(self, channel_id: Id, prefs: ChatPrefs | None = None) -> RenderSettings:
         if prefs is None:
             prefs = await self.state.prefs(channel_id)
-        progress = self.slack.streaming.progress
-        mode = effective_mode(self.slack, channel_id, prefs)
-        return RenderSettings(
-            mode=mode,
-            maxLines=progress.maxLines,
-            maxLineChars=progress.maxLineChars,
-            checklistLines=self.slack.streaming.checklist_lines(mode),
-            rich=wants_rich(self.slack, channel_id, prefs) and not await self.plan_refused(),
-        )
+        return render_settings(self.slack, channel_id, prefs, rich_available=not await self.rich_refused())
 
     async def renderers(self, key: DraftKey, prefs: ChatPrefs | None = None) -> SlackRenderers:
         """The plan display applies in a thread whose follower it streams to; elsewhere
@@ -141,26 +115,11 @@ class SlackChannel:
 
     async def config_follows(self) -> list[DraftKey]:
         """`channels.slack.channels[].follow`: subscribed at start-up (idempotent)."""
-        agents = self.settings.agents
-        out = []
-        for channel in self.slack.channels:
-            if not channel.follow:
-                continue
-            if not allowed(self.slack, channel.id):
-                log.warning("channel %s follows sessions in the config but is not in allowedChannels", channel.id)
-                continue
-            for session in channel.follow:
-                try:
-                    owner = resolve_owner(session, known_agents=agents.known_set, default_agent=agents.default)
-                except CardError as exc:
-                    log.warning("channel %s: cannot follow %r from the config: %s", channel.id, session, exc)
-                    continue
-                out.append(DraftKey(channel.id, NO_THREAD, owner))
-        return out
+        return config_follows(self.slack, self.settings.agents, no_thread=NO_THREAD, log=log)
 
     async def unsupported(self, detail: str) -> None:
         log.warning("Slack refused the plan display (%s): Block Kit for this workspace", detail)
         await self.state.refuse_rich(self.team_id or "workspace", detail or "rejected")
 
 
-__all__ = ["NO_THREAD", "SlackChannel", "SlackPace", "SlackState", "allowed", "effective_mode", "wants_rich"]
+__all__ = ["NO_THREAD", "PLATFORM", "SlackChannel", "SlackPace", "SlackState"]

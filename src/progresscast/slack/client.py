@@ -16,8 +16,10 @@ on its kind:
 - `unsure`: it may have been applied (a timeout, a broken connection, a 5xx,
   `internal_error`, `fatal_error`, `service_unavailable`, `request_timeout`): edits
   and deletes are retried; a first post is looked for, never repeated blindly.
-- `refused`: everything else (`channel_not_found`, `not_in_channel`, `is_archived`,
-  `invalid_auth`, …): not tried again until the content changes.
+- `forbidden`: `channel_not_found`, `not_in_channel`, `is_archived`: the channel
+  refuses the app; it is paused until it speaks again (or a probe is due).
+- `refused`: everything else (`invalid_auth`, …): not tried again until the content
+  changes.
 
 slack_sdk retries nothing here (`retry_handlers=[]`): its connection-error handler
 would repeat a post whose outcome is unknown.
@@ -45,6 +47,8 @@ from ..render.slack_payload import STREAM_METHODS
 
 K = OutcomeKind
 
+FORBIDDEN = frozenset({"channel_not_found", "not_in_channel", "is_archived"})
+"""The channel refuses the app for good: it is paused until it speaks again."""
 GONE = frozenset({"message_not_found", "thread_not_found"})
 LOCKED = frozenset(
     {"cant_update_message", "cant_delete_message", "edit_window_closed", "message_not_in_streaming_state"}
@@ -73,6 +77,8 @@ def classify(exc: BaseException, *, stream: bool = False) -> Outcome:
             except (TypeError, ValueError):
                 seconds = 1.0
             return Outcome(K.rate_limited, retry_after=seconds, detail=error or "ratelimited")
+        if error in FORBIDDEN:
+            return Outcome(K.forbidden, detail=error)
         if error in GONE:
             return Outcome(K.gone, detail=error)
         if error in LOCKED:

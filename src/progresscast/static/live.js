@@ -1,8 +1,9 @@
 // progresscast web page: local times everywhere, and the live card on a session page.
 //
-// The only HTML this script ever inserts is the fragment the server rendered and
-// sanitized (`GET /v1/card` → result.html), through the one Trusted Types policy the
-// Content-Security-Policy allows. Everything else (times, notices) goes in as text.
+// The only HTML this script ever inserts is what the server rendered and sanitized
+// (`GET /v1/card` → result.html and result.historyHtml), through the one Trusted Types
+// policy the Content-Security-Policy allows. Everything else (times, durations,
+// notices) goes in as text.
 'use strict';
 
 (() => {
@@ -21,21 +22,60 @@
     return date.toLocaleString(undefined, { dateStyle: 'medium', timeStyle: 'medium' });
   }
 
+  // A history line's time: "10:05" today, with the day before that.
+  function clockTime(iso) {
+    const date = new Date(iso);
+    if (Number.isNaN(date.getTime())) return iso;
+    const time = date.toLocaleTimeString(undefined, { hour: '2-digit', minute: '2-digit' });
+    if (date.toDateString() === new Date().toDateString()) return time;
+    return date.toLocaleDateString(undefined, { month: 'short', day: 'numeric' }) + ' ' + time;
+  }
+
+  // How long since `el`'s datetime, in the theme's words the server put on it
+  // (data-seconds="{n} s", data-minutes, data-hours, data-days).
+  function durationSince(el) {
+    const start = new Date(el.getAttribute('datetime')).getTime();
+    const words = el.dataset;
+    if (Number.isNaN(start) || !words.seconds) return null;
+    const fill = (format, values) => format.replace(/\{(\w+)\}/g, (m, name) => (name in values ? String(values[name]) : m));
+    const s = Math.max(0, Math.floor((Date.now() - start) / 1000));
+    if (s < 60) return fill(words.seconds, { n: s });
+    if (s < 3600) return fill(words.minutes, { n: Math.floor(s / 60) });
+    if (s < 86400) return fill(words.hours, { h: Math.floor(s / 3600), m: Math.floor((s % 3600) / 60) });
+    return fill(words.days, { d: Math.floor(s / 86400), h: Math.floor((s % 86400) / 3600) });
+  }
+
   function localizeTimes(root) {
     for (const el of root.querySelectorAll('time.pc-local-time[datetime]')) {
       el.textContent = localTime(el.getAttribute('datetime'));
       el.title = el.getAttribute('datetime');
     }
+    for (const el of root.querySelectorAll('time.pc-clock[datetime]')) {
+      el.textContent = clockTime(el.getAttribute('datetime'));
+      el.title = localTime(el.getAttribute('datetime'));
+    }
+    tickDurations(root);
+  }
+
+  function tickDurations(root) {
+    for (const el of root.querySelectorAll('time.pc-since[datetime]')) {
+      const words = durationSince(el);
+      if (words !== null) el.textContent = words;
+      el.title = localTime(el.getAttribute('datetime'));
+    }
   }
 
   function live(root) {
     const card = document.getElementById('pc-card');
+    const history = document.getElementById('pc-history');
     const updated = document.getElementById('pc-updated');
     const noticeEl = document.getElementById('pc-notice');
     const query = new URLSearchParams({
       sessionKey: root.dataset.sessionKey,
       agentId: root.dataset.agentId,
     }).toString();
+    // The card fragment with the history's (`history=1`); the event stream takes the owner only.
+    const cardQuery = query + (history ? '&history=1' : '');
 
     // Two things can go wrong independently; the notice shows the more useful one.
     let refreshProblem = null;
@@ -49,6 +89,10 @@
 
     function show(result) {
       card.innerHTML = policy.createHTML(result.html);
+      if (history && typeof result.historyHtml === 'string') {
+        history.innerHTML = policy.createHTML(result.historyHtml);
+        localizeTimes(history);
+      }
       root.dataset.revision = result.revision === null ? '' : String(result.revision);
       if (result.updatedAt) {
         updated.setAttribute('datetime', result.updatedAt);
@@ -76,7 +120,7 @@
       retryTimer = null;
       root.setAttribute('aria-busy', 'true');
       try {
-        const response = await fetch('/v1/card?' + query, {
+        const response = await fetch('/v1/card?' + cardQuery, {
           credentials: 'same-origin',
           cache: 'no-store',
           headers: { Accept: 'application/json' },
@@ -134,6 +178,8 @@
 
     window.progresscast = { refresh };
     connect();
+    // The active step's running time stays current between changes.
+    if (history) setInterval(() => tickDurations(history), 10000);
   }
 
   function start() {

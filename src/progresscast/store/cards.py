@@ -1,30 +1,42 @@
-"""CardStore: put / get / clear / reset, runs and activity, on redis-py asyncio.
+"""CardStore: the one write path of every input, and the reads, on redis-py asyncio.
 
-Every write is one Lua script: it checks that no reset came since the write arrived and
-the expected revision, bumps the owner's revision, stores or deletes the card, and
-publishes the change to the owner's shard stream (publish.py) — all or nothing, and all
-in one hash slot.
-Validation happens before the script runs, so a rejected write never touches Redis.
+Every input — the gateway's RPC, the command line, the MCP server, the agent hooks, A2A
+(stream, push, poll, ingest) — writes through this class, and every write is one script
+of scripts.py: its admission rules (the reset boundary by arrival on the Redis clock,
+the expected revision, A2A order) are checked in the same script that writes, bumps
+the revision, appends the history entry and publishes the change — all or nothing,
+and all in one hash slot. Validation happens before a script runs, so a rejected
+write never touches Redis.
 """
 
 from __future__ import annotations
 
 import json
 import time
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Sequence
+from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import cast
 
 from redis.asyncio import Redis
+from redis.commands.core import AsyncScript
 from redis.exceptions import RedisError
 
 from ..model.activity import Activity
-from ..model.card import Card, CardError, CardInput, StepCounts, WriteResult
+from ..model.card import Card, CardError, CardInput, Step, StepCounts, WriteResult
+from ..model.history import HistoryEntry
 from ..model.owners import Owner
 from ..model.view import TERMINAL, EndedRun, RunState, View
-from . import keys, publish
+from . import keys, scripts
 from .keys import Layout
+from .retention import retention_ms
 from .sharding import layout_of
+
+TS_WIDTH = 20
+"""A2A timestamps are compared as zero-padded strings: exact at any size, in any Lua."""
+
+MAX_ANSWER_BYTES = 65_536
+"""What Redis keeps of an A2A streamed answer (the activity shows its last 16,384 characters)."""
 
 
 class StoreError(CardError):
@@ -36,97 +48,34 @@ class StoreError(CardError):
         """For a stale `expectedRevision`: the revision the card is at, to retry against."""
 
 
-# Each script is publish.py's prelude (the change's stream, index and `last`) and a body.
+@dataclass(frozen=True)
+class StatusWrite:
+    """What an A2A status update or task snapshot writes (a2a/apply.py maps it)."""
 
-_WRITE = publish.script("""
-local card_key, rev_key, reset_at_key = KEYS[4], KEYS[5], KEYS[6]
-local body, expected, is_reset, arrived_us_ago = ARGV[5], ARGV[6], ARGV[7], ARGV[8]
-
-local now_us, ms = clock()
-if arrived_us_ago ~= '' then
-  -- Admitted when the request arrived, that long ago: a reset since then wins. (A
-  -- reset "in the future" means this server's clock stepped back: it is not counted.)
-  local reset_at = tonumber(redis.call('GET', reset_at_key) or '0')
-  if reset_at > now_us - tonumber(arrived_us_ago) and reset_at <= now_us then
-    return {'reset', reset_at}
-  end
-end
-local rev = tonumber(redis.call('GET', rev_key) or '0')
-if expected ~= '' and tonumber(expected) ~= rev then
-  return {'revision', rev}
-end
-rev = redis.call('INCR', rev_key)
-if is_reset == '1' then
-  redis.call('SET', reset_at_key, string.format('%d', now_us))
-end
-local shown = ''
-if body == '' then
-  redis.call('DEL', card_key)
-else
-  redis.call('HSET', card_key, 'body', body, 'revision', rev, 'updatedAt', ms)
-  shown = tostring(rev)
-end
-index_owner(ms)
-publish('progressCard.changed', shown)
-return {'ok', rev}
-""")
-
-_ACTIVITY = publish.script("""
-local activity_key, tools_key = KEYS[4], KEYS[5]
--- headline / answer: '' keeps, '\\0' clears
-local headline, tool, answer, max_tools, replace = ARGV[5], ARGV[6], ARGV[7], tonumber(ARGV[8]), ARGV[9]
-
-if replace == '1' then redis.call('DEL', activity_key, tools_key) end
-for field, v in pairs({headline = headline, answer = answer}) do
-  if v == '\\0' then redis.call('HDEL', activity_key, field)
-  elseif v ~= '' then redis.call('HSET', activity_key, field, v) end
-end
-if tool ~= '' then
-  redis.call('RPUSH', tools_key, tool)
-  redis.call('LTRIM', tools_key, -max_tools, -1)
-end
-local _, ms = clock()
-index_owner(ms)
-publish('activity.changed', '')
-return 1
-""")
-
-_RUN = publish.script("""
-local run_key, rev_key, activity_key, tools_key = KEYS[4], KEYS[5], KEYS[6], KEYS[7]
--- state 'active' starts a run; anything else ends run_id if it is the current one
-local run_id, state = ARGV[5], ARGV[6]
-
-local _, ms = clock()
-local kind
-if state == 'active' then
-  local rev = redis.call('GET', rev_key) or '0'
-  -- The run that ended before this one, with its final answer: a channel that did not
-  -- look in between still ends it (the activity, answer included, is cleared here).
-  local prev_id = redis.call('HGET', run_key, 'runId')
-  local prev_state = redis.call('HGET', run_key, 'state')
-  local prev_answer = redis.call('HGET', activity_key, 'answer') or ''
-  redis.call('DEL', run_key, activity_key, tools_key)
-  redis.call('HSET', run_key, 'runId', run_id, 'state', 'active', 'startedAt', ms, 'startRevision', rev)
-  if prev_id and prev_state and prev_state ~= 'active' then
-    redis.call('HSET', run_key, 'prevRunId', prev_id, 'prevState', prev_state, 'prevAnswer', prev_answer)
-  end
-  kind = 'run.started'
-else
-  local current = redis.call('HGET', run_key, 'runId')
-  if current ~= run_id then return 0 end
-  redis.call('HSET', run_key, 'state', state, 'endedAt', ms, 'endRevision', redis.call('GET', rev_key) or '0')
-  kind = 'run.ended'
-end
--- (No index_owner: starting or ending a run leaves the owner's place in listings.)
-publish(kind, '', state)
-return 1
-""")
+    task_id: str
+    timestamp_us: int | None
+    """None: untimed, applied in arrival order (the caller decides when that is allowed)."""
+    plan: CardInput | None
+    """The update's whole plan (the note is kept); None when it carried no valid plan."""
+    headline: str | None = None
+    attention: str | None = None
+    ended: RunState | None = None
 
 
 def _iso(ms: int) -> str:
     return datetime.fromtimestamp(ms / 1000, UTC).isoformat(timespec="milliseconds").replace(
         "+00:00", "Z"
     )
+
+
+def _ago(arrived: float) -> int:
+    """How long ago the write arrived (µs): a duration needs no clock shared with Redis,
+    which compares it with the last reset on its own clock."""
+    return max(0, int((time.monotonic() - arrived) * 1_000_000))
+
+
+def _plan_json(card: CardInput) -> str:
+    return json.dumps([s.to_json() for s in card.plan], ensure_ascii=False) if card.plan else ""
 
 
 class CardStore:
@@ -136,13 +85,28 @@ class CardStore:
         self.redis = redis
         self.events_maxlen = events_maxlen
         self.metrics = metrics
-        self._write = redis.register_script(_WRITE)
-        self._activity = redis.register_script(_ACTIVITY)
-        self._run = redis.register_script(_RUN)
+        self._card_script = redis.register_script(scripts.CARD)
+        self._activity = redis.register_script(scripts.ACTIVITY)
+        self._run = redis.register_script(scripts.RUN)
+        self._a2a_status = redis.register_script(scripts.A2A_STATUS)
+        self._a2a_answer = redis.register_script(scripts.A2A_ANSWER)
 
     async def layout(self) -> Layout:
         """The store's key layout (its recorded shard count), learnt on first use."""
         return await layout_of(self.redis)
+
+    async def _call(
+        self, script: AsyncScript, owner: Owner, args: Sequence[str | int], *, arrived: float | None = None
+    ) -> object:
+        """Run a write script; with `arrived`, its first own argument is how long ago the
+        write arrived, taken last (after the layout, which a first use may take a while to learn)."""
+        lay = await self.layout()
+        retained = scripts.retention_arg(await retention_ms(self.redis))
+        given = [_ago(arrived), *args] if arrived is not None else list(args)
+        return await script(
+            keys=scripts.owner_keys(lay, owner),
+            args=[*scripts.common_args(owner, self.events_maxlen), *given, retained],
+        )
 
     # -- cards ---------------------------------------------------------------
 
@@ -153,39 +117,54 @@ class CardStore:
         *,
         expected_revision: int | None = None,
         arrived: float | None = None,
+        keep_markdown: bool = False,
     ) -> WriteResult:
         """Store the card. `arrived` (a `time.monotonic()` reading taken when the write
-        arrived) refuses it when a reset came in between."""
-        body = "" if card.clears else json.dumps(card.to_json(), ensure_ascii=False)
-        rev = await self._apply(owner, body, expected_revision, reset=False, arrived=arrived)
-        if card.clears:
-            return WriteResult(revision=rev, cleared=True)
-        plan = card.plan or []
-        steps = StepCounts(completed=sum(s.done for s in plan), total=len(plan)) if plan else None
-        return WriteResult(revision=rev, steps=steps)
+        arrived; default: now) refuses it when a reset came in between. `keep_markdown`
+        writes the plan alone and keeps the stored note (`card.markdown` must be None)."""
+        if keep_markdown and card.markdown is not None:
+            raise CardError("markdown", "must be absent when the card's note is kept")
+        return await self._write(
+            owner, card, expected_revision=expected_revision, arrived=arrived, keep_markdown=keep_markdown
+        )
 
-    async def clear(self, owner: Owner, *, expected_revision: int | None = None) -> WriteResult:
-        return await self.put(owner, CardInput(), expected_revision=expected_revision)
+    async def put_plan(self, owner: Owner, steps: Sequence[Step], *, arrived: float | None = None) -> WriteResult:
+        """Replace the plan, keeping the card's note (`update_plan`, the hooks)."""
+        return await self.put(owner, CardInput(plan=list(steps)), arrived=arrived, keep_markdown=True)
+
+    async def clear(
+        self, owner: Owner, *, expected_revision: int | None = None, arrived: float | None = None
+    ) -> WriteResult:
+        return await self.put(owner, CardInput(), expected_revision=expected_revision, arrived=arrived)
 
     async def reset(self, owner: Owner) -> WriteResult:
         """Clear at a boundary: writes that arrived before it are refused afterwards."""
-        rev = await self._apply(owner, "", None, reset=True)
-        return WriteResult(revision=rev, cleared=True)
+        return await self._write(owner, CardInput(), reset=True)
 
-    async def _apply(
+    async def _write(
         self,
         owner: Owner,
-        body: str,
-        expected_revision: int | None,
+        card: CardInput,
         *,
-        reset: bool,
+        expected_revision: int | None = None,
         arrived: float | None = None,
-    ) -> int:
+        keep_markdown: bool = False,
+        reset: bool = False,
+    ) -> WriteResult:
+        if arrived is None:
+            arrived = time.monotonic()
+        plan, markdown = _plan_json(card), card.markdown or ""
+        expected = "" if expected_revision is None else int(expected_revision)
         try:
-            status, value = await self._write_script(owner, body, expected_revision, reset=reset, arrived=arrived)
+            reply = await self._call(
+                self._card_script, owner,
+                [expected, "1" if reset else "0", plan, markdown, "1" if keep_markdown else "0"],
+                arrived=arrived,
+            )
         except RedisError:
             self._count("error")
             raise
+        status, value, cleared = cast("list[str | int]", reply)
         if status != "ok":
             self._count("conflict")
         if status == "revision":
@@ -197,7 +176,11 @@ class CardStore:
         if status == "reset":
             raise StoreError("sessionKey", "the card was reset after this write was admitted")
         self._count("ok")
-        return int(value)
+        if int(cleared):
+            return WriteResult(revision=int(value), cleared=True)
+        steps = card.plan or []
+        counts = StepCounts(completed=sum(s.done for s in steps), total=len(steps)) if steps else None
+        return WriteResult(revision=int(value), steps=counts)
 
     def _count(self, outcome: str) -> None:
         if self.metrics:
@@ -205,35 +188,49 @@ class CardStore:
 
             metrics.WRITES.labels(outcome).inc()
 
-    async def _write_script(
-        self,
-        owner: Owner,
-        body: str,
-        expected_revision: int | None,
-        *,
-        reset: bool,
-        arrived: float | None = None,
-    ) -> tuple[str, int]:
-        lay = await self.layout()
-        # How long ago the write arrived, taken last: a duration needs no clock shared
-        # with Redis, which compares it with the last reset on its own clock.
-        ago = "" if arrived is None else max(0, int((time.monotonic() - arrived) * 1_000_000))
-        status, value = await self._write(
-            keys=[
-                *publish.change_keys(lay, owner),
-                lay.card(owner),
-                lay.revision(owner),
-                lay.reset_at(owner),
-            ],
-            args=[
-                *publish.change_args(owner, self.events_maxlen),
-                body,
-                "" if expected_revision is None else int(expected_revision),
-                "1" if reset else "0",
-                ago,
-            ],
+    # -- A2A -------------------------------------------------------------------
+
+    async def apply_status(
+        self, owner: Owner, write: StatusWrite, *, arrived: float | None = None, max_skew: float = 300.0
+    ) -> str:
+        """Apply an A2A status update: `applied`, `stale`, `duplicate`, `future` (its
+        timestamp is more than `max_skew` seconds ahead of the store's clock) or `reset`
+        (the owner was reset after the update arrived). The plan and the status are each
+        applied when newer than the last of their kind (scripts.py)."""
+        if arrived is None:
+            arrived = time.monotonic()
+        ts = "" if write.timestamp_us is None else str(write.timestamp_us).zfill(TS_WIDTH)
+        (outcome,) = cast(
+            "list[str]",
+            await self._call(
+                self._a2a_status, owner,
+                [
+                    ts,
+                    int(max_skew * 1_000_000),
+                    write.task_id,
+                    "0" if write.plan is None else "1",
+                    "" if write.plan is None else _plan_json(write.plan),
+                    write.headline or "",
+                    write.attention or "",
+                    write.ended.value if write.ended else "",
+                ],
+                arrived=arrived,
+            ),
         )
-        return str(status), int(value)
+        return str(outcome)
+
+    async def apply_answer(
+        self, owner: Owner, *, task_id: str, artifact_id: str, text: str, append: bool, last_chunk: bool
+    ) -> str:
+        """A2A artifact text for the answer of the task whose run is current: `applied` or `stale`."""
+        (outcome,) = cast(
+            "list[str]",
+            await self._call(
+                self._a2a_answer, owner,
+                [task_id, artifact_id, text, "1" if append else "0", "1" if last_chunk else "0", MAX_ANSWER_BYTES],
+            ),
+        )
+        return str(outcome)
 
     async def get(self, owner: Owner) -> Card | None:
         lay = await self.layout()
@@ -244,16 +241,33 @@ class CardStore:
         lay = await self.layout()
         return int(await self.redis.get(lay.revision(owner)) or 0)
 
+    async def history(self, owner: Owner, *, limit: int = 50, before: int | None = None) -> list[HistoryEntry]:
+        """What the owner's accepted writes changed, newest first: at most `limit` entries,
+        only those of revisions below `before` when given."""
+        lay = await self.layout()
+        # Newest first and few (scripts.HISTORY_MAX): paging by revision reads them all.
+        end = limit - 1 if before is None else -1
+        raw = cast("list[str]", await self.redis.lrange(lay.history(owner), 0, end))
+        entries = [e for e in map(HistoryEntry.from_stored, raw) if e is not None]
+        if before is not None:
+            entries = [e for e in entries if e.revision < before]
+        return entries[:limit]
+
     @staticmethod
     def _card(owner: Owner, raw: dict[str, str]) -> Card:
-        body = json.loads(raw["body"])
+        if "body" in raw:  # written by an earlier version: both parts in one JSON body
+            body = json.loads(raw["body"])
+            plan, markdown = body.get("plan"), body.get("markdown")
+        else:
+            plan = json.loads(raw["plan"]) if "plan" in raw else None
+            markdown = raw.get("markdown")
         return Card(
             sessionKey=owner.session_key,
             agentId=owner.agent_id,
             displayKey=owner.display_key,
             revision=int(raw["revision"]),
-            plan=body.get("plan"),
-            markdown=body.get("markdown"),
+            plan=plan,
+            markdown=markdown,
             updatedAt=_iso(int(raw["updatedAt"])),
         )
 
@@ -272,18 +286,7 @@ class CardStore:
     async def _run_script(self, owner: Owner, run_id: str, state: RunState) -> int:
         if not isinstance(run_id, str) or not run_id.strip() or len(run_id) > 200:
             raise CardError("runId", "must be a non-empty string of at most 200 characters")
-        lay = await self.layout()
-        result = await self._run(
-            keys=[
-                *publish.change_keys(lay, owner),
-                lay.run(owner),
-                lay.revision(owner),
-                lay.activity(owner),
-                lay.tools(owner),
-            ],
-            args=[*publish.change_args(owner, self.events_maxlen), run_id, state.value],
-        )
-        return int(result)
+        return int(cast("int", await self._call(self._run, owner, [run_id, state.value])))
 
     async def update_activity(
         self,
@@ -308,11 +311,9 @@ class CardStore:
                 return ""
             return clean if clean else "\0"
 
-        lay = await self.layout()
-        await self._activity(
-            keys=[*publish.change_keys(lay, owner), lay.activity(owner), lay.tools(owner)],
-            args=[
-                *publish.change_args(owner, self.events_maxlen),
+        await self._call(
+            self._activity, owner,
+            [
                 arg(headline, checked.headline),
                 checked.tools[0] if checked.tools else "",
                 arg(answer, checked.answer),
@@ -376,14 +377,18 @@ class CardStore:
         lay = await self.layout()
         return cast("dict[str, str]", await self.redis.hgetall(lay.last_event(owner)))
 
-    async def owners(self, *, page: int = 500) -> AsyncIterator[tuple[str, int]]:
-        """Every display key with its last change (ms), newest first, across all shards.
+    async def owners(
+        self, *, page: int = 500, after: tuple[int, str] | None = None
+    ) -> AsyncIterator[tuple[str, int]]:
+        """Every display key with its last change (ms), newest first, across all shards;
+        `after` (ms, display key): only those that come after it in that order.
 
-        Each shard's index is read `page` entries at a time and merged, so a caller
-        that stops early (a listing that filled its page) reads little more than it shows.
+        Each shard's index is read `page` entries at a time (from `after` on, found by
+        score: nothing before it is read) and merged, so a caller that stops early (a
+        listing that filled its page) reads little more than it shows.
         """
         lay = await self.layout()
-        heads = [self._index(name, page) for name in lay.indexes]
+        heads = [self._index(name, page, after) for name in lay.indexes]
         current: list[tuple[int, str, int] | None] = []
         for i, head in enumerate(heads):
             row = await anext(head, None)
@@ -397,13 +402,16 @@ class CardStore:
             row = await anext(heads[i], None)
             current[i] = None if row is None else (row[1], row[0], i)
 
-    async def _index(self, name: str, page: int) -> AsyncIterator[tuple[str, int]]:
+    async def _index(self, name: str, page: int, after: tuple[int, str] | None) -> AsyncIterator[tuple[str, int]]:
+        top: float | str = "+inf" if after is None else after[0]
         start = 0
         while True:
-            reply = await self.redis.zrevrange(name, start, start + page - 1, withscores=True)
+            reply = await self.redis.zrevrangebyscore(name, top, "-inf", start=start, num=page, withscores=True)
             rows = cast("list[tuple[str, float]]", reply)
             for key, score in rows:
-                yield key, int(score)
+                # Equal scores come in reverse order of their keys, as the merge wants them.
+                if after is None or (int(score), key) < after:
+                    yield key, int(score)
             if len(rows) < page:
                 return
             start += page

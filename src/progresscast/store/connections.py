@@ -32,7 +32,7 @@ from redis.backoff import ExponentialBackoff, NoBackoff
 from redis.exceptions import ConnectionError as RedisConnectionError
 
 from ..config.errors import ConfigError
-from . import sharding
+from . import retention, sharding
 from .embedded import ensure_embedded
 
 if TYPE_CHECKING:  # a hook connects without building the settings models (see connect_quick)
@@ -144,7 +144,10 @@ def connect(url: str, settings: Settings | None = None, *, role: Role = Role.com
     store = settings.store
     limit = store.maxConnections if role is Role.commands else READER_CONNECTIONS
     timeout = COMMAND_TIMEOUT if role is Role.commands else READER_TIMEOUT
-    return _client(url, timeout, CONNECT_TIMEOUT, limit, _retry(), store.shards)
+    client = _client(url, timeout, CONNECT_TIMEOUT, limit, _retry(), store.shards)
+    if "retention" in store.model_fields_set:  # set in the config: recorded in the store
+        retention.configure(client, store.retention)
+    return client
 
 
 def connect_quick(url: str, shards: int | None = None) -> Any:

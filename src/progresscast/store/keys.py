@@ -27,8 +27,13 @@ EVENTS_MAXLEN = 100_000
 
 SHARDS = f"{PREFIX}:shards"
 """The store's shard count, recorded on first use; a differing config is overruled."""
+RETENTION = f"{PREFIX}:retention"
+"""The store's retention in ms (retention.py), recorded by a process whose config sets it."""
 MIGRATION_LOCK = f"{PREFIX}:migrating"
-"""Held (with a TTL) while one process moves a store from the first layout."""
+"""Held (a lease, renewed) while one process moves a store from the first layout."""
+MIGRATION_FENCE = f"{PREFIX}:migrating:fence"
+"""The migration lock's fence counter (lease.py); the first layout never ran on a Cluster,
+so the two need not share a slot."""
 
 
 def shard_tag(shard: int) -> str:
@@ -85,6 +90,11 @@ class Layout:
         arrived before it is refused."""
         return self._key(owner, "resetAt")
 
+    def history(self, owner: Owner) -> str:
+        """List of what each accepted write changed (JSON entries, newest first, capped;
+        scripts.py writes them)."""
+        return self._key(owner, "history")
+
     def run(self, owner: Owner) -> str:
         return self._key(owner, "run")
 
@@ -100,8 +110,9 @@ class Layout:
         return self._key(owner, "last")
 
     def a2a_order(self, owner: Owner) -> str:
-        """Hash of what the A2A ingestion applied last for this owner (a2a/apply.py):
-        `ts` (status timestamp, µs, zero-padded), `task`, `artifact`, `artifactDone`.
+        """Hash of what the A2A ingestion applied last for this owner (scripts.py):
+        `ts` (the newest status timestamp applied, µs, zero-padded), `planTs` (the newest
+        timestamp of an update whose plan was applied), `artifact`, `artifactDone`.
         A reset leaves it alone: an older update must never come back after one."""
         return self._key(owner, "a2a")
 
@@ -110,6 +121,7 @@ class Layout:
             self.card(owner),
             self.revision(owner),
             self.reset_at(owner),
+            self.history(owner),
             self.run(owner),
             self.activity(owner),
             self.tools(owner),
@@ -216,42 +228,46 @@ def channel_no_rich(channel: str, bot_id: int | str) -> str:
     return f"{PREFIX}:{channel}:bot:{bot_id}:norich"
 
 
+def channel_paused(channel: str) -> str:
+    """Hash: destination → "<next probe at, epoch s> <refusals in a row>" for each
+    destination that refused the bot for good (blocked, kicked, archived): no calls to it
+    until it speaks again or its probe is due. Its size is what `/metrics` counts."""
+    return f"{PREFIX}:{channel}:paused"
+
+
+def channel_ended(channel: str) -> str:
+    """Set of "<destination> <thread> <displayKey>": follows ended from outside the
+    adapter (`progresscast pairing revoke`), whose drafts the adapter's lanes delete."""
+    return f"{PREFIX}:{channel}:ended"
+
+
+# --- chat access ------------------------------------------------------------------------
+# Who may see which session in chat (channels/access.py), per platform (`telegram`,
+# `slack`, …): one bot or several, a grant is the destination's. The pending codes and
+# the grants share the platform's tag, so approving (code out, grant in) is one script.
+# Strangers add nothing here but their pending code (at most `MAX_PENDING` at a time).
+
+
+def access_tag(platform: str) -> str:
+    return f"{{{PREFIX}:access:{platform}}}"
+
+
+def access_pending(platform: str) -> str:
+    """Hash: pairing code → "<destination> <issued at, Redis clock ms>"; expired ones are
+    dropped whenever a code is issued, approved or listed."""
+    return f"{PREFIX}:access:{access_tag(platform)}:pending"
+
+
+def access_grants(platform: str) -> str:
+    """Hash: destination → JSON `{"sessions": [globs], "at": ms, "code": "…"}` — approved
+    pairings (`progresscast pairing approve`)."""
+    return f"{PREFIX}:access:{access_tag(platform)}:grants"
+
+
 # --- Telegram ------------------------------------------------------------------------
-# The Telegram adapter's keys: the chat-channel keys above under the name `tg`.
+# The Telegram adapter's keys are the chat-channel keys above under the name `tg`.
 
 TG = "tg"
-TG_CHATS = channel_destinations(TG)
-"""Set: ids of the chats that follow at least one owner."""
-
-
-def tg_followers(owner: Owner) -> str:
-    return channel_followers(TG, owner)
-
-
-def tg_draft(owner: Owner, chat_id: int, thread_id: int) -> str:
-    return channel_draft(TG, owner, chat_id, thread_id)
-
-
-def tg_chat_follows(chat_id: int) -> str:
-    return channel_follows(TG, chat_id)
-
-
-def tg_chat_prefs(chat_id: int) -> str:
-    return channel_prefs(TG, chat_id)
-
-
-def tg_chat_last_message(chat_id: int) -> str:
-    return channel_last_message(TG, chat_id)
-
-
-def tg_chat_sent(chat_id: int) -> str:
-    return channel_sent(TG, chat_id)
-
-
-def tg_bot_no_rich(bot_id: int) -> str:
-    return channel_no_rich(TG, bot_id)
-
-
 # Webhook mode (telegram/webhook.py): any gateway appends the updates Telegram posts to
 # the bot's stream; the adapter that runs the bot reads them from its cursor. The
 # stream and the set of seen update ids share the bot's tag, so one script does both.
@@ -327,3 +343,44 @@ def slack_recipient(channel_id: str, thread_ts: str) -> str:
     """String `<user id> <team id>`: the person a thread's plan display streams to (the
     one who followed there with the plan display on)."""
     return f"{PREFIX}:{SLACK}:recipient:{channel_id}:{thread_ts}"
+
+
+# --- Matrix --------------------------------------------------------------------------
+# The Matrix adapter's keys: the chat-channel keys above under the name `matrix`
+# (destinations are room ids, threads the event id of their root, the bot its user id).
+
+MATRIX = "matrix"
+
+
+def mx_bot_tag(user_id: str) -> str:
+    return f"{{{PREFIX}:{MATRIX}:{user_id}}}"
+
+
+def mx_since(user_id: str) -> str:
+    """String: the `next_batch` token of the last /sync whose events were handled: a
+    restarted reader goes on from there, neither replaying nor losing commands."""
+    return f"{PREFIX}:{MATRIX}:bot:{mx_bot_tag(user_id)}:since"
+
+
+def mx_lease(user_id: str) -> str:
+    """String with a TTL: which process holds the bot account's lease (syncs and sends)."""
+    return f"{PREFIX}:{MATRIX}:bot:{mx_bot_tag(user_id)}:lease"
+
+
+def mx_fence(user_id: str) -> str:
+    """Counter: bumped by every taking of the account's lease; the holder's fence token."""
+    return f"{PREFIX}:{MATRIX}:bot:{mx_bot_tag(user_id)}:fence"
+
+
+def mx_txn(user_id: str, room_id: str, content_digest: str) -> str:
+    """String with a TTL: the transaction id of the last send of this content to this
+    room. An unsure send is repeated with it, and the homeserver answers a repeated
+    transaction with the event it made the first time instead of a second one."""
+    return f"{PREFIX}:{MATRIX}:bot:{mx_bot_tag(user_id)}:txn:{room_id}:{content_digest}"
+
+
+# --- Discord -------------------------------------------------------------------------
+# The Discord adapter's keys: the chat-channel keys above under the name `discord`
+# (destinations are channel and thread ids; the thread part of a key is always "0").
+
+DISCORD = "discord"

@@ -7,11 +7,14 @@ owner key is renamed to its shard key (but its reset epoch, dropped: see `_migra
 the index entry moves to the shard index, and one `progressCard.changed` per owner goes
 to its shard stream, so consumers look at every owner once more (the old stream's
 entries are not carried over). One process migrates under a lock; the others wait for it.
+The lock is a lease (lease.py) renewed while the migration runs, however long that is:
+it expires only when its holder died, and a holder that lost it stops migrating.
 """
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 import secrets
 from typing import Any
@@ -19,10 +22,17 @@ from typing import Any
 from ..model.owners import Owner
 from . import keys
 from .keys import Layout
+from .lease import INSTANCE, Lease
 
 log = logging.getLogger("progresscast.store")
 
-LOCK_TTL_MS = 60_000
+LOCK_TTL = 60.0
+"""Seconds the migration lock lives unless renewed (every third of it)."""
+
+
+class MigrationLockLost(RuntimeError):
+    """Another process took the migration lock while this one migrated."""
+
 _KINDS = {
     "card": Layout.card,
     "rev": Layout.revision,
@@ -37,24 +47,35 @@ async def _has_first_layout(redis: Any) -> bool:
     return bool(await redis.exists(keys.LEGACY_OWNERS)) or bool(await redis.exists(keys.LEGACY_EVENTS))
 
 
-async def migrate_first_layout(redis: Any, layout: Layout) -> int:
+async def migrate_first_layout(redis: Any, layout: Layout, *, lock_ttl: float = LOCK_TTL) -> int:
     """Migrate if the store still holds the first layout; returns the owners moved."""
     if not await _has_first_layout(redis):
         return 0
-    token = secrets.token_hex(8)
-    while not await redis.set(keys.MIGRATION_LOCK, token, nx=True, px=LOCK_TTL_MS):
+    holder = f"{INSTANCE}:{secrets.token_hex(4)}"  # two migrations in one process are two holders
+    lock = Lease(redis, keys.MIGRATION_LOCK, keys.MIGRATION_FENCE, lock_ttl, holder=holder)
+    while not await lock.acquire():
         await asyncio.sleep(0.1)  # another process is migrating: wait for it to finish
         if not await _has_first_layout(redis):
             return 0
+    keeper = asyncio.create_task(lock.keep(), name="migration-lock")
     try:
         if not await _has_first_layout(redis):
             return 0
-        moved = await _migrate(redis, layout)
+        migrating = asyncio.create_task(_migrate(redis, layout), name="migration")
+        await asyncio.wait({migrating, keeper}, return_when=asyncio.FIRST_COMPLETED)
+        if not migrating.done():  # the keeper returned: the lock is someone else's now
+            migrating.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await migrating
+            raise MigrationLockLost("the migration lock passed to another process; it finishes the migration")
+        moved = migrating.result()
         log.warning("migrated %d card owners from the single-stream layout to %d shards", moved, layout.shards)
         return moved
     finally:
-        if await redis.get(keys.MIGRATION_LOCK) == token:
-            await redis.delete(keys.MIGRATION_LOCK)
+        keeper.cancel()
+        with contextlib.suppress(asyncio.CancelledError):
+            await keeper
+        await lock.release()
 
 
 async def _migrate(redis: Any, layout: Layout) -> int:

@@ -17,7 +17,8 @@ its kind. The classification is the part that needs care:
   connection in the pool): any call may be repeated.
 - `unsure`: the request may have reached Telegram (timeout after sending, 5xx, a
   broken connection): edits and deletes may be repeated, a first send may not.
-- `refused`: Telegram refuses this for good (bot blocked, bad request).
+- `forbidden`: the chat refuses the bot (403: blocked by the user, kicked, not a member).
+- `refused`: Telegram refuses this for good (a bad request).
 """
 
 from __future__ import annotations
@@ -125,8 +126,8 @@ def classify(exc: BaseException, *, rich: bool = False) -> Outcome:
     if isinstance(exc, (EndPointNotFound, InvalidToken)):
         # After getMe succeeded, a 404 means the method does not exist on this server.
         return Outcome(K.unsupported if rich else K.refused, detail=text)
-    if isinstance(exc, Forbidden):
-        return Outcome(K.refused, detail=text)
+    if isinstance(exc, Forbidden):  # blocked by the user, kicked, not a member
+        return Outcome(K.forbidden, detail=text)
     if isinstance(exc, ChatMigrated):
         return Outcome(K.refused, detail=f"chat migrated to {exc.new_chat_id}")
     if isinstance(exc, LeaseLost):  # never sent

@@ -13,20 +13,17 @@ and stands by; one that stops gracefully releases it, so a standby takes over at
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import logging
-from collections.abc import Coroutine
 from dataclasses import dataclass, replace
-from typing import Any
+from functools import partial
 
 from redis.asyncio import Redis
 
-from .. import metrics
-from ..backoff import Backoff
+from ..channels.standby import while_held
 from ..config.settings import Settings, TelegramSettings, bot_id_of
-from ..stopping import still_wanted
 from ..store import keys
-from ..store.lease import Lease
+from ..store.lease import Fence, Lease
+from ..supervise import supervise
 from .options import AdapterOptions
 
 log = logging.getLogger("progresscast.telegram")
@@ -79,10 +76,12 @@ def bots(settings: Settings) -> list[TelegramBot]:
 
 
 async def run_bots(settings: Settings, redis: Redis, *, options: AdapterOptions | None = None) -> None:
-    """Serve every bot whose lease this process gets, until cancelled."""
+    """Serve every bot whose lease this process gets, until cancelled. Each bot runs
+    supervised: a failure of one (Redis gone while it takes over) starts that one again."""
     async with asyncio.TaskGroup() as group:
         for bot in bots(settings):
-            group.create_task(run_bot(settings, redis, bot, options=options), name=f"telegram-bot-{bot.bot_id}")
+            job = partial(run_bot, settings, redis, bot, options=options)
+            group.create_task(supervise(job, f"Telegram bot {bot.bot_id}"), name=f"telegram-bot-{bot.bot_id}")
 
 
 async def run_bot(settings: Settings, redis: Redis, bot: TelegramBot, *, options: AdapterOptions | None = None) -> None:
@@ -90,65 +89,11 @@ async def run_bot(settings: Settings, redis: Redis, bot: TelegramBot, *, options
     it, and start over when it is lost. Until cancelled."""
     from .bot import run_adapter
 
-    lease = bot.lease(redis)
-    poll = min(STANDBY_POLL, bot.telegram.leaseSeconds / 4)
-    backoff = Backoff()
-    failures = 0
-    said: str | None = None
     base = options or AdapterOptions()
-    held = metrics.LEASE_HELD.labels(bot.bot_id)
-    held.set(0)
-    while True:
-        still_wanted()
-        try:
-            got = await lease.acquire()
-            holder = None if got else await lease.current_holder()
-            failures = 0
-        except asyncio.CancelledError:
-            raise
-        except Exception as exc:  # Redis down: try again
-            delay = backoff.delay(failures)
-            failures += 1
-            log.warning("bot %s: cannot reach Redis for its lease (%s); retrying in %.0f s", bot.bot_id, exc, delay)
-            await asyncio.sleep(delay)
-            continue
-        if not got:
-            if holder is not None and holder != said:
-                log.info("bot %s: standing by; its lease is held by %s", bot.bot_id, holder)
-                said = holder
-            await asyncio.sleep(poll)
-            continue
-        said = None
-        log.info(
-            "bot %s: took its lease (fence %d): this process polls and edits for it", bot.bot_id, lease.fence.number
-        )
-        held.set(1)
-        fenced = replace(base, namespace=bot.namespace, group=bot.group, fence=lease.fence, setting=bot.setting)
-        try:
-            await _hold(lease, run_adapter(bot.settings_for(settings), redis, options=fenced), bot)
-        finally:
-            held.set(0)
-            with contextlib.suppress(Exception):
-                # Whether stopped or lost: a standby may take over at once (a lost lease
-                # is someone else's already, and the release leaves it alone).
-                await lease.release()
 
+    async def job(fence: Fence) -> None:
+        fenced = replace(base, namespace=bot.namespace, group=bot.group, fence=fence, setting=bot.setting)
+        await run_adapter(bot.settings_for(settings), redis, options=fenced)
 
-async def _hold(lease: Lease, adapter_run: Coroutine[Any, Any, None], bot: TelegramBot) -> None:
-    """Run the adapter while the lease is kept; stop it when the lease is lost."""
-    adapter = asyncio.create_task(adapter_run, name=f"telegram-adapter-{bot.bot_id}")
-    keeper = asyncio.create_task(lease.keep(), name=f"telegram-lease-{bot.bot_id}")
-    try:
-        done, _ = await asyncio.wait({adapter, keeper}, return_when=asyncio.FIRST_COMPLETED)
-        if adapter in done:
-            adapter.result()  # a ConfigError (a refused token) ends serve
-            return
-        lease.fence.close()  # no call from here on, whatever is still running
-        log.warning("bot %s: lost its lease to %s: standing by", bot.bot_id, await lease.current_holder())
-    finally:
-        # A graceful stop keeps the fence open while the adapter stops (its last
-        # getUpdates confirms the updates it handled), and the keeper renewing meanwhile.
-        for task in (adapter, keeper):
-            task.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await task
+    poll = min(STANDBY_POLL, bot.telegram.leaseSeconds / 4)
+    await while_held(bot.lease(redis), job, name=f"bot {bot.bot_id}", label=bot.bot_id, poll=poll, log=log)

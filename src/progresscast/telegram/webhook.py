@@ -17,6 +17,7 @@ import json
 import logging
 import time
 from collections.abc import Awaitable, Callable
+from functools import partial
 from typing import Any
 
 from redis.exceptions import RedisError
@@ -24,6 +25,7 @@ from redis.exceptions import RedisError
 from ..backoff import Backoff
 from ..store import keys
 from ..store.connections import READ_BLOCK_MS
+from ..supervise import spawn
 
 log = logging.getLogger("progresscast.telegram")
 
@@ -98,10 +100,12 @@ class UpdateInbox:
         return bool(added)
 
     def start(self, handle: Handle, *, backoff: Backoff | None = None) -> None:
-        """Consume in a task of its own until `close`."""
+        """Consume in a supervised task of its own until `close`."""
         self.closed = False
-        self._task = asyncio.create_task(self.consume(handle, backoff=backoff), name=f"telegram-updates-{self.bot_id}")
-        self._task.add_done_callback(_report)
+        self._task = spawn(
+            partial(self.consume, handle, backoff=backoff), "reading the Telegram webhook updates",
+            name=f"telegram-updates-{self.bot_id}", backoff=backoff or Backoff(),
+        )
 
     async def close(self) -> None:
         # The flag as well as the cancel: a library call inside `handle` may swallow a
@@ -114,8 +118,8 @@ class UpdateInbox:
 
     async def consume(self, handle: Handle, *, backoff: Backoff | None = None) -> None:
         """Feed every update after the cursor to `handle`, in order, until cancelled or
-        closed. The cursor moves past an update once `handle` returned (an update that
-        fails in `handle` is logged there and not tried again)."""
+        closed. The cursor moves past an update once `handle` returned or failed (a
+        failed update is logged and not tried again; only a Redis error retries it)."""
         backoff = backoff or Backoff()
         stream, cursor_key = keys.tg_updates(self.bot_id), keys.tg_updates_cursor(self.bot_id)
         cursor: str | None = None
@@ -136,7 +140,7 @@ class UpdateInbox:
                             break
                         update = _parse(fields.get("update"))
                         if update is not None:
-                            await handle(update)
+                            await _handle_one(handle, update)
                         cursor = entry_id
                     if not await self._advance(keys=[cursor_key], args=[cursor]):
                         cursor = None  # another adapter went further: read on from its cursor
@@ -148,9 +152,19 @@ class UpdateInbox:
                 await asyncio.sleep(delay)
 
 
-def _report(task: asyncio.Task[None]) -> None:
-    if not task.cancelled() and task.exception() is not None:
-        log.error("webhook updates: the reader stopped", exc_info=task.exception())
+async def _handle_one(handle: Handle, update: dict[str, Any]) -> None:
+    """One update; one that is not what it claims (a `message` that is not a message)
+    is logged, escaped, and skipped, and the next one is read. A Redis error is the
+    reader's to retry."""
+    try:
+        await handle(update)
+    except RedisError:
+        raise
+    except Exception as exc:
+        log.warning(
+            "webhook updates: skipped update %r, which could not be read as a Telegram update (%r): %r",
+            update.get("update_id"), f"{type(exc).__name__}: {exc}"[:200], str(update)[:200],
+        )  # fmt: skip
 
 
 def _retrieve(task: asyncio.Task[Any]) -> None:

@@ -1,5 +1,8 @@
 """The Telegram channel on the shared worker: its renderer, client, budgets and
-settings plugged into `channels.ChannelWorker` (which does everything else)."""
+settings plugged into `channels.ChannelWorker` (which does everything else).
+
+    worker = telegram_worker(settings, redis, bot, options=options)
+"""
 
 from __future__ import annotations
 
@@ -11,23 +14,27 @@ from dataclasses import replace
 from redis.asyncio import Redis
 from telegram import Bot
 
+from ..channels.access import AccessPolicy, AccessStore
+from ..channels.destinations import config_follows, render_settings
 from ..channels.state import ChatPrefs, DraftKey, Id
-from ..channels.worker import Bounded, ChannelWorker
+from ..channels.worker import ChannelWorker
 from ..config.settings import RenderSettings, Settings, TelegramSettings
-from ..model.card import CardError
-from ..model.owners import resolve_owner
 from ..render.telegram_payload import TelegramRenderers
 from .client import TelegramClient
-from .follows import TelegramState, allowed, render_settings
+from .follows import TelegramState
 from .options import AdapterOptions
 
 log = logging.getLogger("progresscast.telegram")
+
+PLATFORM = "telegram"
+"""The name grants and pairing codes are kept under: one for every bot (a grant is the chat's)."""
 
 
 class TelegramChannel:
     """`channels.Channel` for one bot."""
 
-    name = "telegram"
+    name = PLATFORM
+    no_thread: Id = 0
 
     def __init__(self, settings: Settings, redis: Redis, bot: Bot, options: AdapterOptions) -> None:
         telegram = settings.channels.telegram
@@ -35,6 +42,10 @@ class TelegramChannel:
             raise ValueError("channels.telegram is not configured")
         self.settings = settings
         self.telegram: TelegramSettings = telegram
+        self.platform: TelegramSettings = telegram
+        self.access = AccessPolicy(
+            PLATFORM, telegram, settings.agents, AccessStore(redis, PLATFORM), setting=options.setting
+        )
         self.bot = bot
         self.state = TelegramState(redis, options.namespace, fence=options.fence)
         self.client = TelegramClient(bot)
@@ -44,87 +55,57 @@ class TelegramChannel:
         self.budgets = pace.budgets()
         self.keep_on_complete = telegram.keepOnComplete
         self.block_chars = telegram.streaming.blockChars
-        self.rich_refused: str | None = None
+        self._rich_refused: str | None = None
         """Why the Bot API server rejected rich messages (None: it did not)."""
 
     async def load(self) -> None:
-        self.rich_refused = await self.state.rich_refused(self.bot.id)
-        if self.rich_refused:
-            log.info("rich messages were refused by this Bot API server (%s): classic HTML", self.rich_refused)
+        self._rich_refused = await self.state.rich_refused(self.bot.id)
+        if self._rich_refused:
+            log.info("rich messages were refused by this Bot API server (%s): classic HTML", self._rich_refused)
 
-    def allowed(self, chat_id: Id) -> bool:
-        return isinstance(chat_id, int) and allowed(self.telegram, chat_id)
+    async def rich_refused(self) -> str | None:
+        return self._rich_refused
 
-    async def render_settings(self, chat_id: int, prefs: ChatPrefs | None = None) -> RenderSettings:
+    async def render_settings(self, chat_id: Id, prefs: ChatPrefs | None = None) -> RenderSettings:
         if prefs is None:
             prefs = await self.state.prefs(chat_id)
-        return render_settings(self.telegram, chat_id, prefs, rich_available=not self.rich_refused)
+        return render_settings(self.telegram, chat_id, prefs, rich_available=not self._rich_refused)
 
     async def renderers(self, key: DraftKey, prefs: ChatPrefs | None = None) -> TelegramRenderers:
-        return TelegramRenderers(await self.render_settings(int(key.chat_id), prefs), self.settings.templates.dir)
+        return TelegramRenderers(await self.render_settings(key.chat_id, prefs), self.settings.templates.dir)
 
     async def config_follows(self) -> list[DraftKey]:
         """`channels.telegram.chats[].follow`: subscribed at start-up (idempotent)."""
-        agents = self.settings.agents
-        out = []
-        for chat in self.telegram.chats:
-            if not chat.follow:
-                continue
-            if not allowed(self.telegram, chat.id):
-                log.warning("chat %s follows sessions in the config but is not in allowedChats", chat.id)
-                continue
-            for session in chat.follow:
-                try:
-                    owner = resolve_owner(session, known_agents=agents.known_set, default_agent=agents.default)
-                except CardError as exc:
-                    log.warning("chat %s: cannot follow %r from the config: %s", chat.id, session, exc)
-                    continue
-                out.append(DraftKey(chat.id, 0, owner))
-        return out
+        return config_follows(self.telegram, self.settings.agents, no_thread=self.no_thread, log=log)
 
     async def unsupported(self, detail: str) -> None:
-        if self.rich_refused is None:
+        if self._rich_refused is None:
             log.warning(
                 "the Bot API server rejected rich messages (%s): falling back to classic HTML for this bot", detail
             )
-        self.rich_refused = detail or "rejected"
-        await self.state.refuse_rich(self.bot.id, self.rich_refused)
+        self._rich_refused = detail or "rejected"
+        await self.state.refuse_rich(self.bot.id, self._rich_refused)
 
 
-class DraftWorker(ChannelWorker):
-    """The Telegram adapter's draft worker."""
-
-    def __init__(
-        self,
-        settings: Settings,
-        redis: Redis,
-        bot: Bot,
-        *,
-        options: AdapterOptions | None = None,
-        clock: Callable[[], float] = time.time,
-    ) -> None:
-        self.adapter_options = options or AdapterOptions()
-        self.telegram_channel = TelegramChannel(settings, redis, bot, self.adapter_options)
-        super().__init__(self.telegram_channel, redis, options=self.adapter_options.worker(), clock=clock, log=log)
-        self.settings = settings
-        self.telegram = self.telegram_channel.telegram
-        self.state: TelegramState = self.telegram_channel.state
-
-    @property
-    def rich_refused(self) -> str | None:
-        return self.telegram_channel.rich_refused
-
-    async def start(self) -> None:
-        fence = self.adapter_options.fence
-        if fence is not None and fence.number > 1:
-            # The bot had a holder before this one, which may have called any chat a
-            # moment ago (it released the lease on its way out): its pace still counts.
-            self.pacer.as_if_all_called()
-        await self.telegram_channel.load()
-        await super().start()
-
-    async def render_settings(self, chat_id: int) -> RenderSettings:
-        return await self.telegram_channel.render_settings(chat_id)
+def telegram_worker(
+    settings: Settings,
+    redis: Redis,
+    bot: Bot,
+    *,
+    options: AdapterOptions | None = None,
+    clock: Callable[[], float] = time.time,
+) -> ChannelWorker:
+    """The shared worker on one bot's channel."""
+    options = options or AdapterOptions()
+    worker = ChannelWorker(
+        TelegramChannel(settings, redis, bot, options), redis, options=options.worker(), clock=clock, log=log
+    )
+    fence = options.fence
+    if fence is not None and fence.number > 1:
+        # The bot had a holder before this one, which may have called any chat a
+        # moment ago (it released the lease on its way out): its pace still counts.
+        worker.pacer.as_if_all_called()
+    return worker
 
 
-__all__ = ["Bounded", "DraftWorker", "TelegramChannel"]
+__all__ = ["PLATFORM", "TelegramChannel", "telegram_worker"]

@@ -137,6 +137,10 @@ class SlackChannel:
     """Every message still in the channel (replies included), by ts."""
     deleted: dict[str, SlackMessage] = field(default_factory=dict)
     """Messages deleted by the app or by a person, with what they showed last."""
+    archived: bool = False
+    """Archived: every call in it answers `is_archived`."""
+    app_member: bool = True
+    """False once the app was removed from it: every call answers `not_in_channel`."""
 
     def visible(self, *, include_people: bool = False, thread_ts: str | None = None) -> list[SlackMessage]:
         """The app's messages still present, oldest first (people's too on request);

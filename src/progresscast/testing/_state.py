@@ -110,6 +110,11 @@ class ChatState:
     """Messages deleted by the bot or by a user, with what they showed last."""
     is_forum: bool = False
     next_message_id: int = 1
+    bot_status: str = "member"
+    """The bot in this chat: "member", "blocked" (a private chat whose user blocked it),
+    "kicked" or "left" (a group that removed it): every call to it answers 403."""
+    admins: list[int] = field(default_factory=list)
+    """Users who are administrators here (getChatMember); the first is the creator."""
 
     def visible(self, *, include_user: bool = False) -> list[ShownMessage]:
         """The bot's messages still present, oldest first (users' messages too on request)."""
@@ -133,6 +138,18 @@ class ChatState:
             if self.is_forum:
                 out["is_forum"] = True
         return out
+
+
+def refusal(chat: ChatState) -> ApiError | None:
+    """Telegram's 403 for a chat that refuses the bot (None: it does not)."""
+    kind = "supergroup" if chat.type == "supergroup" else "group" if chat.type == "group" else "channel"
+    if chat.bot_status == "blocked":
+        return ApiError(403, "Forbidden: bot was blocked by the user")
+    if chat.bot_status == "kicked":
+        return ApiError(403, f"Forbidden: bot was kicked from the {kind} chat")
+    if chat.bot_status == "left":
+        return ApiError(403, f"Forbidden: bot is not a member of the {kind} chat")
+    return None
 
 
 def default_chat_type(chat_id: int) -> str:

@@ -14,9 +14,10 @@ from collections.abc import Callable
 from dataclasses import replace
 from typing import Any
 
+from ._html_lexer import TelegramHTMLError
 from ._params import int_param, require_chat_id, text_param
 from ._rich import RichContent, check_rich
-from ._state import ApiError, ChatState, ShownMessage, default_chat_type, message_to_api, now
+from ._state import ApiError, ChatState, ShownMessage, default_chat_type, message_to_api, now, refusal
 from ._updates import UpdateQueue
 from ._webhook import Webhook, check_set_webhook
 from .telegram_html import (
@@ -24,7 +25,6 @@ from .telegram_html import (
     MAX_TEXT,
     Entity,
     ParsedText,
-    TelegramHTMLError,
     fix_text,
     parse,
     utf16_len,
@@ -86,6 +86,7 @@ class FakeTelegram:
                 "deleteMessage",
                 "deleteMessages",
                 "sendRichMessage",
+                "getChatMember",
             )
         }
 
@@ -163,6 +164,55 @@ class FakeTelegram:
 
     def getMyCommands(self, p: dict[str, Any]) -> list[Any]:
         return self.commands
+
+    def getChatMember(self, p: dict[str, Any]) -> dict[str, Any]:
+        """The member's status as Telegram answers it: "creator", "administrator" (with
+        the rights python-telegram-bot requires), "member" (someone who wrote there) or
+        "left"; a chat the bot never saw is "chat not found", one that refuses it a 403."""
+        chat_id = require_chat_id(p)
+        chat = self.chats.get(chat_id)
+        if chat is None:
+            raise ApiError(400, "Bad Request: chat not found")
+        refused = refusal(chat)
+        if refused is not None:
+            raise refused
+        user_id = p.get("user_id")
+        if not isinstance(user_id, int) or isinstance(user_id, bool):
+            try:
+                user_id = int(str(user_id))
+            except ValueError:
+                raise ApiError(400, "Bad Request: invalid user_id specified") from None
+        user = {"id": user_id, "is_bot": False, "first_name": "Tester"}
+        if chat.type == "private":
+            status = "member" if user_id == chat_id else "left"
+        elif user_id in chat.admins:
+            status = "creator" if user_id == chat.admins[0] else "administrator"
+        elif any(m.user_id == user_id for m in chat.messages.values()):
+            status = "member"
+        else:
+            status = "left"
+        if status == "creator":
+            return {"status": status, "user": user, "is_anonymous": False}
+        if status == "administrator":
+            rights = (
+                "can_manage_chat", "can_delete_messages", "can_manage_video_chats", "can_restrict_members",
+                "can_promote_members", "can_change_info", "can_invite_users", "can_post_stories",
+                "can_edit_stories", "can_delete_stories", "can_pin_messages", "can_manage_topics",
+            )
+            return {"status": status, "user": user, "can_be_edited": False, "is_anonymous": False,
+                    **{right: True for right in rights}}
+        return {"status": status, "user": user}
+
+    def refuse_bot(self, chat_id: int, how: str) -> None:
+        """The chat refuses the bot from now on: "blocked" (its user blocked the bot),
+        "kicked" or "left" (a group removed it). Every call to it answers 403."""
+        if how not in ("blocked", "kicked", "left"):
+            raise ValueError(f"how must be blocked, kicked or left, not {how!r}")
+        self.chat(chat_id).bot_status = how
+
+    def set_admins(self, chat_id: int, *user_ids: int) -> None:
+        """The chat's administrators (the first is its creator)."""
+        self.chat(chat_id).admins = list(user_ids)
 
     def sendChatAction(self, p: dict[str, Any]) -> bool:
         self.chat(require_chat_id(p))
@@ -315,6 +365,8 @@ class FakeTelegram:
         username: str | None,
     ) -> dict[str, Any]:
         chat = self.chat(chat_id, chat_type)
+        if chat.bot_status == "blocked":
+            chat.bot_status = "member"  # writing to a bot one blocked unblocks it (Telegram's "Restart")
         if message_thread_id is not None and chat.type == "supergroup":
             chat.is_forum = True
         sender_id = user_id if user_id is not None else (chat_id if chat.type == "private" else 424242)

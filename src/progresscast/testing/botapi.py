@@ -38,22 +38,21 @@ import contextlib
 import inspect
 import json
 import logging
-import socket
 import time
-from collections.abc import Callable, Iterable, Iterator, Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any, Unpack
 
-import uvicorn
 from starlette.applications import Starlette
 from starlette.requests import ClientDisconnect, Request
 from starlette.responses import JSONResponse
 from starlette.routing import Route
 
 from ._faults import Fault, FaultSettings, RandomFaults, description_of
+from ._loopback import LoopbackServer
 from ._pacing import BOT_PACE, GROUP_PACE, PRIVATE_PACE, Pace, Pacer
 from ._params import chat_id_of, read_params
-from ._state import ApiError, Call, ChatState, not_found
+from ._state import ApiError, Call, ChatState, not_found, refusal
 from ._telegram import PACED, FakeTelegram, Handler
 from ._webhook import Delivery, Webhook, WebhookSender
 
@@ -70,13 +69,6 @@ class _EscapedJSON(JSONResponse):
         return json.dumps(content, ensure_ascii=True, allow_nan=False, separators=(",", ":")).encode("ascii")
 
 
-class _QuietServer(uvicorn.Server):
-    @contextlib.contextmanager
-    def capture_signals(self) -> Iterator[None]:
-        # The emulator lives inside the test's event loop: Ctrl-C belongs to pytest.
-        yield
-
-
 @dataclass(frozen=True)
 class ServedBot:
     """One bot the emulator serves: its state, its flood limits and its webhook's sender."""
@@ -86,7 +78,7 @@ class ServedBot:
     webhook_sender: WebhookSender
 
 
-class BotAPIEmulator:
+class BotAPIEmulator(LoopbackServer):
     """An emulated Bot API for one bot (or more: :meth:`add_bot`); use as
     ``async with BotAPIEmulator(token=...) as api``.
 
@@ -96,6 +88,8 @@ class BotAPIEmulator:
     chooses how "message is too long" counts: "utf16" (strict, default) or
     "codepoints" (what TDLib itself counts).
     """
+
+    name = "Bot API emulator"
 
     def __init__(
         self,
@@ -131,17 +125,16 @@ class BotAPIEmulator:
         """The random fault mode (:meth:`fail_randomly`), None when off."""
         if fault_rate:
             self.fail_randomly(fault_rate, seed=fault_seed)
-        self._changed = asyncio.Event()
-        self._server: _QuietServer | None = None
-        self._task: asyncio.Task[None] | None = None
+        super().__init__(
+            Starlette(
+                routes=[
+                    Route("/bot{token}/{method}", self._endpoint, methods=["GET", "POST"]),
+                    Route("/i/{instance}/bot{token}/{method}", self._endpoint, methods=["GET", "POST"]),
+                ]
+            )
+        )
         self._port = port
         """0: a free port, chosen at start."""
-        self.app = Starlette(
-            routes=[
-                Route("/bot{token}/{method}", self._endpoint, methods=["GET", "POST"]),
-                Route("/i/{instance}/bot{token}/{method}", self._endpoint, methods=["GET", "POST"]),
-            ]
-        )
 
     def add_bot(self, token: str, *, bot_username: str | None = None) -> FakeTelegram:
         """Serve one more bot (its id is the number before ':' in the token)."""
@@ -176,23 +169,7 @@ class BotAPIEmulator:
         """
         for served in self.bots.values():
             served.telegram.closing.clear()
-        # IPPROTO_TCP, so that asyncio sets TCP_NODELAY on accepted connections (no
-        # delayed-ACK stall of ≈ 40 ms per answer).
-        sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM, socket.IPPROTO_TCP)
-        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-        sock.bind(("127.0.0.1", self._port))
-        self._port = sock.getsockname()[1]
-        config = uvicorn.Config(
-            self.app, lifespan="off", log_config=None, log_level="warning", access_log=False,
-            timeout_graceful_shutdown=1,
-        )
-        self._server = _QuietServer(config)
-        self._task = asyncio.create_task(self._server.serve(sockets=[sock]))
-        while not self._server.started:
-            if self._task.done():
-                self._task.result()  # raises what stopped the server
-                raise RuntimeError("the Bot API emulator stopped while starting")
-            await asyncio.sleep(0.01)
+        await super().start()
         for served in self.bots.values():
             served.webhook_sender.start()
         return self
@@ -204,28 +181,11 @@ class BotAPIEmulator:
             served.telegram.updates.wake()
         for served in self.bots.values():
             await served.webhook_sender.stop()
-        if self._server is not None and self._task is not None:
-            self._server.should_exit = True
-            await self._task
-        self._server = self._task = None
-
-    async def __aenter__(self) -> BotAPIEmulator:
-        return await self.start()
-
-    async def __aexit__(self, *exc: object) -> None:
-        await self.stop()
+        await super().stop()
 
     @property
     def token(self) -> str:
         return self.telegram.token
-
-    @property
-    def port(self) -> int:
-        return self._port
-
-    @property
-    def url(self) -> str:
-        return f"http://127.0.0.1:{self._port}"
 
     @property
     def base_url(self) -> str:
@@ -278,23 +238,6 @@ class BotAPIEmulator:
             now += step
             most = max(most, now)
         return most
-
-    async def wait_for(self, predicate: Callable[[], Any], timeout: float = 5.0) -> Any:
-        """Wait until ``predicate()`` is truthy and return its value; TimeoutError after ``timeout``."""
-        loop = asyncio.get_running_loop()
-        deadline = loop.time() + timeout
-        while True:
-            value = predicate()
-            if inspect.isawaitable(value):
-                value = await value
-            if value:
-                return value
-            remaining = deadline - loop.time()
-            if remaining <= 0:
-                raise TimeoutError(f"condition still false after {timeout} s")
-            # Woken by every call; the short cap also lets time-based predicates progress.
-            with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(self._changed.wait(), timeout=min(remaining, 0.05))
 
     @property
     def webhook(self) -> Webhook | None:
@@ -506,6 +449,10 @@ class BotAPIEmulator:
 
     async def _run(self, handler: Handler, call: Call, *, paced: bool) -> Any:
         chat_id = call.chat_id
+        if call.method in PACED and chat_id is not None:  # a chat that refuses the bot: 403, unpaced
+            known = self._served(call.token).telegram.chats.get(chat_id)
+            if known is not None and (refused_by := refusal(known)) is not None:
+                raise refused_by
         paced = paced and call.method in PACED and chat_id is not None
         if paced:
             assert chat_id is not None
@@ -527,6 +474,3 @@ class BotAPIEmulator:
             raise
         return result
 
-    def _notify(self) -> None:
-        self._changed.set()
-        self._changed = asyncio.Event()

@@ -19,36 +19,33 @@ other method its tier per workspace — answered with HTTP 429, ``Retry-After`` 
 :meth:`delete_by_user`) and send slash commands and events signed like Slack
 (:meth:`send_slash_command`, :meth:`send_event`).
 
-``time_scale`` (default: the shared setting ``PROGRESSCAST_TIME_SCALE``, as the
+It runs on the shared loopback server base (``_loopback.LoopbackServer``: start, stop,
+``url``, ``wait_for``). ``time_scale`` (default: the shared setting ``PROGRESSCAST_TIME_SCALE``, as the
 adapters read it) makes every pace that many times slower (0.05: twenty times
 faster); ``Retry-After`` is then still said in emulated seconds.
 """
 
 from __future__ import annotations
 
-import asyncio
-import contextlib
 import hashlib
 import hmac
-import inspect
 import json
 import logging
 import math
-import socket
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 from urllib.parse import parse_qsl, urlencode
 
 import httpx
-import uvicorn
 from starlette.applications import Starlette
 from starlette.requests import Request
 from starlette.responses import JSONResponse
 from starlette.routing import Route
 
 from ..timescale import time_scale as scale_setting
+from ._loopback import LoopbackServer
 from ._pacing import Pace, _Bucket
 from ._slack_state import SlackCall, SlackChannel, SlackError, SlackMessage, Task, new_ts
 from .slack_blocks import MAX_MESSAGE_TEXT, InvalidBlocks, check_blocks
@@ -104,19 +101,13 @@ class _Fault:
         return self.method == method and (self.channel is None or self.channel == channel)
 
 
-class _QuietServer(uvicorn.Server):
-    @contextlib.contextmanager
-    def capture_signals(self) -> Iterator[None]:
-        yield
-
-
 def sign(secret: str, timestamp: str, body: bytes) -> str:
     """Slack's request signature: ``v0=`` + hex HMAC-SHA256 of ``v0:<timestamp>:<body>``."""
     base = b"v0:" + timestamp.encode() + b":" + body
     return "v0=" + hmac.new(secret.encode(), base, hashlib.sha256).hexdigest()
 
 
-class SlackAPIEmulator:
+class SlackAPIEmulator(LoopbackServer):
     """An emulated Slack workspace with one app; use as ``async with SlackAPIEmulator() as slack``.
 
     ``channels`` lists the channel ids that exist (more with :meth:`add_channel`);
@@ -124,6 +115,8 @@ class SlackAPIEmulator:
     switch rate limits off. ``streaming=False`` emulates a workspace without the
     streaming methods (``unknown_method``).
     """
+
+    name = "Slack emulator"
 
     def __init__(
         self,
@@ -154,11 +147,6 @@ class SlackAPIEmulator:
             self.add_channel(cid)
         self._buckets: dict[object, _Bucket] = {}
         self._faults: list[_Fault] = []
-        self._changed = asyncio.Event()
-        self._closing = asyncio.Event()
-        self._server: _QuietServer | None = None
-        self._task: asyncio.Task[None] | None = None
-        self._port = 0
         self._handlers: dict[str, Callable[[dict[str, Any]], dict[str, Any]]] = {
             "auth.test": self._auth_test,
             "chat.postMessage": self._post_message,
@@ -170,55 +158,13 @@ class SlackAPIEmulator:
             "chat.appendStream": self._append_stream,
             "chat.stopStream": self._stop_stream,
         }
-        self.app = Starlette(
+        app = Starlette(
             routes=[
                 Route("/api/{method}", self._endpoint, methods=["GET", "POST"]),
                 Route("/response/{rid}", self._response_url, methods=["POST"]),
             ]
         )
-
-    # --- lifecycle -------------------------------------------------------------------------
-
-    async def start(self) -> SlackAPIEmulator:
-        """Serve on a free port — or, after :meth:`stop`, on the same one again."""
-        self._closing.clear()
-        sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
-        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-        sock.bind(("127.0.0.1", self._port))
-        self._port = sock.getsockname()[1]
-        config = uvicorn.Config(
-            self.app,
-            lifespan="off",
-            log_config=None,
-            log_level="warning",
-            access_log=False,
-            timeout_graceful_shutdown=1,
-        )
-        self._server = _QuietServer(config)
-        self._task = asyncio.create_task(self._server.serve(sockets=[sock]))
-        while not self._server.started:
-            if self._task.done():
-                self._task.result()
-                raise RuntimeError("the Slack emulator stopped while starting")
-            await asyncio.sleep(0.01)
-        return self
-
-    async def stop(self) -> None:
-        self._closing.set()
-        if self._server is not None and self._task is not None:
-            self._server.should_exit = True
-            await self._task
-        self._server = self._task = None
-
-    async def __aenter__(self) -> SlackAPIEmulator:
-        return await self.start()
-
-    async def __aexit__(self, *exc: object) -> None:
-        await self.stop()
-
-    @property
-    def url(self) -> str:
-        return f"http://127.0.0.1:{self._port}"
+        super().__init__(app)
 
     @property
     def base_url(self) -> str:
@@ -239,22 +185,6 @@ class SlackAPIEmulator:
 
     def calls_for(self, channel_id: str, method: str | None = None) -> list[SlackCall]:
         return [c for c in self.calls if c.channel == channel_id and (method is None or c.method == method)]
-
-    async def wait_for(self, predicate: Callable[[], Any], timeout: float = 5.0) -> Any:
-        """Wait until ``predicate()`` is truthy and return its value; TimeoutError after ``timeout``."""
-        loop = asyncio.get_running_loop()
-        deadline = loop.time() + timeout
-        while True:
-            value = predicate()
-            if inspect.isawaitable(value):
-                value = await value
-            if value:
-                return value
-            remaining = deadline - loop.time()
-            if remaining <= 0:
-                raise TimeoutError(f"condition still false after {timeout} s")
-            with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(self._changed.wait(), timeout=min(remaining, 0.05))
 
     # --- what people do --------------------------------------------------------------------
 
@@ -449,8 +379,7 @@ class SlackAPIEmulator:
             body = {"ok": False, "error": "fatal_error"}
         self._notify()
         if hold:
-            with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(self._closing.wait(), timeout=hold)
+            await self.hold(hold)
         return JSONResponse(body, status_code=call.status, headers=headers)
 
     async def _response_url(self, request: Request) -> JSONResponse:
@@ -496,10 +425,6 @@ class SlackAPIEmulator:
             raise SlackError("ratelimited", 429, headers={"Retry-After": str(retry)})
         bucket.tokens -= 1
 
-    def _notify(self) -> None:
-        self._changed.set()
-        self._changed = asyncio.Event()
-
     # --- methods ---------------------------------------------------------------------------
 
     def _channel_of(self, params: dict[str, Any]) -> SlackChannel:
@@ -509,6 +434,10 @@ class SlackAPIEmulator:
         channel = self._channels.get(str(cid))
         if channel is None:
             raise SlackError("channel_not_found")
+        if channel.archived:
+            raise SlackError("is_archived")
+        if not channel.app_member:
+            raise SlackError("not_in_channel")
         return channel
 
     def _content(self, params: dict[str, Any], *, update: bool) -> tuple[str | None, list[dict[str, Any]] | None]:

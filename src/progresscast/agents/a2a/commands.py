@@ -1,6 +1,6 @@
 """`progresscast a2a ingest|follow`: the command family's arguments and its runs.
 
-`cli.py` only registers this family (`add_commands`) and dispatches to `run`.
+`cli/parser.py` only registers this family (`add_commands`) and dispatches to `run`.
 """
 
 from __future__ import annotations
@@ -106,6 +106,7 @@ async def _with_applier(args: argparse.Namespace, settings: Settings, work: Any)
             agent_id=args.agent,
             known_agents=settings.agents.known_set,
             default_agent=settings.agents.default,
+            max_clock_skew=settings.a2a.maxClockSkew,
         )
         return await work(applier)
     finally:
@@ -141,8 +142,11 @@ async def _follow(args: argparse.Namespace, settings: Settings, applier: UpdateA
         if line:
             print(line, file=sys.stderr, flush=True)
 
-    async with agent_client(args.url) as client:
-        follower = Follower(client, applier, report=report, pacing=pacing_of(settings))
+    pacing = pacing_of(settings)
+    # The configured agent of this URL, if any, says where its card may point.
+    allowed = next((a.allowedHosts for a in settings.a2a.agents if a.url == args.url), [])
+    async with agent_client(args.url, idle_timeout=pacing.idle_timeout, allowed_hosts=allowed) as client:
+        follower = Follower(client, applier, report=report, pacing=pacing)
         if args.context:
             await follower.follow_context(args.context)
             return

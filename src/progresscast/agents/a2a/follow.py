@@ -6,8 +6,13 @@ Every event goes through `UpdateApplier`, so what a stream, a poll and a push de
 can be mixed: only the newest status ever shows.
 
 A stream that ends before a terminal state dropped: the follower subscribes again,
-with backoff. When subscribing is refused (the task already ended) it reads the task
-once with `GetTask` instead.
+with backoff; so is one that brought no event for `idle_timeout`. When subscribing is
+refused (the task already ended) it reads the task once with `GetTask` instead.
+
+The agent is not trusted (guard.py): its card may only point at its own origin (or
+`allowedHosts`), every read has a deadline, every answer is bounded, ListTasks pages
+that never end are cut short, and at most `max_tasks` tasks are subscribed to at once
+per agent (the others are followed by the listing alone).
 """
 
 from __future__ import annotations
@@ -15,20 +20,25 @@ from __future__ import annotations
 import asyncio
 import logging
 import uuid
-from collections.abc import AsyncIterator, Callable
-from contextlib import asynccontextmanager
+from collections.abc import AsyncGenerator, AsyncIterator, Awaitable, Callable, Sequence
+from contextlib import aclosing, asynccontextmanager
 from dataclasses import dataclass
+from functools import partial
 from typing import Any
 
 import httpx
-from a2a.client import Client, ClientConfig, create_client
+from a2a.client import A2ACardResolver, Client, ClientConfig, create_client
 from a2a.types import a2a_pb2 as pb
 from a2a.utils.errors import A2AError, TaskNotFoundError, UnsupportedOperationError
 from google.protobuf.json_format import MessageToDict
 
+from ...backoff import Backoff
+from ...failure_log import FailureLog
 from ...model.card import CardError
 from ...stopping import still_wanted
+from ...supervise import spawn
 from .apply import Applied, Source, UpdateApplier
+from .guard import CONNECT_TIMEOUT, CappedTransport, CardRefused, check_card
 from .mapping import EXTENSION_URI, RUN_END, StatusChange, TaskState, Update, UpdateError, parse_timestamp, parse_update
 
 log = logging.getLogger("progresscast.agents.a2a")
@@ -51,6 +61,18 @@ class Pacing:
     """With push notifications: how often GetTask is asked anyway."""
     list_poll: float = 5.0
     """`--context` and `serve`: how often ListTasks is asked."""
+    idle_timeout: float = 120.0
+    """A stream with no event for this long is subscribed to again; also the longest
+    wait for any one read, and for a whole call (ListTasks, GetTask)."""
+    max_tasks: int = 100
+    """Tasks of one agent subscribed to at once; more are followed by ListTasks alone."""
+    max_pages: int = 100
+    """ListTasks pages read in one listing; an agent whose page tokens go on is cut short."""
+
+    @property
+    def backoff(self) -> Backoff:
+        """The one backoff policy (backoff.py), from `backoff_initial` up to `backoff_max`."""
+        return Backoff(self.backoff_initial, self.backoff_max)
 
 
 Report = Callable[[Update, Applied], None]
@@ -61,9 +83,13 @@ def _quiet(update: Update, applied: Applied) -> None:
 
 
 @asynccontextmanager
-async def agent_client(url: str, *, timeout: float = 30.0) -> AsyncIterator[Client]:
-    """An a2a-sdk client for the agent at `url` (its card resolved), closed on exit."""
-    http = httpx.AsyncClient(headers=HEADERS, timeout=httpx.Timeout(timeout, read=None))
+async def agent_client(
+    url: str, *, idle_timeout: float = Pacing.idle_timeout, allowed_hosts: Sequence[str] = ()
+) -> AsyncIterator[Client]:
+    """An a2a-sdk client for the agent at `url` (its card resolved and checked), closed on exit."""
+    http = httpx.AsyncClient(
+        headers=HEADERS, timeout=httpx.Timeout(idle_timeout, connect=CONNECT_TIMEOUT), transport=CappedTransport()
+    )
     config = ClientConfig(
         streaming=True,
         httpx_client=http,
@@ -71,8 +97,11 @@ async def agent_client(url: str, *, timeout: float = 30.0) -> AsyncIterator[Clie
     )
     try:
         try:
-            client = await create_client(url, client_config=config)
-        except (A2AError, httpx.HTTPError, ValueError, OSError) as exc:
+            async with asyncio.timeout(idle_timeout):
+                card = await A2ACardResolver(http, url).get_agent_card()
+            check_card(card, url, allowed_hosts)
+            client = await create_client(card, client_config=config)
+        except (A2AError, httpx.HTTPError, ValueError, OSError, CardRefused) as exc:
             raise AgentUnavailable(f"agent {url}: {_reason(exc)}") from None
         try:
             yield client
@@ -84,6 +113,8 @@ async def agent_client(url: str, *, timeout: float = 30.0) -> AsyncIterator[Clie
 
 def _reason(exc: BaseException) -> str:
     text = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+    if isinstance(exc, TimeoutError):
+        return "no answer in time"
     if isinstance(exc, httpx.ConnectError):
         return f"cannot connect ({text})"
     if isinstance(exc, ValueError) and "transport" in text:
@@ -112,6 +143,14 @@ class Follower:
         self.applier = applier
         self.report = report
         self.pacing = pacing
+        self.failures = FailureLog(log)
+        self.subscribed: dict[str, asyncio.Task[None]] = {}
+        """The live tasks subscribed to (at most `pacing.max_tasks`), across contexts."""
+
+    async def _call(self, call: Awaitable[Any]) -> Any:
+        """A call that answers once (ListTasks, GetTask), within the idle time."""
+        async with asyncio.timeout(self.pacing.idle_timeout):
+            return await call
 
     async def handle(self, data: dict[str, Any], source: Source) -> TaskState | None:
         """Apply one event; the task state it carries (None for artifacts and messages)."""
@@ -119,34 +158,33 @@ class Follower:
         try:
             update = parse_update(data)
         except UpdateError as exc:
-            log.warning("A2A update not applied: %s", exc)
+            log.warning("A2A update not applied: %r", str(exc))
             return None
         if update is None:
             return None
         try:
             applied = await self.applier.apply(update, source)
         except CardError as exc:  # an owner we may not write: say so, keep following
-            log.warning("A2A update of task %s not applied: %s", getattr(update, "task_id", "?"), exc)
+            log.warning("A2A update of task %r not applied: %r", getattr(update, "task_id", "?"), str(exc))
             return None
         self.report(update, applied)
         return update.state if isinstance(update, StatusChange) else None
 
     async def poll_task(self, task_id: str) -> TaskState | None:
-        task = await self.client.get_task(pb.GetTaskRequest(id=task_id))
+        task = await self._call(self.client.get_task(pb.GetTaskRequest(id=task_id)))
         return await self.handle({"task": to_json(task)}, Source.poll)
 
     async def follow_task(self, task_id: str) -> TaskState:
         """Follow a task's stream until it ends, resubscribing when the stream drops."""
-        delay = self.pacing.backoff_initial
+        backoff, failures = self.pacing.backoff, 0
         while True:
             still_wanted()
             try:
-                async for event in self.client.subscribe(pb.SubscribeToTaskRequest(id=task_id)):
-                    state = await self.handle(to_json(event), Source.stream)
-                    delay = self.pacing.backoff_initial
-                    if state in TERMINAL:
-                        return state
-                log.info("A2A task %s: the stream closed before the task ended; subscribing again", task_id)
+                state = await self._stream(task_id)
+                if state in TERMINAL:
+                    return state
+                if state is not None:  # events came: the drop is not a failure
+                    failures = 0
             except (UnsupportedOperationError, TaskNotFoundError) as exc:
                 # Refused: most likely the task has ended. Read it instead.
                 state = await self._poll_quietly(task_id)
@@ -155,9 +193,40 @@ class Follower:
                 if isinstance(exc, TaskNotFoundError) and state is None:
                     raise AgentUnavailable(f"task {task_id}: not found") from None
             except (A2AError, httpx.HTTPError, OSError) as exc:
-                log.info("A2A task %s: %s; trying again in %.1fs", task_id, _reason(exc), delay)
-            await asyncio.sleep(delay)
-            delay = min(delay * 2, self.pacing.backoff_max)
+                log.info("A2A task %r: %r; trying again in %.1fs", task_id, _reason(exc), backoff.delay(failures))
+            await asyncio.sleep(backoff.delay(failures))
+            failures += 1
+
+    async def _stream(self, task_id: str) -> TaskState | None:
+        """Read one subscription to the task until it ends: the last state it brought
+        (None: no event)."""
+        last: TaskState | None = None
+        subscription = self.client.subscribe(pb.SubscribeToTaskRequest(id=task_id))
+        async with aclosing(self._events(subscription, task_id)) as events:
+            async for event in events:
+                state = await self.handle(to_json(event), Source.stream)
+                last = state or last
+                if state in TERMINAL:
+                    return state
+        return last
+
+    async def _events(self, stream: AsyncIterator[Any], task_id: str | None) -> AsyncGenerator[Any]:
+        """The stream's events until it ends, or until none came for `idle_timeout` (a
+        stream given up on, to be subscribed to again)."""
+        try:
+            while True:
+                try:
+                    async with asyncio.timeout(self.pacing.idle_timeout):
+                        event = await anext(stream)
+                except StopAsyncIteration:
+                    log.info("A2A task %r: the stream closed before the task ended; subscribing again", task_id)
+                    return
+                except TimeoutError:
+                    log.info("A2A task %r: no event in %.0f s; subscribing again", task_id, self.pacing.idle_timeout)
+                    return
+                yield event
+        finally:
+            await stream.aclose()  # type: ignore[attr-defined]
 
     async def _poll_quietly(self, task_id: str) -> TaskState | None:
         try:
@@ -165,7 +234,7 @@ class Follower:
         except TaskNotFoundError:
             return None
         except (A2AError, httpx.HTTPError, OSError) as exc:
-            log.info("A2A task %s: GetTask failed: %s", task_id, _reason(exc))
+            log.info("A2A task %r: GetTask failed: %r", task_id, _reason(exc))
             return None
 
     async def send(self, text: str, *, context_id: str | None = None,
@@ -185,16 +254,17 @@ class Follower:
         task_id: str | None = None
         state: TaskState | None = None
         try:
-            async for event in self.client.send_message(request):
-                data = to_json(event)
-                task_id = task_id or _task_id(data)
-                state = await self.handle(data, Source.stream) or state
-                if state in TERMINAL or (push is not None and task_id):
-                    break
+            async with aclosing(self._events(self.client.send_message(request), None)) as events:
+                async for event in events:
+                    data = to_json(event)
+                    task_id = task_id or _task_id(data)
+                    state = await self.handle(data, Source.stream) or state
+                    if state in TERMINAL or (push is not None and task_id):
+                        break
         except (A2AError, httpx.HTTPError, OSError) as exc:
             if task_id is None:
                 raise AgentUnavailable(f"sending the message failed: {_reason(exc)}") from None
-            log.info("A2A task %s: the stream broke (%s); subscribing again", task_id, _reason(exc))
+            log.info("A2A task %r: the stream broke (%r); subscribing again", task_id, _reason(exc))
         if task_id is None:
             raise AgentUnavailable("the agent answered with a message, not a task: nothing to follow")
         if push is None and state not in TERMINAL:
@@ -226,49 +296,91 @@ class Follower:
     ) -> None:
         """Follow every task of a context (every task of the agent when None; `accept`
         picks contexts by id) until cancelled: ListTasks with `statusTimestampAfter`,
-        subscribing to each live task."""
+        subscribing to each live task (up to `pacing.max_tasks` of the agent's)."""
         cursor = cursor or ContextCursor()
-        live: dict[str, asyncio.Task[TaskState]] = {}
+        mine: set[str] = set()
         try:
             while True:
                 still_wanted()
                 try:
-                    for task in await self._list(context_id, await cursor.load()):
-                        if accept is not None and not accept(task.context_id or task.id):
-                            continue
-                        data = {"task": to_json(task)}
-                        state = await self.handle(data, Source.poll)
-                        await cursor.seen(data["task"].get("status", {}).get("timestamp"))
-                        task_id = task.id
-                        running = live.get(task_id)
-                        if state not in TERMINAL and (running is None or running.done()):
-                            live[task_id] = asyncio.create_task(self.follow_task(task_id))
+                    await self._list_once(context_id, cursor, accept, mine)
                 except (A2AError, httpx.HTTPError, OSError) as exc:
-                    log.info("A2A agent: ListTasks failed (%s); trying again", _reason(exc))
-                for task_id in [t for t, job in live.items() if job.done()]:
-                    job = live.pop(task_id)
-                    if not job.cancelled() and job.exception() is not None:
-                        log.info("A2A task %s: following stopped: %s", task_id, job.exception())
+                    log.info("A2A agent: ListTasks failed (%r); trying again", _reason(exc))
+                except Exception as exc:  # Redis gone mid-write, …: the subscriptions stay
+                    self.failures.exception(
+                        f"listing: {type(exc).__name__}",
+                        "A2A agent: following its tasks failed (%s: %r); trying again", type(exc).__name__, str(exc),
+                    )
+                for task_id in [t for t in mine if t not in self.subscribed or self.subscribed[t].done()]:
+                    mine.discard(task_id)
+                    self.subscribed.pop(task_id, None)
                 await asyncio.sleep(self.pacing.list_poll)
         finally:
-            for job in live.values():
+            jobs = [self.subscribed.pop(t) for t in mine if t in self.subscribed]
+            for job in jobs:
                 job.cancel()
-            await asyncio.gather(*live.values(), return_exceptions=True)
+            await asyncio.gather(*jobs, return_exceptions=True)
+
+    async def _list_once(
+        self, context_id: str | None, cursor: ContextCursor, accept: Callable[[str], bool] | None, mine: set[str]
+    ) -> None:
+        for task in await self._list(context_id, await cursor.load()):
+            if accept is not None and not accept(task.context_id or task.id):
+                continue
+            data = {"task": to_json(task)}
+            state = await self.handle(data, Source.poll)
+            await cursor.seen(data["task"].get("status", {}).get("timestamp"))
+            task_id = task.id
+            running = self.subscribed.get(task_id)
+            if state in TERMINAL or (running is not None and not running.done()):
+                continue
+            if sum(not job.done() for job in self.subscribed.values()) >= self.pacing.max_tasks:
+                self.failures.warning(
+                    "max tasks", "A2A agent: %d tasks followed live already (a2a.maxTasks); task %r is followed "
+                    "by listing only", self.pacing.max_tasks, task_id,
+                )
+                continue
+            self.subscribed[task_id] = spawn(
+                partial(self._follow_live, task_id), "following an A2A task", failures=self.failures,
+                backoff=self.pacing.backoff,
+            )
+            mine.add(task_id)
+
+    async def _follow_live(self, task_id: str) -> None:
+        try:
+            await self.follow_task(task_id)
+        except AgentUnavailable as exc:
+            log.info("A2A task %r: following stopped: %r", task_id, str(exc))
 
     async def _list(self, context_id: str | None, after: str | None) -> list[pb.Task]:
+        """Every task ListTasks names, page after page — at most `pacing.max_pages`, and
+        not past a page token seen before (an agent whose pages never end)."""
         tasks: list[pb.Task] = []
         token = ""
-        while True:
+        seen: set[str] = set()
+        for _ in range(self.pacing.max_pages):
             request = pb.ListTasksRequest(page_token=token)
             if context_id:
                 request.context_id = context_id
             if after:
                 request.status_timestamp_after.FromJsonString(after)
-            response = await self.client.list_tasks(request)
+            response = await self._call(self.client.list_tasks(request))
             tasks.extend(response.tasks)
             token = response.next_page_token
             if not token:
                 return tasks
+            if token in seen:
+                self.failures.warning(
+                    "page loop", "A2A agent: ListTasks named page token %r again after %d pages; "
+                    "using the tasks read so far", token[:80], len(seen) + 1,
+                )
+                return tasks
+            seen.add(token)
+        self.failures.warning(
+            "page cap", "A2A agent: ListTasks still had more after %d pages; using the tasks read so far",
+            self.pacing.max_pages,
+        )
+        return tasks
 
 
 class ContextCursor:

@@ -6,6 +6,9 @@ from dataclasses import dataclass, field
 
 from .apply import Applied, Outcome
 
+IGNORED = ("stale", "duplicate", "malformed", "untimed", "future", "reset")
+"""What an update not applied was counted as (the first three always shown)."""
+
 
 @dataclass
 class Tally:
@@ -28,11 +31,12 @@ class Tally:
 
     def summary(self) -> str:
         """`applied N, ignored M (stale S, duplicate D, malformed X)`, plus the rarer
-        kinds (`untimed`, `messages`, `plans refused`) when there were any."""
+        kinds (`untimed`, `future`, `reset`, `messages`, `plans refused`) when there were any."""
         parts = [f"{kind} {self.get(kind)}" for kind in ("stale", "duplicate", "malformed")]
-        ignored = sum(self.get(k) for k in ("stale", "duplicate", "malformed", "untimed", "message"))
-        if self.get("untimed"):
-            parts.append(f"untimed {self.get('untimed')}")
+        ignored = sum(self.get(k) for k in (*IGNORED, "message"))
+        for kind in IGNORED[3:]:
+            if self.get(kind):
+                parts.append(f"{kind} {self.get(kind)}")
         if self.get("message"):
             parts.append(f"messages {self.get('message')}")
         line = f"applied {self.applied}, ignored {ignored} ({', '.join(parts)})"

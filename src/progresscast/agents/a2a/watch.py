@@ -3,7 +3,10 @@ configured, for as long as `serve` runs.
 
 Each agent is asked with ListTasks (`statusTimestampAfter` = the newest status seen)
 every `a2a.pollSeconds`, and each live task is subscribed to. An agent that goes
-away is tried again with backoff; when it is back, following resumes. The newest
+away is tried again with backoff; when it is back, following resumes. Each agent and
+each context is followed by a supervised task (supervise.py): whatever fails in one
+(Redis gone mid-write included) is logged and that one starts again; the others, and
+the rest of `serve`, go on. The newest
 timestamp seen is kept in Redis, so after a restart only what changed since is
 listed — and the per-card ordering (also in Redis) applies nothing older anyway.
 """
@@ -14,12 +17,14 @@ import asyncio
 import hashlib
 import logging
 from fnmatch import fnmatchcase
+from functools import partial
 
 from redis.asyncio import Redis
 
 from ...config.settings import A2AAgentSettings, Settings
 from ...stopping import still_wanted
 from ...store import keys
+from ...supervise import supervise
 from .apply import UpdateApplier
 from .follow import AgentUnavailable, ContextCursor, Follower, Pacing, agent_client
 
@@ -60,6 +65,8 @@ def pacing_of(settings: Settings) -> Pacing:
         backoff_max=settings.a2a.backoffMaxSeconds,
         safety_poll=max(poll, 30.0),
         list_poll=poll,
+        idle_timeout=settings.a2a.idleTimeout,
+        max_tasks=settings.a2a.maxTasks,
     )
 
 
@@ -71,9 +78,13 @@ async def follow_agents(settings: Settings, redis: Redis) -> None:
             log.error("a2a.agents: agentId '%s' is not a configured agent; not following %s", agent.agentId, agent.url)
             continue
         agents.append(agent)
+    backoff = pacing_of(settings).backoff
     async with asyncio.TaskGroup() as group:
         for agent in agents:
-            group.create_task(follow_agent(agent, settings, redis))
+            group.create_task(
+                supervise(partial(follow_agent, agent, settings, redis), f"following the A2A agent {agent.url}",
+                          backoff=backoff)
+            )
 
 
 async def follow_agent(agent: A2AAgentSettings, settings: Settings, redis: Redis) -> None:
@@ -83,20 +94,24 @@ async def follow_agent(agent: A2AAgentSettings, settings: Settings, redis: Redis
         agent_id=agent.agentId,
         known_agents=settings.agents.known_set,
         default_agent=settings.agents.default,
+        max_clock_skew=settings.a2a.maxClockSkew,
     )
     base = agent_key(agent, settings)
-    delay = pacing.backoff_initial
+    backoff = pacing.backoff
+    failures = 0
     while True:
         still_wanted()
         try:
-            async with agent_client(agent.url) as client:
+            connecting = agent_client(agent.url, idle_timeout=pacing.idle_timeout, allowed_hosts=agent.allowedHosts)
+            async with connecting as client:
                 log.info("A2A: following %s (contexts %s)", agent.url, ", ".join(agent.contexts))
-                delay = pacing.backoff_initial
+                failures = 0
                 await _follow_contexts(Follower(client, applier, pacing=pacing), agent, redis, base)
         except AgentUnavailable as exc:
-            log.info("A2A: %s; trying again in %.1fs", exc, delay)
-        await asyncio.sleep(delay)
-        delay = min(delay * 2, pacing.backoff_max)
+            delay = backoff.delay(failures)
+            failures += 1
+            log.info("A2A: %r; trying again in %.1fs", str(exc), delay)
+            await asyncio.sleep(delay)
 
 
 async def _follow_contexts(follower: Follower, agent: A2AAgentSettings, redis: Redis, base: str) -> None:
@@ -109,7 +124,10 @@ async def _follow_contexts(follower: Follower, agent: A2AAgentSettings, redis: R
 
         await follower.follow_context(None, cursor=cursor, accept=accept)
         return
+    backoff = follower.pacing.backoff
     async with asyncio.TaskGroup() as group:
         for context_id in patterns:
             cursor = RedisCursor(redis, keys.a2a_agent_cursor(f"{base}:{context_id}"))
-            group.create_task(follower.follow_context(context_id, cursor=cursor))
+            job = partial(follower.follow_context, context_id, cursor=cursor)
+            what = f"following the A2A context {context_id!r} of {agent.url}"
+            group.create_task(supervise(job, what, backoff=backoff))

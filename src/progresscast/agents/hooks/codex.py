@@ -22,6 +22,7 @@ from __future__ import annotations
 import asyncio
 import json
 import sys
+import time
 from collections.abc import AsyncIterator
 from typing import Any
 
@@ -75,7 +76,9 @@ class CodexSession:
         if shown is not None:
             reject_lone_surrogates(item.get(shown), f"item.{shown}")
         if item_type == "todo_list":
-            await self.ctx.write_plan(self.owner, map_checklist(item.get("items"), field="item.items"))
+            # this event arrived now (the context lives as long as the wrapped command)
+            plan = map_checklist(item.get("items"), field="item.items")
+            await self.ctx.write_plan(self.owner, plan, arrived=time.monotonic())
         elif item_type == "agent_message" and kind == "item.completed" and isinstance(item.get("text"), str):
             self.answers.append(item["text"])
             await self.ctx.store.update_activity(self.owner, answer="\n\n".join(self.answers))

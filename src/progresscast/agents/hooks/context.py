@@ -16,6 +16,7 @@ from __future__ import annotations
 import argparse
 import os
 import sys
+import time
 import uuid
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -28,8 +29,6 @@ from ...model.view import RunState
 from ...store.cards import CardStore
 from ...store.connections import choose_url, connect_quick
 from ..harness_plan import HarnessPlan
-from ..plan_update import replace_plan
-from ..sinks import StoreSink
 
 
 @dataclass(frozen=True)
@@ -60,6 +59,8 @@ class HookContext:
         self.args = args
         self._settings: HookSettings | None = None
         self._redis: Redis | None = None
+        self.arrived = time.monotonic()
+        """When the hook call came in: a reset of the card from then on refuses its writes."""
 
     # -- reporting ----------------------------------------------------------------
 
@@ -102,12 +103,18 @@ class HookContext:
     # -- what hooks do ------------------------------------------------------------------
 
     async def write_plan(
-        self, owner: Owner, plan: HarnessPlan | Sequence[Step], *, headline: str | None = None
+        self,
+        owner: Owner,
+        plan: HarnessPlan | Sequence[Step],
+        *,
+        headline: str | None = None,
+        arrived: float | None = None,
     ) -> None:
         """The harness's plan as the card's plan (the note is kept); `headline` ''
-        removes the status headline, None leaves it."""
+        removes the status headline, None leaves it. Admitted by `arrived` (default:
+        when the hook call came in)."""
         steps = plan.steps if isinstance(plan, HarnessPlan) else plan
-        await replace_plan(StoreSink(self.store, owner), steps)
+        await self.store.put_plan(owner, steps, arrived=self.arrived if arrived is None else arrived)
         if headline is not None:
             await self.store.update_activity(owner, headline=headline)
 

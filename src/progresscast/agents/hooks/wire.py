@@ -19,12 +19,14 @@ from __future__ import annotations
 import json
 import os
 import socket
-import stat
 import sys
 import time
 import zlib
 from pathlib import Path
 from typing import Any
+
+from ...private import UnsafeDirectory as UnsafeDirectory
+from ...private import check_private, runtime_dir
 
 SERVER_ENV = "PROGRESSCAST_HOOK_SERVER"
 """`off` (or 0, false, no): every hook call runs in its own process, no server is used."""
@@ -35,10 +37,6 @@ DEFAULT_IDLE = 600.0
 
 PACKAGE = Path(__file__).resolve().parents[2]  # src/progresscast
 """The progresscast package this code runs from (the server watches its .py files)."""
-
-
-class UnsafeDirectory(Exception):
-    """The socket directory is not private to this user: no server is used there."""
 
 
 def enabled() -> bool:
@@ -64,21 +62,15 @@ def socket_dir(*, create: bool) -> Path:
     """The directory, checked to be ours and private; `create` makes it when missing
     (the client never does: no directory, no server). Raises OSError, UnsafeDirectory."""
     chosen = os.environ.get(SOCKET_DIR_ENV)
-    runtime = os.environ.get("XDG_RUNTIME_DIR")
-    if chosen:
+    try:
+        if not chosen:
+            return runtime_dir(create=create)
         path = Path(chosen)
-    elif runtime:
-        path = Path(runtime) / "progresscast"
-    else:
-        path = Path(f"/tmp/progresscast-{os.getuid()}")
-    if create:
-        os.makedirs(path, mode=0o700, exist_ok=True)
-    found = os.lstat(path)
-    if not stat.S_ISDIR(found.st_mode) or found.st_uid != os.getuid() or found.st_mode & 0o077:
-        raise UnsafeDirectory(
-            f"{path} is not a directory private to this user (mode {stat.filemode(found.st_mode)}, "
-            f"owner uid {found.st_uid}); not using a hook server there"
-        )
+        if create:
+            os.makedirs(path, mode=0o700, exist_ok=True)
+        check_private(path)
+    except UnsafeDirectory as exc:
+        raise UnsafeDirectory(f"{exc}; not using a hook server there") from None
     return path
 
 

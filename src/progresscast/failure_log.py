@@ -1,4 +1,5 @@
-"""At most one log line per kind of failure per interval.
+"""At most one log line per kind of failure per interval (chat lanes, and every task
+`serve` supervises).
 
 When Redis or the channel's API is down, every destination's lane fails the same way at
 about the same time: 10,000 followed chats would log 10,000 lines per retry. A kind of
@@ -31,11 +32,13 @@ class FailureLog:
     def error(self, kind: str, message: str, *args: object) -> None:
         self._emit(logging.ERROR, kind, message, args, exc_info=False)
 
-    def exception(self, kind: str, message: str, *args: object) -> None:
-        """An error with the current exception's traceback (call it in an `except`)."""
-        self._emit(logging.ERROR, kind, message, args, exc_info=True)
+    def exception(self, kind: str, message: str, *args: object, error: BaseException | None = None) -> None:
+        """An error with a traceback: `error`'s, else the current exception's (in an `except`)."""
+        self._emit(logging.ERROR, kind, message, args, exc_info=error if error is not None else True)
 
-    def _emit(self, level: int, kind: str, message: str, args: tuple[object, ...], *, exc_info: bool) -> None:
+    def _emit(
+        self, level: int, kind: str, message: str, args: tuple[object, ...], *, exc_info: bool | BaseException
+    ) -> None:
         now = self.clock()
         last = self._last.get(kind)
         if last is not None and now - last < self.interval:

@@ -1,0 +1,139 @@
+"""The Matrix adapter: the draft worker on the change stream and the /sync reader of
+commands, for one bot account, in whichever process holds the account's lease.
+
+    await run_matrix(settings, redis)      # stand by / hold the lease, until cancelled
+
+`whoami` first (retried while the homeserver is unreachable; an access token it
+refuses, or one of another user than `userId`, stops `serve` with one line), then the
+worker: `[[channels.matrix.rooms]]` follows are subscribed, every follow is looked at
+once (a restart or a takeover catches up), and then every change event; meanwhile
+`/sync` brings invites and `!pc` commands. State lives in Redis, so a restarted
+adapter keeps editing the same drafts.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from dataclasses import dataclass, field
+
+from nio import AsyncClient, AsyncClientConfig, WhoamiResponse
+from redis.asyncio import Redis
+
+from ..backoff import Backoff
+from ..channels.commands import ChatCommands
+from ..channels.standby import while_held
+from ..channels.worker import ChannelWorker, WorkerOptions
+from ..config.settings import ConfigError, MatrixSettings, Settings
+from ..stopping import still_wanted
+from ..store import keys
+from ..store.lease import Fence, Lease
+from .channel import MatrixChannel, MatrixPace
+from .client import MatrixClient
+from .sync import POLL_MS, SURFACE, MatrixSync
+
+log = logging.getLogger("progresscast.matrix")
+
+STANDBY_POLL = 1.0
+
+
+@dataclass(frozen=True)
+class MatrixOptions:
+    worker: WorkerOptions = field(default_factory=lambda: WorkerOptions(group="matrix"))
+    request_timeout: float = 45.0
+    """Seconds a request may take (a /sync: on top of its wait): past it, a send is unsure."""
+    poll_ms: int = POLL_MS
+    backoff: Backoff = field(default_factory=Backoff)
+
+
+def _settings(settings: Settings) -> MatrixSettings:
+    matrix = settings.channels.matrix
+    if matrix is None or not matrix.accessToken or not matrix.homeserver or not matrix.userId:
+        raise ValueError("channels.matrix needs homeserver, userId and accessToken")
+    return matrix
+
+
+class MatrixAdapter:
+    def __init__(
+        self, settings: Settings, redis: Redis, *, options: MatrixOptions | None = None, fence: Fence | None = None
+    ) -> None:
+        matrix = _settings(settings)
+        assert matrix.homeserver and matrix.userId and matrix.accessToken
+        self.options = options or MatrixOptions()
+        self.user_id = matrix.userId
+        config = AsyncClientConfig(
+            max_limit_exceeded=0, max_timeouts=0, request_timeout=self.options.request_timeout,
+            encryption_enabled=False, store_sync_tokens=False,
+        )
+        self.nio = AsyncClient(matrix.homeserver, matrix.userId, config=config)
+        self.nio.access_token = matrix.accessToken
+        self.nio.user_id = matrix.userId
+        check = fence.check if fence is not None else None
+        self.fence = fence
+        self.client = MatrixClient(self.nio, redis, matrix.userId, check=check)
+        pace = MatrixPace(room_interval=matrix.roomInterval, calls_per_second=matrix.callsPerSecond)
+        self.channel = MatrixChannel(settings, redis, self.client, pace, fence=fence)
+        self.worker = ChannelWorker(self.channel, redis, options=self.options.worker, log=log)
+        self.commands = ChatCommands(self.worker, SURFACE)
+        self.sync = MatrixSync(
+            self.nio, redis, self.channel, self.worker, self.commands, matrix.userId, check=check,
+            poll_ms=self.options.poll_ms, backoff=self.options.backoff,
+        )
+        self.started = asyncio.Event()
+
+    async def _identify(self) -> None:
+        """whoami: the token works and is the configured user's; retried while unreachable."""
+        failures = 0
+        while True:
+            still_wanted()
+            try:
+                reply = await self.nio.whoami()
+            except asyncio.CancelledError:
+                raise
+            except Exception as exc:
+                reply = exc
+            if isinstance(reply, WhoamiResponse):
+                if reply.user_id != self.user_id:
+                    raise ConfigError(
+                        f"channels.matrix.accessToken: the homeserver says it is {reply.user_id}'s, "
+                        f"not {self.user_id}'s (channels.matrix.userId)"
+                    )
+                return
+            code = getattr(reply, "status_code", None)
+            if code in ("M_UNKNOWN_TOKEN", "M_MISSING_TOKEN", "M_FORBIDDEN"):
+                raise ConfigError(f"channels.matrix.accessToken: the homeserver says {code} ({reply.message})")
+            delay = self.options.backoff.delay(failures)
+            failures += 1
+            log.warning("cannot reach the homeserver (%s); retrying in %.0f s", reply, delay)
+            await asyncio.sleep(delay)
+
+    async def run(self) -> None:
+        """Run until cancelled."""
+        try:
+            await self._identify()
+            if self.fence is not None:
+                # The previous holder may have sent a moment ago.
+                self.worker.pacer.as_if_all_called()
+            await self.worker.start()
+            self.started.set()
+            log.info("Matrix adapter running as %s", self.user_id)
+            await self.sync.run()
+        finally:
+            await self.worker.close()
+            await self.nio.close()
+
+
+async def run_matrix(settings: Settings, redis: Redis, *, options: MatrixOptions | None = None) -> None:
+    """Act for the bot account whenever this process holds its lease; stand by otherwise."""
+    matrix = _settings(settings)
+    assert matrix.userId
+    lease = Lease(redis, keys.mx_lease(matrix.userId), keys.mx_fence(matrix.userId), matrix.leaseSeconds)
+
+    async def job(fence: Fence) -> None:
+        await MatrixAdapter(settings, redis, options=options, fence=fence).run()
+
+    poll = min(STANDBY_POLL, matrix.leaseSeconds / 4)
+    await while_held(lease, job, name=f"matrix {matrix.userId}", label=matrix.userId, poll=poll, log=log)
+
+
+__all__ = ["MatrixAdapter", "MatrixOptions", "run_matrix"]

@@ -1,0 +1,76 @@
+"""What the Discord adapter sends, as `Payload`s with their fallbacks — every decision
+about how a Discord message looks, the fallbacks included, is made here.
+
+- A draft: Components V2 (`kind` "components"), falling back to a plain `content`
+  message (`kind` "content") when Discord refuses the components; only the plain
+  message where the settings say `richMessages = false`. A message of one
+  kind is never edited into the other (Discord cannot take `IS_COMPONENTS_V2` off a
+  message): the shared lifecycle replaces it.
+- A final answer: one `content` message per part of the one answer splitter.
+- A `/progresscast card` snapshot: the progress draft, also when the mode shows none.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from ..config.settings import Mode, RenderSettings
+from ..model.view import View
+from .discord import render_content, render_discord, render_discord_final_answer
+from .payload import Payload
+
+COMPONENTS = "components"
+CONTENT = "content"
+
+
+def _payload(call: dict[str, Any] | None) -> Payload | None:
+    if call is None:
+        return None
+    params = dict(call["params"])
+    kind = COMPONENTS if "components" in params else CONTENT
+    fallback = call.get("fallback")
+    return Payload(str(call["method"]), params, kind, (lambda: _payload(fallback)) if fallback else None)
+
+
+def discord_draft(view: View, settings: RenderSettings, *, templates_dir: str | Path | None = None) -> Payload | None:
+    """The draft for this view in a destination with these settings (None: no draft):
+    Components V2 when `settings.rich` (richMessages), else the plain message."""
+    if settings.rich:
+        return _payload(render_discord(view, settings, templates_dir=templates_dir))
+    return _payload(render_content(view, settings, templates_dir=templates_dir))
+
+
+def discord_answer(markdown: str) -> list[Payload]:
+    """A run's final answer as normal messages ([] for an empty answer)."""
+    return [p for p in (_payload(call) for call in render_discord_final_answer(markdown)) if p is not None]
+
+
+def discord_snapshot(
+    view: View, settings: RenderSettings, *, templates_dir: str | Path | None = None
+) -> Payload | None:
+    """A one-off of the progress draft, whatever the destination's mode."""
+    if settings.mode is Mode.off:
+        settings = settings.model_copy(update={"mode": Mode.progress})
+    return discord_draft(view, settings, templates_dir=templates_dir)
+
+
+class DiscordRenderers:
+    """`channels.drafts.Renderers` for one Discord destination (a channel or a thread)."""
+
+    def __init__(self, settings: RenderSettings, templates_dir: str | Path | None = None) -> None:
+        self.settings = settings
+        self.mode = settings.mode
+        self.templates_dir = templates_dir
+
+    def draft(self, view: View) -> Payload | None:
+        return discord_draft(view, self.settings, templates_dir=self.templates_dir)
+
+    def answer(self, markdown: str) -> list[Payload]:
+        return discord_answer(markdown)
+
+    def snapshot(self, view: View) -> Payload | None:
+        return discord_snapshot(view, self.settings, templates_dir=self.templates_dir)
+
+
+__all__ = ["COMPONENTS", "CONTENT", "DiscordRenderers", "discord_answer", "discord_draft", "discord_snapshot"]

@@ -1,0 +1,119 @@
+"""What the Matrix adapter sends, as `Payload`s with their fallbacks — every decision
+about how a Matrix message looks, the fallbacks included, is made here.
+
+- A draft: the `m.notice` of `render/matrix.py`, falling back to its plain `body`
+  when the server refuses the content.
+- A final answer: one `m.text` per part, each falling back to its plain `body`.
+- A `!pc card` snapshot: the progress draft, also when the room's mode shows none.
+- A command's reply: an `m.notice` of plain text, its HTML the same text escaped
+  (`notice_html`): nothing a person typed and the reply repeats becomes markup.
+
+In a thread (`m.thread`) every message carries the thread relation (with the reply
+fallback to the thread's root that clients without threads show); an edit does not
+repeat it (`matrix.edit_content`): an edit stays where the event it replaces is.
+"""
+
+from __future__ import annotations
+
+import html
+from pathlib import Path
+from typing import Any
+
+from ..config.settings import Mode, RenderSettings
+from ..model.view import View
+from .matrix import EVENT_TYPE, HTML_FORMAT, NOTICE, render_matrix, render_matrix_final_answer
+from .payload import Payload
+
+KIND = "notice"
+
+
+def in_thread(content: dict[str, Any], thread_root: str | None) -> dict[str, Any]:
+    """`content` as a message of the thread whose root is `thread_root` (None: the room)."""
+    if not thread_root:
+        return content
+    relation = {"rel_type": "m.thread", "event_id": thread_root, "is_falling_back": True,
+                "m.in_reply_to": {"event_id": thread_root}}
+    return {**content, "m.relates_to": relation}
+
+
+def _payload(call: dict[str, Any] | None, thread_root: str | None) -> Payload | None:
+    """A rendered call (`{"method", "params", "fallback"}`) as a Payload, its fallback chained."""
+    if call is None:
+        return None
+    fallback = call.get("fallback")
+    return Payload(
+        str(call["method"]), in_thread(dict(call["params"]), thread_root), KIND,
+        lambda: _payload(fallback, thread_root) if fallback else None,
+    )
+
+
+def matrix_draft(
+    view: View, settings: RenderSettings, *, thread_root: str | None = None, templates_dir: str | Path | None = None
+) -> Payload | None:
+    """The draft for this view with these settings (None: no draft)."""
+    return _payload(render_matrix(view, settings, templates_dir=templates_dir), thread_root)
+
+
+def matrix_answer(markdown: str, *, thread_root: str | None = None) -> list[Payload]:
+    """A run's final answer as normal messages ([] for an empty answer)."""
+    out = []
+    for call in render_matrix_final_answer(markdown):
+        payload = _payload(call, thread_root)
+        if payload is not None:
+            out.append(payload)
+    return out
+
+
+def matrix_snapshot(
+    view: View, settings: RenderSettings, *, thread_root: str | None = None, templates_dir: str | Path | None = None
+) -> Payload | None:
+    """A one-off of the progress draft, whatever the destination's mode."""
+    if settings.mode is Mode.off:
+        settings = settings.model_copy(update={"mode": Mode.progress})
+    return matrix_draft(view, settings, thread_root=thread_root, templates_dir=templates_dir)
+
+
+def notice_html(text: str) -> str:
+    """A reply's plain text as HTML: escaped, its lines kept."""
+    return html.escape(text, quote=False).replace("\n", "<br>")
+
+
+def matrix_notice(text: str, *, thread_root: str | None = None) -> Payload:
+    """A plain-text notice (a command's reply); it mentions nobody."""
+    content = {
+        "msgtype": NOTICE, "body": text, "format": HTML_FORMAT, "formatted_body": notice_html(text), "m.mentions": {},
+    }
+    return Payload(EVENT_TYPE, in_thread(content, thread_root), KIND)
+
+
+class MatrixRenderers:
+    """`channels.drafts.Renderers` for one Matrix destination (room, thread)."""
+
+    def __init__(
+        self, settings: RenderSettings, thread_root: str | None = None, templates_dir: str | Path | None = None
+    ) -> None:
+        self.settings = settings
+        self.mode = settings.mode
+        self.thread_root = thread_root
+        self.templates_dir = templates_dir
+
+    def draft(self, view: View) -> Payload | None:
+        return matrix_draft(view, self.settings, thread_root=self.thread_root, templates_dir=self.templates_dir)
+
+    def answer(self, markdown: str) -> list[Payload]:
+        return matrix_answer(markdown, thread_root=self.thread_root)
+
+    def snapshot(self, view: View) -> Payload | None:
+        return matrix_snapshot(view, self.settings, thread_root=self.thread_root, templates_dir=self.templates_dir)
+
+
+__all__ = [
+    "KIND",
+    "MatrixRenderers",
+    "in_thread",
+    "matrix_answer",
+    "matrix_draft",
+    "matrix_notice",
+    "matrix_snapshot",
+    "notice_html",
+]
