@@ -95,7 +95,8 @@ async def test_all_good_is_exit_0_with_a_line_per_check(
     assert "workspace" in line(lines, "channels.slack.token")
     assert line(lines, "gateway.tokens[0].token").endswith(
         "32 characters; operator.read and operator.write on sessions shop-*")
-    assert "allowlist: only the 1 destinations of channels.telegram.allowedChats" in line(lines, "channels.telegram.access")
+    assert "allowlist (not set: what the config implies): only the 1 destinations of channels.telegram.allowedChats" \
+        in line(lines, "channels.telegram.access")
     assert "channels.slack.access" in "\n".join(lines)
 
 
@@ -142,13 +143,18 @@ async def test_a_short_gateway_token_warns_on_loopback_and_fails_beyond_it(
     assert code == 1 and found.startswith("FAIL") and "listens on 0.0.0.0:8787" in found and "16 or more" in found
 
 
-async def test_open_access_warns(tmp_path: Path, services: tuple[BotAPIEmulator, SlackAPIEmulator],
-                                 redis_url: str) -> None:
+async def test_open_access_warns_and_no_list_means_pairing(
+    tmp_path: Path, services: tuple[BotAPIEmulator, SlackAPIEmulator], redis_url: str
+) -> None:
     api, slack = services
-    text = config(api, slack, redis_url).replace("allowedChats = [4242]\n", "")
-    code, lines = await doctor(tmp_path, text, TELEGRAM_BOT_TOKEN=api.token, SLACK_BOT_TOKEN=slack.token)
+    env = {"TELEGRAM_BOT_TOKEN": api.token, "SLACK_BOT_TOKEN": slack.token}
+    text = config(api, slack, redis_url).replace("allowedChats = [4242]\n", 'access = "open"\n')
+    code, lines = await doctor(tmp_path, text, **env)
     found = line(lines, "channels.telegram.access")
-    assert code == 0 and found.startswith("warn  channels.telegram.access: open: any chat may follow any session")
+    assert code == 0 and found.startswith("warn  channels.telegram.access: open: any destination may follow"), found
+    code, lines = await doctor(tmp_path, config(api, slack, redis_url).replace("allowedChats = [4242]\n", ""), **env)
+    found = line(lines, "channels.telegram.access")
+    assert code == 0 and found.startswith("ok    channels.telegram.access: pairing (not set"), found
 
 
 async def test_a_config_that_does_not_load_is_a_failed_check(tmp_path: Path) -> None:

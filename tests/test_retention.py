@@ -155,6 +155,7 @@ scopes = ["operator.read", "operator.write"]
 [channels.telegram]
 token = "env:TELEGRAM_BOT_TOKEN"
 apiBaseUrl = "{api.base_url}"
+access = "open"  # what any chat's follow makes expires too
 """)
         proc = await asyncio.create_subprocess_exec(
             sys.executable, "-m", "progresscast.cli", "serve", "--config", str(path),

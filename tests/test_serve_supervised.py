@@ -189,10 +189,12 @@ scopes = ["operator.read", "operator.write"]
 token = "env:TELEGRAM_BOT_TOKEN"
 apiBaseUrl = "{api.base_url}"
 leaseSeconds = 2
+allowedChats = [4242]
 [channels.slack]
 token = "env:SLACK_BOT_TOKEN"
 signingSecret = "env:SLACK_SIGNING_SECRET"
 apiBaseUrl = "{slack.base_url}"
+allowedChannels = ["{CHANNEL}"]
 [a2a]
 pollSeconds = 0.1
 backoffMaxSeconds = 0.5

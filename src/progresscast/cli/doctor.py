@@ -305,23 +305,26 @@ def _gateway(doctor: Doctor, settings: Settings) -> None:
 
 
 def _access(doctor: Doctor, settings: Settings) -> None:
-    channels = settings.channels
-    for name, listed_as in (("telegram", "allowedChats"), ("slack", "allowedChannels"), ("discord", "channels")):
-        channel = getattr(channels, name, None)
-        if channel is None or not getattr(channel, "token", None):
+    from ..config.base import Access, PlatformSettings
+
+    for name in ("telegram", "slack", "discord", "matrix"):
+        platform = getattr(settings.channels, name, None)
+        if not isinstance(platform, PlatformSettings):
             continue
+        if not (getattr(platform, "token", None) or getattr(platform, "accessToken", None)):
+            continue  # the adapter does not run
         setting = f"channels.{name}.access"
-        access = getattr(channel, "access", None)
-        listed = list(getattr(channel, listed_as, None) or [])
-        # No `access` setting for this channel: what its list implies.
-        mode = ("allowlist" if listed else "open") if access is None else str(getattr(access, "value", access))
-        if mode == "open":
-            doctor.say("warn", setting, "open: any chat may follow any session of any agent — use pairing or an "
-                       f"allowlist (channels.{name}.{listed_as}) on a bot others can reach")
-        elif mode == "allowlist":
-            doctor.say("ok", setting, f"allowlist: only the {len(listed)} destinations of channels.{name}.{listed_as}")
+        implied = "" if platform.access is not None else " (not set: what the config implies)"
+        mode = platform.access_mode
+        if mode is Access.open:
+            doctor.say("warn", setting, f"open{implied}: any destination may follow any session of any agent — use "
+                       f"pairing, or an allowlist (channels.{name}.{platform.ALLOW_LIST}), on a bot others can reach")
+        elif mode is Access.allowlist:
+            doctor.say("ok", setting, f"allowlist{implied}: only the {len(platform.allow_list)} destinations of "
+                       f"channels.{name}.{platform.ALLOW_LIST}, and the sessions its tables grant")
         else:
-            doctor.say("ok", setting, f"{mode}: a chat sees a session once it is granted it")
+            doctor.say("ok", setting, f"pairing{implied}: a destination sees a session once granted it "
+                       f"(progresscast pairing approve {name} CODE)")
 
 
 def main_status(args: argparse.Namespace) -> None:

@@ -48,7 +48,7 @@ from ..model.card import DONE_STATUSES, Status
 from ..model.view import RunState, View
 from .answer import answer_lines, split_answer
 from .draft import compose
-from .ir import Line, Span, clean_code, u16
+from .ir import Line, Span, clean_code, merge_runs, u16
 from .templates import Theme, theme
 
 IS_COMPONENTS_V2 = 1 << 15
@@ -119,19 +119,6 @@ def _span_md(span: Span) -> str:
     return lead + out + trail
 
 
-def _runs(spans: Sequence[Span]) -> list[Span]:
-    """Adjacent spans with the same marks and link merged into one."""
-    out: list[Span] = []
-    for span in spans:
-        if not span.text:
-            continue
-        if out and (out[-1].marks, out[-1].href) == (span.marks, span.href):
-            out[-1] = Span(out[-1].text + span.text, span.marks, span.href)
-        else:
-            out.append(span)
-    return out
-
-
 def _guard_start(text: str) -> str:
     """A line that would start a list, a quote or a numbered item is made literal."""
     match = _LINE_START.match(text)
@@ -146,8 +133,8 @@ def line_md(line: Line, extra: tuple[str, ...] = ()) -> str:
     icon, body = line.spans[: line.prefix], line.spans[line.prefix :]
     if extra:
         body = tuple(Span(s.text, (*s.marks, *(m for m in extra if m not in s.marks)), s.href) for s in body)
-    head = "".join(_span_md(s) for s in _runs(icon))
-    text = head + "".join(_span_md(s) for s in _runs(body))
+    head = "".join(_span_md(s) for s in merge_runs(icon))
+    text = head + "".join(_span_md(s) for s in merge_runs(body))
     text = text if head else _guard_start(text)
     return "> " + text if line.block == "quote" else text
 

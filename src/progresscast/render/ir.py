@@ -17,6 +17,7 @@ import bisect
 import itertools
 import re
 import unicodedata
+from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
 from functools import lru_cache
 
@@ -290,6 +291,19 @@ def visible_units(lines: list[Line] | tuple[Line, ...]) -> int:
     if not lines:
         return 0
     return sum(line.length for line in lines) + len(lines) - 1
+
+
+def merge_runs(spans: Sequence[Span]) -> list[Span]:
+    """Adjacent spans with the same marks and link merged into one."""
+    out: list[Span] = []
+    for span in spans:
+        if not span.text:
+            continue
+        if out and (out[-1].marks, out[-1].href) == (span.marks, span.href):
+            out[-1] = Span(out[-1].text + span.text, span.marks, span.href)
+        else:
+            out.append(span)
+    return out
 
 
 def split_line(line: Line, units: int) -> tuple[Line, Line]:

@@ -49,7 +49,7 @@ from ..config.settings import RenderSettings
 from ..model.view import View
 from .answer import answer_lines, split_answer
 from .draft import compose
-from .ir import Line, Span
+from .ir import Line, Span, merge_runs
 from .templates import theme
 
 EVENT_TYPE = "m.room.message"
@@ -108,22 +108,9 @@ def sanitize(fragment: str) -> str:
 # --- lines as HTML -------------------------------------------------------------------
 
 
-def _runs(spans: Sequence[Span]) -> list[Span]:
-    """Adjacent spans with the same marks and link merged into one."""
-    out: list[Span] = []
-    for span in spans:
-        if not span.text:
-            continue
-        if out and (out[-1].marks, out[-1].href) == (span.marks, span.href):
-            out[-1] = Span(out[-1].text + span.text, span.marks, span.href)
-        else:
-            out.append(span)
-    return out
-
-
 def _spans_html(spans: Sequence[Span], links: bool, extra: tuple[str, ...] = ()) -> str:
     out = []
-    for span in _runs(spans):
+    for span in merge_runs(spans):
         text = html.escape(span.text, quote=False)
         for mark in reversed(tuple(dict.fromkeys((*span.marks, *extra)))):
             tag = _TAGS.get(mark)

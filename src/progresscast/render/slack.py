@@ -56,7 +56,7 @@ from ..model.card import Step
 from ..model.view import TERMINAL, View
 from .answer import answer_lines, split_answer
 from .draft import compose
-from .ir import Line, Span, cut_line, middle_cut, plain, split_line, u16
+from .ir import Line, Span, cut_line, merge_runs, middle_cut, plain, split_line, u16
 from .templates import Theme, theme
 
 MAX_BLOCKS = 50
@@ -102,19 +102,6 @@ def _url(href: str | None) -> str | None:
     return "".join(_URL_QUOTES.get(ch, ch) for ch in href).replace("&", "&amp;")
 
 
-def _runs(spans: Sequence[Span]) -> list[Span]:
-    """Adjacent spans with the same marks and link merged into one."""
-    out: list[Span] = []
-    for span in spans:
-        if not span.text:
-            continue
-        if out and (out[-1].marks, out[-1].href) == (span.marks, span.href):
-            out[-1] = Span(out[-1].text + span.text, span.marks, span.href)
-        else:
-            out.append(span)
-    return out
-
-
 def _span_mrkdwn(span: Span) -> str:
     core = span.text.strip()
     if not core:
@@ -136,7 +123,7 @@ def _span_mrkdwn(span: Span) -> str:
 
 def line_mrkdwn(line: Line) -> str:
     """One fitted line as mrkdwn (a quoted line starts with Slack's `>` quote)."""
-    text = "".join(_span_mrkdwn(s) for s in _runs(line.spans))
+    text = "".join(_span_mrkdwn(s) for s in merge_runs(line.spans))
     return "> " + text if line.block == "quote" else text
 
 
@@ -259,7 +246,7 @@ def _rich_elements(line: Line, extra: tuple[str, ...] = ()) -> list[dict[str, An
     out: list[dict[str, Any]] = []
     icon, body = line.spans[: line.prefix], line.spans[line.prefix :]
     for spans, more in ((icon, ()), (body, extra)):
-        for span in _runs(spans):
+        for span in merge_runs(spans):
             marks = (*span.marks, *more)
             if _url(span.href) is not None:
                 element: dict[str, Any] = {"type": "link", "url": span.href, "text": span.text}
