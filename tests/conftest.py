@@ -86,16 +86,17 @@ def pytest_runtest_protocol(item: pytest.Item, nextitem: pytest.Item | None) -> 
             gc.collect()
 
 
-class RealtimeAlone:
-    """Under pytest-xdist, a `realtime` test runs alone: it measures pacing at real
-    speed, where the other test processes' CPU on 2 cores shows up as late calls. Every
-    other test holds a shared lock while it runs, a `realtime` one the exclusive lock;
-    a turnstile keeps the tests that start meanwhile from starving it. (A plugin of its
-    own: a conftest holds one implementation of a hook.)"""
+class RunsAlone:
+    """Under pytest-xdist, a test marked `alone` (or `realtime`) runs while no other test
+    does: it measures timing that the other test processes' CPU on 2 cores spoils (a
+    call stamped late at the emulator). Every other test holds a shared lock while it
+    runs, such a test the exclusive lock; a turnstile keeps the tests that start
+    meanwhile from starving it. (A plugin of its own: a conftest holds one
+    implementation of a hook.)"""
 
     @pytest.hookimpl(wrapper=True, tryfirst=True)
     def pytest_runtest_protocol(self, item: pytest.Item, nextitem: pytest.Item | None) -> Any:
-        alone = item.get_closest_marker("realtime") is not None
+        alone = item.get_closest_marker("alone") is not None or item.get_closest_marker("realtime") is not None
         shared = Path(item.config.option.basetemp).parent  # each worker's base is popen-gwN in the run's
         with open(shared / "turnstile.lock", "a") as turnstile, open(shared / "running.lock", "a") as running:
             fcntl.flock(turnstile, fcntl.LOCK_EX)
@@ -284,7 +285,10 @@ def cluster() -> Iterator[Cluster]:
 
 def pytest_configure(config: pytest.Config) -> None:
     if "PYTEST_XDIST_WORKER" in os.environ:
-        config.pluginmanager.register(RealtimeAlone(), "progresscast-realtime-alone")
+        config.pluginmanager.register(RunsAlone(), "progresscast-runs-alone")
+    config.addinivalue_line(
+        "markers", "alone: under pytest-xdist it runs while no other test does (timing that others' CPU spoils)"
+    )
     config.addinivalue_line(
         "markers",
         "backends: runs once per Redis backend (embedded, cluster, and server when REDIS_URL is set); "
