@@ -22,10 +22,10 @@ lint: $(STAMP)
 	$(BIN)/ruff check src tests bench
 	$(BIN)/mypy
 
-# Two test processes (pytest-xdist): most tests wait on pacing, sockets and child
-# processes, so a second process fills the first one's waits.
+# Three test processes (pytest-xdist) on 2 cores: most tests wait on pacing, sockets
+# and child processes, so the others fill one's waits. `realtime` tests run alone.
 test: lint
-	$(BIN)/python -m pytest -n 2 --dist worksteal
+	$(BIN)/python -m pytest -n 3 --dist worksteal
 
 $(BENCH_STAMP): $(STAMP) pyproject.toml
 	$(BIN)/pip install --quiet -e '.[test,bench]'

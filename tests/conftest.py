@@ -12,6 +12,7 @@ flushed per test).
 
 from __future__ import annotations
 
+import fcntl
 import gc
 import os
 import shutil
@@ -83,6 +84,33 @@ def pytest_runtest_protocol(item: pytest.Item, nextitem: pytest.Item | None) -> 
         _tests_run += 1
         if _tests_run % FULL_COLLECTION_EVERY == 0:
             gc.collect()
+
+
+class RunsAlone:
+    """Under pytest-xdist, a test marked `alone` (or `realtime`) runs while no other test
+    does: it measures timing that the other test processes' CPU on 2 cores spoils (a
+    call stamped late at the emulator). Every other test holds a shared lock while it
+    runs, such a test the exclusive lock; a turnstile keeps the tests that start
+    meanwhile from starving it. (A plugin of its own: a conftest holds one
+    implementation of a hook.)"""
+
+    @pytest.hookimpl(wrapper=True, tryfirst=True)
+    def pytest_runtest_protocol(self, item: pytest.Item, nextitem: pytest.Item | None) -> Any:
+        alone = item.get_closest_marker("alone") is not None or item.get_closest_marker("realtime") is not None
+        shared = Path(item.config.option.basetemp).parent  # each worker's base is popen-gwN in the run's
+        with open(shared / "turnstile.lock", "a") as turnstile, open(shared / "running.lock", "a") as running:
+            fcntl.flock(turnstile, fcntl.LOCK_EX)
+            try:
+                fcntl.flock(running, fcntl.LOCK_EX if alone else fcntl.LOCK_SH)
+            finally:
+                if not alone:
+                    fcntl.flock(turnstile, fcntl.LOCK_UN)
+            try:
+                return (yield)
+            finally:
+                fcntl.flock(running, fcntl.LOCK_UN)
+                if alone:
+                    fcntl.flock(turnstile, fcntl.LOCK_UN)
 
 
 @pytest.hookimpl(wrapper=True)
@@ -256,6 +284,11 @@ def cluster() -> Iterator[Cluster]:
 
 
 def pytest_configure(config: pytest.Config) -> None:
+    if "PYTEST_XDIST_WORKER" in os.environ:
+        config.pluginmanager.register(RunsAlone(), "progresscast-runs-alone")
+    config.addinivalue_line(
+        "markers", "alone: under pytest-xdist it runs while no other test does (timing that others' CPU spoils)"
+    )
     config.addinivalue_line(
         "markers",
         "backends: runs once per Redis backend (embedded, cluster, and server when REDIS_URL is set); "

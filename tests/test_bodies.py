@@ -30,8 +30,6 @@ from progresscast.testing import DiscordAPIEmulator, SlackAPIEmulator
 
 pytestmark = [
     pytest.mark.skipif(not Path("/proc/self/status").exists(), reason="reads a process's peak memory from /proc"),
-    # What is checked happens before any Redis command: one backend is enough.
-    pytest.mark.parametrize("redis_url", ["embedded"], indirect=True),
 ]
 
 MiB = 1024 * 1024

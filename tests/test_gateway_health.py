@@ -30,8 +30,7 @@ from progresscast.store.sharding import layout_of
 from progresscast.telegram.follows import TelegramState
 from test_gateway_rpc import gateway_settings
 
-# Commands are counted on the one server: the embedded Redis.
-pytestmark = pytest.mark.parametrize("redis_url", ["embedded"], indirect=True)
+# Commands are counted on the one server: the embedded Redis (not `backends`).
 
 BOT = "111111"
 

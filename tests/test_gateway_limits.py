@@ -121,7 +121,6 @@ def serve_env(tmp_path: Path) -> dict[str, str]:
     return env
 
 
-@pytest.mark.parametrize("redis_url", ["embedded"], indirect=True)
 async def test_a_short_token_stops_a_gateway_listening_beyond_loopback(redis_url: str, tmp_path: Path) -> None:
     config = serve_config(tmp_path, redis_url, f"0.0.0.0:{free_port()}", "short")
     proc = await asyncio.create_subprocess_exec(
@@ -134,7 +133,6 @@ async def test_a_short_token_stops_a_gateway_listening_beyond_loopback(redis_url
     assert lines[-1].startswith("progresscast: gateway.tokens[1].token: 5 characters is too short"), lines
 
 
-@pytest.mark.parametrize("redis_url", ["embedded"], indirect=True)
 async def test_a_short_token_on_loopback_is_warned_about(redis_url: str, tmp_path: Path) -> None:
     port = free_port()
     config = serve_config(tmp_path, redis_url, f"127.0.0.1:{port}", "short")

@@ -16,7 +16,6 @@ from contextlib import asynccontextmanager
 from pathlib import Path
 
 import httpx2
-import pytest
 from mcp import ClientSession
 from mcp.client.streamable_http import streamable_http_client
 
@@ -24,8 +23,7 @@ from progresscast.model.owners import Owner
 from progresscast.store.cards import CardStore
 from test_mcp import PLAN, server_env, text_of
 
-# What is checked here happens before any Redis command: one backend is enough.
-pytestmark = pytest.mark.parametrize("redis_url", ["embedded"], indirect=True)
+# What is checked here happens before any Redis command: the embedded Redis is enough (not `backends`).
 
 WRITER = "writer-token-0123456789"
 READER = "reader-token-0123456789"

@@ -276,6 +276,7 @@ async def api() -> AsyncIterator[BotAPIEmulator]:
         yield emulator
 
 
+@pytest.mark.alone  # 30 chats' pacing judged within half an interval
 async def test_thirty_chats_end_right_with_30_percent_of_calls_failing(api: BotAPIEmulator, redis: Redis) -> None:
     chats = chat_ids(30, groups=4)
     async with Adapter(api, redis):
