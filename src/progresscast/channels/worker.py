@@ -649,7 +649,10 @@ class ChannelWorker:
         if key not in self._requests and read.state.intent is None and known is not None and known[0] == read.state:
             if known[1] == inputs:
                 self._since.pop(key, None)
-                return None  # it shows what these inputs want
+                # It shows what these inputs want — an ended follow's draft was deleted
+                # already, when the lane looked before the ending was handed to it.
+                await self._ended_done(key)
+                return None
             if not self._calls.locked() and self.pacer.take(chat):  # a slot free now, nothing awaited since the read
                 async with self._calls:
                     return await self._at_slot(key, read, seen)
