@@ -51,13 +51,13 @@ return 0
 """
 
 # The newest message someone else posted in a destination's thread: kept when newer,
-# and for `ttl` seconds after the last one.
+# and for `ttl` milliseconds after the last one.
 _HEARD = """
 local heard_key = KEYS[1]
 local message_id, ttl = tonumber(ARGV[1]), tonumber(ARGV[2])
 local cur = tonumber(redis.call('GET', heard_key) or '0')
-if message_id > cur then redis.call('SET', heard_key, ARGV[1], 'EX', ttl) return 1 end
-redis.call('EXPIRE', heard_key, ttl)
+if message_id > cur then redis.call('SET', heard_key, ARGV[1], 'PX', ttl) return 1 end
+redis.call('PEXPIRE', heard_key, ttl)
 return 0
 """
 
@@ -412,7 +412,9 @@ class ChannelState:
         if not await self.redis.sismember(keys.channel_destinations(self.channel), str(chat_id)):
             return  # a stranger's chat, or one that follows nothing: nothing to move
         heard = keys.channel_heard(self.channel, chat_id, thread_id)
-        await self._heard(keys=[heard], args=[str(message_id), HEARD_TTL])
+        ms = await retention_ms(self.redis)  # never kept past the store's retention either
+        ttl = min(HEARD_TTL * 1000, ms) if ms > 0 else HEARD_TTL * 1000
+        await self._heard(keys=[heard], args=[str(message_id), ttl])
 
     async def last_message(self, chat_id: Id) -> int:
         return int(cast("str | None", await self.redis.get(keys.channel_last_message(self.channel, chat_id))) or 0)
