@@ -212,3 +212,33 @@ async def test_a_draft_a_person_redacted_is_replaced_by_a_new_one(harness: Harne
     await harness.put(("Pick the items", "completed"), ("Pay", "in_progress"))
     drafts = await harness.shows(room, "▶️ Pay")
     assert drafts[0]["event_id"] != first["event_id"]
+
+
+async def test_a_blocked_step_pings_once_as_a_notifying_reply_to_the_silent_draft(harness: Harness) -> None:
+    room = await following(harness)
+    await harness.put(("Check stock", "completed"), ("Confirm access", "in_progress"))
+    draft = (await harness.shows(room, "▶️ Confirm access"))[0]
+    assert draft["shown"]["msgtype"] == "m.notice"  # the draft itself notifies no one
+
+    async def pings() -> list[dict[str, Any]]:
+        shown = await harness.person.shown(room, harness.bot.user_id)
+        return [e for e in shown if e["shown"]["msgtype"] == "m.text"]
+
+    await harness.put(("Check stock", "completed"), ("Confirm access", "blocked"))
+    [ping] = await until(pings, "the ping")
+    content = ping["content"]
+    assert "Needs you" in content["body"] and "Confirm access" in content["body"]
+    assert content["m.mentions"] == {}  # it notifies the room's members, mentions nobody
+    assert content["m.relates_to"]["m.in_reply_to"]["event_id"] == draft["event_id"]
+    # The same card written again is no news; blocked → working → blocked is.
+    await harness.put(("Check stock", "completed"), ("Confirm access", "blocked"), ("Ship", "pending"))
+    await harness.shows(room, "Ship")
+    assert len(await pings()) == 1
+    await harness.put(("Check stock", "completed"), ("Confirm access", "in_progress"), ("Ship", "pending"))
+    await harness.shows(room, "▶️ Confirm access")
+    await harness.put(("Check stock", "completed"), ("Confirm access", "blocked"), ("Ship", "pending"))
+    await until(lambda: _count(pings, 2), "the second ping")
+
+
+async def _count(pings: Any, n: int) -> bool:
+    return len(await pings()) == n
