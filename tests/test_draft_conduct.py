@@ -8,7 +8,7 @@ from collections.abc import Sequence
 from dataclasses import replace
 
 from progresscast.channels.conduct import Conduct
-from progresscast.channels.drafts import Delete, DraftState, Edit, Send, Wait, apply, on_follow
+from progresscast.channels.drafts import Delete, DraftState, Edit, Send, Wait, apply, begin, on_follow
 from progresscast.channels.outcome import Outcome, OutcomeKind
 from progresscast.config.settings import Mode
 from progresscast.model.needs import Need, Notify
@@ -283,6 +283,35 @@ def test_no_repost_without_an_update_a_newer_message_or_stay_at_bottom() -> None
     assert isinstance(plan(state, v2, resit(s, below=None), r)[1], Edit)
     off = resit(s, conduct=Conduct(stay_at_bottom=False))
     assert isinstance(plan(state, v2, off, r)[1], Edit)
+
+
+def test_where_ids_have_no_order_a_message_is_below_when_posted_after_the_draft_was_sent() -> None:
+    # Matrix: event ids say nothing of order; what was heard is when the message was
+    # posted (ms), compared with when the draft's send left.
+    r = Ends()
+    v = view(card(1, ("A", "in_progress")), RunState.active)
+    v2 = view(card(2, ("A", "completed")), RunState.active)
+    s = sit("r1", now=100.0, ordered_ids=False)
+    state, send = plan(DraftState(), v, s, r)
+    assert isinstance(send, Send)
+    state = apply(begin(state, send, 0, 100.0), send, Outcome(OutcomeKind.ok, message_id="$d1"), 100.4)
+    assert state.sent_at == 100.0  # when the request left, not when its answer came
+    assert isinstance(plan(state, v2, resit(s, now=101.0, below=99_900), r)[1], Edit)  # posted before the draft
+    later = resit(s, now=101.0, below=100_200)
+    state, repost = plan(state, v2, later, r)
+    assert isinstance(repost, Send) and repost.repost
+    state = apply(begin(state, repost, 0, 101.0), repost, Outcome(OutcomeKind.ok, message_id="$d2"), 101.2)
+    assert state.message_id == "$d2" and state.stale == "$d1" and state.sent_at == 101.0
+    state, delete = plan(state, v2, later, r)
+    assert delete == Delete("$d1", stale=True)
+    state = apply(state, delete, Outcome(OutcomeKind.ok))
+    # The same message heard, past the interval: the draft is already under it.
+    v3 = view(card(3, ("A", "completed"), ("B", "in_progress")), RunState.active)
+    assert isinstance(plan(state, v3, resit(later, now=200.0), r)[1], Edit)
+    # A mark that is no time (an id, where the channel says ids have no order) moves nothing.
+    assert isinstance(plan(state, v3, resit(later, now=200.0, below="$x"), r)[1], Edit)
+    # With ordered ids, the same state compares ids: "$…" ones tell nothing.
+    assert isinstance(plan(state, v3, resit(later, now=200.0, ordered_ids=True, below=200_000), r)[1], Edit)
 
 
 def test_a_stale_draft_that_cannot_be_deleted_is_forgotten_and_an_unsure_repost_is_probed() -> None:

@@ -114,7 +114,10 @@ async def test_one_reader_per_account_and_a_standby_takes_over(harness: Harness)
         await asyncio.gather(first, return_exceptions=True)
         await harness.put(("Pick the items", "completed"), ("Pay", "in_progress"))
         drafts = await harness.shows(room, "▶️ Pay")
-        assert drafts[0]["event_id"] == draft["event_id"]  # the standby edits the same draft
+        # The standby goes on with the same draft: `!pc help` landed below it, so the
+        # draft moves under it — the old one redacted, one draft shown.
+        assert drafts[0]["event_id"] != draft["event_id"]
+        assert not next(e for e in await harness.person.events(room) if e["event_id"] == draft["event_id"])["content"]
         await harness.command(room, "!pc card", "again below")
     finally:
         for task in (first, second):

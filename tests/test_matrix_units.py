@@ -12,7 +12,7 @@ from progresscast.config.base import Access
 from progresscast.config.settings import AgentSettings, MatrixSettings
 from progresscast.matrix.channel import MatrixPace
 from progresscast.matrix.client import classify
-from progresscast.matrix.sync import is_creator, parse_command, power_of
+from progresscast.matrix.sync import heard_in, is_creator, parse_command, power_of
 from progresscast.model.owners import Owner
 
 BOT = "@bot:example.org"
@@ -47,6 +47,26 @@ def test_commands_are_read_from_messages() -> None:
     edit = {"m.relates_to": {"rel_type": "m.replace", "event_id": "$c"}, "m.new_content": {"body": "!pc unfollow"}}
     assert parse_command(message("* !pc unfollow", **edit), BOT) is None
     assert parse_command({**message("!pc help"), "content": {"msgtype": "m.notice", "body": "!pc help"}}, BOT) is None
+
+
+def test_which_events_are_someone_elses_message_landing() -> None:
+    now = 1_700_000_005_000
+    said = {**message("how is it going?"), "origin_server_ts": now - 5000}
+    assert heard_in(said, BOT, now) == ("0", now - 5000)  # when it was posted
+    thread = {"m.relates_to": {"rel_type": "m.thread", "event_id": "$root"}}
+    assert heard_in({**message("in a thread", **thread), "origin_server_ts": now}, BOT, now) == ("$root", now)
+    assert heard_in({**said, "origin_server_ts": now + 60_000}, BOT, now) == ("0", now)  # never later than heard
+    assert heard_in({**message("!pc help"), "origin_server_ts": now}, BOT, now) == ("0", now)  # a command is a message
+    sticker = {"type": "m.sticker", "sender": "@ann:example.org", "content": {"body": "a cat", "url": "mxc://x/y"}}
+    assert heard_in(sticker, BOT, now) == ("0", now)
+    assert heard_in({**said, "sender": BOT}, BOT, now) is None  # its own drafts, pings and replies
+    edit = {"m.relates_to": {"rel_type": "m.replace", "event_id": "$c"}, "m.new_content": {"body": "fixed"}}
+    assert heard_in(message("* fixed", **edit), BOT, now) is None  # changed in place: nothing landed
+    assert heard_in({**said, "content": {}}, BOT, now) is None  # redacted
+    redaction = {"type": "m.room.redaction", "sender": "@ann:example.org", "redacts": "$old", "content": {}}
+    assert heard_in(redaction, BOT, now) is None
+    reaction = {"type": "m.reaction", "sender": "@ann:example.org", "content": {"m.relates_to": {"rel_type": "m.annotation"}}}
+    assert heard_in(reaction, BOT, now) is None
 
 
 def test_power_levels_and_creators() -> None:

@@ -6,7 +6,12 @@ pure checks `drafts.decide` makes with them:
   answer is not a message of its own), once per need for as long as it lasts, every
   need that is new at once in one ping (`fresh_needs`);
 - **at the bottom**: when someone else's message landed below the draft, the next
-  update reposts the draft under it, at most once per `repost_interval` (`buried`);
+  update reposts the draft under it, at most once per `repost_interval` (`buried`).
+  Which message came later is told by their ids where a platform's ids grow
+  (Telegram, Slack, Discord); where they say nothing of order (Matrix's event ids),
+  the mark heard of someone else's message is when it was posted, in milliseconds
+  since the epoch, and it is below the draft when it was posted after the draft's
+  message was sent (`DraftState.sent_at`);
 - **no flash**: a run's first draft waits `start_delay` from the run's start.
 
 Durations are seconds of real time: the configured ones times the time scale.
@@ -78,15 +83,30 @@ def newer(message: MessageId, than: MessageId) -> bool:
         return False
 
 
-def buried(state: DraftState, below: MessageId | None, conduct: Conduct, now: float) -> bool:
+def under(state: DraftState, below: MessageId, ordered_ids: bool = True) -> bool:
+    """Did someone else's message, heard as `below`, land under the draft's message?
+    `ordered_ids`: `below` is the message's id, compared with the draft's; otherwise
+    it is when the message was posted (ms since the epoch), compared with when the
+    draft's message was sent. The send's time is taken as the request leaves: a
+    message posted while it was on its way counts as below (one needless move,
+    never two: the move is sent after the message was heard)."""
+    if state.message_id is None:
+        return False
+    if ordered_ids:
+        return newer(below, state.message_id)
+    return isinstance(below, int) and below / 1000 > state.sent_at
+
+
+def buried(
+    state: DraftState, below: MessageId | None, conduct: Conduct, now: float, ordered_ids: bool = True
+) -> bool:
     """Did someone else's message land below the draft, and may it move to the bottom now?"""
     return (
         conduct.stay_at_bottom
-        and state.message_id is not None
         and below is not None
-        and newer(below, state.message_id)
+        and under(state, below, ordered_ids)
         and now >= state.reposted_at + conduct.repost_interval
     )
 
 
-__all__ = ["Conduct", "all_needs", "buried", "conduct_of", "fresh_needs", "newer"]
+__all__ = ["Conduct", "all_needs", "buried", "conduct_of", "fresh_needs", "newer", "under"]

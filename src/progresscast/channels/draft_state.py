@@ -3,7 +3,8 @@
 `DraftState` is everything a later decision about the draft depends on, so a restarted
 worker behaves as the one before it: the message and what it shows, the bookkeeping of
 runs and answers, the content the channel refused, an unsure first send (`Intent`),
-what was pinged, and when the draft last moved to the bottom of the chat.
+what was pinged, when its message was sent and when the draft last moved to the bottom
+of the chat.
 """
 
 from __future__ import annotations
@@ -100,6 +101,10 @@ class DraftState:
     deleted (the new one is sent first)."""
     reposted_at: float = 0.0
     """Wall-clock time of the last repost to the bottom (one per `repostInterval`)."""
+    sent_at: float = 0.0
+    """Wall-clock time the draft's message was sent (the request left; an unsure send's:
+    when its outcome turned out unknown): where message ids say nothing of order, what
+    tells whether someone else's message came later (`conduct.under`)."""
     intent: Intent | None = None
 
     @property

@@ -109,7 +109,10 @@ class Situation:
     conduct: Conduct = field(default_factory=Conduct)
     """The destination's pings, start delay and staying at the bottom."""
     below: MessageId | None = None
-    """The newest message someone else posted in the draft's thread."""
+    """The newest message someone else posted in the draft's thread: its id, or when
+    it was posted where ids say nothing of order (`ordered_ids`; `conduct.under`)."""
+    ordered_ids: bool = True
+    """The destination's message ids grow with time (Telegram, Slack, Discord; not Matrix)."""
 
 
 def on_follow(state: DraftState, view: View) -> DraftState:
@@ -310,7 +313,7 @@ def _settle(s: DraftState, want: Payload | None, rev: int | None, sit: Situation
     call = next_call(s, want, rev)
     if call is None and s.fresh:
         s = replace(s, fresh=False)  # nothing to show again (or already shown fresh)
-    if isinstance(call, Edit) and buried(s, sit.below, sit.conduct, sit.now):
+    if isinstance(call, Edit) and buried(s, sit.below, sit.conduct, sit.now, sit.ordered_ids):
         # Someone else's message landed below the draft: this update goes out as a new
         # draft under it (the old one is deleted once it is sent).
         want = call.payload

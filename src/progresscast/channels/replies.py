@@ -14,12 +14,15 @@ from .outcome import MessageId, Outcome, OutcomeKind
 
 def begin(state: DraftState, call: Send, mark: int, now: float) -> DraftState:
     """Before a first send: remember what goes out (write-ahead; see the module doc)."""
+    return replace(state, intent=_intent(call, mark, now))
+
+
+def _intent(call: Send, mark: int, now: float) -> Intent:
     out = call.shown
-    intent = Intent(
+    return Intent(
         call.purpose, call.index, out.method, dict(out.params), call.makes, out.kind,
         mark, now, mark + 1, revision=call.revision, needs=call.needs, repost=call.repost,
     )
-    return replace(state, intent=intent)
 
 
 def apply(state: DraftState, call: Call, outcome: Outcome, now: float = 0.0) -> DraftState:
@@ -62,16 +65,7 @@ def apply(state: DraftState, call: Call, outcome: Outcome, now: float = 0.0) -> 
         intent = call.intent
         if k is OutcomeKind.found:
             message_id = outcome.message_id if outcome.message_id is not None else call.message_id
-            if intent.purpose == "answer":
-                return replace(state, intent=None, answer_sent=intent.index + 1)
-            if intent.purpose == "ping":
-                return _pinged(replace(state, intent=None), intent.needs)
-            if intent.repost:
-                state = _moved(state, now)
-            return replace(
-                state, intent=None, message_id=message_id, digest=intent.digest, kind=intent.kind,
-                revision=intent.revision, fresh=False,
-            )
+            return _landed(state, intent, message_id, now)
         if k is OutcomeKind.foreign:
             return replace(state, intent=replace(intent, probe=call.message_id + 1, probes=intent.probes + 1))
         if outcome.retryable or k is OutcomeKind.forbidden:
@@ -81,15 +75,23 @@ def apply(state: DraftState, call: Call, outcome: Outcome, now: float = 0.0) -> 
 
 
 def _sent(state: DraftState, call: Send, message_id: MessageId, now: float = 0.0) -> DraftState:
-    if call.purpose == "answer":
-        return replace(state, intent=None, answer_sent=call.index + 1)
-    if call.purpose == "ping":
-        return _pinged(replace(state, intent=None), call.needs)
-    if call.repost:
+    # Sent when the request left (`begin`'s record): whatever is posted later is surely below it.
+    left = state.intent.at if state.intent is not None else now
+    return _landed(state, _intent(call, 0, left), message_id, now)
+
+
+def _landed(state: DraftState, sent: Intent, message_id: MessageId, now: float) -> DraftState:
+    """A first send landed as `message_id` (answered, or found by a probe)."""
+    state = replace(state, intent=None)
+    if sent.purpose == "answer":
+        return replace(state, answer_sent=sent.index + 1)
+    if sent.purpose == "ping":
+        return _pinged(state, sent.needs)
+    if sent.repost:
         state = _moved(state, now)
     return replace(
-        state, intent=None, message_id=message_id, digest=call.makes, kind=call.shown.kind,
-        revision=call.revision, fresh=False,
+        state, message_id=message_id, digest=sent.digest, kind=sent.kind, revision=sent.revision, fresh=False,
+        sent_at=sent.at,
     )
 
 

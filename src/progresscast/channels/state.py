@@ -125,11 +125,15 @@ def _prefs(raw: dict[str, str]) -> ChatPrefs:
 
 class ChannelState:
     def __init__(
-        self, redis: Redis, channel: str, parse_id: Callable[[str], Id] = int, *, fence: Fence | None = None
+        self, redis: Redis, channel: str, parse_id: Callable[[str], Id] = int, *, fence: Fence | None = None,
+        ordered_ids: bool = True,
     ) -> None:
         self.redis = redis
         self.channel = channel
         self.parse_id = parse_id
+        self.ordered_ids = ordered_ids
+        """The channel's message ids grow with time. Where they do not (Matrix), what
+        `heard` notes of a message is when it was posted, in ms (`conduct.under`)."""
         self.fence = fence
         """The bot's lease (None: no lease). Draft writes and deletes check it and are
         conditioned on its number in Redis; follows and overrides (a command's writes)
@@ -230,6 +234,15 @@ class ChannelState:
     def _id(self, raw: str) -> Id | None:
         try:
             return self.parse_id(raw)
+        except ValueError:
+            return None
+
+    def _heard_mark(self, raw: str) -> Id | None:
+        """What `heard` noted: a message id, or when the message was posted (`ordered_ids`)."""
+        if self.ordered_ids:
+            return self._id(raw)
+        try:
+            return int(raw)
         except ValueError:
             return None
 
@@ -334,7 +347,7 @@ class ChannelState:
             pipe.hgetall(keys.channel_prefs(self.channel, key.chat_id))
             pipe.get(keys.channel_heard(self.channel, key.chat_id, key.thread_id))
             raw, following, prefs, heard = await pipe.execute()
-        below = self._id(cast("str", heard)) if heard else None
+        below = self._heard_mark(cast("str", heard)) if heard else None
         return (
             DraftState.from_json(cast("str | None", raw)), bool(following), _prefs(cast("dict[str, str]", prefs)), below
         )
@@ -404,8 +417,9 @@ class ChannelState:
 
     async def heard(self, chat_id: Id, thread_id: Id, message_id: Id) -> None:
         """Someone else posted `message_id` in the destination's thread (kept when newer:
-        Telegram's ids grow, Slack's `ts` are decimal seconds) — noted only for a
-        destination that follows something, and forgotten after `HEARD_TTL` of silence.
+        Telegram's ids grow, Slack's `ts` are decimal seconds; without `ordered_ids`,
+        when it was posted, in ms) — noted only for a destination that follows
+        something, and forgotten after `HEARD_TTL` of silence.
         A fact the server told: written unchecked by the lease, like message ids."""
         # Two commands, not one script: the set of destinations and the destination's
         # keys are in different slots of a Cluster.

@@ -759,6 +759,7 @@ class ChannelWorker:
             known=known,
             conduct=self._conduct(read.key.chat_id),
             below=read.below,
+            ordered_ids=self.channel.state.ordered_ids,
         )
 
     async def _call(

@@ -77,7 +77,9 @@ class MatrixChannel:
         self.matrix: MatrixSettings = matrix
         self.platform: MatrixSettings = matrix
         self.access = AccessPolicy(PLATFORM, matrix, settings.agents, AccessStore(redis, PLATFORM))
-        self.state = ChannelState(redis, keys.MATRIX, str, fence=fence)
+        # Event ids say nothing of which came later: someone else's message is heard by
+        # when it was posted (`MatrixSync`), and compared with when a draft was sent.
+        self.state = ChannelState(redis, keys.MATRIX, str, fence=fence, ordered_ids=False)
         self.client = client
         self.budgets = pace.budgets()
         self.keep_on_complete = matrix.keepOnComplete

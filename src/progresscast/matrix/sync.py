@@ -14,6 +14,11 @@ the holder of the account's lease), turning room events into what the adapter do
   `pairing` (the default) accepts it and answers with the room's pairing code (the
   shared handler's answer to a stranger); `allowlist` declines it, and the log names
   the room, so that an operator can grant it; `open` accepts every invite.
+- A message someone else posts (`m.room.message`, `m.sticker`; not an edit) is
+  noted for the drafts of its thread (`ChannelWorker.heard`): a draft above it moves
+  to the bottom with its next update. Event ids say nothing of which came later, so
+  what is noted is when it was posted (`heard_in`), compared with when the draft was
+  sent (`conduct.under`).
 - A live draft someone else redacted is shown again as a new message (edits of a
   redacted event would go nowhere).
 - A room that is (or becomes) end-to-end encrypted is told once that the bot does not
@@ -73,26 +78,52 @@ ENCRYPTED_REFUSAL = (
 )
 
 
-def parse_command(event: dict[str, Any], bot: str) -> tuple[str, str, list[str]] | None:
-    """(thread, word, args) of a `!pc` message, or None for any other event."""
-    if event.get("type") != "m.room.message" or event.get("sender") == bot:
+def _posted(event: dict[str, Any], bot: str, types: tuple[str, ...]) -> tuple[dict[str, Any], str] | None:
+    """(content, thread: its `m.thread` root or "0") of a new message someone else
+    posted, or None: the bot's own, an edit (`m.replace`), a redacted one, another type."""
+    if event.get("type") not in types or event.get("sender") == bot:
         return None
     content = event.get("content")
-    if not isinstance(content, dict) or content.get("msgtype") != "m.text":
+    if not isinstance(content, dict) or not content:
         return None
     relation = content.get("m.relates_to")
     relation = relation if isinstance(relation, dict) else {}
     if relation.get("rel_type") == "m.replace" or "m.new_content" in content:
-        return None  # an edit of a command does not run it again
+        return None  # an edit changes a message in place: nothing new lands, no command runs again
+    thread = NO_THREAD
+    if relation.get("rel_type") == "m.thread" and isinstance(relation.get("event_id"), str):
+        thread = relation["event_id"]
+    return content, thread
+
+
+def parse_command(event: dict[str, Any], bot: str) -> tuple[str, str, list[str]] | None:
+    """(thread, word, args) of a `!pc` message, or None for any other event."""
+    posted = _posted(event, bot, ("m.room.message",))
+    if posted is None or posted[0].get("msgtype") != "m.text":
+        return None
+    content, thread = posted
     body = content.get("body")
     words = body.split() if isinstance(body, str) else []
     if not words or words[0].lower() != PREFIX:
         return None
-    thread = NO_THREAD
-    if relation.get("rel_type") == "m.thread" and isinstance(relation.get("event_id"), str):
-        thread = relation["event_id"]
     word = words[1].lower() if len(words) > 1 else "help"
     return thread, word, words[2:]
+
+
+def heard_in(event: dict[str, Any], bot: str, now_ms: int) -> tuple[str, int] | None:
+    """(thread, mark) of a message someone else posted (a command too: it is a message
+    in the room like any other), or None. The mark is when it was posted, in ms: the
+    homeserver's `origin_server_ts`, but never later than `now_ms`, when the bot hears
+    it — with a homeserver clock ahead of the bot's, a message would otherwise look
+    newer than the draft moved under it, and move it again. (A homeserver clock behind
+    the bot's only makes a message posted just after a draft was sent look older than
+    the draft: that one message does not move it.)"""
+    posted = _posted(event, bot, ("m.room.message", "m.sticker"))
+    if posted is None:
+        return None
+    stamp = event.get("origin_server_ts")
+    at = stamp if isinstance(stamp, int) and not isinstance(stamp, bool) else now_ms
+    return posted[1], min(at, now_ms)
 
 
 def power_of(content: dict[str, Any], user: str) -> int:
@@ -189,9 +220,22 @@ class MatrixSync:
                 continue
             if any(e.get("sender") != self.user_id for e in timeline):
                 await self._guarded(self.worker.spoke(room_id), "room %r speaking again", room_id)
+            for thread, mark in self._heard(timeline).items():
+                await self._guarded(self.worker.heard(room_id, thread, mark), "a message in room %r", room_id)
             for event in timeline:
                 await self._guarded(self._command(room_id, event), "a command in room %r", room_id)
                 await self._guarded(self._redacted(room_id, event), "a redaction in room %r", room_id)
+
+    def _heard(self, timeline: list[dict[str, Any]]) -> dict[str, int]:
+        """The newest mark of someone else's messages in each thread (one note each)."""
+        now_ms = int(self.worker.clock() * 1000)
+        marks: dict[str, int] = {}
+        for event in timeline:
+            heard = heard_in(event, self.user_id, now_ms)
+            if heard is not None:
+                thread, mark = heard
+                marks[thread] = max(mark, marks.get(thread, 0))
+        return marks
 
     @staticmethod
     async def _guarded(work: Awaitable[None], what: str, room_id: str) -> None:
@@ -306,6 +350,7 @@ __all__ = [
     "PREFIX",
     "SURFACE",
     "MatrixSync",
+    "heard_in",
     "is_creator",
     "parse_command",
     "power_of",
