@@ -22,10 +22,9 @@ from dataclasses import dataclass, field
 from redis.asyncio import Redis
 from starlette.routing import Route
 
-from ..backoff import Backoff
+from ..backoff import Backoff, retrying
 from ..channels.worker import ChannelWorker, WorkerOptions
 from ..config.settings import ConfigError, Settings
-from ..stopping import still_wanted
 from .breaker import Breaker, BreakerSettings
 from .channel import DiscordChannel, DiscordPace
 from .client import DiscordClient
@@ -68,23 +67,20 @@ class DiscordAdapter:
 
     async def _identify(self, rest: DiscordREST) -> None:
         """`GET /users/@me`: the bot's own id; retried while Discord is unreachable."""
-        failures = 0
-        while True:
-            still_wanted()
+
+        async def attempt() -> None:
             try:
                 me = await rest.request("GET", "/users/@me")
-                self.client.bot_user_id = str(me["id"])
-                return
             except DiscordHTTPError as exc:
                 if exc.status == 401:
                     raise ConfigError("channels.discord.token: Discord refused it (401 Unauthorized)") from None
-                delay = self.options.backoff.delay(failures)
-                log.warning("Discord answered %s; retrying in %.0f s", exc, delay)
-            except Exception as exc:  # Discord unreachable
-                delay = self.options.backoff.delay(failures)
-                log.warning("cannot reach Discord (%s); retrying in %.0f s", exc, delay)
-            failures += 1
-            await asyncio.sleep(delay)
+                raise
+            self.client.bot_user_id = str(me["id"])
+
+        await retrying(
+            attempt, "cannot reach Discord", log=log, backoff=self.options.backoff, give_up=(ConfigError,),
+            describe=lambda exc: f"it answered {exc}" if isinstance(exc, DiscordHTTPError) else exc,
+        )
 
     async def run(self) -> None:
         """Run until cancelled."""

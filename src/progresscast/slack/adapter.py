@@ -22,10 +22,9 @@ from slack_sdk.errors import SlackApiError
 from slack_sdk.web.async_client import AsyncWebClient
 from starlette.routing import Route
 
-from ..backoff import Backoff
+from ..backoff import Backoff, retrying
 from ..channels.worker import ChannelWorker, WorkerOptions
 from ..config.settings import ConfigError, Settings
-from ..stopping import still_wanted
 from .channel import SlackChannel, SlackPace
 from .client import SlackClient
 from .commands import SlackCommands
@@ -66,25 +65,20 @@ class SlackAdapter:
 
     async def _identify(self) -> None:
         """auth.test: the workspace and the app's user; retried while Slack is unreachable."""
-        failures = 0
-        while True:
-            still_wanted()
+
+        async def attempt() -> None:
             try:
                 reply = await self.web.auth_test()
-                self.channel.team_id = str(reply.get("team_id") or "")
-                self.client.bot_user_id = str(reply.get("user_id") or "") or None
-                self.client.bot_id = str(reply.get("bot_id") or "") or None
-                return
             except SlackApiError as exc:
                 if exc.response.get("error") in REFUSED_TOKEN:
                     # A mistake in the configuration: it ends `serve` (one line, exit 2).
                     raise ConfigError(f"channels.slack.token: Slack says {exc.response.get('error')}") from None
-                delay = self.options.backoff.delay(failures)
-            except Exception as exc:  # Slack unreachable
-                delay = self.options.backoff.delay(failures)
-                log.warning("cannot reach Slack (%s); retrying in %.0f s", exc, delay)
-            failures += 1
-            await asyncio.sleep(delay)
+                raise
+            self.channel.team_id = str(reply.get("team_id") or "")
+            self.client.bot_user_id = str(reply.get("user_id") or "") or None
+            self.client.bot_id = str(reply.get("bot_id") or "") or None
+
+        await retrying(attempt, "cannot reach Slack", log=log, backoff=self.options.backoff, give_up=(ConfigError,))
 
     async def run(self) -> None:
         """Run until cancelled."""
