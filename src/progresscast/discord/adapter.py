@@ -18,11 +18,13 @@ from __future__ import annotations
 import asyncio
 import logging
 from dataclasses import dataclass, field
+from functools import partial
 
 from redis.asyncio import Redis
 from starlette.routing import Route
 
-from ..backoff import Backoff, retrying
+from ..backoff import retrying
+from ..channels.base import ApiOptions, work_until_cancelled
 from ..channels.worker import ChannelWorker, WorkerOptions
 from ..config.settings import ConfigError, Settings
 from .breaker import Breaker, BreakerSettings
@@ -36,12 +38,9 @@ log = logging.getLogger("progresscast.discord")
 
 
 @dataclass(frozen=True)
-class DiscordOptions:
+class DiscordOptions(ApiOptions):
     pace: DiscordPace = field(default_factory=DiscordPace)
-    timeout: float = 10.0
-    """Seconds a call may take: past it, a create is unsure and looked for."""
     worker: WorkerOptions = field(default_factory=lambda: WorkerOptions(group="discord"))
-    backoff: Backoff = field(default_factory=Backoff)
     breaker: BreakerSettings = field(default_factory=BreakerSettings)
 
 
@@ -90,15 +89,13 @@ class DiscordAdapter:
             self.discord.apiBaseUrl, self.token, timeout=self.options.timeout,
             max_connections=self.options.worker.calls_in_flight,
         )
+        self.client.rest = rest
         try:
-            self.client.rest = rest
-            await self._identify(rest)
-            await self.worker.start()  # says what strangers get (`access`)
-            self.started.set()
-            log.info("Discord adapter running as user %s", self.client.bot_user_id)
-            await asyncio.Event().wait()
+            await work_until_cancelled(
+                self.worker, self.started, partial(self._identify, rest),
+                lambda: f"Discord adapter running as user {self.client.bot_user_id}", log,
+            )
         finally:
-            await self.worker.close()
             self.client.rest = None
             await rest.close()
 

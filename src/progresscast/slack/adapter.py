@@ -22,7 +22,8 @@ from slack_sdk.errors import SlackApiError
 from slack_sdk.web.async_client import AsyncWebClient
 from starlette.routing import Route
 
-from ..backoff import Backoff, retrying
+from ..backoff import retrying
+from ..channels.base import ApiOptions, work_until_cancelled
 from ..channels.worker import ChannelWorker, WorkerOptions
 from ..config.settings import ConfigError, Settings
 from .channel import SlackChannel, SlackPace
@@ -36,12 +37,9 @@ REFUSED_TOKEN = ("invalid_auth", "not_authed", "account_inactive", "token_revoke
 
 
 @dataclass(frozen=True)
-class SlackOptions:
+class SlackOptions(ApiOptions):
     pace: SlackPace = field(default_factory=SlackPace)
-    timeout: float = 10.0
-    """Seconds slack_sdk waits for an answer: past it, a post is unsure and looked for."""
     worker: WorkerOptions = field(default_factory=lambda: WorkerOptions(group="slack"))
-    backoff: Backoff = field(default_factory=Backoff)
 
 
 class SlackAdapter:
@@ -82,14 +80,10 @@ class SlackAdapter:
 
     async def run(self) -> None:
         """Run until cancelled."""
-        try:
-            await self._identify()
-            await self.worker.start()
-            self.started.set()
-            log.info("Slack adapter running in workspace %s", self.channel.team_id)
-            await asyncio.Event().wait()
-        finally:
-            await self.worker.close()
+        await work_until_cancelled(
+            self.worker, self.started, self._identify,
+            lambda: f"Slack adapter running in workspace {self.channel.team_id}", log,
+        )
 
 
 __all__ = ["SlackAdapter", "SlackOptions"]

@@ -89,13 +89,7 @@ async def follow_agents(settings: Settings, redis: Redis) -> None:
 
 async def follow_agent(agent: A2AAgentSettings, settings: Settings, redis: Redis) -> None:
     pacing = pacing_of(settings)
-    applier = UpdateApplier(
-        redis,
-        agent_id=agent.agentId,
-        known_agents=settings.agents.known_set,
-        default_agent=settings.agents.default,
-        max_clock_skew=settings.a2a.maxClockSkew,
-    )
+    applier = UpdateApplier.configured(redis, agent.agentId, settings)
     base = agent_key(agent, settings)
     # %r: the reason may carry what the agent sent.
     retry = Retrying(
