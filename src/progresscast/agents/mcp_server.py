@@ -146,20 +146,13 @@ RESULT_SCHEMA: dict[str, Any] = {
 }
 
 TOOLS = {
-    "progress_card": types.Tool(
-        name="progress_card",
-        title="Progress card",
-        description=PROGRESS_CARD_DESCRIPTION,
-        input_schema=PROGRESS_CARD_SCHEMA,
-        output_schema=RESULT_SCHEMA,
-    ),
-    "update_plan": types.Tool(
-        name="update_plan",
-        title="Update plan",
-        description=UPDATE_PLAN_DESCRIPTION,
-        input_schema=UPDATE_PLAN_SCHEMA,
-        output_schema=RESULT_SCHEMA,
-    ),
+    name: types.Tool(
+        name=name, title=title, description=description, input_schema=schema, output_schema=RESULT_SCHEMA
+    )
+    for name, title, description, schema in (
+        ("progress_card", "Progress card", PROGRESS_CARD_DESCRIPTION, PROGRESS_CARD_SCHEMA),
+        ("update_plan", "Update plan", UPDATE_PLAN_DESCRIPTION, UPDATE_PLAN_SCHEMA),
+    )
 }
 
 
