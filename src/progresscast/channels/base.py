@@ -6,29 +6,23 @@ adds `renderers`, `rich_refused`, `load` and `unsupported`.
 
 `EvenPace` is the budgets of a platform that gives every destination the same
 interval (Discord, Slack, Matrix; Telegram paces groups apart from private chats).
-`ApiOptions` and `work_until_cancelled` are what an adapter on a platform's HTTP API
-(Discord, Slack) is tuned by and how it runs: it learns who it is, then the worker
-runs until the adapter is cancelled.
 """
 
 from __future__ import annotations
 
-import asyncio
 import logging
-from collections.abc import Awaitable, Callable, Hashable
-from dataclasses import dataclass, field
+from collections.abc import Hashable
+from dataclasses import dataclass
 from typing import ClassVar, Generic, TypeVar
 
 from redis.asyncio import Redis
 
-from ..backoff import Backoff
 from ..config.base import PlatformSettings, RenderSettings
 from ..config.settings import Settings
 from .access import AccessPolicy, AccessStore
 from .destinations import config_follows, render_settings
 from .pacing import Budgets
 from .state import ChannelState, ChatPrefs, DraftKey, Id
-from .worker import ChannelWorker
 
 S = TypeVar("S", bound=PlatformSettings)
 
@@ -100,28 +94,4 @@ class PlatformChannel(Generic[S]):
         return thread if thread not in ("", str(self.no_thread)) else None
 
 
-@dataclass(frozen=True)
-class ApiOptions:
-    timeout: float = 10.0
-    """Seconds a call may take: past it, a send is unsure and looked for."""
-    backoff: Backoff = field(default_factory=Backoff)
-    """How the first call (who the bot is) is retried while the API is unreachable."""
-
-
-async def work_until_cancelled(
-    worker: ChannelWorker, started: asyncio.Event, identify: Callable[[], Awaitable[None]],
-    running: Callable[[], str], log: logging.Logger,
-) -> None:
-    """`identify()` (who the bot is), then the worker until cancelled: `started` is set
-    and `running()` logged once it runs; the worker is closed on the way out."""
-    try:
-        await identify()
-        await worker.start()  # says what strangers get (`access`)
-        started.set()
-        log.info("%s", running())
-        await asyncio.Event().wait()
-    finally:
-        await worker.close()
-
-
-__all__ = ["ApiOptions", "EvenPace", "PlatformChannel", "work_until_cancelled"]
+__all__ = ["EvenPace", "PlatformChannel"]

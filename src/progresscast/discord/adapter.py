@@ -24,7 +24,7 @@ from redis.asyncio import Redis
 from starlette.routing import Route
 
 from ..backoff import retrying
-from ..channels.base import ApiOptions, work_until_cancelled
+from ..channels.api_adapter import ApiOptions, work_until_cancelled
 from ..channels.worker import ChannelWorker, WorkerOptions
 from ..config.settings import ConfigError, Settings
 from .breaker import Breaker, BreakerSettings

@@ -23,7 +23,7 @@ from slack_sdk.web.async_client import AsyncWebClient
 from starlette.routing import Route
 
 from ..backoff import retrying
-from ..channels.base import ApiOptions, work_until_cancelled
+from ..channels.api_adapter import ApiOptions, work_until_cancelled
 from ..channels.worker import ChannelWorker, WorkerOptions
 from ..config.settings import ConfigError, Settings
 from .channel import SlackChannel, SlackPace
