@@ -29,6 +29,10 @@ class FailureLog:
     def warning(self, kind: str, message: str, *args: object) -> None:
         self._emit(logging.WARNING, kind, message, args, exc_info=False)
 
+    def log_at(self, level: int, kind: str, message: str, *args: object) -> None:
+        """A line at `level`, without a traceback."""
+        self._emit(level, kind, message, args, exc_info=False)
+
     def error(self, kind: str, message: str, *args: object) -> None:
         self._emit(logging.ERROR, kind, message, args, exc_info=False)
 

@@ -16,6 +16,7 @@ import os
 import re
 import sys
 import time
+from collections.abc import Iterable
 from pathlib import Path
 from typing import Any, cast
 
@@ -98,37 +99,29 @@ PROGRESS_CARD_SCHEMA: dict[str, Any] = {
     "additionalProperties": False,
 }
 
+def _plan_schema(
+    description: str, text: str, state: str, states: Iterable[str], *, note: bool = False
+) -> dict[str, Any]:
+    """A whole plan: its steps in order, each a `text` and a `state` among `states`
+    (and a `note`, where the shape has one)."""
+    step: dict[str, Any] = {text: {"type": "string"}, state: {"type": "string", "enum": list(states)}}
+    if note:
+        step["note"] = {"type": "string"}
+    return {
+        "type": "array",
+        "description": description,
+        "items": {"type": "object", "properties": step, "required": [text, state], "additionalProperties": False},
+    }
+
+
 UPDATE_PLAN_SCHEMA: dict[str, Any] = {
     "type": "object",
     "properties": {
-        "steps": {
-            "type": "array",
-            "description": "The whole plan, in order.",
-            "items": {
-                "type": "object",
-                "properties": {
-                    "label": {"type": "string"},
-                    "state": {"type": "string", "enum": list(PROGRESS_V1.states)},
-                    "note": {"type": "string"},
-                },
-                "required": ["label", "state"],
-                "additionalProperties": False,
-            },
-        },
+        "steps": _plan_schema("The whole plan, in order.", "label", "state", PROGRESS_V1.states, note=True),
         "explanation": {"type": "string", "description": "Why the plan is what it is now; shown as the status line."},
-        "plan": {
-            "type": "array",
-            "description": "Codex's shape of the whole plan, instead of `steps`.",
-            "items": {
-                "type": "object",
-                "properties": {
-                    "step": {"type": "string"},
-                    "status": {"type": "string", "enum": list(CODEX_PLAN.states)},
-                },
-                "required": ["step", "status"],
-                "additionalProperties": False,
-            },
-        },
+        "plan": _plan_schema(
+            "Codex's shape of the whole plan, instead of `steps`.", "step", "status", CODEX_PLAN.states
+        ),
     },
     "additionalProperties": False,
 }
@@ -153,20 +146,13 @@ RESULT_SCHEMA: dict[str, Any] = {
 }
 
 TOOLS = {
-    "progress_card": types.Tool(
-        name="progress_card",
-        title="Progress card",
-        description=PROGRESS_CARD_DESCRIPTION,
-        input_schema=PROGRESS_CARD_SCHEMA,
-        output_schema=RESULT_SCHEMA,
-    ),
-    "update_plan": types.Tool(
-        name="update_plan",
-        title="Update plan",
-        description=UPDATE_PLAN_DESCRIPTION,
-        input_schema=UPDATE_PLAN_SCHEMA,
-        output_schema=RESULT_SCHEMA,
-    ),
+    name: types.Tool(
+        name=name, title=title, description=description, input_schema=schema, output_schema=RESULT_SCHEMA
+    )
+    for name, title, description, schema in (
+        ("progress_card", "Progress card", PROGRESS_CARD_DESCRIPTION, PROGRESS_CARD_SCHEMA),
+        ("update_plan", "Update plan", UPDATE_PLAN_DESCRIPTION, UPDATE_PLAN_SCHEMA),
+    )
 }
 
 

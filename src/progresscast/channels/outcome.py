@@ -23,6 +23,7 @@ Probing for an unsure send answers `found` (it landed as `message_id`), `absent`
 
 from __future__ import annotations
 
+from collections.abc import Collection, Hashable, Sequence
 from dataclasses import dataclass
 from enum import StrEnum
 
@@ -65,4 +66,20 @@ class Outcome:
         return self.kind in (OutcomeKind.rate_limited, OutcomeKind.transient, OutcomeKind.unsure)
 
 
-__all__ = ["MessageId", "Outcome", "OutcomeKind"]
+CodeTable = Sequence[tuple[OutcomeKind, Collection[Hashable]]]
+"""A platform's error codes for each kind of outcome, looked up in order."""
+
+
+def kind_of(code: Hashable, table: CodeTable) -> OutcomeKind | None:
+    """The first kind whose codes hold `code` (None: no kind names it)."""
+    return next((kind for kind, codes in table if code in codes), None)
+
+
+def looked_for(failed: Outcome) -> Outcome:
+    """What a failed look for an unsure send answers: the same call later when nothing
+    was decided, else `absent` (a refused look, say for want of a permission to read
+    history: the send that follows either lands or is refused in turn)."""
+    return failed if failed.retryable else Outcome(OutcomeKind.absent, detail=failed.detail)
+
+
+__all__ = ["CodeTable", "MessageId", "Outcome", "OutcomeKind", "kind_of", "looked_for"]

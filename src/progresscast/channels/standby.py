@@ -11,11 +11,11 @@ import asyncio
 import contextlib
 import logging
 from collections.abc import Callable, Coroutine
+from functools import partial
 from typing import Any
 
 from .. import metrics
-from ..backoff import Backoff
-from ..stopping import still_wanted
+from ..backoff import Backoff, Retrying
 from ..store.lease import Fence, Lease
 
 Job = Callable[[Fence], Coroutine[Any, Any, None]]
@@ -28,25 +28,12 @@ async def while_held(
     over when it is lost. Until cancelled; an exception of the job (a refused token)
     ends it. `name` starts its log lines (`bot 123`); `label` is the account in the
     `progresscast_lease_held` metric."""
-    backoff = Backoff()
-    failures = 0
+    retry = Retrying(f"{name}: cannot reach Redis for its lease", log=log, backoff=Backoff())
     said: str | None = None
     held = metrics.LEASE_HELD.labels(label)
     held.set(0)
     while True:
-        still_wanted()
-        try:
-            got = await lease.acquire()
-            holder = None if got else await lease.current_holder()
-            failures = 0
-        except asyncio.CancelledError:
-            raise
-        except Exception as exc:  # Redis down: try again
-            delay = backoff.delay(failures)
-            failures += 1
-            log.warning("%s: cannot reach Redis for its lease (%s); retrying in %.0f s", name, exc, delay)
-            await asyncio.sleep(delay)
-            continue
+        got, holder = await retry.run(partial(_try, lease))
         if not got:
             if holder is not None and holder != said:
                 log.info("%s: standing by; its lease is held by %s", name, holder)
@@ -62,6 +49,12 @@ async def while_held(
             held.set(0)
             with contextlib.suppress(Exception):
                 await lease.release()
+
+
+async def _try(lease: Lease) -> tuple[bool, str | None]:
+    """Whether this process took `lease`, and if not, who holds it."""
+    got = await lease.acquire()
+    return got, None if got else await lease.current_holder()
 
 
 async def _hold(lease: Lease, run: Coroutine[Any, Any, None], name: str, log: logging.Logger) -> None:

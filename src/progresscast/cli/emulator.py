@@ -13,12 +13,13 @@ from typing import Any, TextIO
 
 import httpx
 
-from ..config.settings import ConfigError
 from ..testing import BotAPIEmulator, SlackAPIEmulator
 from ..testing.console import ChatConsole
 from ..testing.slack_console import ChannelConsole
+from .emulator_setup import listening, print_config
 
 SLASH = "/progresscast"
+SERVE = "`progresscast serve --config FILE`"
 
 
 async def run_emulator(args: argparse.Namespace, *, out: TextIO | None = None) -> None:
@@ -37,16 +38,9 @@ async def run_emulator(args: argparse.Namespace, *, out: TextIO | None = None) -
 async def _run_telegram(args: argparse.Namespace, out: TextIO) -> None:
     chat = args.chat
     api = BotAPIEmulator(port=args.port, fault_rate=args.fault_rate, fault_seed=args.fault_seed)
-    try:
-        await api.start()
-    except OSError as exc:
-        raise ConfigError(f"--port: cannot listen on 127.0.0.1:{args.port} ({exc.strerror})") from None
-    try:
+    async with listening(api, args.port):
         print(f"Bot API emulator on {api.url}", file=out)
-        print("Point the Telegram adapter at it (then run `progresscast serve --config FILE`):", file=out)
-        print("  [channels.telegram]", file=out)
-        print(f'  token = "{api.token}"', file=out)
-        print(f'  apiBaseUrl = "{api.base_url}"', file=out)
+        print_config(out, "telegram", SERVE, {"token": api.token, "apiBaseUrl": api.base_url})
         print(
             f"Type as the user of chat {chat}, e.g. /follow ticket-4821 (Enter sends it); what the chat "
             "shows is printed as it happens. Ctrl-C stops.",
@@ -63,28 +57,19 @@ async def _run_telegram(args: argparse.Namespace, out: TextIO) -> None:
             api.send_user_message(chat, text)
             print(f"  you → {text}", file=out, flush=True)
 
-        console = ChatConsole(api, chat, out)
-        await _serve_typing(console.run, typed, out)
-    finally:
-        await api.stop()
+        await _serve_typing(ChatConsole(api, chat, out).run, typed, out)
 
 
 async def _run_slack(args: argparse.Namespace, out: TextIO) -> None:
     channel = args.channel
     slack = SlackAPIEmulator(channels=[channel], port=args.port)
-    try:
-        await slack.start()
-    except OSError as exc:
-        raise ConfigError(f"--port: cannot listen on 127.0.0.1:{args.port} ({exc.strerror})") from None
     app = args.app.rstrip("/")
-    slack.events_url = f"{app}/slack/events"
-    try:
+    async with listening(slack, args.port):
+        slack.events_url = f"{app}/slack/events"
         print(f"Slack Web API emulator on {slack.url}", file=out)
-        print("Point the Slack adapter at it (then run `progresscast serve --config FILE`):", file=out)
-        print("  [channels.slack]", file=out)
-        print(f'  token = "{slack.token}"', file=out)
-        print(f'  signingSecret = "{slack.signing_secret}"', file=out)
-        print(f'  apiBaseUrl = "{slack.base_url}"', file=out)
+        print_config(out, "slack", SERVE, {
+            "token": slack.token, "signingSecret": slack.signing_secret, "apiBaseUrl": slack.base_url,
+        })  # fmt: skip
         print(
             f"Slash commands and events go to the app at {app} (/slack/commands, /slack/events), signed with "
             "that secret.",
@@ -105,10 +90,7 @@ async def _run_slack(args: argparse.Namespace, out: TextIO) -> None:
                 slack.post_as_user(channel, text)
                 print(f"  you → {text}", file=out, flush=True)
 
-        console = ChannelConsole(slack, channel, out)
-        await _serve_typing(console.run, typed, out)
-    finally:
-        await slack.stop()
+        await _serve_typing(ChannelConsole(slack, channel, out).run, typed, out)
 
 
 async def _slash(slack: SlackAPIEmulator, app: str, channel: str, text: str, out: TextIO) -> None:

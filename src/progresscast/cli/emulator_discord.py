@@ -13,9 +13,9 @@ from typing import TextIO
 
 import httpx
 
-from ..config.settings import ConfigError
 from ..testing import DiscordAPIEmulator
 from ..testing.discord_markdown import read_markdown
+from .emulator_setup import listening, print_config
 
 SHOWN = ("create_message", "edit_message", "delete_message")
 
@@ -24,22 +24,16 @@ async def run_discord_emulator(args: argparse.Namespace, *, out: TextIO | None =
     out = out or sys.stdout
     channel = args.channel
     discord = DiscordAPIEmulator(channels=[channel], port=args.port, interactions_url=args.interactions)
-    try:
-        await discord.start()
-    except OSError as exc:
-        raise ConfigError(f"--port: cannot listen on 127.0.0.1:{args.port} ({exc.strerror})") from None
-    try:
+    async with listening(discord, args.port):
 
         def say(text: str) -> None:
             print(text, file=out, flush=True)
 
         say(f"Discord emulator on {discord.url}")
-        say("Point the Discord adapter at it (then run `progresscast serve` and `progresscast discord register`):")
-        say("  [channels.discord]")
-        say(f'  token = "{discord.token}"')
-        say(f'  applicationId = "{discord.application_id}"')
-        say(f'  publicKey = "{discord.public_key}"')
-        say(f'  apiBaseUrl = "{discord.base_url}"')
+        print_config(out, "discord", "`progresscast serve` and `progresscast discord register`", {
+            "token": discord.token, "applicationId": discord.application_id, "publicKey": discord.public_key,
+            "apiBaseUrl": discord.base_url,
+        })  # fmt: skip
         say("  [[channels.discord.channels]]")
         say(f'  id = "{channel}"')
         say('  sessions = ["*"]')
@@ -52,8 +46,6 @@ async def run_discord_emulator(args: argparse.Namespace, *, out: TextIO | None =
             await asyncio.Event().wait()
         finally:
             printer.cancel()
-    finally:
-        await discord.stop()
 
 
 async def _print_channel(discord: DiscordAPIEmulator, channel: str, out: TextIO) -> None:

@@ -43,6 +43,17 @@ def _history_limit(raw: str) -> int:
 _history_limit.__name__ = "number from 1 to 200"  # (history.MAX_LIMIT; a test checks)
 
 
+def _emulator_parser(
+    emulators: Any, common: argparse.ArgumentParser, name: str, *, help: str, description: str, epilog: str
+) -> argparse.ArgumentParser:
+    """`progresscast emulator NAME`, with the `--port` every emulator listens on."""
+    parser: argparse.ArgumentParser = emulators.add_parser(
+        name, help=help, parents=[common], description=description, epilog=epilog
+    )
+    parser.add_argument("--port", type=int, default=0, metavar="N", help="port to listen on (default: a free one)")
+    return parser
+
+
 def full_parser() -> argparse.ArgumentParser:
     parser, common, commands = program()
     add_commands(commands, common)
@@ -165,13 +176,12 @@ def add_commands(commands: Any, common: argparse.ArgumentParser) -> None:
         epilog=example("progresscast emulator telegram --port 8081"),
     )
     emulators = emulator.add_subparsers(dest="emulator", required=True, parser_class=Parser, metavar="SERVICE")
-    telegram = emulators.add_parser(
-        "telegram", help="the Bot API emulator; type on stdin as a chat user", parents=[common],
+    telegram = _emulator_parser(
+        emulators, common, "telegram", help="the Bot API emulator; type on stdin as a chat user",
         description="The Bot API emulator the tests use, on its own: point channels.telegram.apiBaseUrl at it, "
         "type lines as a user of one chat, and see what the chat shows.",
         epilog=example("progresscast emulator telegram --port 8081 --chat 4821"),
     )
-    telegram.add_argument("--port", type=int, default=0, metavar="N", help="port to listen on (default: a free one)")
     telegram.add_argument(
         "--chat", type=int, default=4821, metavar="ID", help="the chat you type in (default: 4821, a private chat)"
     )
@@ -183,14 +193,13 @@ def add_commands(commands: Any, common: argparse.ArgumentParser) -> None:
         "--fault-seed", type=int, default=0, metavar="N", help="seed of the random faults (default: 0)"
     )
 
-    slack = emulators.add_parser(
-        "slack", help="the Slack Web API emulator; type on stdin as a person in a channel", parents=[common],
+    slack = _emulator_parser(
+        emulators, common, "slack", help="the Slack Web API emulator; type on stdin as a person in a channel",
         description="The Slack emulator the tests use, on its own: point channels.slack at it (token, "
         "signingSecret, apiBaseUrl as printed), type `/progresscast …` as a slash command or any other line "
         "as a message, and see what the channel shows.",
         epilog=example("progresscast emulator slack --port 8082 --app http://127.0.0.1:8787"),
     )
-    slack.add_argument("--port", type=int, default=0, metavar="N", help="port to listen on (default: a free one)")
     slack.add_argument(
         "--channel", type=_slack_channel, default="C0TEST0001", metavar="ID",
         help="the channel you type in (default: C0TEST0001)",
@@ -200,8 +209,8 @@ def add_commands(commands: Any, common: argparse.ArgumentParser) -> None:
         help="the gateway of `progresscast serve`: slash commands and events are sent there (default: %(default)s)",
     )
 
-    discord = emulators.add_parser(
-        "discord", help="the Discord REST emulator; type slash commands on stdin", parents=[common],
+    discord = _emulator_parser(
+        emulators, common, "discord", help="the Discord REST emulator; type slash commands on stdin",
         description="The Discord emulator the tests use, on its own: point channels.discord.apiBaseUrl at it, "
         "run `progresscast serve` and `progresscast discord register`, then type /progresscast commands as a "
         "member of one channel and see what the channel shows.",
@@ -209,7 +218,6 @@ def add_commands(commands: Any, common: argparse.ArgumentParser) -> None:
             "progresscast emulator discord --port 8082 --interactions http://127.0.0.1:8787/discord/interactions"
         ),
     )
-    discord.add_argument("--port", type=int, default=0, metavar="N", help="port to listen on (default: a free one)")
     discord.add_argument(
         "--interactions", metavar="URL", default="http://127.0.0.1:8787/discord/interactions",
         help="where interactions are sent (the gateway's /discord/interactions; default: the default gateway's)",

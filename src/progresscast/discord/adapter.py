@@ -18,14 +18,15 @@ from __future__ import annotations
 import asyncio
 import logging
 from dataclasses import dataclass, field
+from functools import partial
 
 from redis.asyncio import Redis
 from starlette.routing import Route
 
-from ..backoff import Backoff
+from ..backoff import retrying
+from ..channels.api_adapter import ApiOptions, work_until_cancelled
 from ..channels.worker import ChannelWorker, WorkerOptions
 from ..config.settings import ConfigError, Settings
-from ..stopping import still_wanted
 from .breaker import Breaker, BreakerSettings
 from .channel import DiscordChannel, DiscordPace
 from .client import DiscordClient
@@ -37,12 +38,9 @@ log = logging.getLogger("progresscast.discord")
 
 
 @dataclass(frozen=True)
-class DiscordOptions:
+class DiscordOptions(ApiOptions):
     pace: DiscordPace = field(default_factory=DiscordPace)
-    timeout: float = 10.0
-    """Seconds a call may take: past it, a create is unsure and looked for."""
     worker: WorkerOptions = field(default_factory=lambda: WorkerOptions(group="discord"))
-    backoff: Backoff = field(default_factory=Backoff)
     breaker: BreakerSettings = field(default_factory=BreakerSettings)
 
 
@@ -68,23 +66,20 @@ class DiscordAdapter:
 
     async def _identify(self, rest: DiscordREST) -> None:
         """`GET /users/@me`: the bot's own id; retried while Discord is unreachable."""
-        failures = 0
-        while True:
-            still_wanted()
+
+        async def attempt() -> None:
             try:
                 me = await rest.request("GET", "/users/@me")
-                self.client.bot_user_id = str(me["id"])
-                return
             except DiscordHTTPError as exc:
                 if exc.status == 401:
                     raise ConfigError("channels.discord.token: Discord refused it (401 Unauthorized)") from None
-                delay = self.options.backoff.delay(failures)
-                log.warning("Discord answered %s; retrying in %.0f s", exc, delay)
-            except Exception as exc:  # Discord unreachable
-                delay = self.options.backoff.delay(failures)
-                log.warning("cannot reach Discord (%s); retrying in %.0f s", exc, delay)
-            failures += 1
-            await asyncio.sleep(delay)
+                raise
+            self.client.bot_user_id = str(me["id"])
+
+        await retrying(
+            attempt, "cannot reach Discord", log=log, backoff=self.options.backoff, give_up=(ConfigError,),
+            describe=lambda exc: f"it answered {exc}" if isinstance(exc, DiscordHTTPError) else exc,
+        )
 
     async def run(self) -> None:
         """Run until cancelled."""
@@ -94,15 +89,13 @@ class DiscordAdapter:
             self.discord.apiBaseUrl, self.token, timeout=self.options.timeout,
             max_connections=self.options.worker.calls_in_flight,
         )
+        self.client.rest = rest
         try:
-            self.client.rest = rest
-            await self._identify(rest)
-            await self.worker.start()  # says what strangers get (`access`)
-            self.started.set()
-            log.info("Discord adapter running as user %s", self.client.bot_user_id)
-            await asyncio.Event().wait()
+            await work_until_cancelled(
+                self.worker, self.started, partial(self._identify, rest),
+                lambda: f"Discord adapter running as user {self.client.bot_user_id}", log,
+            )
         finally:
-            await self.worker.close()
             self.client.rest = None
             await rest.close()
 

@@ -18,16 +18,13 @@ bucket would refuse comes back as `rate_limited` without being made).
 from __future__ import annotations
 
 import logging
-from collections.abc import Hashable
 from dataclasses import dataclass
 
 from redis.asyncio import Redis
 
-from ..channels.access import AccessPolicy, AccessStore
-from ..channels.destinations import config_follows, render_settings
-from ..channels.pacing import Budgets
-from ..channels.state import ChannelState, ChatPrefs, DraftKey, Id
-from ..config.settings import DiscordSettings, RenderSettings, Settings
+from ..channels.base import EvenPace, PlatformChannel
+from ..channels.state import ChannelState, ChatPrefs, DraftKey
+from ..config.settings import DiscordSettings, Settings
 from ..render.discord_payload import DiscordRenderers
 from ..store import keys
 from .client import DiscordClient
@@ -40,41 +37,28 @@ NO_THREAD = "0"
 
 
 @dataclass(frozen=True)
-class DiscordPace:
-    channel_interval: float = 1.0
-    """Seconds between two message calls to one channel: 5 in any 5 seconds."""
+class DiscordPace(EvenPace):
+    """At most 5 message calls to a channel in any 5 seconds, strictly spaced: one a
+    second; 50 requests a second for the whole bot (Discord's global limit)."""
+
     bot_rate: float = 50.0
-    """Requests a second for the whole bot (Discord's global limit)."""
-    retry_after_cap: float = 60.0
-
-    def budgets(self) -> Budgets:
-        def interval(_: Hashable) -> float:
-            return self.channel_interval
-
-        return Budgets(interval=interval, bot_rate=self.bot_rate, retry_after_cap=self.retry_after_cap)
 
 
-class DiscordChannel:
+class DiscordChannel(PlatformChannel[DiscordSettings]):
     """`channels.Channel` for one Discord bot."""
 
     name = PLATFORM
-    no_thread: Id = NO_THREAD
+    no_thread = NO_THREAD
+    log = log
 
     def __init__(
         self, settings: Settings, redis: Redis, client: DiscordClient, pace: DiscordPace | None = None
     ) -> None:
-        discord = settings.channels.discord
-        if discord is None:
-            raise ValueError("channels.discord is not configured")
-        self.settings = settings
-        self.discord: DiscordSettings = discord
-        self.platform: DiscordSettings = discord
-        self.access = AccessPolicy(PLATFORM, discord, settings.agents, AccessStore(redis, PLATFORM))
-        self.state = ChannelState(redis, keys.DISCORD, str)
+        super().__init__(
+            settings, redis, settings.channels.discord, ChannelState(redis, keys.DISCORD, str),
+            (pace or DiscordPace()).budgets(),
+        )
         self.client = client
-        self.budgets = (pace or DiscordPace()).budgets()
-        self.keep_on_complete = discord.keepOnComplete
-        self.block_chars = discord.streaming.blockChars
 
     async def load(self) -> None:
         pass  # nothing is switched off for the bot (see `unsupported`)
@@ -82,17 +66,8 @@ class DiscordChannel:
     async def rich_refused(self) -> str | None:
         return None  # Components V2 refused for one payload is that payload's fallback
 
-    async def render_settings(self, channel_id: Id, prefs: ChatPrefs | None = None) -> RenderSettings:
-        if prefs is None:
-            prefs = await self.state.prefs(channel_id)
-        return render_settings(self.discord, channel_id, prefs)
-
     async def renderers(self, key: DraftKey, prefs: ChatPrefs | None = None) -> DiscordRenderers:
         return DiscordRenderers(await self.render_settings(key.chat_id, prefs), self.settings.templates.dir)
-
-    async def config_follows(self) -> list[DraftKey]:
-        """`channels.discord.channels[].follow`: subscribed at start-up (idempotent)."""
-        return config_follows(self.discord, self.settings.agents, no_thread=NO_THREAD, log=log)
 
     async def unsupported(self, detail: str) -> None:
         # Components V2 refused for a payload is `refused_content` (its fallback); nothing

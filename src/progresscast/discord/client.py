@@ -35,7 +35,7 @@ from typing import Any
 import httpx
 
 from ..channels.drafts import Intent
-from ..channels.outcome import MessageId, Outcome, OutcomeKind
+from ..channels.outcome import MessageId, Outcome, OutcomeKind, kind_of, looked_for
 from ..channels.state import Id
 from ..render.discord import SUPPRESS_EMBEDS, TEXT_DISPLAY, escape
 from ..render.discord_payload import CONTENT
@@ -44,7 +44,6 @@ from ..timescale import time_scale
 from .breaker import Breaker
 from .rest import DiscordHTTPError, DiscordREST, RateLimited
 
-K = OutcomeKind
 log = logging.getLogger("progresscast.discord")
 
 GONE = frozenset({10008})
@@ -52,6 +51,10 @@ LOCKED = frozenset({30046, 50005})
 REFUSED_CONTENT = frozenset({50035, 50006})
 FORBIDDEN = frozenset({50001, 50013, 10003})
 """Missing Access, Missing Permissions, Unknown Channel: refused for good, whatever is sent."""
+CODES = (
+    (OutcomeKind.forbidden, FORBIDDEN), (OutcomeKind.gone, GONE), (OutcomeKind.locked, LOCKED),
+    (OutcomeKind.refused_content, REFUSED_CONTENT),
+)
 IS_COMPONENTS_V2 = 1 << 15
 EDIT_FLAGS = IS_COMPONENTS_V2 | SUPPRESS_EMBEDS
 """The only flags an edit may carry (Discord refuses others)."""
@@ -69,23 +72,15 @@ def classify(exc: BaseException, *, scale: float = 1.0) -> Outcome:
     if isinstance(exc, RateLimited):
         # The server's seconds are real ones; an outcome's are unscaled (the pacer scales).
         scope = "global" if exc.is_global else "route"
-        return Outcome(K.rate_limited, retry_after=exc.retry_after / scale, detail=f"429 ({scope})")
+        return Outcome(OutcomeKind.rate_limited, retry_after=exc.retry_after / scale, detail=f"429 ({scope})")
     if isinstance(exc, DiscordHTTPError):
         code, text = exc.code, str(exc)
         if exc.status >= 500:
-            return Outcome(K.unsure, detail=text)
-        if code in FORBIDDEN:
-            return Outcome(K.forbidden, detail=text)
-        if code in GONE:
-            return Outcome(K.gone, detail=text)
-        if code in LOCKED:
-            return Outcome(K.locked, detail=text)
-        if code in REFUSED_CONTENT:
-            return Outcome(K.refused_content, detail=text)
-        return Outcome(K.refused, detail=text)
+            return Outcome(OutcomeKind.unsure, detail=text)
+        return Outcome(kind_of(code, CODES) or OutcomeKind.refused, detail=text)
     if isinstance(exc, (httpx.ConnectError, httpx.ConnectTimeout, httpx.PoolTimeout)):
-        return Outcome(K.transient, detail=str(exc) or type(exc).__name__)
-    return Outcome(K.unsure, detail=str(exc) or type(exc).__name__)
+        return Outcome(OutcomeKind.transient, detail=str(exc) or type(exc).__name__)
+    return Outcome(OutcomeKind.unsure, detail=str(exc) or type(exc).__name__)
 
 
 def message_body(payload: Payload, *, edit: bool) -> dict[str, Any]:
@@ -134,10 +129,10 @@ class DiscordClient:
         it. Returns the call's JSON answer, or an Outcome. (A channel that refuses the
         bot is paused by the shared worker, which then makes no call to it.)"""
         if self.rest is None:
-            return Outcome(K.transient, detail="the Discord client is not started")
+            return Outcome(OutcomeKind.transient, detail="the Discord client is not started")
         paused = self.breaker.paused_for()
         if paused > 0:
-            return Outcome(K.rate_limited, retry_after=paused, detail="the bot is paused")
+            return Outcome(OutcomeKind.rate_limited, retry_after=paused, detail="the bot is paused")
         try:
             result = await make(self.rest)
         except Exception as exc:
@@ -167,7 +162,7 @@ class DiscordClient:
         )
         if isinstance(result, Outcome):
             return result
-        return Outcome(K.ok, message_id=str(result["id"]))
+        return Outcome(OutcomeKind.ok, message_id=str(result["id"]))
 
     async def edit(self, chat_id: Id, message_id: MessageId, payload: Payload) -> Outcome:
         body = message_body(payload, edit=True)
@@ -175,12 +170,12 @@ class DiscordClient:
         result = await self._call(
             lambda rest: rest.request("PATCH", MESSAGE, major=str(chat_id), path=path, json=body)
         )
-        return result if isinstance(result, Outcome) else Outcome(K.ok, message_id=message_id)
+        return result if isinstance(result, Outcome) else Outcome(OutcomeKind.ok, message_id=message_id)
 
     async def delete(self, chat_id: Id, message_id: MessageId) -> Outcome:
         path = MESSAGE.format(channel=chat_id, message=message_id)
         result = await self._call(lambda rest: rest.request("DELETE", MESSAGE, major=str(chat_id), path=path))
-        return result if isinstance(result, Outcome) else Outcome(K.ok, message_id=message_id)
+        return result if isinstance(result, Outcome) else Outcome(OutcomeKind.ok, message_id=message_id)
 
     async def probe(self, chat_id: Id, message_id: int, intent: Intent) -> Outcome:
         """Look for the unsure create among the channel's messages since shortly before it."""
@@ -190,14 +185,12 @@ class DiscordClient:
             lambda rest: rest.request("GET", MESSAGES, major=str(chat_id), path=path, params=params)
         )
         if isinstance(result, Outcome):
-            # Refused (no Read Message History, say): taken as not there — the create
-            # that follows either lands or is refused in turn (a refusing channel is paused).
-            return result if result.retryable else Outcome(K.absent, detail=result.detail)
+            return looked_for(result)  # a refusing channel is paused
         for message in result if isinstance(result, list) else []:
             author = str((message.get("author") or {}).get("id", ""))
             if (self.bot_user_id is None or author == self.bot_user_id) and _same(message, intent.params):
-                return Outcome(K.found, message_id=str(message["id"]))
-        return Outcome(K.absent, detail="not among the channel's recent messages")
+                return Outcome(OutcomeKind.found, message_id=str(message["id"]))
+        return Outcome(OutcomeKind.absent, detail="not among the channel's recent messages")
 
     def said(self, thread_id: Id, text: str) -> Payload:
         """What `say` sends (its text escaped: it may quote what a person typed)."""

@@ -50,13 +50,7 @@ async def push(request: Request) -> Response:
     update = parse_update(parse_json(await read_body(request, MAX_BODY)))
     if update is None:
         return JSONResponse({"ok": True, "result": {"outcome": "ignored", "reason": "a message shows nothing"}})
-    applier = UpdateApplier(
-        gw.redis,
-        agent_id=request.query_params.get("agent") or None,
-        known_agents=gw.settings.agents.known_set,
-        default_agent=gw.settings.agents.default,
-        max_clock_skew=gw.settings.a2a.maxClockSkew,
-    )
+    applier = UpdateApplier.configured(gw.redis, request.query_params.get("agent") or None, gw.settings)
     owner = applier.owner_of(update)
     if not grant.may_touch(owner):
         raise errors.session_forbidden(owner.display_key)

@@ -18,7 +18,8 @@ from typing import Any
 from redis.exceptions import RedisError
 
 from .. import metrics
-from ..backoff import Backoff
+from ..backoff import Backoff, Retrying
+from ..failure_log import FailureLog
 from ..model.owners import Owner
 from ..stopping import still_wanted
 from ..store import events
@@ -69,6 +70,8 @@ class EventHub:
         self.redis = redis
         self.block_ms = block_ms
         self._tails: dict[str, _ShardTail] = {}
+        self.failures = FailureLog(log)
+        """Where every shard's reader says its failures."""
 
     @property
     def subscribers(self) -> int:
@@ -131,26 +134,23 @@ class EventHub:
         await supervise(partial(self._read, stream, tail), "the live pages' event reader")
 
     async def _read(self, stream: str, tail: _ShardTail) -> None:
-        failures = 0
+        # Keep the position across a Redis error: after Redis comes back, nothing in
+        # between is lost. Every shard's reader logs through the hub's one failure log.
+        retry = Retrying("event stream read failed", log=self.failures, backoff=BACKOFF)
         while True:
+            await retry.run(partial(self._tail, stream, tail, retry), retry_on=(RedisError,))
+
+    async def _tail(self, stream: str, tail: _ShardTail, retry: Retrying) -> None:
+        async for event in events.tail(self.redis, stream, start=tail.position, block_ms=self.block_ms):
             # Checked at every turn (the tail yields at least once per block time): a
             # cancel a library call swallowed must still end this reader, or it reads on
             # forever with nobody listening and even the event loop cannot close.
             still_wanted()
-            try:
-                async for event in events.tail(self.redis, stream, start=tail.position, block_ms=self.block_ms):
-                    still_wanted()
-                    failures = 0
-                    if event is None:
-                        continue
-                    tail.position = event.id
-                    for sub in list(tail.subs):
-                        if sub.owner == event.owner:
-                            sub.offer(event)
-                            _observe_staleness(event)
-            except RedisError as exc:
-                # Keep the position: after Redis comes back, nothing in between is lost.
-                delay = BACKOFF.delay(failures)
-                failures += 1
-                log.warning("event stream read failed (%s); retrying in %.1f s", exc, delay)
-                await asyncio.sleep(delay)
+            retry.succeeded()
+            if event is None:
+                continue
+            tail.position = event.id
+            for sub in list(tail.subs):
+                if sub.owner == event.owner:
+                    sub.offer(event)
+                    _observe_staleness(event)

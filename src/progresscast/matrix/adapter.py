@@ -20,17 +20,16 @@ from dataclasses import dataclass, field
 from nio import AsyncClient, AsyncClientConfig, WhoamiResponse
 from redis.asyncio import Redis
 
-from ..backoff import Backoff
+from ..backoff import Backoff, retrying
 from ..channels.commands import ChatCommands
 from ..channels.standby import while_held
 from ..channels.worker import ChannelWorker, WorkerOptions
 from ..config.settings import ConfigError, MatrixSettings, Settings
-from ..stopping import still_wanted
 from ..store import keys
 from ..store.lease import Fence, Lease
 from .channel import MatrixChannel, MatrixPace
 from .client import MatrixClient
-from .sync import POLL_MS, SURFACE, MatrixSync
+from .sync import POLL_MS, SURFACE, FailedResponse, MatrixSync
 
 log = logging.getLogger("progresscast.matrix")
 
@@ -71,7 +70,7 @@ class MatrixAdapter:
         check = fence.check if fence is not None else None
         self.fence = fence
         self.client = MatrixClient(self.nio, redis, matrix.userId, check=check)
-        pace = MatrixPace(room_interval=matrix.roomInterval, calls_per_second=matrix.callsPerSecond)
+        pace = MatrixPace(destination_interval=matrix.roomInterval, bot_rate=matrix.callsPerSecond)
         self.channel = MatrixChannel(settings, redis, self.client, pace, fence=fence)
         self.worker = ChannelWorker(self.channel, redis, options=self.options.worker, log=log)
         self.commands = ChatCommands(self.worker, SURFACE)
@@ -83,15 +82,9 @@ class MatrixAdapter:
 
     async def _identify(self) -> None:
         """whoami: the token works and is the configured user's; retried while unreachable."""
-        failures = 0
-        while True:
-            still_wanted()
-            try:
-                reply = await self.nio.whoami()
-            except asyncio.CancelledError:
-                raise
-            except Exception as exc:
-                reply = exc
+
+        async def attempt() -> None:
+            reply = await self.nio.whoami()
             if isinstance(reply, WhoamiResponse):
                 if reply.user_id != self.user_id:
                     raise ConfigError(
@@ -102,10 +95,11 @@ class MatrixAdapter:
             code = getattr(reply, "status_code", None)
             if code in ("M_UNKNOWN_TOKEN", "M_MISSING_TOKEN", "M_FORBIDDEN"):
                 raise ConfigError(f"channels.matrix.accessToken: the homeserver says {code} ({reply.message})")
-            delay = self.options.backoff.delay(failures)
-            failures += 1
-            log.warning("cannot reach the homeserver (%s); retrying in %.0f s", reply, delay)
-            await asyncio.sleep(delay)
+            raise FailedResponse(reply)
+
+        await retrying(
+            attempt, "cannot reach the homeserver", log=log, backoff=self.options.backoff, give_up=(ConfigError,)
+        )
 
     async def run(self) -> None:
         """Run until cancelled."""

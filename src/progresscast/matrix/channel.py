@@ -21,16 +21,13 @@ homeserver is real time: these budgets do not follow `PROGRESSCAST_TIME_SCALE`.
 from __future__ import annotations
 
 import logging
-from collections.abc import Hashable
 from dataclasses import dataclass
 
 from redis.asyncio import Redis
 
-from ..channels.access import AccessPolicy, AccessStore
-from ..channels.destinations import config_follows, render_settings
-from ..channels.pacing import Budgets
-from ..channels.state import ChannelState, ChatPrefs, DraftKey, Id
-from ..config.settings import MatrixSettings, RenderSettings, Settings
+from ..channels.base import EvenPace, PlatformChannel
+from ..channels.state import ChannelState, ChatPrefs, DraftKey
+from ..config.settings import MatrixSettings, Settings
 from ..render.matrix_payload import MatrixRenderers
 from ..store import keys
 from ..store.lease import Fence
@@ -46,44 +43,30 @@ ONE_LOOK = "Matrix drafts have one look"
 
 
 @dataclass(frozen=True)
-class MatrixPace:
-    room_interval: float = 1.0
-    calls_per_second: float = 1.0
+class MatrixPace(EvenPace):
+    """One event a second per room and for the account; an `M_LIMIT_EXCEEDED` holds
+    back every room, and a real homeserver's pace is real time."""
+
     retry_after_cap: float = 600.0
-
-    def budgets(self) -> Budgets:
-        def interval(_: Hashable) -> float:
-            return self.room_interval
-
-        return Budgets(
-            interval=interval, bot_rate=self.calls_per_second, retry_after_cap=self.retry_after_cap,
-            held_together=True, scale=1.0,
-        )
+    held_together: bool = True
+    real_time: bool = True
 
 
-class MatrixChannel:
+class MatrixChannel(PlatformChannel[MatrixSettings]):
     """`channels.Channel` for one bot account."""
 
     name = PLATFORM
-    no_thread: Id = NO_THREAD
+    no_thread = NO_THREAD
+    log = log
 
     def __init__(
         self, settings: Settings, redis: Redis, client: MatrixClient, pace: MatrixPace, *, fence: Fence | None = None
     ) -> None:
-        matrix = settings.channels.matrix
-        if matrix is None:
-            raise ValueError("channels.matrix is not configured")
-        self.settings = settings
-        self.matrix: MatrixSettings = matrix
-        self.platform: MatrixSettings = matrix
-        self.access = AccessPolicy(PLATFORM, matrix, settings.agents, AccessStore(redis, PLATFORM))
         # Event ids say nothing of which came later: someone else's message is heard by
         # when it was posted (`MatrixSync`), and compared with when a draft was sent.
-        self.state = ChannelState(redis, keys.MATRIX, str, fence=fence, ordered_ids=False)
+        state = ChannelState(redis, keys.MATRIX, str, fence=fence, ordered_ids=False)
+        super().__init__(settings, redis, settings.channels.matrix, state, pace.budgets())
         self.client = client
-        self.budgets = pace.budgets()
-        self.keep_on_complete = matrix.keepOnComplete
-        self.block_chars = matrix.streaming.blockChars
 
     async def load(self) -> None:
         pass  # nothing remembered across starts besides what the worker reads
@@ -91,19 +74,9 @@ class MatrixChannel:
     async def rich_refused(self) -> str | None:
         return ONE_LOOK
 
-    async def render_settings(self, chat_id: Id, prefs: ChatPrefs | None = None) -> RenderSettings:
-        if prefs is None:
-            prefs = await self.state.prefs(chat_id)
-        return render_settings(self.matrix, chat_id, prefs, rich_available=False)
-
     async def renderers(self, key: DraftKey, prefs: ChatPrefs | None = None) -> MatrixRenderers:
-        thread = str(key.thread_id) if str(key.thread_id) not in ("", NO_THREAD) else None
         settings = await self.render_settings(str(key.chat_id), prefs)
-        return MatrixRenderers(settings, thread, self.settings.templates.dir)
-
-    async def config_follows(self) -> list[DraftKey]:
-        """`channels.matrix.rooms[].follow`: subscribed at start-up (idempotent)."""
-        return config_follows(self.matrix, self.settings.agents, no_thread=NO_THREAD, log=log)
+        return MatrixRenderers(settings, self.thread_of(key), self.settings.templates.dir)
 
     async def unsupported(self, detail: str) -> None:
         log.warning("the homeserver lacks something a message used: %s", detail)

@@ -57,8 +57,6 @@ from ..render.matrix_payload import matrix_notice
 from ..render.payload import Payload
 from ..store import keys
 
-K = OutcomeKind
-
 TXN_MEMORY = 20 * 60
 """Seconds a send's transaction id is remembered for a repeat (Synapse keeps 30 minutes)."""
 
@@ -87,27 +85,27 @@ def classify(reply: Any, *, edit: bool = False) -> Outcome:
     """A reply (or an exception raised instead of one) as an Outcome."""
     if isinstance(reply, BaseException):
         if isinstance(reply, aiohttp.ClientConnectorError | ConnectionRefusedError):
-            return Outcome(K.transient, detail=f"{type(reply).__name__}: {reply}")
-        return Outcome(K.unsure, detail=f"{type(reply).__name__}: {reply}")
+            return Outcome(OutcomeKind.transient, detail=f"{type(reply).__name__}: {reply}")
+        return Outcome(OutcomeKind.unsure, detail=f"{type(reply).__name__}: {reply}")
     if isinstance(reply, RoomSendResponse | RoomRedactResponse):
-        return Outcome(K.ok, str(reply.event_id))
+        return Outcome(OutcomeKind.ok, str(reply.event_id))
     if not isinstance(reply, ErrorResponse):
-        return Outcome(K.unsure, detail=f"unexpected reply {type(reply).__name__}")
+        return Outcome(OutcomeKind.unsure, detail=f"unexpected reply {type(reply).__name__}")
     code, status = reply.status_code or "", _status(reply)
     detail = f"{code or status} {reply.message}".strip()
     if code == RATE_LIMITED or status == 429:
-        return Outcome(K.rate_limited, retry_after=_retry_after(reply), detail=detail)
+        return Outcome(OutcomeKind.rate_limited, retry_after=_retry_after(reply), detail=detail)
     if code in REFUSED_CONTENT or status == 413:
-        return Outcome(K.refused_content, detail=detail)
+        return Outcome(OutcomeKind.refused_content, detail=detail)
     if code == "M_NOT_FOUND":
-        return Outcome(K.gone, detail=detail)
+        return Outcome(OutcomeKind.gone, detail=detail)
     if code == FORBIDDEN:
-        return Outcome(K.forbidden, detail=detail)
+        return Outcome(OutcomeKind.forbidden, detail=detail)
     if status >= 500 or (not code and status == 0):
-        return Outcome(K.unsure, detail=detail)
+        return Outcome(OutcomeKind.unsure, detail=detail)
     if edit and status == 400 and code in ("M_UNKNOWN", "M_INVALID_PARAM", ""):
-        return Outcome(K.locked, detail=detail)
-    return Outcome(K.refused, detail=detail)
+        return Outcome(OutcomeKind.locked, detail=detail)
+    return Outcome(OutcomeKind.refused, detail=detail)
 
 
 def content_digest(method: str, params: Any) -> str:
@@ -168,7 +166,7 @@ class MatrixClient:
         content = edit_content(dict(payload.params), str(message_id))
         txn = f"pc.{secrets.token_hex(12)}"  # an edit repeated is harmless: the newest wins
         outcome = await self._put(str(chat_id), payload.method, content, txn, edit=True)
-        return Outcome(K.ok, message_id) if outcome.kind is K.ok else outcome
+        return Outcome(OutcomeKind.ok, message_id) if outcome.kind is OutcomeKind.ok else outcome
 
     async def delete(self, chat_id: Id, message_id: MessageId) -> Outcome:
         txn = "pc.redact." + hashlib.sha256(str(message_id).encode()).hexdigest()[:24]
@@ -180,12 +178,12 @@ class MatrixClient:
         self.check()
         txn = await self.redis.get(self._txn_key(room, intent.method, intent.params))
         if not txn:
-            return Outcome(K.absent, detail="no transaction of this content is remembered")
+            return Outcome(OutcomeKind.absent, detail="no transaction of this content is remembered")
         outcome = await self._put(room, intent.method, dict(intent.params), str(txn))
-        if outcome.kind is K.ok:
-            return Outcome(K.found, outcome.message_id)
-        if outcome.kind in (K.refused, K.refused_content):
-            return Outcome(K.absent, detail=outcome.detail)
+        if outcome.kind is OutcomeKind.ok:
+            return Outcome(OutcomeKind.found, outcome.message_id)
+        if outcome.kind in (OutcomeKind.refused, OutcomeKind.refused_content):
+            return Outcome(OutcomeKind.absent, detail=outcome.detail)
         return outcome
 
     async def say(self, chat_id: Id, thread_id: Id, text: str) -> Outcome:

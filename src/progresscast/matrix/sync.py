@@ -49,11 +49,10 @@ from nio import (
 )
 from redis.asyncio import Redis
 
-from ..backoff import Backoff
+from ..backoff import Backoff, Retrying
 from ..channels.commands import ChatCommands, Invocation, Surface
 from ..channels.worker import ChannelWorker
 from ..config.base import Access
-from ..stopping import still_wanted
 from ..store import keys
 from .channel import NO_THREAD, PLATFORM, MatrixChannel
 
@@ -151,6 +150,10 @@ def is_creator(create: dict[str, Any], user: str) -> bool:
     return create.get("sender") == user or (isinstance(creators, list) and user in creators)
 
 
+class FailedResponse(Exception):
+    """An error response nio returned (it raises none), as the failure to retry."""
+
+
 def _sources(events: list[Any]) -> list[dict[str, Any]]:
     return [e.source for e in events if isinstance(getattr(e, "source", None), dict)]
 
@@ -182,28 +185,19 @@ class MatrixSync:
     async def run(self) -> None:
         """Sync and handle until cancelled. A failing /sync (or Redis) is retried with
         backoff from the same position: nothing is skipped."""
-        failures = 0
+        retry = Retrying("/sync failed", log=log, backoff=self.backoff)
         while True:
-            still_wanted()
-            try:
-                since = await self.redis.get(keys.mx_since(self.user_id))
-                self.check()
-                reply = await self.nio.sync(timeout=self.poll_ms if since else 0, since=since or None)
-                if isinstance(reply, SyncResponse):
-                    await self.handle(reply, history=since is not None)
-                    self.check()
-                    await self.redis.set(keys.mx_since(self.user_id), reply.next_batch)
-                    failures = 0
-                    continue
-                problem: object = reply
-            except asyncio.CancelledError:
-                raise
-            except Exception as exc:
-                problem = exc
-            delay = self.backoff.delay(failures)
-            failures += 1
-            log.warning("/sync failed (%s); retrying in %.1f s", problem, delay)
-            await asyncio.sleep(delay)
+            await retry.run(self._sync_once)
+
+    async def _sync_once(self) -> None:
+        since = await self.redis.get(keys.mx_since(self.user_id))
+        self.check()
+        reply = await self.nio.sync(timeout=self.poll_ms if since else 0, since=since or None)
+        if not isinstance(reply, SyncResponse):
+            raise FailedResponse(reply)
+        await self.handle(reply, history=since is not None)
+        self.check()
+        await self.redis.set(keys.mx_since(self.user_id), reply.next_batch)
 
     async def handle(self, reply: SyncResponse, *, history: bool) -> None:
         """One /sync response: invites, encrypted rooms, commands (`history` False: the

@@ -22,10 +22,10 @@ from slack_sdk.errors import SlackApiError
 from slack_sdk.web.async_client import AsyncWebClient
 from starlette.routing import Route
 
-from ..backoff import Backoff
+from ..backoff import retrying
+from ..channels.api_adapter import ApiOptions, work_until_cancelled
 from ..channels.worker import ChannelWorker, WorkerOptions
 from ..config.settings import ConfigError, Settings
-from ..stopping import still_wanted
 from .channel import SlackChannel, SlackPace
 from .client import SlackClient
 from .commands import SlackCommands
@@ -37,12 +37,9 @@ REFUSED_TOKEN = ("invalid_auth", "not_authed", "account_inactive", "token_revoke
 
 
 @dataclass(frozen=True)
-class SlackOptions:
+class SlackOptions(ApiOptions):
     pace: SlackPace = field(default_factory=SlackPace)
-    timeout: float = 10.0
-    """Seconds slack_sdk waits for an answer: past it, a post is unsure and looked for."""
     worker: WorkerOptions = field(default_factory=lambda: WorkerOptions(group="slack"))
-    backoff: Backoff = field(default_factory=Backoff)
 
 
 class SlackAdapter:
@@ -66,36 +63,27 @@ class SlackAdapter:
 
     async def _identify(self) -> None:
         """auth.test: the workspace and the app's user; retried while Slack is unreachable."""
-        failures = 0
-        while True:
-            still_wanted()
+
+        async def attempt() -> None:
             try:
                 reply = await self.web.auth_test()
-                self.channel.team_id = str(reply.get("team_id") or "")
-                self.client.bot_user_id = str(reply.get("user_id") or "") or None
-                self.client.bot_id = str(reply.get("bot_id") or "") or None
-                return
             except SlackApiError as exc:
                 if exc.response.get("error") in REFUSED_TOKEN:
                     # A mistake in the configuration: it ends `serve` (one line, exit 2).
                     raise ConfigError(f"channels.slack.token: Slack says {exc.response.get('error')}") from None
-                delay = self.options.backoff.delay(failures)
-            except Exception as exc:  # Slack unreachable
-                delay = self.options.backoff.delay(failures)
-                log.warning("cannot reach Slack (%s); retrying in %.0f s", exc, delay)
-            failures += 1
-            await asyncio.sleep(delay)
+                raise
+            self.channel.team_id = str(reply.get("team_id") or "")
+            self.client.bot_user_id = str(reply.get("user_id") or "") or None
+            self.client.bot_id = str(reply.get("bot_id") or "") or None
+
+        await retrying(attempt, "cannot reach Slack", log=log, backoff=self.options.backoff, give_up=(ConfigError,))
 
     async def run(self) -> None:
         """Run until cancelled."""
-        try:
-            await self._identify()
-            await self.worker.start()
-            self.started.set()
-            log.info("Slack adapter running in workspace %s", self.channel.team_id)
-            await asyncio.Event().wait()
-        finally:
-            await self.worker.close()
+        await work_until_cancelled(
+            self.worker, self.started, self._identify,
+            lambda: f"Slack adapter running in workspace {self.channel.team_id}", log,
+        )
 
 
 __all__ = ["SlackAdapter", "SlackOptions"]

@@ -17,16 +17,13 @@ workspace — `chat.update` and `chat.delete` are Tier 3, 50+ a minute per works
 from __future__ import annotations
 
 import logging
-from collections.abc import Hashable
 from dataclasses import dataclass
 
 from redis.asyncio import Redis
 
-from ..channels.access import AccessPolicy, AccessStore
-from ..channels.destinations import config_follows, render_settings
-from ..channels.pacing import Budgets
-from ..channels.state import ChannelState, ChatPrefs, DraftKey, Id
-from ..config.settings import RenderSettings, Settings, SlackSettings
+from ..channels.base import EvenPace, PlatformChannel
+from ..channels.state import ChannelState, ChatPrefs, DraftKey
+from ..config.settings import Settings, SlackSettings
 from ..render.slack_payload import Recipient, SlackRenderers
 from ..store import keys
 from ..store.retention import retention_ms
@@ -39,18 +36,11 @@ PLATFORM = "slack"
 
 
 @dataclass(frozen=True)
-class SlackPace:
-    channel_interval: float = 1.0
-    """Seconds between two calls to one channel (≈ 1 post a second per channel)."""
-    workspace_rate: float = 50 / 60
-    """Calls a second for the whole workspace (Tier 3: 50 a minute)."""
-    retry_after_cap: float = 60.0
+class SlackPace(EvenPace):
+    """About one call a second per channel; 50 calls a minute for the whole workspace
+    (Tier 3)."""
 
-    def budgets(self) -> Budgets:
-        def interval(_: Hashable) -> float:
-            return self.channel_interval
-
-        return Budgets(interval=interval, bot_rate=self.workspace_rate, retry_after_cap=self.retry_after_cap)
+    bot_rate: float = 50 / 60
 
 
 class SlackState(ChannelState):
@@ -72,26 +62,18 @@ class SlackState(ChannelState):
         return Recipient(user, team) if user and team else None
 
 
-class SlackChannel:
+class SlackChannel(PlatformChannel[SlackSettings]):
     """`channels.Channel` for one Slack app in one workspace."""
 
     name = PLATFORM
-    no_thread: Id = NO_THREAD
+    no_thread = NO_THREAD
+    log = log
+    state: SlackState
 
     def __init__(self, settings: Settings, redis: Redis, client: SlackClient, team_id: str, pace: SlackPace) -> None:
-        slack = settings.channels.slack
-        if slack is None:
-            raise ValueError("channels.slack is not configured")
-        self.settings = settings
-        self.slack: SlackSettings = slack
-        self.platform: SlackSettings = slack
-        self.access = AccessPolicy(PLATFORM, slack, settings.agents, AccessStore(redis, PLATFORM))
+        super().__init__(settings, redis, settings.channels.slack, SlackState(redis), pace.budgets())
         self.team_id = team_id
-        self.state = SlackState(redis)
         self.client = client
-        self.budgets = pace.budgets()
-        self.keep_on_complete = slack.keepOnComplete
-        self.block_chars = slack.streaming.blockChars
 
     async def load(self) -> None:
         pass  # the plan display's refusal is read when needed (it expires after a day)
@@ -100,22 +82,13 @@ class SlackChannel:
         """Why this workspace refused the plan display (None: it did not), remembered a day."""
         return await self.state.rich_refused(self.team_id or "workspace")
 
-    async def render_settings(self, channel_id: Id, prefs: ChatPrefs | None = None) -> RenderSettings:
-        if prefs is None:
-            prefs = await self.state.prefs(channel_id)
-        return render_settings(self.slack, channel_id, prefs, rich_available=not await self.rich_refused())
-
     async def renderers(self, key: DraftKey, prefs: ChatPrefs | None = None) -> SlackRenderers:
         """The plan display applies in a thread whose follower it streams to; elsewhere
         (and where the workspace refused it) the draft is Block Kit."""
-        thread = str(key.thread_id) if str(key.thread_id) not in ("", NO_THREAD) else None
+        thread = self.thread_of(key)
         settings = await self.render_settings(str(key.chat_id), prefs)
         recipient = await self.state.recipient(str(key.chat_id), thread) if thread and settings.rich else None
         return SlackRenderers(settings, thread, self.settings.templates.dir, recipient)
-
-    async def config_follows(self) -> list[DraftKey]:
-        """`channels.slack.channels[].follow`: subscribed at start-up (idempotent)."""
-        return config_follows(self.slack, self.settings.agents, no_thread=NO_THREAD, log=log)
 
     async def unsupported(self, detail: str) -> None:
         log.warning("Slack refused the plan display (%s): Block Kit for this workspace", detail)

@@ -39,13 +39,11 @@ from slack_sdk.errors import SlackApiError
 from slack_sdk.web.async_client import AsyncWebClient
 
 from ..channels.drafts import Intent
-from ..channels.outcome import MessageId, Outcome, OutcomeKind
+from ..channels.outcome import MessageId, Outcome, OutcomeKind, kind_of, looked_for
 from ..channels.state import Id
 from ..render.payload import Payload
 from ..render.slack import escape
 from ..render.slack_payload import STREAM_METHODS
-
-K = OutcomeKind
 
 FORBIDDEN = frozenset({"channel_not_found", "not_in_channel", "is_archived"})
 """The channel refuses the app for good: it is paused until it speaks again."""
@@ -56,6 +54,11 @@ LOCKED = frozenset(
 REFUSED_CONTENT = frozenset({"invalid_blocks", "invalid_blocks_format", "msg_too_long", "no_text", "invalid_chunks"})
 UNSUPPORTED = frozenset({"unknown_method", "not_allowed_token_type", "method_deprecated", "invalid_arguments"})
 UNSURE = frozenset({"internal_error", "fatal_error", "service_unavailable", "request_timeout"})
+
+CODES = (
+    (OutcomeKind.forbidden, FORBIDDEN), (OutcomeKind.gone, GONE), (OutcomeKind.locked, LOCKED),
+    (OutcomeKind.refused_content, REFUSED_CONTENT),
+)
 
 PROBE_MARGIN = 120.0
 """Seconds before the unsure send's time from which history is searched (clock skew)."""
@@ -76,25 +79,20 @@ def classify(exc: BaseException, *, stream: bool = False) -> Outcome:
                 seconds = float(raw[0] if isinstance(raw, list) else raw)
             except (TypeError, ValueError):
                 seconds = 1.0
-            return Outcome(K.rate_limited, retry_after=seconds, detail=error or "ratelimited")
-        if error in FORBIDDEN:
-            return Outcome(K.forbidden, detail=error)
-        if error in GONE:
-            return Outcome(K.gone, detail=error)
-        if error in LOCKED:
-            return Outcome(K.locked, detail=error)
-        if error in REFUSED_CONTENT:
-            return Outcome(K.refused_content, detail=error)
+            return Outcome(OutcomeKind.rate_limited, retry_after=seconds, detail=error or "ratelimited")
+        kind = kind_of(error, CODES)
+        if kind is not None:
+            return Outcome(kind, detail=error)
         if stream and error in UNSUPPORTED:
-            return Outcome(K.unsupported, detail=error)
+            return Outcome(OutcomeKind.unsupported, detail=error)
         if error in UNSURE or status >= 500:
-            return Outcome(K.unsure, detail=error or f"HTTP {status}")
-        return Outcome(K.refused, detail=error or f"HTTP {status}")
+            return Outcome(OutcomeKind.unsure, detail=error or f"HTTP {status}")
+        return Outcome(OutcomeKind.refused, detail=error or f"HTTP {status}")
     if isinstance(exc, aiohttp.ClientConnectorError):
-        return Outcome(K.transient, detail=str(exc) or "connection refused")
+        return Outcome(OutcomeKind.transient, detail=str(exc) or "connection refused")
     if isinstance(exc, (TimeoutError, asyncio.TimeoutError, aiohttp.ClientError)):
-        return Outcome(K.unsure, detail=str(exc) or type(exc).__name__)
-    return Outcome(K.unsure, detail=repr(exc))
+        return Outcome(OutcomeKind.unsure, detail=str(exc) or type(exc).__name__)
+    return Outcome(OutcomeKind.unsure, detail=repr(exc))
 
 
 def _thread(thread_id: Id) -> str | None:
@@ -131,7 +129,7 @@ class SlackClient:
             reply = await self.web.api_call(payload.method, json=params)
         except Exception as exc:
             return classify(exc, stream=payload.method in STREAM_METHODS)
-        return Outcome(K.ok, message_id=str(reply["ts"]))
+        return Outcome(OutcomeKind.ok, message_id=str(reply["ts"]))
 
     async def edit(self, chat_id: Id, message_id: MessageId, payload: Payload) -> Outcome:
         """Make message `message_id` show the payload: `chat.update` (blocks replaced, so
@@ -150,14 +148,14 @@ class SlackClient:
             await self.web.api_call(method, json={"channel": str(chat_id), "ts": str(message_id), **params})
         except Exception as exc:
             return classify(exc, stream=stream)
-        return Outcome(K.ok, message_id=message_id)
+        return Outcome(OutcomeKind.ok, message_id=message_id)
 
     async def delete(self, chat_id: Id, message_id: MessageId) -> Outcome:
         try:
             await self.web.chat_delete(channel=str(chat_id), ts=str(message_id))
         except Exception as exc:
             return classify(exc)
-        return Outcome(K.ok, message_id=message_id)
+        return Outcome(OutcomeKind.ok, message_id=message_id)
 
     async def probe(self, chat_id: Id, message_id: int, intent: Intent) -> Outcome:
         """Look for the unsure send in the channel (or its thread): our message since
@@ -171,8 +169,7 @@ class SlackClient:
             else:
                 reply = await self.web.conversations_history(channel=channel, oldest=oldest, limit=200)
         except Exception as exc:
-            outcome = classify(exc)
-            return outcome if outcome.retryable else Outcome(K.absent, detail=outcome.detail)
+            return looked_for(classify(exc))
         text = intent.params.get("text")
         for message in reply.get("messages") or []:
             if not isinstance(message, dict) or message.get("ts") == thread:
@@ -181,8 +178,8 @@ class SlackClient:
                 self.bot_user_id is None or message.get("user") in (None, self.bot_user_id)
             )
             if ours and text is not None and message.get("text") == text:
-                return Outcome(K.found, message_id=str(message["ts"]))
-        return Outcome(K.absent, detail="not in the history")
+                return Outcome(OutcomeKind.found, message_id=str(message["ts"]))
+        return Outcome(OutcomeKind.absent, detail="not in the history")
 
     def said(self, thread_id: Id, text: str) -> Payload:
         """What `say` posts (its text as escaped), for looking it up in the history."""
@@ -202,7 +199,7 @@ class SlackClient:
             reply = await self.web.chat_postMessage(**params)
         except Exception as exc:
             return classify(exc)
-        return Outcome(K.ok, message_id=str(reply["ts"]))
+        return Outcome(OutcomeKind.ok, message_id=str(reply["ts"]))
 
 
 __all__ = ["SlackClient", "classify"]

@@ -22,7 +22,8 @@ from typing import Any, cast
 
 from redis.exceptions import RedisError, ResponseError
 
-from ..backoff import Backoff
+from ..backoff import Backoff, Retrying
+from ..failure_log import FailureLog
 from ..model.owners import Owner
 from .connections import READ_BLOCK_MS, StreamReply
 from .sharding import layout_of
@@ -91,28 +92,15 @@ class _ShardReader:
 
     async def run(self) -> None:
         redis = self.group.redis
-        failures = 0
+        # Every shard's reader logs through the group's one failure log: Redis gone is
+        # one line per interval, not one per shard per retry.
+        retry = Retrying(
+            "change stream read failed", log=self.group.failures, backoff=BACKOFF,
+            describe=lambda exc: f"{self.stream}: {exc}",
+        )
         while not self.group.closed:
-            try:
-                entries = await self._next_entries()
-                failures = 0
-            except asyncio.CancelledError:
-                raise
-            except ResponseError as exc:
-                if "NOGROUP" in str(exc):
-                    # The stream or the group went away (a flushed Redis): everything the
-                    # stream holds now was written since, so the group starts from its start.
-                    log.warning("%s: the consumer group is gone: recreating it", self.stream)
-                    with contextlib.suppress(RedisError):
-                        await self.group.create(self.stream, "0")
-                    continue
-                await self._back_off(exc, failures)
-                failures += 1
-                continue
-            except RedisError as exc:
-                self.pending_first = True
-                await self._back_off(exc, failures)
-                failures += 1
+            entries = await retry.run(self._read, retry_on=(RedisError,))
+            if entries is None:
                 continue
             if self.group.closed:
                 return  # what this last read got stays pending: the next consumer reads it
@@ -130,10 +118,25 @@ class _ShardReader:
             if self.group.closed:
                 return
 
-    async def _back_off(self, exc: Exception, failures: int) -> None:
-        delay = BACKOFF.delay(failures)
-        log.warning("%s: read failed (%s); retrying in %.1f s", self.stream, exc, delay)
-        await asyncio.sleep(delay)
+    async def _read(self) -> Entries | None:
+        """The next entries; None: nothing read (the reader is closed, or the group was
+        made again)."""
+        if self.group.closed:
+            return None
+        try:
+            return await self._next_entries()
+        except ResponseError as exc:
+            if "NOGROUP" not in str(exc):
+                raise
+            # The stream or the group went away (a flushed Redis): everything the
+            # stream holds now was written since, so the group starts from its start.
+            log.warning("%s: the consumer group is gone: recreating it", self.stream)
+            with contextlib.suppress(RedisError):
+                await self.group.create(self.stream, "0")
+            return None
+        except RedisError:
+            self.pending_first = True
+            raise
 
     async def _next_entries(self) -> Entries:
         group, redis = self.group, self.group.redis
@@ -208,6 +211,8 @@ class EventGroup:
         self._handed: list[Event] = []
         self.closed = False
         self._tasks_left: list[asyncio.Task[None]] = []
+        self.failures = FailureLog(log)
+        """Where every shard's reader says its failures."""
 
     async def streams(self) -> list[str]:
         return (await layout_of(self.redis)).streams

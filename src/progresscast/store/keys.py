@@ -288,19 +288,24 @@ def tg_bot_tag(bot_id: int | str) -> str:
     return f"{{{PREFIX}:{TG}:{bot_id}}}"
 
 
+def _tg_bot_key(bot_id: int | str, name: str) -> str:
+    """One of the bot's own keys: they share its tag (one slot), so one script may touch several."""
+    return f"{PREFIX}:{TG}:bot:{tg_bot_tag(bot_id)}:{name}"
+
+
 def tg_updates(bot_id: int) -> str:
     """Stream of the updates posted to the bot's webhook (field `update`: the JSON)."""
-    return f"{PREFIX}:{TG}:bot:{tg_bot_tag(bot_id)}:updates"
+    return _tg_bot_key(bot_id, "updates")
 
 
 def tg_updates_seen(bot_id: int) -> str:
     """Sorted set: update id → when it arrived (ms); the newest TG_UPDATES_SEEN are kept."""
-    return f"{PREFIX}:{TG}:bot:{tg_bot_tag(bot_id)}:seen"
+    return _tg_bot_key(bot_id, "seen")
 
 
 def tg_updates_cursor(bot_id: int) -> str:
     """The id of the last stream entry the adapter handled."""
-    return f"{PREFIX}:{TG}:bot:{tg_bot_tag(bot_id)}:cursor"
+    return _tg_bot_key(bot_id, "cursor")
 
 
 def tg_webhook_bot(path: str) -> str:
@@ -319,12 +324,12 @@ def tg_namespace(bot_id: int | str, *, first: bool) -> str:
 def tg_lease(bot_id: int | str) -> str:
     """String with a TTL: which process holds the bot's lease (polls and edits for it).
     It carries the bot's tag, so the lease and its fence counter share a slot."""
-    return f"{PREFIX}:{TG}:bot:{tg_bot_tag(bot_id)}:lease"
+    return _tg_bot_key(bot_id, "lease")
 
 
 def tg_fence(bot_id: int | str) -> str:
     """Counter: bumped by every taking of the bot's lease; the holder's fence token."""
-    return f"{PREFIX}:{TG}:bot:{tg_bot_tag(bot_id)}:fence"
+    return _tg_bot_key(bot_id, "fence")
 
 
 # --- A2A followers ----------------------------------------------------------------------

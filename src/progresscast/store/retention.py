@@ -17,12 +17,12 @@ from __future__ import annotations
 
 import asyncio
 import logging
-import weakref
 from typing import Any, cast
 
 from ..model.owners import Owner
 from ..stopping import still_wanted
 from . import keys
+from .per_client import PerClient
 from .sharding import layout_of
 
 log = logging.getLogger("progresscast.store")
@@ -34,22 +34,15 @@ SWEEP_PAGE = 500
 SWEEP_EVERY_MAX = 3600.0
 """The sweep runs every tenth of the retention, at most this many seconds apart."""
 
-_configured: weakref.WeakKeyDictionary[Any, float] = weakref.WeakKeyDictionary()
-_resolved: weakref.WeakKeyDictionary[Any, asyncio.Task[int]] = weakref.WeakKeyDictionary()
-
 
 def configure(redis: Any, seconds: float) -> None:
     """The retention this client's config sets: recorded in the store at first use."""
-    _configured[redis] = seconds
+    _RETENTION.configure(redis, seconds)
 
 
 async def retention_ms(redis: Any) -> int:
     """The store's retention in ms (0: for ever), learnt once per client."""
-    task = _resolved.get(redis)
-    if task is None or (task.done() and (task.cancelled() or task.exception() is not None)):
-        task = asyncio.get_running_loop().create_task(_resolve(redis, _configured.get(redis)))
-        _resolved[redis] = task
-    return await asyncio.shield(task)
+    return await _RETENTION.get(redis)
 
 
 async def _resolve(redis: Any, configured: float | None) -> int:
@@ -59,6 +52,9 @@ async def _resolve(redis: Any, configured: float | None) -> int:
         return wanted
     recorded = await redis.get(keys.RETENTION)
     return int(recorded) if recorded is not None and str(recorded).isdigit() else int(DEFAULT * 1000)
+
+
+_RETENTION: PerClient[float, int] = PerClient(_resolve)
 
 
 # The index entries, on the owners' shard, of owners whose keys expired: an entry older

@@ -8,33 +8,24 @@ recorded count is overruled, with a warning naming both.
 
 from __future__ import annotations
 
-import asyncio
 import logging
-import weakref
 from typing import Any
 
 from . import keys
 from .keys import Layout
+from .per_client import PerClient
 
 log = logging.getLogger("progresscast.store")
-
-_configured: weakref.WeakKeyDictionary[Any, int] = weakref.WeakKeyDictionary()
-_resolved: weakref.WeakKeyDictionary[Any, asyncio.Task[Layout]] = weakref.WeakKeyDictionary()
 
 
 def configure(redis: Any, shards: int) -> None:
     """The shard count `store.shards` asks for, for stores this client creates."""
-    _configured[redis] = shards
+    _LAYOUT.configure(redis, shards)
 
 
 async def layout_of(redis: Any) -> Layout:
     """The layout of the store behind `redis` (resolved once per client)."""
-    task = _resolved.get(redis)
-    if task is None or (task.done() and (task.cancelled() or task.exception() is not None)):
-        task = asyncio.get_running_loop().create_task(_resolve(redis, _configured.get(redis)))
-        _resolved[redis] = task
-    # Shielded: one caller giving up must not cancel the others' wait.
-    return await asyncio.shield(task)
+    return await _LAYOUT.get(redis)
 
 
 async def _resolve(redis: Any, configured: int | None) -> Layout:
@@ -54,3 +45,6 @@ async def _resolve(redis: Any, configured: int | None) -> Layout:
     layout = Layout(recorded)
     await migrate_first_layout(redis, layout)
     return layout
+
+
+_LAYOUT: PerClient[int, Layout] = PerClient(_resolve)

@@ -21,11 +21,10 @@ from telegram import BotCommand, Update
 from telegram.error import BadRequest, InvalidToken, NetworkError
 from telegram.ext import Application, ApplicationBuilder, ContextTypes, MessageHandler, filters
 
-from ..backoff import Backoff
+from ..backoff import Backoff, retrying
 from ..channels.worker import ChannelWorker
 from ..config.settings import ConfigError, Settings, TelegramSettings, TelegramWebhookSettings
 from ..failure_log import FailureLog
-from ..stopping import still_wanted
 from .client import FencedRequest
 from .commands import COMMANDS, TelegramCommands, thread_of
 from .options import AdapterOptions
@@ -75,19 +74,11 @@ def _refused_token(exc: InvalidToken, variable: str | None, setting: str = "chan
 async def _while_unreachable(backoff: Backoff, what: str, attempt: Callable[[], Awaitable[None]]) -> None:
     """`attempt`, retried with backoff while the Bot API cannot be reached (one policy for
     every start-up call); any other failure is the caller's to translate."""
-    failures = 0
-    while True:
-        still_wanted()
-        try:
-            await attempt()
-            return
-        except (InvalidToken, BadRequest):
-            raise  # refusals (BadRequest is a NetworkError in python-telegram-bot): not retried
-        except NetworkError as exc:
-            delay = backoff.delay(failures)
-            failures += 1
-            log.warning("cannot reach the Bot API%s (%s); retrying in %.0f s", what, exc, delay)
-            await asyncio.sleep(delay)
+    # Refusals (BadRequest is a NetworkError in python-telegram-bot): not retried.
+    await retrying(
+        attempt, f"cannot reach the Bot API{what}", log=log, backoff=backoff,
+        retry_on=(NetworkError,), give_up=(InvalidToken, BadRequest),
+    )
 
 
 async def _initialize(

@@ -52,7 +52,6 @@ from ..render.telegram_payload import RICH_METHOD
 from ..store.lease import Fence
 
 log = logging.getLogger("progresscast.telegram")
-K = OutcomeKind
 
 
 # Causes (httpx exceptions) after which the request surely never left this process.
@@ -108,47 +107,47 @@ def classify(exc: BaseException, *, rich: bool = False) -> Outcome:
             warnings.simplefilter("ignore")
             value = exc.retry_after
         seconds = value.total_seconds() if isinstance(value, timedelta) else float(value)
-        return Outcome(K.rate_limited, retry_after=seconds, detail=text)
+        return Outcome(OutcomeKind.rate_limited, retry_after=seconds, detail=text)
     if isinstance(exc, BadRequest):  # before NetworkError: BadRequest is a subclass
         if "not modified" in low:
-            return Outcome(K.not_modified, detail=text)
+            return Outcome(OutcomeKind.not_modified, detail=text)
         if "not found" in low or "message_id_invalid" in low:
-            return Outcome(K.gone, detail=text)
+            return Outcome(OutcomeKind.gone, detail=text)
         if "can't be edited" in low or "can't be deleted" in low:
-            return Outcome(K.locked, detail=text)
+            return Outcome(OutcomeKind.locked, detail=text)
         if "can't parse entities" in low or "unsupported start tag" in low:
-            return Outcome(K.refused_content, detail=text)
+            return Outcome(OutcomeKind.refused_content, detail=text)
         if rich and _rich_unknown(low):
-            return Outcome(K.unsupported, detail=text)
+            return Outcome(OutcomeKind.unsupported, detail=text)
         if rich:  # the server knows rich messages: this content is the problem
-            return Outcome(K.refused_content, detail=text)
-        return Outcome(K.refused, detail=text)
+            return Outcome(OutcomeKind.refused_content, detail=text)
+        return Outcome(OutcomeKind.refused, detail=text)
     if isinstance(exc, (EndPointNotFound, InvalidToken)):
         # After getMe succeeded, a 404 means the method does not exist on this server.
-        return Outcome(K.unsupported if rich else K.refused, detail=text)
+        return Outcome(OutcomeKind.unsupported if rich else OutcomeKind.refused, detail=text)
     if isinstance(exc, Forbidden):  # blocked by the user, kicked, not a member
-        return Outcome(K.forbidden, detail=text)
+        return Outcome(OutcomeKind.forbidden, detail=text)
     if isinstance(exc, ChatMigrated):
-        return Outcome(K.refused, detail=f"chat migrated to {exc.new_chat_id}")
+        return Outcome(OutcomeKind.refused, detail=f"chat migrated to {exc.new_chat_id}")
     if isinstance(exc, LeaseLost):  # never sent
-        return Outcome(K.transient, detail=text)
+        return Outcome(OutcomeKind.transient, detail=text)
     if isinstance(exc, TimedOut):
         if isinstance(exc.__cause__, _NEVER_SENT) or "pool timeout" in low:
-            return Outcome(K.transient, detail=text or "timed out before sending")
-        return Outcome(K.unsure, detail=text or "timed out")
+            return Outcome(OutcomeKind.transient, detail=text or "timed out before sending")
+        return Outcome(OutcomeKind.unsure, detail=text or "timed out")
     if isinstance(exc, NetworkError):
         if isinstance(exc.__cause__, _NEVER_SENT):
-            return Outcome(K.transient, detail=text)
-        return Outcome(K.unsure, detail=text)
+            return Outcome(OutcomeKind.transient, detail=text)
+        return Outcome(OutcomeKind.unsure, detail=text)
     if isinstance(exc, TelegramError):
-        return Outcome(K.unsure, detail=text)
-    return Outcome(K.unsure, detail=repr(exc))
+        return Outcome(OutcomeKind.unsure, detail=text)
+    return Outcome(OutcomeKind.unsure, detail=repr(exc))
 
 
 def counted(method: str, outcome: Outcome) -> Outcome:
     """Count one Bot API call by method and outcome (a 429 also as rate limited)."""
     metrics.BOT_API_CALLS.labels(method, outcome.kind.value).inc()
-    if outcome.kind is K.rate_limited:
+    if outcome.kind is OutcomeKind.rate_limited:
         metrics.RATE_LIMITED.inc()
     return outcome
 
@@ -200,7 +199,7 @@ class TelegramClient:
                 message_id = message.message_id
         except Exception as exc:
             return counted(method, classify(exc, rich=rich))
-        return counted(method, Outcome(K.ok, message_id=message_id))
+        return counted(method, Outcome(OutcomeKind.ok, message_id=message_id))
 
     async def edit(self, chat_id: Id, message_id: MessageId, payload: Payload) -> Outcome:
         """Make message `message_id` show the payload."""
@@ -229,14 +228,14 @@ class TelegramClient:
                 )
         except Exception as exc:
             return counted("editMessageText", classify(exc, rich=rich))
-        return counted("editMessageText", Outcome(K.ok, message_id=message_id))
+        return counted("editMessageText", Outcome(OutcomeKind.ok, message_id=message_id))
 
     async def delete(self, chat_id: Id, message_id: MessageId) -> Outcome:
         try:
             await self.bot.delete_message(chat_id=int(chat_id), message_id=int(message_id))
         except Exception as exc:
             return counted("deleteMessage", classify(exc))
-        return counted("deleteMessage", Outcome(K.ok, message_id=message_id))
+        return counted("deleteMessage", Outcome(OutcomeKind.ok, message_id=message_id))
 
     async def probe(self, chat_id: Id, message_id: int, intent: Intent) -> Outcome:
         """An identical edit of a candidate id: only "not modified" proves our unsure
@@ -244,15 +243,15 @@ class TelegramClient:
         did not know of (`foreign`, with its id); "can't be edited" is someone else's
         (`foreign`); "not found" means nothing of ours landed there (`absent`)."""
         reply = await self._edit(int(chat_id), message_id, intent.method, intent.params)
-        if reply.kind is K.not_modified:
-            return Outcome(K.found, message_id=message_id, detail=reply.detail)
-        if reply.kind is K.ok:
-            return Outcome(K.foreign, message_id=message_id, detail="edited")
-        if reply.kind is K.locked:
-            return Outcome(K.foreign, detail=reply.detail)
+        if reply.kind is OutcomeKind.not_modified:
+            return Outcome(OutcomeKind.found, message_id=message_id, detail=reply.detail)
+        if reply.kind is OutcomeKind.ok:
+            return Outcome(OutcomeKind.foreign, message_id=message_id, detail="edited")
+        if reply.kind is OutcomeKind.locked:
+            return Outcome(OutcomeKind.foreign, detail=reply.detail)
         if reply.retryable:
             return reply
-        return Outcome(K.absent, detail=reply.detail)
+        return Outcome(OutcomeKind.absent, detail=reply.detail)
 
     def said(self, thread_id: Id, text: str) -> Payload:
         """What `say` sends: plain text, no parse mode (an edit with it is identical)."""
@@ -266,7 +265,7 @@ class TelegramClient:
             )
         except Exception as exc:
             return counted("sendMessage", classify(exc))
-        return counted("sendMessage", Outcome(K.ok, message_id=message.message_id))
+        return counted("sendMessage", Outcome(OutcomeKind.ok, message_id=message.message_id))
 
 
 __all__ = ["FencedRequest", "LeaseLost", "TelegramClient", "classify"]

@@ -22,7 +22,7 @@ from typing import Any
 
 from redis.exceptions import RedisError
 
-from ..backoff import Backoff
+from ..backoff import Backoff, Retrying
 from ..store import keys
 from ..store.connections import READ_BLOCK_MS
 from ..supervise import spawn
@@ -80,6 +80,8 @@ class UpdateInbox:
         self._advance = redis.register_script(_ADVANCE)
         self.closed = False
         self._task: asyncio.Task[None] | None = None
+        self._cursor: str | None = None
+        """The id of the last update handed over (None: read it from Redis)."""
 
     async def register(self, path: str) -> None:
         """Tell every gateway that `path` is this bot's webhook (before setWebhook)."""
@@ -120,36 +122,34 @@ class UpdateInbox:
         """Feed every update after the cursor to `handle`, in order, until cancelled or
         closed. The cursor moves past an update once `handle` returned or failed (a
         failed update is logged and not tried again; only a Redis error retries it)."""
-        backoff = backoff or Backoff()
-        stream, cursor_key = keys.tg_updates(self.bot_id), keys.tg_updates_cursor(self.bot_id)
-        cursor: str | None = None
-        failures = 0
+        retry = Retrying("webhook updates: reading Redis failed", log=log, backoff=backoff)
+        self._cursor = None
         while not self.closed:
-            try:
-                if cursor is None:
-                    cursor = await self.redis.get(cursor_key) or "0"
-                # Not cancelled half-way (a blocking read cancelled mid-reply can hang the
-                # client): when the adapter stops, the read ends by itself within its block
-                # time, and what it got is read again from the cursor next time.
-                read = asyncio.create_task(self.redis.xread({stream: cursor}, block=READ_BLOCK_MS, count=100))
-                read.add_done_callback(_retrieve)
-                reply = await asyncio.shield(read)
-                for _, entries in reply or []:
-                    for entry_id, fields in entries:
-                        if self.closed:
-                            break
-                        update = _parse(fields.get("update"))
-                        if update is not None:
-                            await _handle_one(handle, update)
-                        cursor = entry_id
-                    if not await self._advance(keys=[cursor_key], args=[cursor]):
-                        cursor = None  # another adapter went further: read on from its cursor
-                failures = 0
-            except RedisError as exc:
-                delay = backoff.delay(failures)
-                failures += 1
-                log.warning("webhook updates: reading Redis failed (%s); retrying in %.1f s", exc, delay)
-                await asyncio.sleep(delay)
+            await retry.run(partial(self._consume_once, handle), retry_on=(RedisError,))
+
+    async def _consume_once(self, handle: Handle) -> None:
+        """One read of the stream after the cursor (nothing once closed), handed to `handle`."""
+        if self.closed:
+            return
+        stream, cursor_key = keys.tg_updates(self.bot_id), keys.tg_updates_cursor(self.bot_id)
+        if self._cursor is None:
+            self._cursor = await self.redis.get(cursor_key) or "0"
+        # Not cancelled half-way (a blocking read cancelled mid-reply can hang the
+        # client): when the adapter stops, the read ends by itself within its block
+        # time, and what it got is read again from the cursor next time.
+        read = asyncio.create_task(self.redis.xread({stream: self._cursor}, block=READ_BLOCK_MS, count=100))
+        read.add_done_callback(_retrieve)
+        reply = await asyncio.shield(read)
+        for _, entries in reply or []:
+            for entry_id, fields in entries:
+                if self.closed:
+                    break
+                update = _parse(fields.get("update"))
+                if update is not None:
+                    await _handle_one(handle, update)
+                self._cursor = entry_id
+            if not await self._advance(keys=[cursor_key], args=[self._cursor]):
+                self._cursor = None  # another adapter went further: read on from its cursor
 
 
 async def _handle_one(handle: Handle, update: dict[str, Any]) -> None:

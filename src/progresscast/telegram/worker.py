@@ -14,11 +14,10 @@ from dataclasses import replace
 from redis.asyncio import Redis
 from telegram import Bot
 
-from ..channels.access import AccessPolicy, AccessStore
-from ..channels.destinations import config_follows, render_settings
-from ..channels.state import ChatPrefs, DraftKey, Id
+from ..channels.base import PlatformChannel
+from ..channels.state import ChatPrefs, DraftKey
 from ..channels.worker import ChannelWorker
-from ..config.settings import RenderSettings, Settings, TelegramSettings
+from ..config.settings import Settings, TelegramSettings
 from ..render.telegram_payload import TelegramRenderers
 from .client import TelegramClient
 from .follows import TelegramState
@@ -30,31 +29,25 @@ PLATFORM = "telegram"
 """The name grants and pairing codes are kept under: one for every bot (a grant is the chat's)."""
 
 
-class TelegramChannel:
+class TelegramChannel(PlatformChannel[TelegramSettings]):
     """`channels.Channel` for one bot."""
 
     name = PLATFORM
-    no_thread: Id = 0
+    no_thread = 0
+    log = log
+    state: TelegramState
 
     def __init__(self, settings: Settings, redis: Redis, bot: Bot, options: AdapterOptions) -> None:
         telegram = settings.channels.telegram
-        if telegram is None:
-            raise ValueError("channels.telegram is not configured")
-        self.settings = settings
-        self.telegram: TelegramSettings = telegram
-        self.platform: TelegramSettings = telegram
-        self.access = AccessPolicy(
-            PLATFORM, telegram, settings.agents, AccessStore(redis, PLATFORM), setting=options.setting
+        pace = options.pace
+        if telegram is not None and telegram.botCallsPerSecond is not None:  # raised (or lowered) on purpose
+            pace = replace(pace, bot_rate=telegram.botCallsPerSecond)
+        super().__init__(
+            settings, redis, telegram, TelegramState(redis, options.namespace, fence=options.fence), pace.budgets(),
+            setting=options.setting,
         )
         self.bot = bot
-        self.state = TelegramState(redis, options.namespace, fence=options.fence)
         self.client = TelegramClient(bot)
-        pace = options.pace
-        if telegram.botCallsPerSecond is not None:  # raised (or lowered) on purpose
-            pace = replace(pace, bot_rate=telegram.botCallsPerSecond)
-        self.budgets = pace.budgets()
-        self.keep_on_complete = telegram.keepOnComplete
-        self.block_chars = telegram.streaming.blockChars
         self._rich_refused: str | None = None
         """Why the Bot API server rejected rich messages (None: it did not)."""
 
@@ -66,17 +59,8 @@ class TelegramChannel:
     async def rich_refused(self) -> str | None:
         return self._rich_refused
 
-    async def render_settings(self, chat_id: Id, prefs: ChatPrefs | None = None) -> RenderSettings:
-        if prefs is None:
-            prefs = await self.state.prefs(chat_id)
-        return render_settings(self.telegram, chat_id, prefs, rich_available=not self._rich_refused)
-
     async def renderers(self, key: DraftKey, prefs: ChatPrefs | None = None) -> TelegramRenderers:
         return TelegramRenderers(await self.render_settings(key.chat_id, prefs), self.settings.templates.dir)
-
-    async def config_follows(self) -> list[DraftKey]:
-        """`channels.telegram.chats[].follow`: subscribed at start-up (idempotent)."""
-        return config_follows(self.telegram, self.settings.agents, no_thread=self.no_thread, log=log)
 
     async def unsupported(self, detail: str) -> None:
         if self._rich_refused is None:

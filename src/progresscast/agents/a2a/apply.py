@@ -31,6 +31,7 @@ from enum import StrEnum
 from redis.asyncio import Redis
 
 from ... import metrics
+from ...config.settings import Settings
 from ...model.card import CardInput
 from ...model.owners import Owner, resolve_owner
 from ...store import keys
@@ -104,6 +105,17 @@ class UpdateApplier:
         self.max_clock_skew = max_clock_skew
         self.store = CardStore(redis, events_maxlen=events_maxlen, metrics=False)
         self._once = _Once()
+
+    @classmethod
+    def configured(cls, redis: Redis, agent_id: str | None, settings: Settings) -> UpdateApplier:
+        """An applier with the configuration's agents and clock skew."""
+        return cls(
+            redis,
+            agent_id=agent_id,
+            known_agents=settings.agents.known_set,
+            default_agent=settings.agents.default,
+            max_clock_skew=settings.a2a.maxClockSkew,
+        )
 
     def owner_of(self, update: Update) -> Owner:
         """The card an update belongs to: its context (else its task), of our agent

@@ -101,13 +101,7 @@ def _read(name: str) -> str:
 async def _with_applier(args: argparse.Namespace, settings: Settings, work: Any) -> Any:
     redis = connect(redis_url(args.redis, settings))
     try:
-        applier = UpdateApplier(
-            redis,
-            agent_id=args.agent,
-            known_agents=settings.agents.known_set,
-            default_agent=settings.agents.default,
-            max_clock_skew=settings.a2a.maxClockSkew,
-        )
+        applier = UpdateApplier.configured(redis, args.agent, settings)
         return await work(applier)
     finally:
         await redis.aclose()

@@ -21,8 +21,8 @@ from functools import partial
 
 from redis.asyncio import Redis
 
+from ...backoff import Retrying
 from ...config.settings import A2AAgentSettings, Settings
-from ...stopping import still_wanted
 from ...store import keys
 from ...supervise import supervise
 from .apply import UpdateApplier
@@ -89,29 +89,22 @@ async def follow_agents(settings: Settings, redis: Redis) -> None:
 
 async def follow_agent(agent: A2AAgentSettings, settings: Settings, redis: Redis) -> None:
     pacing = pacing_of(settings)
-    applier = UpdateApplier(
-        redis,
-        agent_id=agent.agentId,
-        known_agents=settings.agents.known_set,
-        default_agent=settings.agents.default,
-        max_clock_skew=settings.a2a.maxClockSkew,
-    )
+    applier = UpdateApplier.configured(redis, agent.agentId, settings)
     base = agent_key(agent, settings)
-    backoff = pacing.backoff
-    failures = 0
+    # %r: the reason may carry what the agent sent.
+    retry = Retrying(
+        "A2A: lost the agent", log=log, backoff=pacing.backoff, level=logging.INFO, describe=lambda exc: repr(str(exc))
+    )
+
+    async def follow() -> None:
+        connecting = agent_client(agent.url, idle_timeout=pacing.idle_timeout, allowed_hosts=agent.allowedHosts)
+        async with connecting as client:
+            log.info("A2A: following %s (contexts %s)", agent.url, ", ".join(agent.contexts))
+            retry.succeeded()
+            await _follow_contexts(Follower(client, applier, pacing=pacing), agent, redis, base)
+
     while True:
-        still_wanted()
-        try:
-            connecting = agent_client(agent.url, idle_timeout=pacing.idle_timeout, allowed_hosts=agent.allowedHosts)
-            async with connecting as client:
-                log.info("A2A: following %s (contexts %s)", agent.url, ", ".join(agent.contexts))
-                failures = 0
-                await _follow_contexts(Follower(client, applier, pacing=pacing), agent, redis, base)
-        except AgentUnavailable as exc:
-            delay = backoff.delay(failures)
-            failures += 1
-            log.info("A2A: %r; trying again in %.1fs", str(exc), delay)
-            await asyncio.sleep(delay)
+        await retry.run(follow, retry_on=(AgentUnavailable,))
 
 
 async def _follow_contexts(follower: Follower, agent: A2AAgentSettings, redis: Redis, base: str) -> None:
