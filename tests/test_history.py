@@ -30,9 +30,9 @@ from progresscast.store.cards import CardStore, StoreError
 from progresscast.store.scripts import HISTORY_MAX
 from test_cli import CLI, cli  # noqa: F401  (the fixture)
 
-# What the store and RPC tests guard differs by backend (Lua scripts, one slot per owner
-# on Cluster); the command line's parsing and printing does not, so it runs on the
-# embedded Redis only.
+# What the store tests and the history read over RPC guard differs by backend (Lua
+# scripts, one slot per owner on Cluster); the checks of parameters and scopes and the
+# command line's parsing and printing do not: they run on the embedded Redis only.
 backends = pytest.mark.backends
 
 OWNER = Owner("main", "shop")
@@ -192,7 +192,6 @@ async def test_history_over_rpc(client: httpx.AsyncClient) -> None:
     assert "progressCard.history" in hello["features"]["methods"]
 
 
-@backends
 @pytest.mark.parametrize("params, field", [
     ({"limit": 0}, "limit"), ({"limit": 201}, "limit"), ({"limit": "5"}, "limit"), ({"limit": True}, "limit"),
     ({"before": 0}, "before"), ({"before": 1.5}, "before"), ({"since": 1}, "since"),
@@ -202,7 +201,6 @@ async def test_history_params_are_checked(client: httpx.AsyncClient, params: dic
     assert answer.status_code == 400 and answer.json()["error"]["field"] == field
 
 
-@backends
 async def test_history_needs_the_read_scope_and_the_session(client: httpx.AsyncClient) -> None:
     assert (await rpc(client, "progressCard.history", "writeonly", sessionKey="shop")).status_code == 403
     assert (await rpc(client, "progressCard.history", "reader", sessionKey="elsewhere")).status_code == 403
