@@ -24,7 +24,6 @@ from progresscast.model.card import CardInput
 from progresscast.model.owners import Owner
 from progresscast.model.view import RunState
 from progresscast.store.cards import CardStore
-from test_cli import CLI, cli  # noqa: F401  (the fixture)
 
 # what these guard differs by backend (Lua scripts, one slot per owner on Cluster)
 pytestmark = pytest.mark.backends
@@ -50,17 +49,18 @@ def at(clock: str) -> str:
 # -- a newer update without a plan never makes an older plan stale ------------------------
 
 
-def test_a_plan_that_arrives_after_a_newer_planless_status_is_shown(cli: CLI) -> None:  # noqa: F811
-    """A push redelivered late: its plan is older than a status without one."""
+async def test_a_plan_that_arrives_after_a_newer_planless_status_is_shown(redis: Redis, store: CardStore) -> None:
+    """A push redelivered late: its plan is older than a status without one. (In-process:
+    `a2a ingest` reads its lines with the same `ingest_lines`, see test_a2a_ingest.)"""
     lines = [
         json.dumps(status("t1", at=at("09:12:49"), text="Still working")),
         json.dumps(status("t1", at=at("09:12:44"), plan=steps(3, 1))),
     ]
-    run = cli("a2a", "ingest", "-", stdin="\n".join(lines) + "\n")
-    assert run.returncode == 0, run.stderr
-    assert run.stdout.startswith("applied 2,"), run.stdout
-    card = json.loads(cli("card", "get", "--session", "ctx-1").stdout)
-    assert card is not None and [s["status"] for s in card["plan"]] == ["completed", "in_progress", "pending"]
+    errors = io.StringIO()
+    tally = await ingest_lines(lines, applier(redis), errors=errors)
+    assert tally.applied == 2, (tally.summary(), errors.getvalue())
+    card = await store.get(Owner("main", "ctx-1"))
+    assert card is not None and [s.status.value for s in card.plan or []] == ["completed", "in_progress", "pending"]
 
 
 async def test_plan_and_status_keep_their_own_order(redis: Redis, store: CardStore) -> None:

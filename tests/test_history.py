@@ -30,8 +30,10 @@ from progresscast.store.cards import CardStore, StoreError
 from progresscast.store.scripts import HISTORY_MAX
 from test_cli import CLI, cli  # noqa: F401  (the fixture)
 
-# what these guard differs by backend (Lua scripts, one slot per owner on Cluster)
-pytestmark = pytest.mark.backends
+# What the store tests and the history read over RPC guard differs by backend (Lua
+# scripts, one slot per owner on Cluster); the checks of parameters and scopes and the
+# command line's parsing and printing do not: they run on the embedded Redis only.
+backends = pytest.mark.backends
 
 OWNER = Owner("main", "shop")
 
@@ -49,6 +51,7 @@ async def server_ms(redis: Redis) -> int:
     return int(seconds) * 1000 + int(micros) // 1000
 
 
+@backends
 async def test_each_write_appends_what_changed_newest_first(redis: Redis, store: CardStore) -> None:
     before = await server_ms(redis)
     await store.put(OWNER, card(("Confirm access", "in_progress"), ("Repair", "pending"), ("Ship", "pending"), markdown="n"))
@@ -85,6 +88,7 @@ async def test_each_write_appends_what_changed_newest_first(redis: Redis, store:
     assert [e.revision for e in await store.history(OWNER, limit=2, before=5)] == [4, 3]
 
 
+@backends
 async def test_steps_of_the_same_text_are_told_apart_and_a_removed_note_says_so(store: CardStore) -> None:
     await store.put(OWNER, card(("Test", "completed"), ("Test", "pending"), markdown="note"))
     await store.put(OWNER, card(("Test", "completed"), ("Test", "in_progress")))
@@ -93,6 +97,7 @@ async def test_steps_of_the_same_text_are_told_apart_and_a_removed_note_says_so(
     assert entry.note == "removed"
 
 
+@backends
 async def test_refused_writes_append_nothing(store: CardStore) -> None:
     await store.put(OWNER, card(("A", "pending")))
     with pytest.raises(StoreError):
@@ -100,6 +105,7 @@ async def test_refused_writes_append_nothing(store: CardStore) -> None:
     assert [e.revision for e in await store.history(OWNER)] == [1]
 
 
+@backends
 async def test_the_history_is_capped_in_the_same_script(redis: Redis, store: CardStore) -> None:
     lay = await store.layout()
     total = HISTORY_MAX + 5
@@ -111,6 +117,7 @@ async def test_the_history_is_capped_in_the_same_script(redis: Redis, store: Car
     assert kept[0].revision == total and kept[-1].revision == total - HISTORY_MAX + 1
 
 
+@backends
 async def test_racing_writers_each_get_their_entry(redis_url: str, store: CardStore) -> None:
     from progresscast.store.connections import connect
 
@@ -132,6 +139,7 @@ async def test_racing_writers_each_get_their_entry(redis_url: str, store: CardSt
     assert (await store.get(OWNER)).plan[0].step == shown
 
 
+@backends
 async def test_a2a_plans_append_entries(redis: Redis, store: CardStore) -> None:
     a = UpdateApplier(redis, agent_id=None, known_agents=frozenset({"main"}), default_agent="main")
     owner = Owner("main", "ctx-1")
@@ -166,6 +174,7 @@ async def rpc(client: httpx.AsyncClient, method: str, token: str = "writer", **p
     return await client.post("/v1/rpc", json={"method": method, "params": params}, headers={"Authorization": f"Bearer {token}"})
 
 
+@backends
 async def test_history_over_rpc(client: httpx.AsyncClient) -> None:
     for status_ in ("in_progress", "blocked", "in_progress"):
         answer = await rpc(client, "progressCard.put", sessionKey="shop", plan=[{"step": "Confirm access", "status": status_}])

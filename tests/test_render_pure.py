@@ -4,7 +4,10 @@ each line's HTML, Markdown) keyed by what decides them; a key that misses an inp
 shows up here as a warm render that differs from a cold one.
 
 Cold means every `functools.lru_cache` in the render package emptied (found by
-walking the modules, so a cache added later is covered without listing it here)."""
+walking the modules, so a cache added later is covered without listing it here) but
+the template loader's: those are keyed by the template's name and the override
+directory, which no render here varies, and emptied they made every cold pass
+recompile every template (most of this file's time, none of what it checks)."""
 
 from __future__ import annotations
 
@@ -29,6 +32,8 @@ from test_render_properties import render_settings, views
 def _caches() -> list[Any]:
     found = []
     for info in pkgutil.iter_modules(render_pkg.__path__):
+        if info.name == "templates":
+            continue
         module = importlib.import_module(f"{render_pkg.__name__}.{info.name}")
         for value in vars(module).values():
             if isinstance(value, functools._lru_cache_wrapper) and value.__module__ == module.__name__:

@@ -9,6 +9,7 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any
 
+from ._answered import Answered
 from .discord_markdown import Read, components_text, read_markdown
 
 DISCORD_EPOCH_MS = 1_420_070_400_000
@@ -91,7 +92,7 @@ def invalid_form(path: str, code: str, message: str) -> DiscordError:
 
 
 @dataclass
-class DiscordCall:
+class DiscordCall(Answered):
     """One request the emulator answered."""
 
     route: str
@@ -99,11 +100,7 @@ class DiscordCall:
     channel: str | None
     body: dict[str, Any]
     at: float
-    status: int = 200
     code: int | None = None
-    injected: bool = False
-    timed_out: bool = False
-    applied: bool = False
     pings: list[str] = field(default_factory=list)
     """Mentions in what was sent that `allowed_mentions` would let notify someone."""
     mentions: list[str] = field(default_factory=list)

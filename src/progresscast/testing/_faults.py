@@ -1,5 +1,6 @@
 """Injected failures of the emulated Bot API: one-off faults a test names, and a random
-fault mode that fails a fraction of calls the way Telegram fails.
+fault mode that fails a fraction of calls the way Telegram fails. (`take_fault`, using
+up the first named fault that matches a call, serves the Slack and Discord emulators too.)
 
 Every fault answers exactly as the real service does — the status, the `description`
 Telegram words it with, `parameters.retry_after` for a 429 — so the client under test
@@ -18,9 +19,9 @@ from __future__ import annotations
 
 import random
 from collections import Counter
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
-from typing import Any, TypedDict
+from typing import Any, Protocol, TypedDict, TypeVar
 
 DEFAULT_DESCRIPTIONS = {
     400: "Bad Request: injected failure",
@@ -39,6 +40,25 @@ def description_of(status: int, retry_after: int | None = None) -> str:
     if status == 429:
         return f"Too Many Requests: retry after {retry_after}"
     return DEFAULT_DESCRIPTIONS.get(status, f"Error {status}")
+
+
+class _Counted(Protocol):
+    remaining: int
+    """How many more calls the fault answers."""
+
+
+F = TypeVar("F", bound=_Counted)
+
+
+def take_fault(faults: list[F], matches: Callable[[F], bool]) -> F | None:
+    """The first fault that matches a call, with one use taken (gone after its last)."""
+    for fault in faults:
+        if matches(fault):
+            fault.remaining -= 1
+            if fault.remaining <= 0:
+                faults.remove(fault)
+            return fault
+    return None
 
 
 @dataclass

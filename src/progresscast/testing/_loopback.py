@@ -112,4 +112,13 @@ class LoopbackServer:
         self._changed = asyncio.Event()
 
 
-__all__ = ["LoopbackServer"]
+async def end_task(task: asyncio.Task[None] | None) -> None:
+    """Cancel an emulator's background task (a sender) and wait until it has ended."""
+    if task is None:
+        return
+    task.cancel()
+    with contextlib.suppress(asyncio.CancelledError):
+        await task
+
+
+__all__ = ["LoopbackServer", "end_task"]

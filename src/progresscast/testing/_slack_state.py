@@ -7,6 +7,8 @@ import time
 from dataclasses import dataclass, field
 from typing import Any
 
+from ._answered import Answered
+from ._shown import ShownMessages
 from .slack_blocks import Shown, blocks_text, read_mrkdwn
 
 
@@ -25,7 +27,7 @@ class SlackError(Exception):
 
 
 @dataclass
-class SlackCall:
+class SlackCall(Answered):
     """One request the app made, as the emulator answered it."""
 
     method: str
@@ -33,15 +35,9 @@ class SlackCall:
     params: dict[str, Any]
     at: float
     """``time.monotonic()`` when the request arrived."""
-    status: int = 200
     error: str | None = None
     """Slack's error string; None when the call succeeded."""
     result: dict[str, Any] | None = None
-    injected: bool = False
-    """Answered by ``fail_next`` / ``timeout_next`` rather than by the emulated Slack."""
-    timed_out: bool = False
-    applied: bool = False
-    """The call changed what a channel shows."""
 
     @property
     def ok(self) -> bool:
@@ -134,13 +130,11 @@ class SlackMessage:
 
 
 @dataclass
-class SlackChannel:
+class SlackChannel(ShownMessages[str, SlackMessage]):
+    """A channel; its ``messages`` are by ts, replies included."""
+
     id: str
     name: str
-    messages: dict[str, SlackMessage] = field(default_factory=dict)
-    """Every message still in the channel (replies included), by ts."""
-    deleted: dict[str, SlackMessage] = field(default_factory=dict)
-    """Messages deleted by the app or by a person, with what they showed last."""
     archived: bool = False
     """Archived: every call in it answers `is_archived`."""
     app_member: bool = True
@@ -149,7 +143,7 @@ class SlackChannel:
     def visible(self, *, include_people: bool = False, thread_ts: str | None = None) -> list[SlackMessage]:
         """The app's messages still present, oldest first (people's too on request);
         with ``thread_ts``, only that thread's replies."""
-        out = [m for _, m in sorted(self.messages.items()) if include_people or m.from_bot]
+        out = self.present(others=include_people)
         if thread_ts is not None:
             out = [m for m in out if m.thread_ts == thread_ts and m.ts != thread_ts]
         return out

@@ -6,6 +6,8 @@ import time
 from dataclasses import dataclass, field, replace
 from typing import Any
 
+from ._answered import Answered
+from ._shown import ShownMessages
 from .telegram_html import Entity
 
 
@@ -31,7 +33,7 @@ def not_found() -> ApiError:
 
 
 @dataclass
-class Call:
+class Call(Answered):
     """One request the bot made, as the emulator answered it."""
 
     method: str
@@ -42,16 +44,9 @@ class Call:
     """``time.monotonic()`` when the request arrived."""
     answered: float | None = None
     """``time.monotonic()`` when the answer left (after any hold); None while it is held."""
-    status: int = 200
     description: str | None = None
     """The error description; None when the call succeeded."""
     result: Any = None
-    injected: bool = False
-    """Answered by ``fail_next`` / ``timeout_next`` rather than by the emulated server."""
-    timed_out: bool = False
-    """The answer was held past the client's timeout (``timeout_next``)."""
-    applied: bool = False
-    """The call changed what a chat shows."""
     token: str | None = None
     """The bot token the call was made with (the emulator may serve several bots)."""
     instance: str | None = None
@@ -105,13 +100,9 @@ class ShownMessage:
 
 
 @dataclass
-class ChatState:
+class ChatState(ShownMessages[int, ShownMessage]):
     id: int
     type: str
-    messages: dict[int, ShownMessage] = field(default_factory=dict)
-    """Every message still in the chat, by id."""
-    deleted: dict[int, ShownMessage] = field(default_factory=dict)
-    """Messages deleted by the bot or by a user, with what they showed last."""
     is_forum: bool = False
     next_message_id: int = 1
     bot_status: str = "member"
@@ -122,7 +113,7 @@ class ChatState:
 
     def visible(self, *, include_user: bool = False) -> list[ShownMessage]:
         """The bot's messages still present, oldest first (users' messages too on request)."""
-        return [m for _, m in sorted(self.messages.items()) if include_user or m.from_bot]
+        return self.present(others=include_user)
 
     def texts(self) -> list[str]:
         """Visible text of each bot message still present, oldest first."""

@@ -225,39 +225,34 @@ class FakeTelegram:
         chat = self.chat(require_chat_id(p))
         reply_to = _reply_to(p, chat)
         shown = self._fit(parsed)
-        msg = ShownMessage(
-            message_id=chat.new_message_id(),
-            chat_id=chat.id,
-            date=now(),
-            from_bot=True,
+        return self._send(
+            p,
+            chat,
+            reply_to,
             text=shown.text,
             entities=shown.entities,
             parse_mode=text_param(p, "parse_mode") or None,
             source=text_param(p, "text"),
-            message_thread_id=_thread(p),
-            reply_markup=_markup(p),
-            reply_to=reply_to,
-            notified=not p.get("disable_notification"),
         )
-        chat.messages[msg.message_id] = msg
-        return message_to_api(msg, chat, self.bot_user)
 
     def sendRichMessage(self, p: dict[str, Any]) -> dict[str, Any]:
         chat = self.chat(require_chat_id(p))
         reply_to = _reply_to(p, chat)
         content = check_rich(p.get("rich_message"))
+        return self._send(p, chat, reply_to, text=content.text, rich=content.rich, blocks=content.blocks)
+
+    def _send(self, p: dict[str, Any], chat: ChatState, reply_to: int | None, **content: Any) -> dict[str, Any]:
+        """The bot's new message in ``chat``, showing ``content`` (`ShownMessage` fields)."""
         msg = ShownMessage(
             message_id=chat.new_message_id(),
             chat_id=chat.id,
             date=now(),
             from_bot=True,
-            text=content.text,
-            rich=content.rich,
-            blocks=content.blocks,
             message_thread_id=_thread(p),
             reply_markup=_markup(p),
             reply_to=reply_to,
             notified=not p.get("disable_notification"),
+            **content,
         )
         chat.messages[msg.message_id] = msg
         return message_to_api(msg, chat, self.bot_user)

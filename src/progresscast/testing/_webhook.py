@@ -7,7 +7,6 @@ retried with growing pauses, and after the last try the update is given up on).
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import json
 import re
 import time
@@ -18,6 +17,7 @@ from urllib.parse import urlsplit
 
 import httpx
 
+from ._loopback import end_task
 from ._params import int_param, text_param
 from ._state import ApiError
 from ._updates import UpdateQueue
@@ -128,10 +128,7 @@ class WebhookSender:
         self._task = asyncio.create_task(self._run())
 
     async def stop(self) -> None:
-        if self._task is not None:
-            self._task.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await self._task
+        await end_task(self._task)
         self._task = None
 
     async def _run(self) -> None:

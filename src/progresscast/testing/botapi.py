@@ -48,7 +48,7 @@ from starlette.requests import ClientDisconnect, Request
 from starlette.responses import JSONResponse
 from starlette.routing import Route
 
-from ._faults import Fault, FaultSettings, RandomFaults, description_of
+from ._faults import Fault, FaultSettings, RandomFaults, description_of, take_fault
 from ._loopback import LoopbackServer
 from ._pacing import BOT_PACE, GROUP_PACE, PRIVATE_PACE, Pace, Pacer
 from ._params import chat_id_of, read_params
@@ -437,12 +437,9 @@ class BotAPIEmulator(LoopbackServer):
         return handler
 
     def _take_fault(self, method: str, chat_id: int | None) -> Fault | None:
-        for fault in self._faults:
-            if fault.matches(method, chat_id):
-                fault.remaining -= 1
-                if fault.remaining <= 0:
-                    self._faults.remove(fault)
-                return fault
+        fault = take_fault(self._faults, lambda named: named.matches(method, chat_id))
+        if fault is not None:
+            return fault
         if self.random_faults is not None:
             return self.random_faults.draw(method, chat_id, self.timeout_delay)
         return None

@@ -14,8 +14,8 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass, field
 
-_MENTION = re.compile(r"<(@!?|@&|#)(\d{1,20})>")
-_EVERYONE = re.compile(r"@(everyone|here)\b")
+_MENTION = re.compile(r"<(@!?|@&|#)(\d{1,20})>|@(everyone|here)\b")
+_KINDS = {"@": "user", "@!": "user", "@&": "role", "#": "channel"}
 _LINK = re.compile(r"\[([^\]\n]*)\]\((https?://[^\s)]+)\)")
 _LINE_MARK = re.compile(r"^(> |>>> |-# |#{1,3} )")
 _MARKUP = ("**", "__", "~~", "||", "*", "_")
@@ -54,18 +54,10 @@ def _inline(text: str, out: Read) -> str:
                 shown.append(code.strip(" ") if run > 1 else code)
                 i = close + run
                 continue
-        if ch == "<":
+        if ch in "<@":
             match = _MENTION.match(text, i)
             if match is not None:
-                kind = {"@": "user", "@!": "user", "@&": "role", "#": "channel"}[match.group(1)]
-                out.mentions.append(f"{kind}:{match.group(2)}")
-                shown.append(match.group(0))
-                i = match.end()
-                continue
-        if ch == "@":
-            match = _EVERYONE.match(text, i)
-            if match is not None:
-                out.mentions.append("everyone")
+                out.mentions.append("everyone" if match.group(3) else f"{_KINDS[match.group(1)]}:{match.group(2)}")
                 shown.append(match.group(0))
                 i = match.end()
                 continue

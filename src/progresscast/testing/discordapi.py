@@ -70,6 +70,7 @@ from ._discord_state import (
     pings,
     snowflake,
 )
+from ._faults import take_fault
 from ._loopback import LoopbackServer
 from .discord_markdown import Read, components_text, read_markdown
 
@@ -250,13 +251,7 @@ class DiscordAPIEmulator(LoopbackServer, InteractionSender):
         self._faults.append(_Fault(route, channel, times, delay=hold, apply=apply))
 
     def _take_fault(self, route: str, channel: str | None) -> _Fault | None:
-        for fault in self._faults:
-            if fault.route == route and (fault.channel is None or fault.channel == channel):
-                fault.remaining -= 1
-                if fault.remaining <= 0:
-                    self._faults.remove(fault)
-                return fault
-        return None
+        return take_fault(self._faults, lambda fault: fault.route == route and fault.channel in (None, channel))
 
     # --- the endpoint ---------------------------------------------------------------------
 

@@ -5,9 +5,10 @@ mrkdwn read as Slack shows them, a plan display as its tasks). Used by
 
 from __future__ import annotations
 
-import textwrap
+from collections.abc import Sequence
 from typing import TextIO
 
+from ._console import CallConsole
 from ._slack_state import SlackCall
 from .slackapi import SlackAPIEmulator
 
@@ -16,68 +17,41 @@ EDITS = ("chat.update", "chat.appendStream", "chat.stopStream")
 DELETES = ("chat.delete",)
 
 
-class ChannelConsole:
+class ChannelConsole(CallConsole[SlackCall]):
     """Prints what one channel shows each time the app changes it."""
 
     def __init__(self, slack: SlackAPIEmulator, channel_id: str, out: TextIO) -> None:
+        super().__init__(slack, out)
         self.slack = slack
         self.channel_id = channel_id
-        self.out = out
-        self._seen = 0
 
-    def _print(self, text: str) -> None:
-        print(text, file=self.out, flush=True)
+    @property
+    def calls(self) -> Sequence[SlackCall]:
+        return self.slack.calls
 
     def _text_of(self, ts: str) -> str:
         channel = self.slack.channel(self.channel_id)
         shown = channel.messages.get(ts) or channel.deleted.get(ts)
         return shown.visible_text if shown is not None else ""
 
-    def show(self, call: SlackCall) -> None:
+    def change(self, call: SlackCall) -> tuple[str, str | None] | None:
         if call.channel != self.channel_id or not call.ok or not call.applied or call.result is None:
-            return
+            return None
         if call.method in POSTS:
             ts = str(call.result.get("ts", ""))
             thread = call.params.get("thread_ts")
             where = f" in thread {thread}" if thread else ""
-            self._print(f"  ＋ the app posts message {ts}{where}:")
-        elif call.method in EDITS:
+            return f"  ＋ the app posts message {ts}{where}:", self._text_of(ts)
+        if call.method in EDITS:
             ts = str(call.params.get("ts", ""))
-            self._print(f"  ✎ the app updates message {ts}:")
-        elif call.method in DELETES:
-            self._print(f"  ✕ the app deletes message {call.params.get('ts')}")
-            return
-        else:
-            return
-        self._print(textwrap.indent(self._text_of(ts) or "(empty)", "    │ ", lambda line: True))
+            return f"  ✎ the app updates message {ts}:", self._text_of(ts)
+        if call.method in DELETES:
+            return f"  ✕ the app deletes message {call.params.get('ts')}", None
+        return None
 
-    def catch_up(self) -> None:
-        """Print every call answered since the last look, in order."""
-        calls = self.slack.calls
-        while self._seen < len(calls):
-            call = calls[self._seen]
-            if _pending(call):
-                return  # still being answered: keep the order
-            self.show(call)
-            self._seen += 1
-
-    async def run(self) -> None:
-        """Print calls as they are answered, until cancelled."""
-        while True:
-            self.catch_up()
-            try:
-                await self.slack.wait_for(self._unseen, timeout=3600)
-            except TimeoutError:
-                continue
-
-    def _unseen(self) -> bool:
-        calls = self.slack.calls
-        return self._seen < len(calls) and not _pending(calls[self._seen])
-
-
-def _pending(call: SlackCall) -> bool:
-    """A call still being answered (a call is listed when it arrives)."""
-    return call.ok and call.result is None and call.method in POSTS + EDITS + DELETES and not call.injected
+    def pending(self, call: SlackCall) -> bool:
+        """A call still being answered (a call is listed when it arrives)."""
+        return call.ok and call.result is None and call.method in POSTS + EDITS + DELETES and not call.injected
 
 
 __all__ = ["ChannelConsole"]
