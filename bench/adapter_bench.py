@@ -52,7 +52,7 @@ async def cost_of_a_write(url: str) -> tuple[RedisCounts, Counter[str]]:
 
 async def run(ctx: Context) -> None:
     # Few enough writes that the adapter keeps up: an edit per write, none coalesced.
-    chats, seconds = (100, 6.0) if ctx.quick else (300, 20.0)
+    chats, seconds = (100, 4.0) if ctx.quick else (300, 20.0)
     rate = 0.5
     write, write_commands = await cost_of_a_write(ctx.redis_url)
     res = await run_fleet(ctx.redis_url, chats, rate, seconds, bot_rate=BOT_RATE, direct=True,
