@@ -67,7 +67,7 @@ edit*: Redis's own count on the benchmark's Redis, which serves nothing else —
 event), less what the writes cost (one `CardStore.put`, measured just before on the
 same Redis: one round trip), over the edits (target ≤ 3). *Commands*:
 `total_commands_processed` likewise (commands a Lua script runs count too).""",
-    "9": """**Gateway and adapter under write load.** 1,000 chats (300 in the reduced set),
+    "9": """**Gateway and adapter under write load.** 1,000 chats (200 in the reduced set),
 each written 0.5 times a second through the gateway, bot-wide budget 1,000 calls/s,
 the strict emulator (1 call a second per chat, 1,000 per bot, 429 past them), on this
 machine's cores; `serve` with `serve.processes = "one"` and then `"split"` (the

@@ -1,4 +1,4 @@
-"""Figure 9 — one `serve` with the gateway under write load: 1,000 chats (300 in the
+"""Figure 9 — one `serve` with the gateway under write load: 1,000 chats (200 in the
 reduced set) written twice a second each through the gateway, bot-wide budget 1,000 calls/s, the
 strict emulator; `serve` in one process against `serve.processes = "split"` (the
 adapters in a child process of their own), one after the other in the same run.
@@ -13,7 +13,7 @@ from .fleet import run_fleet
 from .freshness_bench import budget_row
 
 RATE, BOT_RATE = 0.5, 1000.0
-FULL_CHATS, QUICK_CHATS = 1000, 300
+FULL_CHATS, QUICK_CHATS = 1000, 200
 EDITS_SHARE = 0.9
 """Of the writes a second, the share to be shown as edits (450 of 500 at 1,000 chats)."""
 P99_TARGET = 2.0
@@ -21,7 +21,7 @@ LAYOUTS = {"one process": "one", "split": "split"}
 
 
 async def run(ctx: Context) -> None:
-    chats, seconds, settle = (QUICK_CHATS, 3.0, 6.0) if ctx.quick else (FULL_CHATS, 30.0, 60.0)
+    chats, seconds, settle = (QUICK_CHATS, 3.0, 5.0) if ctx.quick else (FULL_CHATS, 30.0, 60.0)
     for label, processes in LAYOUTS.items():
         res = await run_fleet(ctx.redis_url, chats, RATE, seconds, bot_rate=BOT_RATE, settle=settle,
                               extra_toml=f"botCallsPerSecond = {BOT_RATE:g}\n",

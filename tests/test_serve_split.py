@@ -56,17 +56,17 @@ class Split:
 
 
 @pytest.fixture
-async def split(tmp_path: Path, redis_url: str) -> AsyncIterator[Callable[[BotAPIEmulator], Any]]:
+async def split(tmp_path: Path, redis_url: str) -> AsyncIterator[Callable[..., Any]]:
     started: list[Split] = []
     children: list[int] = []
 
-    async def start(api: BotAPIEmulator) -> tuple[Split, str, int]:
+    async def start(api: BotAPIEmulator, token: str | None = None) -> tuple[Split, str, int]:
         path = tmp_path / "progresscast.toml"
         path.write_text(
             f'[serve]\nprocesses = "split"\n[store]\nurl = "{redis_url}"\n'
             f'[gateway]\nlisten = "127.0.0.1:0"\n'
             f'[[gateway.tokens]]\ntoken = "{TOKEN}"\nscopes = ["operator.read", "operator.write"]\n'
-            f'[channels.telegram]\ntoken = "{api.token}"\napiBaseUrl = "{api.base_url}"\n'
+            f'[channels.telegram]\ntoken = "{token or api.token}"\napiBaseUrl = "{api.base_url}"\n'
             f'[[channels.telegram.chats]]\nid = {CHAT}\nfollow = ["t-1"]\n'
         )
         env = {k: v for k, v in os.environ.items() if not k.startswith(("PROGRESSCAST_", "TELEGRAM_"))}
@@ -138,3 +138,12 @@ async def test_an_adapters_process_that_dies_is_started_again(split: Any) -> Non
         assert again != child and alive(again)
         assert (await put(base, "After the restart")).status_code == 200
         await api.wait_for(lambda: any("After the restart" in m.text for m in api.chat(CHAT).visible()), 30)
+
+
+async def test_a_refused_bot_token_in_the_adapters_process_stops_serve_with_status_2(split: Any) -> None:
+    async with BotAPIEmulator() as api:
+        serve, _, _ = await split(api, "123:wrong")
+        assert await serve.finished() == 2, "\n".join(serve.lines)
+    log = "\n".join(serve.lines)
+    assert "progresscast: channels.telegram.token: the Bot API refused the bot token" in log, log
+    assert "Traceback" not in log, log
