@@ -27,6 +27,7 @@ from progresscast.store.connections import connect
 from progresscast.testing import BotAPIEmulator, Pace
 
 from ._common import TOKEN, Serve, flush, percentile, toml_str
+from ._counting import PACED_METHODS, RedisCounter, RedisCounts, busiest_second, cpu_seconds
 from ._http import HTTPConnection
 
 MARK = re.compile(r"· w(\d+)\b")
@@ -57,6 +58,7 @@ class FleetResult:
     rate: float
     seconds: float
     limit: float
+    bot_rate: float
     staleness: list[float] = field(default_factory=list)
     unresolved: int = 0
     convergence: float = float("nan")
@@ -77,7 +79,24 @@ class FleetResult:
     rss_end_mb: float = float("nan")
     """RSS of `serve` after the writes converged."""
     write_cpu: float = float("nan")
-    """Share of one core `serve` used from the first write until every chat converged."""
+    """Share of one core `serve` (with its children) used from the first write until
+    every chat converged."""
+    write_cpu_s: float = float("nan")
+    """The same, in CPU seconds."""
+    edits: int = 0
+    """Draft calls the emulator answered over the same time."""
+    redis: RedisCounts | None = None
+    """Round trips and commands every client made over the same time (the writes too)."""
+    command_calls: Counter[str] = field(default_factory=Counter)
+    """Calls per Redis command over the same time (`INFO commandstats`)."""
+    busiest: int = 0
+    """The most paced calls (the budget's) that arrived in any one sliding second."""
+    writing: tuple[float, float] = (float("nan"), float("nan"))
+    """When the first write was due and when the last was issued (`time.monotonic()`)."""
+    edits_while_writing: float = float("nan")
+    """Draft calls a second from the first write to the last."""
+    first_drafts_per_s: float = float("nan")
+    """First drafts a second, from the first to the last one shown."""
     calls_per_s: float = float("nan")
     """Draft calls a second the emulator saw over the same time (the budget: 30)."""
     cpu_shown: float = float("nan")
@@ -156,16 +175,23 @@ async def run_fleet(
     extra_toml: str = "",
     idle_seconds: float = 0.0,
     connections: int = 16,
+    serve_toml: str = "",
+    direct: bool = False,
+    settle: float | None = None,
 ) -> FleetResult:
     """Start `serve` for `chats` chats, wait for every first draft, write `rate` cards a
-    second to each chat for `seconds`, wait until every chat shows its last card."""
+    second to each chat for `seconds`, wait until every chat shows its last card.
+    `serve_toml`: more top-level config (a `[serve]` table); `direct`: write through
+    `CardStore.put` from this process instead of the gateway (one round trip each);
+    `settle`: the longest wait for convergence after the writes (writes not shown by
+    then are counted unresolved)."""
     limit = max(1.0, chats / bot_rate)
-    res = FleetResult(chats, rate, seconds, limit)
+    res = FleetResult(chats, rate, seconds, limit, bot_rate)
     flush(url)
     await prewrite(url, chats, steps)
     bot_pace = Pace(burst=bot_rate, per_second=bot_rate)
     async with BotAPIEmulator(bot_pace=bot_pace) as api:
-        serve = Serve(url, config_toml(api, chats, extra_toml), env=serve_env)
+        serve = Serve(url, serve_toml + config_toml(api, chats, extra_toml), env=serve_env)
         async with serve:
             proc = psutil.Process(serve.pid)
             started = serve.started_at
@@ -182,23 +208,33 @@ async def run_fleet(
             shown.update()
             firsts = [shown.times[cid][0][0] if shown.times.get(cid) else float("nan") for cid in ids]
             res.all_shown = max(firsts) - started if firsts else float("nan")
+            if chats > 1 and max(firsts) > min(firsts):
+                res.first_drafts_per_s = (chats - 1) / (max(firsts) - min(firsts))
             res.rss_mb = proc.memory_info().rss / 2**20
-            times = proc.cpu_times()
-            res.cpu_shown = times.user + times.system
+            res.cpu_shown = cpu_seconds(proc)
             if idle_seconds:
                 await asyncio.sleep(min(2.0, idle_seconds))  # let the last answers settle
-                c0 = proc.cpu_times()
+                c0 = cpu_seconds(proc)
                 t0 = time.monotonic()
                 await asyncio.sleep(idle_seconds)
-                c1 = proc.cpu_times()
-                res.idle_cpu = (c1.user + c1.system - c0.user - c0.system) / (time.monotonic() - t0)
+                res.idle_cpu = (cpu_seconds(proc) - c0) / (time.monotonic() - t0)
             if seconds > 0:
-                c0, t0 = proc.cpu_times(), time.monotonic()
-                await _write_phase(res, api, shown, serve.port, ids, rate, seconds, steps, connections)
-                c1, t1 = proc.cpu_times(), time.monotonic()
-                res.write_cpu = (c1.user + c1.system - c0.user - c0.system) / (t1 - t0)
-                edits = [c.at for c in api.calls if c.method in DRAFT_METHODS and c.ok and t0 <= c.at <= t1]
-                res.calls_per_s = len(edits) / (t1 - t0)
+                counter = RedisCounter(url)
+                k0 = counter.commands()
+                r0, c0, t0 = counter.read(), cpu_seconds(proc), time.monotonic()
+                await _write_phase(res, api, shown, serve.port, ids, rate, seconds, steps, connections, url, direct,
+                                   settle)
+                c1, t1 = cpu_seconds(proc), time.monotonic()
+                res.redis = counter.since(r0)
+                res.command_calls = Counter(counter.commands()) - Counter(k0)
+                counter.close()
+                res.write_cpu_s = c1 - c0
+                res.write_cpu = res.write_cpu_s / (t1 - t0)
+                res.edits = sum(1 for c in api.calls if c.method in DRAFT_METHODS and c.ok and t0 <= c.at <= t1)
+                res.calls_per_s = res.edits / (t1 - t0)
+                w0, w1 = res.writing
+                writing = sum(1 for c in api.calls if c.method in DRAFT_METHODS and c.ok and w0 <= c.at <= w1)
+                res.edits_while_writing = writing / (w1 - w0) if w1 > w0 else float("nan")
             res.rss_end_mb = proc.memory_info().rss / 2**20
         lines = serve.lines
     res.log_lines = len(lines)
@@ -207,33 +243,45 @@ async def run_fleet(
             res.log_problems += 1
             res.log_kinds[re.sub(r"\d+", "N", line.split(" ", 3)[-1])[:100]] += 1
     _tally(res, api)
+    res.busiest = busiest_second(c.at for c in api.calls if c.method in PACED_METHODS)
     return res
 
 
 async def _write_phase(
     res: FleetResult, api: BotAPIEmulator, shown: Shown, port: int, ids: list[int], rate: float, seconds: float, steps: int,
-    connections: int,
+    connections: int, url: str, direct: bool, settle: float | None,
 ) -> None:
     issued: dict[int, list[float]] = {cid: [0.0] for cid in ids}  # seq → issue time (write 0 predates)
     acked: dict[int, list[float]] = {cid: [0.0] for cid in ids}
     queue: asyncio.Queue[tuple[int, int] | None] = asyncio.Queue()
     headers = {"Authorization": f"Bearer {TOKEN}"}
 
+    redis = connect(url) if direct else None
+    store = CardStore(redis) if redis is not None else None
+
+    async def put(conn: HTTPConnection, cid: int, seq: int) -> bool:
+        params = card_params(seq, steps)
+        if store is not None:
+            await store.put(Owner("main", session(cid - FIRST_CHAT)), CardInput.parse(params))
+            return True
+        body = json.dumps({"method": "progressCard.put",
+                           "params": {"sessionKey": session(cid - FIRST_CHAT), **params}}).encode()
+        try:
+            status, _ = await conn.post("/v1/rpc", body, headers)
+        except (OSError, ConnectionError, asyncio.IncompleteReadError):
+            status = 0
+            await conn.close()
+        return status == 200
+
     async def writer() -> None:
         conn = HTTPConnection("127.0.0.1", port)
         while (item := await queue.get()) is not None:
             cid, seq = item
-            body = json.dumps({"method": "progressCard.put",
-                               "params": {"sessionKey": session(cid - FIRST_CHAT), **card_params(seq, steps)}}).encode()
             issued[cid].append(time.monotonic())
-            try:
-                status, _ = await conn.post("/v1/rpc", body, headers)
-            except (OSError, ConnectionError, asyncio.IncompleteReadError):
-                status = 0
-                await conn.close()
+            ok = await put(conn, cid, seq)
             acked[cid].append(time.monotonic())
             res.writes += 1
-            if status != 200:
+            if not ok:
                 res.write_errors += 1
         await conn.close()
 
@@ -251,14 +299,17 @@ async def _write_phase(
     for _ in workers:
         queue.put_nowait(None)
     await asyncio.gather(*workers)
+    if redis is not None:
+        await redis.aclose()
     last_issue = max(t[-1] for t in issued.values())
+    res.writing = (start, last_issue)
 
     def converged() -> bool:
         shown.update()
         return all(shown.latest.get(cid, -1) >= len(issued[cid]) - 1 for cid in ids)
 
     # the budget's time, or ≈ 20 ms of the adapter's work per write when that is longer
-    await wait_until(converged, max(res.limit * 3, res.writes * 0.02) + 30, 0.25)
+    await wait_until(converged, settle if settle is not None else max(res.limit * 3, res.writes * 0.02) + 30, 0.25)
     finals = []
     for cid in ids:
         final = len(issued[cid]) - 1

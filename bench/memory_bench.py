@@ -11,10 +11,12 @@ from __future__ import annotations
 
 from ._common import Context, Result
 from .fleet import run_fleet
-from .freshness_bench import report
+from .freshness_bench import budget_row, report
 
 FULL_CHATS, QUICK_CHATS = 10_000, 2_000
 BOT_RATE = 1000.0
+SUSTAINED = 900.0
+"""Draft calls a second one `serve` should sustain at that budget."""
 
 
 async def run(ctx: Context) -> None:
@@ -30,6 +32,10 @@ async def run(ctx: Context) -> None:
     ctx.add(Result("5", f"{prefix}every first draft shown after start", res.all_shown, "s", chats / BOT_RATE,
                    res.all_shown / (chats / BOT_RATE)))
     ctx.add(Result("5", f"{prefix}serve CPU per first draft (start-up included)", res.cpu_shown / chats * 1e3, "ms"))
+    # Every chat waits for its first draft at once: the budget, not the demand, bounds this rate.
+    ctx.add(Result("5", f"{prefix}first drafts a second, first to last (calls/s sustained)", res.first_drafts_per_s,
+                   "calls/s", BOT_RATE, res.first_drafts_per_s / BOT_RATE, f"≥ {SUSTAINED:,.0f}",
+                   res.first_drafts_per_s >= SUSTAINED))
     ctx.add(Result("5", f"{prefix}RSS once every draft is shown", res.rss_mb, "MB", None, None, "≤ 200 MB",
                    res.rss_mb <= 200))
     ctx.add(Result("5", f"{prefix}idle CPU ({idle:g} s, nothing changes)", res.idle_cpu * 100, "% of a core", None,
@@ -39,7 +45,11 @@ async def run(ctx: Context) -> None:
     bad = res.status.get(429, 0) + res.status.get(400, 0)
     ctx.add(Result("5", f"{prefix}429 + 400 answers", bad, "calls", None, None, "0", bad == 0))
     if seconds:
-        report(ctx, "5", res, f"{prefix}then 0.05 writes/s each, budget {BOT_RATE:,.0f}/s: ")
+        # The writes ask for chats × rate calls a second (500): the most this phase can sustain.
+        asked = min(BOT_RATE, chats * rate)
+        report(ctx, "5", res, f"{prefix}then 0.05 writes/s each, budget {BOT_RATE:,.0f}/s: ", 0.9 * asked)
+    else:
+        budget_row(ctx, "5", res, prefix)
         ctx.series("p99 staleness / limit by chats", chats, res.p99 / res.limit)
     if res.log_problems and not seconds:  # else `report` said it
         top = "; ".join(f"{n}× `{k}`" for k, n in res.log_kinds.most_common(3))

@@ -30,6 +30,8 @@ FIGURES = {
     "5": ("Memory and idle: one serve with many followed chats", "memory_bench"),
     "6": ("Growth: steps and chats", "growth_bench"),
     "7": ("Hooks: one Claude Code hook call, spawn to exit", "hook_bench"),
+    "8": ("Adapter: CPU per Bot API call, Redis round trips per edit", "adapter_bench"),
+    "9": ("Gateway and adapter under write load: one process vs split", "split_bench"),
 }
 
 

@@ -5,6 +5,10 @@ process on one event loop. Slack's slash commands are routes of the gateway
 (`/slack/commands`, `/slack/events`), and so are Discord's interactions
 (`/discord/interactions`) and a Telegram webhook (`/telegram/…`).
 
+With `serve.processes = "split"` the Telegram and Matrix adapters run in a child process
+of their own (children.py), which this `serve` starts, restarts and stops with itself:
+the gateway's writes then use one core and the adapters another.
+
 Start-up mistakes (an unset `env:` secret, a port in use, a refused bot token) are a
 ConfigError: one line, exit status 2. Every other failure of a part is its own: each
 part runs supervised (supervise.py) and starts again after a backoff while the others
@@ -17,11 +21,17 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import pickle
 import signal
 import socket
+import sys
+from enum import StrEnum
 from functools import partial
 from pathlib import Path
 
+from redis.asyncio import Redis
+
+from .children import MISTAKE_STATUS, die_with_parent, run_child, watch_parent
 from .config.settings import ConfigError, Settings
 from .stopping import still_wanted
 from .store.connections import Role, connect
@@ -32,27 +42,65 @@ log = logging.getLogger("progresscast")
 
 EMBEDDED_CHECK_SECONDS = 1.0
 """How often `serve` checks that the embedded Redis answers."""
+ADAPTERS_PROCESS = "the adapters' process"
+CHILD_COMMAND = "from progresscast.serve import run_adapters_process; run_adapters_process()"
+"""What the adapters' process runs (`python -c`): it reads (settings, url) from stdin."""
 
 
-def run_serve(settings: Settings, url: str) -> None:
+class Part(StrEnum):
+    """What one `serve` process runs."""
+
+    every = "every"
+    """All of it: `serve.processes = "one"`, or the parent of a split one, which runs
+    the gateway's parts itself and the adapters' process as one of its jobs."""
+    adapters = "adapters"
+    """The Telegram and Matrix adapters: the child of a split `serve`."""
+
+
+def run_serve(settings: Settings, url: str, part: Part = Part.every, *, parent: int | None = None) -> None:
     """`serve` until Ctrl-C or SIGTERM, on uvloop when it is installed (it comes with
     `uvicorn[standard]`): its C event loop costs less per request and per socket call."""
+    main = serve(settings, url, part, parent=parent)
     try:
         import uvloop
     except ImportError:
-        asyncio.run(serve(settings, url))
+        asyncio.run(main)
         return
     with asyncio.Runner(loop_factory=uvloop.new_event_loop) as runner:
-        runner.run(serve(settings, url))
+        runner.run(main)
 
 
-async def serve(settings: Settings, url: str) -> None:
+def run_adapters_process() -> None:
+    """The adapters' process of a split `serve` (see children.py). Ctrl-C reaches the
+    whole process group: the child leaves it to the parent, which stops it with SIGTERM."""
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    parent = die_with_parent()
+    given = sys.stdin.buffer.read()
+    if not given:
+        return  # the parent died before it handed anything over
+    settings, url = pickle.loads(given)
+    try:
+        run_serve(settings, url, Part.adapters, parent=parent)
+    except ConfigError as exc:
+        print(f"progresscast: {exc}", file=sys.stderr)
+        raise SystemExit(MISTAKE_STATUS) from None
+
+
+async def serve(settings: Settings, url: str, part: Part = Part.every, *, parent: int | None = None) -> None:
+    """`parent`: the pid of the split `serve` that started this adapters' process."""
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s %(levelname)s %(message)s")
+    settings.require_env()
+    if part is Part.adapters:
+        redis = connect(url, settings)
+        watch: list[tuple[str, Job]] = []
+        if parent is not None:
+            watch.append(("the watch on the parent process", partial(watch_parent, parent)))
+        await _run([*_adapter_jobs(settings, redis), *watch], redis)
+        return
     from .gateway import run_gateway
     from .gateway.auth import check_token_strength
     from .gateway.server import bind
 
-    settings.require_env()
     listen = settings.gateway.listen
     for warning in check_token_strength(settings, listen):
         log.warning("%s", warning)
@@ -94,8 +142,33 @@ async def serve(settings: Settings, url: str) -> None:
         await run_gateway(settings, redis, readers=readers, sock=listening, routes=routes)
 
     jobs.append(("the gateway", gateway))
+    if settings.serve.processes == "split":
+        given = pickle.dumps((settings, url))
+        argv = [sys.executable, "-c", CHILD_COMMAND]
+        jobs.append((ADAPTERS_PROCESS, partial(run_child, ADAPTERS_PROCESS, argv, given)))
+    else:
+        jobs += _adapter_jobs(settings, redis)
+    if settings.a2a.agents:
+        from .agents.a2a.watch import follow_agents
+
+        jobs.append(("the A2A followers", partial(follow_agents, settings, redis)))
+    from .store.retention import keep_sweeping
+
+    jobs.append(("the retention sweep", partial(keep_sweeping, redis)))
+    home = embedded_home(url)
+    if home is not None:
+        jobs.append(("the embedded Redis watch", partial(keep_embedded, home)))
+    try:
+        await _run(jobs, redis)
+    finally:
+        await readers.aclose()
+
+
+def _adapter_jobs(settings: Settings, redis: Redis) -> list[tuple[str, Job]]:
+    """The Telegram bots and the Matrix adapter, when configured."""
     from .telegram.standby import bots, run_bots
 
+    jobs: list[tuple[str, Job]] = []
     telegram = settings.channels.telegram
     if bots(settings):
         # One adapter per bot whose lease this process holds; standing by for the others.
@@ -116,16 +189,11 @@ async def serve(settings: Settings, url: str) -> None:
         jobs.append(("the Matrix adapter", partial(run_matrix, settings, redis)))
     else:
         log.info("no channels.matrix.accessToken: the Matrix adapter is off")
-    if settings.a2a.agents:
-        from .agents.a2a.watch import follow_agents
+    return jobs
 
-        jobs.append(("the A2A followers", partial(follow_agents, settings, redis)))
-    from .store.retention import keep_sweeping
 
-    jobs.append(("the retention sweep", partial(keep_sweeping, redis)))
-    home = embedded_home(url)
-    if home is not None:
-        jobs.append(("the embedded Redis watch", partial(keep_embedded, home)))
+async def _run(jobs: list[tuple[str, Job]], redis: Redis) -> None:
+    """Every job supervised until a signal; then Redis is closed."""
     stopping = _stop_on_sigterm()
     try:
         # A TaskGroup waits for every job to finish cancelling before Redis is closed.
@@ -141,7 +209,6 @@ async def serve(settings: Settings, url: str) -> None:
         if not stopping.is_set():
             raise  # Ctrl-C: asyncio.run turns this into KeyboardInterrupt
     finally:
-        await readers.aclose()
         await redis.aclose()
         log.info("stopped")
 

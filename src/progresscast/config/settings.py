@@ -13,7 +13,7 @@ import tomllib
 import zlib
 from functools import cached_property
 from pathlib import Path
-from typing import Any, ClassVar
+from typing import Any, ClassVar, Literal
 from urllib.parse import unquote, urlsplit
 
 from pydantic import BaseModel, Field, PrivateAttr, ValidationError, field_validator, model_validator
@@ -575,6 +575,16 @@ class McpSettings(_Model):
     `mcp.example.org:8443`, or `name:*` for any port); browsers' `Origin` likewise."""
 
 
+class ServeSettings(_Model):
+    """How `progresscast serve` lays its parts out in processes."""
+
+    processes: Literal["one", "split"] = "one"
+    """`one`: every part on one event loop in one process. `split`: the gateway (with
+    Slack, Discord, A2A, the retention sweep) in the process `serve` started as, and the
+    Telegram and Matrix adapters in a child process of their own that `serve` starts,
+    restarts and stops; the writes' CPU no longer starves the adapters."""
+
+
 class Settings(_Model):
     store: StoreSettings = Field(default_factory=StoreSettings)
     agents: AgentSettings = Field(default_factory=AgentSettings)
@@ -583,6 +593,7 @@ class Settings(_Model):
     templates: TemplateSettings = Field(default_factory=TemplateSettings)
     a2a: A2ASettings = Field(default_factory=A2ASettings)
     mcp: McpSettings = Field(default_factory=McpSettings)
+    serve: ServeSettings = Field(default_factory=ServeSettings)
 
     _source: str | None = PrivateAttr(default=None)
     _unset_env: list[tuple[str, str]] = PrivateAttr(default_factory=list)
