@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import time
+from random import Random
 
 import pytest
 
@@ -295,3 +296,24 @@ async def test_no_sliding_second_holds_more_calls_than_the_bot_budget_when_the_l
     assert most_in_any_window(left, b.scale) <= 40
     # and the budget is used: 600 calls at 40 per (scaled) second take about 3.75 s
     assert left[-1] - left[0] < 600 / 40 * b.scale * 1.6
+
+
+async def test_calls_that_arrive_unevenly_late_still_arrive_within_the_bot_budget() -> None:
+    # A call reaches the platform a little after it leaves, and not equally late each
+    # time (up to 10 ms here, on a 0.25 time scale: 40 ms at real speed). Counted by
+    # when they arrive, as the platform counts them, no second holds more than the budget.
+    random = Random(7)
+    b = Budgets(interval=lambda chat: 1.0, bot_rate=40.0, scale=0.25)
+    pacer = Pacer(b)
+    arrived: list[float] = []
+
+    async def call(chat: int) -> None:
+        await pacer.acquire(chat)
+        await pacer.leaving(chat)
+        travel = random.uniform(0.0, 0.01)
+        arrived.append(time.monotonic() + travel)
+
+    await asyncio.gather(*(call(chat) for chat in range(400)))
+    arrived.sort()
+    assert most_in_any_window(arrived, b.scale) <= 40
+    assert arrived[-1] - arrived[0] < 400 / 40 * b.scale * 1.2  # and the budget is still used

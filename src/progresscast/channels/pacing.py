@@ -52,6 +52,11 @@ class Budgets:
     catch_up: float = 0.2
     """Bot-wide slots that fell due while the event loop was busy are granted late, at
     once, up to this many seconds' worth of them (older ones are gone)."""
+    leave_margin: float = 0.05
+    """`leaving` keeps `bot_rate` calls to a second and this much more: a call reaches the
+    platform a little after it leaves (the request is built, the loop may be busy), and
+    not equally late each time, so calls spaced exactly by when they left could arrive
+    more than `bot_rate` to a second as the platform counts them."""
     scale: float = field(default_factory=time_scale)
 
     def spacing(self, destination: Hashable) -> float:
@@ -133,7 +138,7 @@ class Pacer:
                 if len(self._left) == self._left.maxlen:
                     # the call `bot_rate` calls back left a second (scaled) before this one:
                     # no sliding second holds more than the budget, catch-up included
-                    at = max(at, self._left[0] + self.budgets.scale)
+                    at = max(at, self._left[0] + self.budgets.scale * (1 + self.budgets.leave_margin))
                 if at <= now:
                     break
                 await asyncio.sleep(at - now)  # a stalled loop wakes late: judged again
