@@ -17,7 +17,7 @@ from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
 import progresscast.render as render_pkg
-from progresscast.config.settings import Mode, RenderSettings
+from progresscast.config.base import Mode, RenderSettings
 from progresscast.model.activity import Activity
 from progresscast.model.card import Card, Status, Step
 from progresscast.model.owners import Owner

@@ -22,7 +22,8 @@ import socket
 from functools import partial
 from pathlib import Path
 
-from .config.settings import ConfigError, Settings
+from .config.errors import ConfigError
+from .config.settings import Settings
 from .stopping import still_wanted
 from .store.connections import Role, connect
 from .store.embedded import EmbeddedRedisError, embedded_home, ensure_embedded, is_running

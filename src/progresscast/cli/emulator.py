@@ -13,7 +13,7 @@ from typing import Any, TextIO
 
 import httpx
 
-from ..config.settings import ConfigError
+from ..config.errors import ConfigError
 from ..testing import BotAPIEmulator, SlackAPIEmulator
 from ..testing.console import ChatConsole
 from ..testing.slack_console import ChannelConsole

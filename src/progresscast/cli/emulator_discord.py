@@ -13,7 +13,7 @@ from typing import TextIO
 
 import httpx
 
-from ..config.settings import ConfigError
+from ..config.errors import ConfigError
 from ..testing import DiscordAPIEmulator
 from ..testing.discord_markdown import read_markdown
 

@@ -24,7 +24,8 @@ from starlette.routing import Route
 
 from ..backoff import Backoff
 from ..channels.worker import ChannelWorker, WorkerOptions
-from ..config.settings import ConfigError, Settings
+from ..config.errors import ConfigError
+from ..config.settings import Settings
 from ..stopping import still_wanted
 from .breaker import Breaker, BreakerSettings
 from .channel import DiscordChannel, DiscordPace

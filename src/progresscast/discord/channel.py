@@ -27,7 +27,9 @@ from ..channels.access import AccessPolicy, AccessStore
 from ..channels.destinations import config_follows, render_settings
 from ..channels.pacing import Budgets
 from ..channels.state import ChannelState, ChatPrefs, DraftKey, Id
-from ..config.settings import DiscordSettings, RenderSettings, Settings
+from ..config.base import RenderSettings
+from ..config.discord import DiscordSettings
+from ..config.settings import Settings
 from ..render.discord_payload import DiscordRenderers
 from ..store import keys
 from .client import DiscordClient

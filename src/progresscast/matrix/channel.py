@@ -30,7 +30,9 @@ from ..channels.access import AccessPolicy, AccessStore
 from ..channels.destinations import config_follows, render_settings
 from ..channels.pacing import Budgets
 from ..channels.state import ChannelState, ChatPrefs, DraftKey, Id
-from ..config.settings import MatrixSettings, RenderSettings, Settings
+from ..config.base import RenderSettings
+from ..config.matrix import MatrixSettings
+from ..config.settings import Settings
 from ..render.matrix_payload import MatrixRenderers
 from ..store import keys
 from ..store.lease import Fence

@@ -43,7 +43,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from ..config.settings import RenderSettings
+from ..config.base import RenderSettings
 from ..model.card import DONE_STATUSES, Status
 from ..model.view import RunState, View
 from .answer import answer_lines, split_answer

@@ -16,7 +16,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from ..config.settings import Mode, RenderSettings
+from ..config.base import Mode, RenderSettings
 from ..model.needs import Need
 from ..model.view import View
 from .discord import content_message, escape, render_content, render_discord, render_discord_final_answer

@@ -54,7 +54,7 @@ from collections.abc import Sequence
 from dataclasses import replace
 from functools import lru_cache
 
-from ..config.settings import Mode, RenderSettings
+from ..config.base import Mode, RenderSettings
 from ..model.card import DONE_STATUSES, Status, Step
 from ..model.view import RunState, View
 from .ending import end_line

@@ -5,7 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from ..config.settings import RenderSettings
+from ..config.base import RenderSettings
 from ..model.activity import Activity
 from ..model.card import Card, CardError, CardInput
 from ..model.owners import Owner

@@ -51,7 +51,7 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
-from ..config.settings import RenderSettings
+from ..config.base import RenderSettings
 from ..model.card import Step
 from ..model.view import TERMINAL, View
 from .answer import answer_lines, split_answer

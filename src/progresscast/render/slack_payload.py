@@ -20,7 +20,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from ..config.settings import Mode, RenderSettings
+from ..config.base import Mode, RenderSettings
 from ..model.needs import Need
 from ..model.view import View
 from .ending import end_line, ping_text

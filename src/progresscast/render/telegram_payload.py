@@ -18,7 +18,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from ..config.settings import Mode, RenderSettings
+from ..config.base import Mode, RenderSettings
 from ..model.needs import Need
 from ..model.view import View
 from .ending import end_line, ping_text

@@ -26,7 +26,9 @@ from ..channels.access import AccessPolicy, AccessStore
 from ..channels.destinations import config_follows, render_settings
 from ..channels.pacing import Budgets
 from ..channels.state import ChannelState, ChatPrefs, DraftKey, Id
-from ..config.settings import RenderSettings, Settings, SlackSettings
+from ..config.base import RenderSettings
+from ..config.settings import Settings
+from ..config.slack import SlackSettings
 from ..render.slack_payload import Recipient, SlackRenderers
 from ..store import keys
 from ..store.retention import retention_ms

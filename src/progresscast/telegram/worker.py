@@ -18,7 +18,9 @@ from ..channels.access import AccessPolicy, AccessStore
 from ..channels.destinations import config_follows, render_settings
 from ..channels.state import ChatPrefs, DraftKey, Id
 from ..channels.worker import ChannelWorker
-from ..config.settings import RenderSettings, Settings, TelegramSettings
+from ..config.base import RenderSettings
+from ..config.settings import Settings
+from ..config.telegram import TelegramSettings
 from ..render.telegram_payload import TelegramRenderers
 from .client import TelegramClient
 from .follows import TelegramState

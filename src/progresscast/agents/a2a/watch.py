@@ -21,7 +21,8 @@ from functools import partial
 
 from redis.asyncio import Redis
 
-from ...config.settings import A2AAgentSettings, Settings
+from ...config.agents import A2AAgentSettings
+from ...config.settings import Settings
 from ...stopping import still_wanted
 from ...store import keys
 from ...supervise import supervise
