@@ -6,7 +6,7 @@ lines keeps the best-ranked candidates and shows them in their own display order
 (steps in plan order). The order, best first:
 
 1. what needs a person — the blocked steps in plan order, then the attention lines
-   (`draft.attention_lines`: a failed run, what the agent waits for);
+   (`draft_lines.attention_lines`: a failed run, what the agent waits for);
 2. the active (`in_progress`) step;
 3. progress `k/N` (the header line; it joins another line when it has none of its own);
 4. the note's own progress bar;
