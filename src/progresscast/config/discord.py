@@ -3,12 +3,11 @@
 from __future__ import annotations
 
 import re
-from functools import cached_property
 from typing import Any, ClassVar
 
 from pydantic import Field, field_validator, model_validator
 
-from .base import Access, DestinationSettings, PlatformSettings, _from_env
+from .base import Access, DestinationSettings, EnvSecret, PlatformSettings, _from_env
 
 SNOWFLAKE = re.compile(r"[0-9]{15,21}")
 """Discord ids (channels, threads, applications, guilds): 15-21 digits."""
@@ -38,8 +37,9 @@ class DiscordChannelSettings(DestinationSettings):
 
 class DiscordSettings(PlatformSettings):
     ALLOW_LIST: ClassVar[str] = "allowedChannels"
+    TABLES: ClassVar[str] = "channels"
 
-    token: str | None = None
+    token: EnvSecret = None
     """The bot token; without it `serve` does not run the Discord adapter."""
     applicationId: str | None = None
     """The application's id (the developer portal's General Information); required with a token."""
@@ -53,19 +53,6 @@ class DiscordSettings(PlatformSettings):
     """Only these channel ids, each granted every session (`access = "allowlist"`);
     empty: unset."""
     channels: list[DiscordChannelSettings] = Field(default_factory=list)
-
-    @property
-    def destination_tables(self) -> list[DiscordChannelSettings]:
-        return self.channels
-
-    @cached_property
-    def allow_list(self) -> frozenset[str]:
-        return frozenset(self.allowedChannels)
-
-    @field_validator("token")
-    @classmethod
-    def _token(cls, value: str | None) -> str | None:
-        return _from_env(value)
 
     @field_validator("access")
     @classmethod

@@ -7,7 +7,7 @@ import re
 
 from pydantic import Field, field_validator
 
-from .base import _from_env, _Model
+from .base import EnvSecret, _from_env, _Model
 
 READ_SCOPE = "operator.read"
 WRITE_SCOPE = "operator.write"
@@ -46,15 +46,10 @@ class GatewaySettings(_Model):
     trustedProxies: list[str] | None = None
     """Addresses (or networks) whose `X-Forwarded-Proto` / `X-Forwarded-For` are believed;
     unset: uvicorn's default (`$FORWARDED_ALLOW_IPS`, else loopback)."""
-    metricsToken: str | None = None
+    metricsToken: EnvSecret = None
     """Set: `GET /metrics` needs `Authorization: Bearer <it>`; unset: open."""
     maxStreamsPerToken: int = Field(20, ge=1, le=100_000)
     """Live event streams (`/v1/events`) one token may hold open at once; more are 429."""
-
-    @field_validator("metricsToken")
-    @classmethod
-    def _metrics_token(cls, value: str | None) -> str | None:
-        return _from_env(value)
 
     @field_validator("trustedProxies")
     @classmethod

@@ -3,12 +3,11 @@
 from __future__ import annotations
 
 import re
-from functools import cached_property
 from typing import ClassVar
 
 from pydantic import Field, field_validator, model_validator
 
-from .base import DestinationSettings, PlatformSettings, _from_env
+from .base import DestinationSettings, EnvSecret, PlatformSettings
 
 SLACK_CHANNEL_ID = re.compile(r"[CGD][A-Z0-9]{2,20}")
 """Slack conversation ids: C… (channels), G… (private channels, older), D… (DMs)."""
@@ -33,10 +32,11 @@ class SlackChannelSettings(DestinationSettings):
 
 class SlackSettings(PlatformSettings):
     ALLOW_LIST: ClassVar[str] = "allowedChannels"
+    TABLES: ClassVar[str] = "channels"
 
-    token: str | None = None
+    token: EnvSecret = None
     """The bot token (xoxb-…); without it `serve` does not run the Slack adapter."""
-    signingSecret: str | None = None
+    signingSecret: EnvSecret = None
     """Verifies that slash commands and events come from Slack; required with a token."""
     apiBaseUrl: str = "https://slack.com/api/"
     """Slack's Web API, or a test emulator (slack_sdk's `base_url`; ends with `/`)."""
@@ -44,19 +44,6 @@ class SlackSettings(PlatformSettings):
     """Only these channel ids, each granted every session (`access = "allowlist"`);
     empty: unset."""
     channels: list[SlackChannelSettings] = Field(default_factory=list)
-
-    @property
-    def destination_tables(self) -> list[SlackChannelSettings]:
-        return self.channels
-
-    @cached_property
-    def allow_list(self) -> frozenset[str]:
-        return frozenset(self.allowedChannels)
-
-    @field_validator("token", "signingSecret")
-    @classmethod
-    def _secret(cls, value: str | None) -> str | None:
-        return _from_env(value)
 
     @field_validator("apiBaseUrl")
     @classmethod

@@ -4,13 +4,12 @@ from __future__ import annotations
 
 import re
 import zlib
-from functools import cached_property
 from typing import Any, ClassVar
 from urllib.parse import unquote, urlsplit
 
 from pydantic import Field, field_validator, model_validator
 
-from .base import DestinationSettings, PlatformSettings, _from_env, _Model
+from .base import DestinationSettings, EnvSecret, PlatformSettings, _from_env, _Model
 from .errors import SettingError
 
 
@@ -70,8 +69,9 @@ class TelegramWebhookSettings(_Model):
 
 class TelegramSettings(PlatformSettings):
     ALLOW_LIST: ClassVar[str] = "allowedChats"
+    TABLES: ClassVar[str] = "chats"
 
-    token: str | None = None
+    token: EnvSecret = None
     apiBaseUrl: str = "https://api.telegram.org/bot"
     allowedChats: list[int] = Field(default_factory=list)
     botCallsPerSecond: float | None = Field(None, gt=0, le=10_000)
@@ -85,11 +85,6 @@ class TelegramSettings(PlatformSettings):
     second) after the holder died; renewed every third of it."""
     bots: list[TelegramSettings] = Field(default_factory=list)
     """More bots (`[[channels.telegram.bots]]`), each inheriting what it does not set."""
-
-    @field_validator("token")
-    @classmethod
-    def _token(cls, value: str | None) -> str | None:
-        return _from_env(value)
 
     @model_validator(mode="after")
     def _bots(self) -> TelegramSettings:
@@ -143,14 +138,6 @@ class TelegramSettings(PlatformSettings):
                 "e.g. https://api.telegram.org/bot"
             )
         return value
-
-    @property
-    def destination_tables(self) -> list[ChatSettings]:
-        return self.chats
-
-    @cached_property
-    def allow_list(self) -> frozenset[int]:
-        return frozenset(self.allowedChats)
 
 
 def bot_id_of(token: str) -> str:
