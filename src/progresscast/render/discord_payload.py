@@ -21,7 +21,7 @@ from ..model.needs import Need
 from ..model.view import View
 from .discord import content_message, escape, render_content, render_discord, render_discord_final_answer
 from .ending import ping_text
-from .payload import Payload
+from .payload import Payload, present
 from .renderers import DestinationRenderers
 from .templates import theme
 
@@ -49,7 +49,7 @@ def discord_draft(view: View, settings: RenderSettings, *, templates_dir: str | 
 def discord_answer(markdown: str, *, head: str | None = None) -> list[Payload]:
     """A run's final answer as normal messages, under `head` (how the run ended; a
     message of its own for an empty answer); [] for an empty answer without one."""
-    return [p for p in (_payload(call) for call in render_discord_final_answer(markdown, head)) if p is not None]
+    return present(_payload(call) for call in render_discord_final_answer(markdown, head))
 
 
 def discord_ping(view: View, needs: Sequence[Need], *, templates_dir: str | Path | None = None) -> Payload | None:

@@ -25,7 +25,7 @@ from ..model.needs import Need
 from ..model.view import View
 from .ending import ping_text
 from .matrix import EVENT_TYPE, HTML_FORMAT, NOTICE, TEXT, render_matrix, render_matrix_final_answer
-from .payload import Payload
+from .payload import Payload, present
 from .renderers import DestinationRenderers
 from .templates import theme
 
@@ -62,12 +62,7 @@ def matrix_draft(
 def matrix_answer(markdown: str, *, head: str | None = None, thread_root: str | None = None) -> list[Payload]:
     """A run's final answer as normal messages, under `head` (how the run ended; a
     message of its own for an empty answer); [] for an empty answer without one."""
-    out = []
-    for call in render_matrix_final_answer(markdown, head):
-        payload = _payload(call, thread_root)
-        if payload is not None:
-            out.append(payload)
-    return out
+    return present(_payload(call, thread_root) for call in render_matrix_final_answer(markdown, head))
 
 
 def matrix_ping(

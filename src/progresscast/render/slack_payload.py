@@ -24,7 +24,7 @@ from ..config.base import RenderSettings
 from ..model.needs import Need
 from ..model.view import View
 from .ending import ping_text
-from .payload import Payload
+from .payload import Payload, present
 from .renderers import DestinationRenderers
 from .slack import escape, render_blocks, render_plan, render_slack_final_answer
 from .templates import theme
@@ -84,12 +84,7 @@ def slack_draft(
 def slack_answer(markdown: str, *, head: str | None = None, thread_ts: str | None = None) -> list[Payload]:
     """A run's final answer as normal messages, under `head` (how the run ended; a
     message of its own for an empty answer); [] for an empty answer without one."""
-    out = []
-    for call in render_slack_final_answer(markdown, head):
-        payload = _payload(call, thread_ts)
-        if payload is not None:
-            out.append(payload)
-    return out
+    return present(_payload(call, thread_ts) for call in render_slack_final_answer(markdown, head))
 
 
 def slack_ping(
