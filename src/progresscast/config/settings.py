@@ -9,6 +9,8 @@ from __future__ import annotations
 from pydantic import Field, PrivateAttr
 
 from .agents import A2ASettings
+
+# Named here as well: channels/ imports these three from this module.
 from .agents import AgentSettings as AgentSettings
 from .base import Mode as Mode
 from .base import StreamingSettings as StreamingSettings
