@@ -26,7 +26,7 @@ import jinja2
 import telegramify_markdown
 from markdown_it import MarkdownIt
 
-from progresscast.config.settings import Mode, RenderSettings
+from progresscast.config.base import Mode, RenderSettings
 from progresscast.model.activity import Activity
 from progresscast.model.card import Card, Step
 from progresscast.model.owners import Owner

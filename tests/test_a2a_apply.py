@@ -160,7 +160,7 @@ async def test_racing_appliers_end_on_the_newest_plan(redis_url: str) -> None:
 
 
 async def test_waiting_for_input_shows_as_an_attention_line(redis: Redis, store: CardStore) -> None:
-    from progresscast.config.settings import RenderSettings
+    from progresscast.config.base import RenderSettings
     from progresscast.render import render_text, render_web
 
     a = applier(redis)

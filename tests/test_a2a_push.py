@@ -15,7 +15,9 @@ from a2a_updates import artifact, snapshot, steps, ts
 from conftest import all_keys
 from progresscast.agents.a2a.apply import UpdateApplier
 from progresscast.agents.a2a.follow import Follower, Pacing, agent_client
-from progresscast.config.settings import AgentSettings, GatewaySettings, GatewayToken, Settings
+from progresscast.config.agents import AgentSettings
+from progresscast.config.gateway import GatewaySettings, GatewayToken
+from progresscast.config.settings import Settings
 from progresscast.gateway.server import address, bind, run_gateway
 from progresscast.model.card import Status
 from progresscast.model.owners import Owner

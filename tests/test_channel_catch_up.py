@@ -17,7 +17,9 @@ import pytest
 from redis.asyncio import Redis
 
 from progresscast.channels.state import DraftKey
-from progresscast.config.settings import ConfigError, Settings, load_settings
+from progresscast.config.errors import ConfigError
+from progresscast.config.load import load_settings
+from progresscast.config.settings import Settings
 from progresscast.failure_log import FailureLog
 from progresscast.model.card import CardInput
 from progresscast.model.owners import Owner

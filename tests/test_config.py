@@ -4,7 +4,9 @@ from pathlib import Path
 
 import pytest
 
-from progresscast.config.settings import Access, ConfigError, Mode, load_settings
+from progresscast.config.base import Access, Mode
+from progresscast.config.errors import ConfigError
+from progresscast.config.load import load_settings
 
 ROOT = Path(__file__).parents[1]
 

@@ -6,7 +6,9 @@ from pathlib import Path
 
 import pytest
 
-from progresscast.config.settings import Access, ConfigError, load_settings
+from progresscast.config.base import Access
+from progresscast.config.errors import ConfigError
+from progresscast.config.load import load_settings
 
 KEY = "ab" * 32
 

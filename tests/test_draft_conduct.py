@@ -10,7 +10,7 @@ from dataclasses import replace
 from progresscast.channels.conduct import Conduct
 from progresscast.channels.drafts import Delete, DraftState, Edit, Send, Wait, apply, begin, on_follow
 from progresscast.channels.outcome import Outcome, OutcomeKind
-from progresscast.config.settings import Mode
+from progresscast.config.base import Mode
 from progresscast.model.needs import Need, Notify
 from progresscast.model.view import RunState, View
 from progresscast.render.payload import Payload

@@ -34,7 +34,7 @@ from progresscast.channels.drafts import (
     on_follow,
 )
 from progresscast.channels.outcome import Outcome, OutcomeKind
-from progresscast.config.settings import Mode
+from progresscast.config.base import Mode
 from progresscast.model.activity import Activity
 from progresscast.model.card import Card
 from progresscast.model.needs import Need

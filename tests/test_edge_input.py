@@ -29,7 +29,9 @@ from redis.asyncio import Redis
 import a2a_updates as a2a
 from conftest import all_keys
 from progresscast.agents.a2a.mapping import EXTENSION_URI
-from progresscast.config.settings import AgentSettings, GatewaySettings, GatewayToken, Settings
+from progresscast.config.agents import AgentSettings
+from progresscast.config.gateway import GatewaySettings, GatewayToken
+from progresscast.config.settings import Settings
 from progresscast.gateway import create_app
 from progresscast.model.owners import Owner
 from progresscast.store import keys

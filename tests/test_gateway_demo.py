@@ -19,7 +19,8 @@ import httpx
 import pytest
 from redis.asyncio import Redis
 
-from progresscast.config.settings import GatewaySettings, Settings
+from progresscast.config.gateway import GatewaySettings
+from progresscast.config.settings import Settings
 from progresscast.demo import SESSION, example_session, run_demo
 from progresscast.model.owners import Owner
 from progresscast.store.cards import CardStore

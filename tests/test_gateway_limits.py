@@ -20,7 +20,9 @@ from redis.asyncio import Redis
 
 from a2a_updates import snapshot, ts
 from progresscast.agents.a2a.mapping import EXTENSION_URI
-from progresscast.config.settings import ConfigError, Settings, load_settings
+from progresscast.config.errors import ConfigError
+from progresscast.config.load import load_settings
+from progresscast.config.settings import Settings
 from progresscast.gateway import create_app
 from progresscast.model.owners import Owner
 from progresscast.store.cards import CardStore

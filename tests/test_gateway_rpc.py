@@ -15,7 +15,9 @@ import pytest
 from redis.asyncio import Redis
 
 from conftest import all_keys
-from progresscast.config.settings import AgentSettings, GatewaySettings, GatewayToken, Settings
+from progresscast.config.agents import AgentSettings
+from progresscast.config.gateway import GatewaySettings, GatewayToken
+from progresscast.config.settings import Settings
 from progresscast.gateway import create_app
 from progresscast.gateway.auth import Tokens
 from progresscast.gateway.body import MAX_BODY

@@ -21,7 +21,9 @@ from a2a_updates import status, steps, ts
 from progresscast.agents.a2a.apply import Source, UpdateApplier
 from progresscast.agents.a2a.mapping import parse_update
 from progresscast.cli import parser as cli_module
-from progresscast.config.settings import AgentSettings, GatewaySettings, GatewayToken, Settings
+from progresscast.config.agents import AgentSettings
+from progresscast.config.gateway import GatewaySettings, GatewayToken
+from progresscast.config.settings import Settings
 from progresscast.gateway import create_app
 from progresscast.model.card import CardInput
 from progresscast.model.history import MAX_LIMIT

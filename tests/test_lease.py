@@ -11,7 +11,9 @@ import pytest
 
 from progresscast.channels.drafts import DraftState
 from progresscast.channels.state import ChatPrefs, DraftKey
-from progresscast.config.settings import ConfigError, Mode, load_settings
+from progresscast.config.base import Mode
+from progresscast.config.errors import ConfigError
+from progresscast.config.load import load_settings
 from progresscast.model.owners import Owner
 from progresscast.store import keys
 from progresscast.store.lease import Fence, FenceClosed, Lease

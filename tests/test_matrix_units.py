@@ -8,8 +8,9 @@ from nio import RoomRedactResponse, RoomSendError, RoomSendResponse
 
 from progresscast.channels.access import config_grant
 from progresscast.channels.outcome import OutcomeKind as K
+from progresscast.config.agents import AgentSettings
 from progresscast.config.base import Access
-from progresscast.config.settings import AgentSettings, MatrixSettings
+from progresscast.config.matrix import MatrixSettings
 from progresscast.matrix.channel import MatrixPace
 from progresscast.matrix.client import classify
 from progresscast.matrix.sync import heard_in, is_creator, parse_command, power_of

@@ -8,7 +8,7 @@ from dataclasses import replace
 
 import pytest
 
-from progresscast.config.settings import Mode, RenderSettings
+from progresscast.config.base import Mode, RenderSettings
 from progresscast.model.activity import Activity
 from progresscast.model.card import Card, CardInput
 from progresscast.model.needs import needs

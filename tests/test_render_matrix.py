@@ -13,7 +13,7 @@ from typing import Any
 import pytest
 from hypothesis import given
 
-from progresscast.config.settings import Mode, RenderSettings
+from progresscast.config.base import Mode, RenderSettings
 from progresscast.model.activity import Activity
 from progresscast.model.view import RunState, View
 from progresscast.render import payload_for, render_matrix, render_matrix_final_answer

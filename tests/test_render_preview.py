@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from progresscast.config.settings import Mode, RenderSettings
+from progresscast.config.base import Mode, RenderSettings
 from progresscast.model.card import CardError
 from progresscast.render import payload_for
 from progresscast.testing.telegram_html import parse

@@ -20,7 +20,7 @@ from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
 import progresscast.render as render_pkg
-from progresscast.config.settings import Mode, RenderSettings
+from progresscast.config.base import Mode, RenderSettings
 from progresscast.model.activity import Activity
 from progresscast.model.card import Card, Status, Step
 from progresscast.model.owners import Owner
@@ -104,7 +104,7 @@ def test_nul_step_at_one_line_is_the_same_warm_or_cold() -> None:
 
 def test_the_cache_walk_finds_the_render_caches() -> None:
     names = {f"{c.__module__}.{c.__qualname__}" for c in _caches()}
-    assert "progresscast.render.draft._step_line" in names
+    assert "progresscast.render.draft_lines._step_line" in names
     assert "progresscast.render.telegram._free_spans_html" in names
 
 

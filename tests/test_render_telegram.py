@@ -6,7 +6,7 @@ from typing import Any
 
 import pytest
 
-from progresscast.config.settings import Mode, RenderSettings
+from progresscast.config.base import Mode, RenderSettings
 from progresscast.model.activity import Activity
 from progresscast.model.card import Card, CardInput, Status, Step
 from progresscast.model.owners import Owner

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from progresscast.config.settings import RenderSettings
+from progresscast.config.base import RenderSettings
 from progresscast.model.card import Card, CardInput
 from progresscast.model.owners import Owner
 from progresscast.model.view import View

@@ -18,7 +18,9 @@ from redis.asyncio import Redis
 from a2a_updates import status, ts
 from progresscast.agents.a2a.apply import Source, UpdateApplier
 from progresscast.agents.a2a.mapping import parse_update
-from progresscast.config.settings import ConfigError, Settings, load_settings
+from progresscast.config.errors import ConfigError
+from progresscast.config.load import load_settings
+from progresscast.config.settings import Settings
 from progresscast.model.card import CardInput
 from progresscast.model.owners import Owner
 from progresscast.store import keys

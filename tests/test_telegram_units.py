@@ -17,7 +17,8 @@ from progresscast.channels.access import AccessPolicy, AccessStore
 from progresscast.channels.destinations import render_settings
 from progresscast.channels.drafts import DraftState
 from progresscast.channels.outcome import OutcomeKind as K
-from progresscast.config.settings import Mode, TelegramSettings
+from progresscast.config.base import Mode
+from progresscast.config.telegram import TelegramSettings
 from progresscast.model.owners import Owner
 from progresscast.store import keys
 from progresscast.telegram.client import classify
@@ -109,7 +110,8 @@ def test_chat_override_then_chat_config_then_bot_wide() -> None:
 
 
 def test_allowed_chats() -> None:
-    from progresscast.config.settings import Access, AgentSettings
+    from progresscast.config.agents import AgentSettings
+    from progresscast.config.base import Access
 
     def policy(telegram: TelegramSettings) -> AccessPolicy:
         return AccessPolicy("telegram", telegram, AgentSettings(), cast(AccessStore, None))  # no Redis read here

@@ -15,7 +15,9 @@ from typing import Any
 import httpx
 import pytest
 
-from progresscast.config.settings import ConfigError, Settings, load_settings
+from progresscast.config.errors import ConfigError
+from progresscast.config.load import load_settings
+from progresscast.config.settings import Settings
 from progresscast.gateway import run_gateway
 from progresscast.gateway.server import address, bind
 from progresscast.gateway.telegram_webhook import MAX_UPDATE_BYTES

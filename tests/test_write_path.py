@@ -20,7 +20,8 @@ from progresscast.agents.a2a.mapping import parse_update
 from progresscast.agents.hooks.context import HookContext
 from progresscast.agents.mcp_server import AgentTools
 from progresscast.agents.sinks import Gateway, GatewaySink, StoreSink
-from progresscast.config.settings import GatewaySettings, GatewayToken, Settings
+from progresscast.config.gateway import GatewaySettings, GatewayToken
+from progresscast.config.settings import Settings
 from progresscast.gateway import create_app
 from progresscast.model.card import CardError, CardInput, Status, Step, WriteResult
 from progresscast.model.owners import Owner

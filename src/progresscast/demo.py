@@ -36,7 +36,9 @@ from urllib.parse import quote
 
 import httpx
 
-from .config.settings import ChannelSettings, ChatSettings, GatewaySettings, GatewayToken, Settings, TelegramSettings
+from .config.gateway import GatewaySettings, GatewayToken
+from .config.settings import ChannelSettings, Settings
+from .config.telegram import ChatSettings, TelegramSettings
 from .gateway.auth import READ, WRITE, check_token_strength
 from .gateway.server import address, bind, run_gateway
 from .model.owners import Owner

@@ -32,7 +32,8 @@ from pathlib import Path
 from redis.asyncio import Redis
 
 from .children import MISTAKE_STATUS, die_with_parent, run_child, watch_parent
-from .config.settings import ConfigError, Settings
+from .config.errors import ConfigError
+from .config.settings import Settings
 from .stopping import still_wanted
 from .store.connections import Role, connect
 from .store.embedded import EmbeddedRedisError, embedded_home, ensure_embedded, is_running

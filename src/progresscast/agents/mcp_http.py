@@ -26,7 +26,8 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 from starlette.types import ASGIApp, Receive, Scope, Send
 
-from ..config.settings import ConfigError, Settings
+from ..config.errors import ConfigError
+from ..config.settings import Settings
 from ..gateway import errors
 from ..gateway.auth import WRITE, Tokens, bearer, check_token_strength, is_loopback
 from ..gateway.errors import ApiError

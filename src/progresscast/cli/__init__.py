@@ -71,7 +71,7 @@ def main(argv: list[str] | None = None) -> None:
         raise SystemExit(run_hook(args))
     from redis.exceptions import RedisError
 
-    from ..config.settings import ConfigError
+    from ..config.errors import ConfigError
     from ..model.card import SURROGATE_RULE, CardError, has_lone_surrogate
     from ..store.embedded import EmbeddedRedisError
 

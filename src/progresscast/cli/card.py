@@ -27,7 +27,8 @@ def print_json(data: Any) -> None:
 
 
 def settings_of(args: argparse.Namespace) -> Settings:
-    from ..config.settings import ConfigError, load_settings
+    from ..config.errors import ConfigError
+    from ..config.load import load_settings
 
     try:
         return load_settings(args.config)

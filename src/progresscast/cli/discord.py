@@ -5,7 +5,8 @@ from __future__ import annotations
 import argparse
 import asyncio
 
-from ..config.settings import ConfigError, Settings
+from ..config.errors import ConfigError
+from ..config.settings import Settings
 from ..discord.register import register
 
 

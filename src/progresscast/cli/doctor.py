@@ -21,7 +21,8 @@ from typing import TYPE_CHECKING, Any
 from urllib.parse import urlsplit, urlunsplit
 
 if TYPE_CHECKING:
-    from ..config.settings import Settings, TelegramSettings
+    from ..config.settings import Settings
+    from ..config.telegram import TelegramSettings
 
 MIN_TOKEN = 16
 """Gateway tokens shorter than this are weak: a warning on loopback, a failure beyond it."""
@@ -76,7 +77,8 @@ def run_doctor(args: argparse.Namespace) -> int:
 
 
 def _config(doctor: Doctor, path: str | None) -> Settings | None:
-    from ..config.settings import ConfigError, load_settings
+    from ..config.errors import ConfigError
+    from ..config.load import load_settings
 
     shown = path or os.environ.get("PROGRESSCAST_CONFIG")
     try:

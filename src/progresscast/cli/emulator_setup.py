@@ -8,7 +8,7 @@ import contextlib
 from collections.abc import AsyncIterator, Awaitable
 from typing import Protocol, TextIO
 
-from ..config.settings import ConfigError
+from ..config.errors import ConfigError
 
 
 class Emulator(Protocol):

@@ -82,7 +82,7 @@ def _chat_id(platform: str, raw: str) -> int | str:
         except ValueError:
             raise UsageError(f"CHAT: a Telegram chat id is a number, not {raw!r}") from None
     if platform == "discord":
-        from ..config.settings import SNOWFLAKE
+        from ..config.discord import SNOWFLAKE
 
         if not SNOWFLAKE.fullmatch(raw):
             raise UsageError(f"CHAT: a Discord channel id is 15-21 digits, like 1234567890123456789, not {raw!r}")

@@ -7,7 +7,7 @@ from typing import Any
 
 from ..agents.hooks.command import add_hook
 from ..arguments import Parser, example, program
-from ..config.settings import SLACK_CHANNEL_ID
+from ..config.slack import SLACK_CHANNEL_ID
 
 
 def _fraction(raw: str) -> float:
@@ -62,7 +62,7 @@ def full_parser() -> argparse.ArgumentParser:
 
 def add_commands(commands: Any, common: argparse.ArgumentParser) -> None:
     """Every command, in the order `--help` lists them."""
-    from ..config.settings import Mode
+    from ..config.base import Mode
     from ..model.history import DEFAULT_LIMIT as HISTORY_DEFAULT
     from ..model.history import MAX_LIMIT as HISTORY_MAX
 

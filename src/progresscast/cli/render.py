@@ -21,7 +21,7 @@ def _given(value: int | None, default: int) -> int:
 def render_command(args: argparse.Namespace, settings: Settings) -> None:
     from pydantic import ValidationError
 
-    from ..config.settings import Mode, RenderSettings, StreamingSettings
+    from ..config.base import Mode, RenderSettings, StreamingSettings
     from ..model.validation import field_and_rule
     from ..render import payload_for
 

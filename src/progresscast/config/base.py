@@ -10,9 +10,9 @@ import os
 from collections.abc import Sequence
 from enum import StrEnum
 from functools import cached_property
-from typing import Any, ClassVar
+from typing import Annotated, Any, ClassVar
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import AfterValidator, BaseModel, ConfigDict, Field
 
 from ..model.needs import DEFAULT_NOTIFY, Notify
 
@@ -28,6 +28,11 @@ def _from_env(value: str | None) -> str | None:
     if value and value.startswith("env:"):
         return os.environ.get(value[4:]) or None
     return value
+
+
+EnvSecret = Annotated[str | None, AfterValidator(_from_env)]
+"""A secret setting that may be written `"env:NAME"`: read from the environment at
+load (None when the variable is unset; `Settings.unset_env` names it)."""
 
 
 class _Model(BaseModel):
@@ -126,7 +131,10 @@ class PlatformSettings(_Model):
     connection (token, URLs), its destination tables and its allow list."""
 
     ALLOW_LIST: ClassVar[str] = "allowed"
-    """The allow list's setting (`allowedChats`, `allowedChannels`), for messages."""
+    """The allow list's setting (`allowedChats`, `allowedChannels`): named in messages,
+    and read for `allow_list`."""
+    TABLES: ClassVar[str] = ""
+    """The destination tables' setting (`chats`, `channels`, `rooms`); "": none."""
 
     access: Access | None = None
     """Unset: `allowlist` when the allow list is non-empty, else `pairing`."""
@@ -140,12 +148,13 @@ class PlatformSettings(_Model):
     @property
     def destination_tables(self) -> Sequence[DestinationSettings]:
         """The destination tables (`chats`, `channels`, `rooms`)."""
-        return ()
+        tables: Sequence[DestinationSettings] = getattr(self, self.TABLES) if self.TABLES else ()
+        return tables
 
-    @property
+    @cached_property
     def allow_list(self) -> frozenset[Any]:
         """`allowedChats` / `allowedChannels`: each listed destination is granted every session."""
-        return frozenset()
+        return frozenset(getattr(self, self.ALLOW_LIST, ()))
 
     @property
     def access_mode(self) -> Access:

@@ -11,7 +11,7 @@ from typing import ClassVar
 
 from pydantic import Field, field_validator, model_validator
 
-from .base import DestinationSettings, PlatformSettings, _from_env
+from .base import DestinationSettings, EnvSecret, PlatformSettings
 
 MATRIX_USER_ID = re.compile(r"@[a-z0-9._=/+-]+:[A-Za-z0-9.:\[\]-]+")
 MATRIX_ROOM_ID = re.compile(r"![^:\s]+(?::[A-Za-z0-9.:\[\]-]+)?")
@@ -44,12 +44,13 @@ class MatrixSettings(PlatformSettings):
     ALLOW_LIST: ClassVar[str] = "rooms"
     """Matrix has no allow list of its own: under `allowlist` a room is let in by its
     `[[channels.matrix.rooms]]` table (what the refusal tells the operator to add)."""
+    TABLES: ClassVar[str] = "rooms"
 
     homeserver: str | None = None
     """The homeserver's client-server API base URL, e.g. https://matrix.example.org."""
     userId: str | None = None
     """The bot's user id, e.g. @progresscast:example.org."""
-    accessToken: str | None = None
+    accessToken: EnvSecret = None
     """The bot account's access token; `env:NAME` reads it from the environment."""
     rooms: list[MatrixRoomSettings] = Field(default_factory=list)
     roomInterval: float = Field(1.0, ge=0.05, le=60)
@@ -60,11 +61,6 @@ class MatrixSettings(PlatformSettings):
     holds every send back for as long as it says; raise this where the bot is exempt."""
     leaseSeconds: float = Field(5.0, ge=0.5, le=600)
     """Time to live of the bot's lease in Redis (one /sync reader and editor per account)."""
-
-    @field_validator("accessToken")
-    @classmethod
-    def _secret(cls, value: str | None) -> str | None:
-        return _from_env(value)
 
     @field_validator("homeserver")
     @classmethod
@@ -94,8 +90,9 @@ class MatrixSettings(PlatformSettings):
         return self
 
     @property
-    def destination_tables(self) -> list[MatrixRoomSettings]:
-        return self.rooms
+    def allow_list(self) -> frozenset[str]:
+        """None: a room's table lets it in (under `allowlist`), and grants what it says."""
+        return frozenset()
 
 
 __all__ = ["MATRIX_ROOM_ID", "MATRIX_USER_ID", "MatrixRoomSettings", "MatrixSettings"]

@@ -26,7 +26,8 @@ from starlette.routing import Route
 from ..backoff import retrying
 from ..channels.api_adapter import ApiOptions, work_until_cancelled
 from ..channels.worker import ChannelWorker, WorkerOptions
-from ..config.settings import ConfigError, Settings
+from ..config.errors import ConfigError
+from ..config.settings import Settings
 from .breaker import Breaker, BreakerSettings
 from .channel import DiscordChannel, DiscordPace
 from .client import DiscordClient

@@ -24,7 +24,8 @@ from redis.asyncio import Redis
 
 from ..channels.base import EvenPace, PlatformChannel
 from ..channels.state import ChannelState, ChatPrefs, DraftKey
-from ..config.settings import DiscordSettings, Settings
+from ..config.discord import DiscordSettings
+from ..config.settings import Settings
 from ..render.discord_payload import DiscordRenderers
 from ..store import keys
 from .client import DiscordClient

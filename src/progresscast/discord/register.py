@@ -13,7 +13,8 @@ from typing import Any
 import httpx
 
 from ..channels.commands import WORDS
-from ..config.settings import ConfigError, DiscordSettings
+from ..config.discord import DiscordSettings
+from ..config.errors import ConfigError
 from .rest import DiscordHTTPError, DiscordREST, RateLimited
 
 NAME = "progresscast"

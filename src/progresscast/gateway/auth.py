@@ -20,7 +20,9 @@ from dataclasses import dataclass
 
 from starlette.requests import HTTPConnection
 
-from ..config.settings import MIN_TOKEN_CHARS, READ_SCOPE, WRITE_SCOPE, ConfigError, GatewayToken, Settings
+from ..config.errors import ConfigError
+from ..config.gateway import MIN_TOKEN_CHARS, READ_SCOPE, WRITE_SCOPE, GatewayToken
+from ..config.settings import Settings
 from ..model.owners import Owner, session_matches
 
 READ = READ_SCOPE

@@ -22,7 +22,7 @@ from starlette.requests import Request
 from starlette.responses import HTMLResponse, JSONResponse, RedirectResponse, Response
 
 from .. import metrics
-from ..config.settings import RenderSettings
+from ..config.base import RenderSettings
 from ..model.card import CardError
 from ..model.owners import Owner
 from ..model.view import View

@@ -17,7 +17,8 @@ import hmac
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 
-from ..config.settings import Settings, TelegramWebhookSettings, telegram_bots
+from ..config.settings import Settings, telegram_bots
+from ..config.telegram import TelegramWebhookSettings
 from ..telegram.webhook import UpdateInbox, bot_of_path
 from .body import parse_json, read_body
 from .errors import ApiError

@@ -24,7 +24,9 @@ from ..backoff import Backoff, retrying
 from ..channels.commands import ChatCommands
 from ..channels.standby import while_held
 from ..channels.worker import ChannelWorker, WorkerOptions
-from ..config.settings import ConfigError, MatrixSettings, Settings
+from ..config.errors import ConfigError
+from ..config.matrix import MatrixSettings
+from ..config.settings import Settings
 from ..store import keys
 from ..store.lease import Fence, Lease
 from .channel import MatrixChannel, MatrixPace

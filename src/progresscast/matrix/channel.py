@@ -27,7 +27,8 @@ from redis.asyncio import Redis
 
 from ..channels.base import EvenPace, PlatformChannel
 from ..channels.state import ChannelState, ChatPrefs, DraftKey
-from ..config.settings import MatrixSettings, Settings
+from ..config.matrix import MatrixSettings
+from ..config.settings import Settings
 from ..render.matrix_payload import MatrixRenderers
 from ..store import keys
 from ..store.lease import Fence

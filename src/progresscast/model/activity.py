@@ -12,7 +12,7 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, field_validator
 
-from .card import MAX_NOTE_CHARS, CardError, clean_text, cut
+from .card import MAX_NOTE_CHARS, clean_text, cut, parse_object
 
 MAX_TOOL_LINES = 5
 MAX_TOOL_LINE_CHARS = 280
@@ -66,13 +66,4 @@ class Activity(BaseModel):
 
     @classmethod
     def parse(cls, data: Any) -> Activity:
-        if not isinstance(data, dict):
-            raise CardError("activity", "must be a JSON object")
-        from pydantic import ValidationError
-
-        from .validation import field_and_rule
-
-        try:
-            return cls.model_validate(data)
-        except ValidationError as exc:
-            raise CardError(*field_and_rule(exc, "activity")) from None
+        return parse_object(cls, data, "activity", "must be a JSON object", "activity")

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import re
 from enum import StrEnum
-from typing import Any
+from typing import Any, TypeVar
 
 from pydantic import BaseModel, ConfigDict, ValidationError, field_validator
 
@@ -108,11 +108,18 @@ def reject_lone_surrogates(data: Any, field: str = "") -> None:
             reject_lone_surrogates(value, f"{field}[{i}]")
 
 
-def _no_lone_surrogate(value: str) -> None:
+def _cleaned(value: str) -> str:
     # Inputs are checked where they come in; this keeps the rule's words for a card
     # built in code (no "codec can't encode" from the byte limits below).
     if has_lone_surrogate(value):
         raise ValueError(SURROGATE_RULE)
+    return clean_text(value)
+
+
+def _within_bytes(value: str, limit: int) -> str:
+    if len(value.encode()) > limit:
+        raise ValueError(f"must be at most {limit} UTF-8 bytes")
+    return value
 
 
 def cut(text: str, limit: int) -> str:
@@ -137,22 +144,17 @@ class Step(BaseModel):
     @field_validator("step")
     @classmethod
     def _step(cls, value: str) -> str:
-        _no_lone_surrogate(value)
-        value = clean_text(value).strip()
+        value = _cleaned(value).strip()
         if shows_nothing(value):
             raise ValueError("must not be empty")
-        if len(value.encode()) > MAX_STEP_BYTES:
-            raise ValueError(f"must be at most {MAX_STEP_BYTES} UTF-8 bytes")
-        return value
+        return _within_bytes(value, MAX_STEP_BYTES)
 
     @field_validator("note")
     @classmethod
     def _note(cls, value: str | None) -> str | None:
         if value is None:
             return None
-        _no_lone_surrogate(value)
-        value = clean_text(value).strip()
-        return cut(value, MAX_NOTE_CHARS) or None
+        return cut(_cleaned(value).strip(), MAX_NOTE_CHARS) or None
 
     @property
     def done(self) -> bool:
@@ -189,10 +191,7 @@ class CardInput(BaseModel):
     def _markdown(cls, value: str | None) -> str | None:
         if value is None:
             return None
-        _no_lone_surrogate(value)
-        value = clean_text(value)
-        if len(value.encode()) > MAX_MARKDOWN_BYTES:
-            raise ValueError(f"must be at most {MAX_MARKDOWN_BYTES} UTF-8 bytes")
+        value = _within_bytes(_cleaned(value), MAX_MARKDOWN_BYTES)
         return value if value.strip() else None
 
     @property
@@ -202,12 +201,7 @@ class CardInput(BaseModel):
     @classmethod
     def parse(cls, data: Any) -> CardInput:
         """Validate raw JSON-shaped input; raise CardError naming the first bad field."""
-        if not isinstance(data, dict):
-            raise CardError("card", "must be a JSON object with optional 'plan' and 'markdown'")
-        try:
-            return cls.model_validate(data)
-        except ValidationError as exc:
-            raise _card_error(exc) from None
+        return parse_object(cls, data, "card", "must be a JSON object with optional 'plan' and 'markdown'")
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -216,8 +210,18 @@ class CardInput(BaseModel):
         }
 
 
-def _card_error(exc: ValidationError) -> CardError:
-    return CardError(*field_and_rule(exc))
+_M = TypeVar("_M", bound=BaseModel)
+
+
+def parse_object(model: type[_M], data: Any, name: str, shape: str, default_field: str = "") -> _M:
+    """Raw JSON-shaped `data` validated as `model`: CardError `name`, `shape` when it is no
+    JSON object, else naming the first bad field (`default_field` where the rule names none)."""
+    if not isinstance(data, dict):
+        raise CardError(name, shape)
+    try:
+        return model.model_validate(data)
+    except ValidationError as exc:
+        raise CardError(*field_and_rule(exc, default_field)) from None
 
 
 class StepCounts(BaseModel):

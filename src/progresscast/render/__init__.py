@@ -17,7 +17,8 @@
 Every function takes a keyword `templates_dir` (the config's `templates.dir`).
 No I/O besides reading templates once; no Redis.
 
-Layout: `draft.py` (what a draft shows), `fit.py` (the priority order, line caps),
+Layout: `draft.py` (what a draft shows in each mode: `card_lines.py` chooses the card's
+lines, `draft_lines.py` fits each one), `fit.py` (the priority order, line caps),
 `markdown.py` (Markdown → lines / sanitised HTML, cached by content), `ir.py` (the
 line model and UTF-16 cuts), `answer.py` (the one answer splitter), `telegram.py`, `rich.py`,
 `slack.py`, `discord.py`, `matrix.py`, `text.py`, `web.py`, `history.py` (a card's history as a timeline),

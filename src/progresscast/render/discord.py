@@ -43,13 +43,13 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from ..config.settings import RenderSettings
+from ..config.base import RenderSettings
 from ..model.card import DONE_STATUSES, Status
 from ..model.view import RunState, View
 from .answer import answer_lines, split_answer
 from .draft import compose
 from .ending import head_lines
-from .ir import Line, Span, clean_code, merge_runs, u16
+from .ir import Line, Span, clean_code, merge_runs, runs_by_group, u16
 from .templates import Theme, theme
 
 IS_COMPONENTS_V2 = 1 << 15
@@ -202,29 +202,8 @@ def _text(group: str, run: Sequence[Line]) -> str:
 
 def text_displays(lines: Sequence[Line]) -> list[dict[str, Any]]:
     """Fitted lines as Text Displays, one per run of lines of one group."""
-    out: list[dict[str, Any]] = []
-    run: list[Line] = []
-    kind: str | None = None
-
-    def flush() -> None:
-        if run and kind is not None:
-            text = _text(kind, run)
-            if text.strip():
-                out.append({"type": TEXT_DISPLAY, "content": text})
-        run.clear()
-
-    for line in lines:
-        if line.blank:
-            if kind == "text":
-                run.append(line)  # a paragraph break inside the note or the answer
-            continue
-        group = _group(line)
-        if group != kind:
-            flush()
-            kind = group
-        run.append(line)
-    flush()
-    return out
+    texts = (_text(kind, run) for kind, run in runs_by_group(lines, _group))
+    return [{"type": TEXT_DISPLAY, "content": text} for text in texts if text.strip()]
 
 
 def accent(view: View, lines: Sequence[Line], discord_theme: Theme) -> int:

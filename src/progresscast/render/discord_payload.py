@@ -16,12 +16,13 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from ..config.settings import Mode, RenderSettings
+from ..config.base import RenderSettings
 from ..model.needs import Need
 from ..model.view import View
 from .discord import content_message, escape, render_content, render_discord, render_discord_final_answer
-from .ending import end_line, ping_text
-from .payload import Payload
+from .ending import ping_text
+from .payload import Payload, present
+from .renderers import DestinationRenderers
 from .templates import theme
 
 COMPONENTS = "components"
@@ -48,7 +49,7 @@ def discord_draft(view: View, settings: RenderSettings, *, templates_dir: str | 
 def discord_answer(markdown: str, *, head: str | None = None) -> list[Payload]:
     """A run's final answer as normal messages, under `head` (how the run ended; a
     message of its own for an empty answer); [] for an empty answer without one."""
-    return [p for p in (_payload(call) for call in render_discord_final_answer(markdown, head)) if p is not None]
+    return present(_payload(call) for call in render_discord_final_answer(markdown, head))
 
 
 def discord_ping(view: View, needs: Sequence[Need], *, templates_dir: str | Path | None = None) -> Payload | None:
@@ -60,39 +61,21 @@ def discord_ping(view: View, needs: Sequence[Need], *, templates_dir: str | Path
     return Payload("createMessage", content_message(escape(text), silent=False), CONTENT)
 
 
-def discord_snapshot(
-    view: View, settings: RenderSettings, *, templates_dir: str | Path | None = None
-) -> Payload | None:
-    """A one-off of the progress draft, whatever the destination's mode."""
-    if settings.mode is Mode.off:
-        settings = settings.model_copy(update={"mode": Mode.progress})
-    return discord_draft(view, settings, templates_dir=templates_dir)
-
-
-class DiscordRenderers:
+class DiscordRenderers(DestinationRenderers):
     """`channels.drafts.Renderers` for one Discord destination (a channel or a thread)."""
 
-    def __init__(self, settings: RenderSettings, templates_dir: str | Path | None = None) -> None:
-        self.settings = settings
-        self.mode = settings.mode
-        self.templates_dir = templates_dir
+    THEME = "discord"
 
-    def draft(self, view: View) -> Payload | None:
-        return discord_draft(view, self.settings, templates_dir=self.templates_dir)
+    def draft_with(self, view: View, settings: RenderSettings) -> Payload | None:
+        return discord_draft(view, settings, templates_dir=self.templates_dir)
 
     def answer(self, markdown: str, head: str | None = None) -> list[Payload]:
         return discord_answer(markdown, head=head)
 
-    def end_line(self, view: View) -> str | None:
-        return end_line(view, theme("discord", self.templates_dir))
-
     def ping(self, view: View, needs: Sequence[Need]) -> Payload | None:
         return discord_ping(view, needs, templates_dir=self.templates_dir)
 
-    def snapshot(self, view: View) -> Payload | None:
-        return discord_snapshot(view, self.settings, templates_dir=self.templates_dir)
-
 
 __all__ = [
-    "COMPONENTS", "CONTENT", "DiscordRenderers", "discord_answer", "discord_draft", "discord_ping", "discord_snapshot",
+    "COMPONENTS", "CONTENT", "DiscordRenderers", "discord_answer", "discord_draft", "discord_ping",
 ]

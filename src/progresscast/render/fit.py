@@ -6,7 +6,7 @@ lines keeps the best-ranked candidates and shows them in their own display order
 (steps in plan order). The order, best first:
 
 1. what needs a person — the blocked steps in plan order, then the attention lines
-   (`draft.attention_lines`: a failed run, what the agent waits for);
+   (`draft_lines.attention_lines`: a failed run, what the agent waits for);
 2. the active (`in_progress`) step;
 3. progress `k/N` (the header line; it joins another line when it has none of its own);
 4. the note's own progress bar;
@@ -195,27 +195,20 @@ def take_head(lines: Sequence[Line], budget: int) -> tuple[list[Line], bool]:
     """As many lines from the start as fit `budget` (newlines counted); the first line
     that does not fit is cut at its end with `…` when some room is left. Returns the
     lines and whether anything was left out."""
-    out: list[Line] = []
-    used = -1
-    for line in lines:
-        need = line.length + 1
-        if used + need <= budget:
-            out.append(line)
-            used += need
-            continue
-        room = budget - used - 1
-        if room >= 8 and not line.blank:
-            out.append(cut_line(line, room, "end"))
-        return _strip_blank(out), True
-    return out, False
+    return _take(lines, budget, from_end=False)
 
 
 def take_tail(lines: Sequence[Line], budget: int) -> tuple[list[Line], bool]:
     """As many lines from the end as fit `budget` (the mirror of take_head; the first
     kept line is cut at its front with `…`)."""
+    return _take(lines, budget, from_end=True)
+
+
+def _take(lines: Sequence[Line], budget: int, *, from_end: bool) -> tuple[list[Line], bool]:
     out: list[Line] = []
     used = -1
-    for line in reversed(lines):
+    cut = False
+    for line in reversed(lines) if from_end else lines:
         need = line.length + 1
         if used + need <= budget:
             out.append(line)
@@ -223,11 +216,12 @@ def take_tail(lines: Sequence[Line], budget: int) -> tuple[list[Line], bool]:
             continue
         room = budget - used - 1
         if room >= 8 and not line.blank:
-            out.append(cut_line(line, room, "front"))
+            out.append(cut_line(line, room, "front" if from_end else "end"))
+        cut = True
+        break
+    if from_end:
         out.reverse()
-        return _strip_blank(out), True
-    out.reverse()
-    return out, False
+    return (_strip_blank(out), True) if cut else (out, False)
 
 
 def _strip_blank(lines: list[Line]) -> list[Line]:

@@ -17,7 +17,7 @@ import bisect
 import itertools
 import re
 import unicodedata
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field, replace
 from functools import lru_cache
 
@@ -206,9 +206,12 @@ class Line:
         return replace(self, spans=spans)
 
 
-def _take_head(spans: tuple[Span, ...], units: int) -> list[Span]:
+def _take(spans: tuple[Span, ...], units: int, *, from_end: bool) -> list[Span]:
+    """The spans of at most `units` from the start (or, `from_end`, the end), the last
+    one taken cut to fit; the cut edge keeps no dangling whitespace."""
+    part_of, dangling = (_suffix_units, _DANGLING_HEAD) if from_end else (_prefix_units, _DANGLING_TAIL)
     out: list[Span] = []
-    for span in spans:
+    for span in reversed(spans) if from_end else spans:
         if units <= 0:
             break
         n = u16(span.text)
@@ -216,40 +219,18 @@ def _take_head(spans: tuple[Span, ...], units: int) -> list[Span]:
             out.append(span)
             units -= n
         else:
-            part = _prefix_units(span.text, units)
+            part = part_of(span.text, units)
             if part:
                 out.append(Span(part, span.marks, span.href))
             break
     if out:
-        last = out[-1]
-        trimmed = _DANGLING_TAIL.sub("", last.text)
-        out[-1] = Span(trimmed, last.marks, last.href)
+        edge = out[-1]
+        trimmed = dangling.sub("", edge.text)
+        out[-1] = Span(trimmed, edge.marks, edge.href)
         if not trimmed:
             out.pop()
-    return out
-
-
-def _take_tail(spans: tuple[Span, ...], units: int) -> list[Span]:
-    out: list[Span] = []
-    for span in reversed(spans):
-        if units <= 0:
-            break
-        n = u16(span.text)
-        if n <= units:
-            out.append(span)
-            units -= n
-        else:
-            part = _suffix_units(span.text, units)
-            if part:
-                out.append(Span(part, span.marks, span.href))
-            break
-    out.reverse()
-    if out:
-        first = out[0]
-        trimmed = _DANGLING_HEAD.sub("", first.text)
-        out[0] = Span(trimmed, first.marks, first.href)
-        if not trimmed:
-            out.pop(0)
+    if from_end:
+        out.reverse()
     return out
 
 
@@ -264,11 +245,11 @@ def cut_spans(spans: tuple[Span, ...], limit: int, how: str = "middle") -> tuple
     dots = Span(ELLIPSIS)
     budget = limit - 1
     if how == "end":
-        return (*_take_head(spans, budget), dots)
+        return (*_take(spans, budget, from_end=False), dots)
     if how == "front":
-        return (dots, *_take_tail(spans, budget))
-    head = _take_head(spans, budget - budget // 2)
-    tail = _take_tail(spans, budget // 2)
+        return (dots, *_take(spans, budget, from_end=True))
+    head = _take(spans, budget - budget // 2, from_end=False)
+    tail = _take(spans, budget // 2, from_end=True)
     if head and tail and (head[-1].marks, head[-1].href) == (tail[0].marks, tail[0].href):
         dots = Span(ELLIPSIS, head[-1].marks, head[-1].href)  # one entity, not two
     return (*head, dots, *tail)
@@ -304,6 +285,23 @@ def merge_runs(spans: Sequence[Span]) -> list[Span]:
         else:
             out.append(span)
     return out
+
+
+def runs_by_group(lines: Sequence[Line], group: Callable[[Line], str]) -> list[tuple[str, list[Line]]]:
+    """The lines in runs of one group (`group(line)`), in order: what a channel makes one
+    block of. Blank lines are left out, but inside a `text` run (a paragraph break in the
+    note or the answer)."""
+    runs: list[tuple[str, list[Line]]] = []
+    for line in lines:
+        if line.blank:
+            if runs and runs[-1][0] == "text":
+                runs[-1][1].append(line)
+            continue
+        kind = group(line)
+        if not runs or runs[-1][0] != kind:
+            runs.append((kind, []))
+        runs[-1][1].append(line)
+    return runs
 
 
 def split_line(line: Line, units: int) -> tuple[Line, Line]:

@@ -20,12 +20,13 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from ..config.settings import Mode, RenderSettings
+from ..config.base import RenderSettings
 from ..model.needs import Need
 from ..model.view import View
-from .ending import end_line, ping_text
+from .ending import ping_text
 from .matrix import EVENT_TYPE, HTML_FORMAT, NOTICE, TEXT, render_matrix, render_matrix_final_answer
-from .payload import Payload
+from .payload import Payload, present
+from .renderers import DestinationRenderers
 from .templates import theme
 
 KIND = "notice"
@@ -61,21 +62,7 @@ def matrix_draft(
 def matrix_answer(markdown: str, *, head: str | None = None, thread_root: str | None = None) -> list[Payload]:
     """A run's final answer as normal messages, under `head` (how the run ended; a
     message of its own for an empty answer); [] for an empty answer without one."""
-    out = []
-    for call in render_matrix_final_answer(markdown, head):
-        payload = _payload(call, thread_root)
-        if payload is not None:
-            out.append(payload)
-    return out
-
-
-def matrix_snapshot(
-    view: View, settings: RenderSettings, *, thread_root: str | None = None, templates_dir: str | Path | None = None
-) -> Payload | None:
-    """A one-off of the progress draft, whatever the destination's mode."""
-    if settings.mode is Mode.off:
-        settings = settings.model_copy(update={"mode": Mode.progress})
-    return matrix_draft(view, settings, thread_root=thread_root, templates_dir=templates_dir)
+    return present(_payload(call, thread_root) for call in render_matrix_final_answer(markdown, head))
 
 
 def matrix_ping(
@@ -103,31 +90,25 @@ def matrix_notice(text: str, *, thread_root: str | None = None) -> Payload:
     return Payload(EVENT_TYPE, in_thread(content, thread_root), KIND)
 
 
-class MatrixRenderers:
+class MatrixRenderers(DestinationRenderers):
     """`channels.drafts.Renderers` for one Matrix destination (room, thread)."""
+
+    THEME = "matrix"
 
     def __init__(
         self, settings: RenderSettings, thread_root: str | None = None, templates_dir: str | Path | None = None
     ) -> None:
-        self.settings = settings
-        self.mode = settings.mode
+        super().__init__(settings, templates_dir)
         self.thread_root = thread_root
-        self.templates_dir = templates_dir
 
-    def draft(self, view: View) -> Payload | None:
-        return matrix_draft(view, self.settings, thread_root=self.thread_root, templates_dir=self.templates_dir)
+    def draft_with(self, view: View, settings: RenderSettings) -> Payload | None:
+        return matrix_draft(view, settings, thread_root=self.thread_root, templates_dir=self.templates_dir)
 
     def answer(self, markdown: str, head: str | None = None) -> list[Payload]:
         return matrix_answer(markdown, head=head, thread_root=self.thread_root)
 
-    def end_line(self, view: View) -> str | None:
-        return end_line(view, theme("matrix", self.templates_dir))
-
     def ping(self, view: View, needs: Sequence[Need]) -> Payload | None:
         return matrix_ping(view, needs, thread_root=self.thread_root, templates_dir=self.templates_dir)
-
-    def snapshot(self, view: View) -> Payload | None:
-        return matrix_snapshot(view, self.settings, thread_root=self.thread_root, templates_dir=self.templates_dir)
 
 
 __all__ = [
@@ -138,6 +119,5 @@ __all__ = [
     "matrix_draft",
     "matrix_notice",
     "matrix_ping",
-    "matrix_snapshot",
     "notice_html",
 ]

@@ -22,7 +22,7 @@ from __future__ import annotations
 
 import hashlib
 import json
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -68,4 +68,9 @@ class Payload:
         return hash(self.digest)
 
 
-__all__ = ["Payload", "digest"]
+def present(payloads: Iterable[Payload | None]) -> list[Payload]:
+    """The payloads there are, in order (a rendered call list as messages)."""
+    return [p for p in payloads if p is not None]
+
+
+__all__ = ["Payload", "digest", "present"]

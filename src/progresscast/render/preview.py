@@ -3,9 +3,9 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol
 
-from ..config.settings import RenderSettings
+from ..config.base import RenderSettings
 from ..model.activity import Activity
 from ..model.card import Card, CardError, CardInput
 from ..model.owners import Owner
@@ -18,6 +18,22 @@ from .text import render_text
 from .web import render_web
 
 CHANNELS = ("telegram", "slack", "discord", "matrix", "text", "web")
+
+
+class _DraftRenderer(Protocol):
+    def __call__(
+        self, view: View, settings: RenderSettings, *, templates_dir: str | Path | None = None
+    ) -> dict[str, Any] | None: ...
+
+
+_DRAFTS: dict[str, tuple[_DraftRenderer, str]] = {
+    "telegram": (render_telegram, "deleteMessage"),
+    "slack": (render_slack, "chat.delete"),
+    "matrix": (render_matrix, "m.room.redaction"),
+    "discord": (render_discord, "deleteMessage"),
+}
+"""A chat channel's draft renderer, and the call that removes an empty draft."""
+
 PREVIEW_SESSION = "preview"
 PREVIEW_AGENT = "main"
 _PLACEHOLDER_TIME = "1970-01-01T00:00:00Z"
@@ -97,18 +113,10 @@ def payload_for(
     if channel not in CHANNELS:
         raise ValueError(f"channel must be one of {', '.join(CHANNELS)}")
     view = view_from_data(data, paused)
-    if channel == "telegram":
-        payload = render_telegram(view, settings, templates_dir=templates_dir)
-        return payload if payload is not None else {"method": "deleteMessage", "params": {}}
-    if channel == "slack":
-        payload = render_slack(view, settings, templates_dir=templates_dir)
-        return payload if payload is not None else {"method": "chat.delete", "params": {}}
-    if channel == "matrix":
-        payload = render_matrix(view, settings, templates_dir=templates_dir)
-        return payload if payload is not None else {"method": "m.room.redaction", "params": {}}
-    if channel == "discord":
-        payload = render_discord(view, settings, templates_dir=templates_dir)
-        return payload if payload is not None else {"method": "deleteMessage", "params": {}}
+    if channel in _DRAFTS:
+        render, removal = _DRAFTS[channel]
+        payload = render(view, settings, templates_dir=templates_dir)
+        return payload if payload is not None else {"method": removal, "params": {}}
     if channel == "text":
         return {"text": render_text(view, settings, templates_dir=templates_dir)}
     return {"html": render_web(view, settings, templates_dir=templates_dir)}

@@ -30,7 +30,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from ..config.settings import RenderSettings
+from ..config.base import RenderSettings
 from ..model.view import View
 from .draft import compose
 from .ir import MARK_ORDER, Line, Span

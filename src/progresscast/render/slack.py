@@ -51,13 +51,13 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
-from ..config.settings import RenderSettings
+from ..config.base import RenderSettings
 from ..model.card import Step
 from ..model.view import TERMINAL, View
 from .answer import answer_lines, split_answer
 from .draft import compose
 from .ending import head_lines
-from .ir import Line, Span, cut_line, merge_runs, middle_cut, plain, split_line, u16
+from .ir import Line, Span, cut_line, merge_runs, middle_cut, plain, runs_by_group, split_line, u16
 from .templates import Theme, theme
 
 MAX_BLOCKS = 50
@@ -304,12 +304,7 @@ def _group(line: Line) -> str:
 def to_blocks(lines: Sequence[Line]) -> list[dict[str, Any]]:
     """Fitted lines as Block Kit blocks, in their order (see the module doc)."""
     blocks: list[dict[str, Any]] = []
-    run: list[Line] = []
-    kind: str | None = None
-
-    def flush() -> None:
-        if not run:
-            return
+    for kind, run in runs_by_group(lines, _group):
         if kind == "context":
             blocks.append(_context_block(run))
         elif kind == "tools":
@@ -318,19 +313,6 @@ def to_blocks(lines: Sequence[Line]) -> list[dict[str, Any]]:
             blocks.extend(_list_blocks(run))
         else:
             blocks.extend(_text_sections(run))
-        run.clear()
-
-    for line in lines:
-        if line.blank:
-            if kind == "text":
-                run.append(line)  # a paragraph break inside the note or the answer
-            continue
-        group = _group(line)
-        if group != kind:
-            flush()
-            kind = group
-        run.append(line)
-    flush()
     return blocks
 
 

@@ -20,11 +20,12 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from ..config.settings import Mode, RenderSettings
+from ..config.base import RenderSettings
 from ..model.needs import Need
 from ..model.view import View
-from .ending import end_line, ping_text
-from .payload import Payload
+from .ending import ping_text
+from .payload import Payload, present
+from .renderers import DestinationRenderers
 from .slack import escape, render_blocks, render_plan, render_slack_final_answer
 from .templates import theme
 
@@ -83,12 +84,7 @@ def slack_draft(
 def slack_answer(markdown: str, *, head: str | None = None, thread_ts: str | None = None) -> list[Payload]:
     """A run's final answer as normal messages, under `head` (how the run ended; a
     message of its own for an empty answer); [] for an empty answer without one."""
-    out = []
-    for call in render_slack_final_answer(markdown, head):
-        payload = _payload(call, thread_ts)
-        if payload is not None:
-            out.append(payload)
-    return out
+    return present(_payload(call, thread_ts) for call in render_slack_final_answer(markdown, head))
 
 
 def slack_ping(
@@ -105,18 +101,10 @@ def slack_ping(
     return Payload("chat.postMessage", params, BLOCKS)
 
 
-def slack_snapshot(
-    view: View, settings: RenderSettings, *, thread_ts: str | None = None, templates_dir: str | Path | None = None
-) -> Payload | None:
-    """A one-off of the progress draft (Block Kit), whatever the destination's mode."""
-    update: dict[str, Any] = {"rich": False}
-    if settings.mode is Mode.off:
-        update["mode"] = Mode.progress
-    return slack_draft(view, settings.model_copy(update=update), thread_ts=thread_ts, templates_dir=templates_dir)
-
-
-class SlackRenderers:
+class SlackRenderers(DestinationRenderers):
     """`channels.drafts.Renderers` for one Slack destination (channel, thread)."""
+
+    THEME = "slack"
 
     def __init__(
         self,
@@ -125,28 +113,24 @@ class SlackRenderers:
         templates_dir: str | Path | None = None,
         recipient: Recipient | None = None,
     ) -> None:
-        self.settings = settings
-        self.mode = settings.mode
+        super().__init__(settings, templates_dir)
         self.thread_ts = thread_ts
-        self.templates_dir = templates_dir
         self.recipient = recipient
 
-    def draft(self, view: View) -> Payload | None:
+    def draft_with(self, view: View, settings: RenderSettings) -> Payload | None:
         return slack_draft(
-            view, self.settings, thread_ts=self.thread_ts, recipient=self.recipient, templates_dir=self.templates_dir
+            view, settings, thread_ts=self.thread_ts, recipient=self.recipient, templates_dir=self.templates_dir
         )
 
     def answer(self, markdown: str, head: str | None = None) -> list[Payload]:
         return slack_answer(markdown, head=head, thread_ts=self.thread_ts)
 
-    def end_line(self, view: View) -> str | None:
-        return end_line(view, theme("slack", self.templates_dir))
-
     def ping(self, view: View, needs: Sequence[Need]) -> Payload | None:
         return slack_ping(view, needs, thread_ts=self.thread_ts, templates_dir=self.templates_dir)
 
-    def snapshot(self, view: View) -> Payload | None:
-        return slack_snapshot(view, self.settings, thread_ts=self.thread_ts, templates_dir=self.templates_dir)
+    def snapshot_settings(self) -> RenderSettings:
+        """Block Kit: a snapshot is never the plan display."""
+        return super().snapshot_settings().model_copy(update={"rich": False})
 
 
 __all__ = [
@@ -158,5 +142,4 @@ __all__ = [
     "slack_answer",
     "slack_draft",
     "slack_ping",
-    "slack_snapshot",
 ]

@@ -22,7 +22,7 @@ from typing import Any
 
 from markupsafe import Markup
 
-from ..config.settings import RenderSettings
+from ..config.base import RenderSettings
 from ..model.view import View
 from .answer import answer_lines, split_answer
 from .draft import compose

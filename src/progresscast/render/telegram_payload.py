@@ -18,11 +18,12 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from ..config.settings import Mode, RenderSettings
+from ..config.base import RenderSettings
 from ..model.needs import Need
 from ..model.view import View
-from .ending import end_line, ping_text
+from .ending import ping_text
 from .payload import Payload
+from .renderers import DestinationRenderers
 from .telegram import answer_chunks, no_mentions, render_telegram, to_html, wrap_message
 from .templates import theme
 from .text import render_text
@@ -87,37 +88,20 @@ def telegram_ping(
     return Payload("sendMessage", {"text": no_mentions(text), "link_preview_options": {"is_disabled": True}}, CLASSIC)
 
 
-def telegram_snapshot(
-    view: View, settings: RenderSettings, *, templates_dir: str | Path | None = None
-) -> Payload | None:
-    """`/card` in a chat whose mode shows no live draft: a one-off of the progress draft."""
-    if settings.mode is Mode.off:
-        settings = settings.model_copy(update={"mode": Mode.progress})
-    return telegram_draft(view, settings, templates_dir=templates_dir)
+class TelegramRenderers(DestinationRenderers):
+    """`channels.drafts.Renderers` for one chat's settings (`/card` in a chat whose mode
+    shows no live draft: the snapshot)."""
 
+    THEME = "telegram"
 
-class TelegramRenderers:
-    """`channels.drafts.Renderers` for one chat's settings."""
-
-    def __init__(self, settings: RenderSettings, templates_dir: str | Path | None = None) -> None:
-        self.settings = settings
-        self.mode = settings.mode
-        self.templates_dir = templates_dir
-
-    def draft(self, view: View) -> Payload | None:
-        return telegram_draft(view, self.settings, templates_dir=self.templates_dir)
+    def draft_with(self, view: View, settings: RenderSettings) -> Payload | None:
+        return telegram_draft(view, settings, templates_dir=self.templates_dir)
 
     def answer(self, markdown: str, head: str | None = None) -> list[Payload]:
         return telegram_answer(markdown, head=head, templates_dir=self.templates_dir)
 
-    def end_line(self, view: View) -> str | None:
-        return end_line(view, theme("telegram", self.templates_dir))
-
     def ping(self, view: View, needs: Sequence[Need]) -> Payload | None:
         return telegram_ping(view, needs, templates_dir=self.templates_dir)
-
-    def snapshot(self, view: View) -> Payload | None:
-        return telegram_snapshot(view, self.settings, templates_dir=self.templates_dir)
 
 
 __all__ = [
@@ -127,5 +111,4 @@ __all__ = [
     "telegram_answer",
     "telegram_draft",
     "telegram_ping",
-    "telegram_snapshot",
 ]

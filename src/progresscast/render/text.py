@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from ..config.settings import RenderSettings
+from ..config.base import RenderSettings
 from ..model.view import View
 from .draft import compose
 from .templates import template, theme

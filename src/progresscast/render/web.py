@@ -32,7 +32,7 @@ from typing import Any, NamedTuple
 
 from markupsafe import Markup
 
-from ..config.settings import RenderSettings
+from ..config.base import RenderSettings
 from ..model.card import Status
 from ..model.view import TERMINAL, RunState, View
 from .fit import PAUSABLE, step_state

@@ -23,7 +23,8 @@ from redis.asyncio import Redis
 
 from ..channels.base import EvenPace, PlatformChannel
 from ..channels.state import ChannelState, ChatPrefs, DraftKey
-from ..config.settings import Settings, SlackSettings
+from ..config.settings import Settings
+from ..config.slack import SlackSettings
 from ..render.slack_payload import Recipient, SlackRenderers
 from ..store import keys
 from ..store.retention import retention_ms

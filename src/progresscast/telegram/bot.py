@@ -23,7 +23,9 @@ from telegram.ext import Application, ApplicationBuilder, ContextTypes, MessageH
 
 from ..backoff import Backoff, retrying
 from ..channels.worker import ChannelWorker
-from ..config.settings import ConfigError, Settings, TelegramSettings, TelegramWebhookSettings
+from ..config.errors import ConfigError
+from ..config.settings import Settings
+from ..config.telegram import TelegramSettings, TelegramWebhookSettings
 from ..failure_log import FailureLog
 from .client import FencedRequest
 from .commands import COMMANDS, TelegramCommands, thread_of

@@ -20,7 +20,8 @@ from functools import partial
 from redis.asyncio import Redis
 
 from ..channels.standby import while_held
-from ..config.settings import Settings, TelegramSettings, bot_id_of
+from ..config.settings import Settings
+from ..config.telegram import TelegramSettings, bot_id_of
 from ..store import keys
 from ..store.lease import Fence, Lease
 from ..supervise import supervise

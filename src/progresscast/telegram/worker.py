@@ -17,7 +17,8 @@ from telegram import Bot
 from ..channels.base import PlatformChannel
 from ..channels.state import ChatPrefs, DraftKey
 from ..channels.worker import ChannelWorker
-from ..config.settings import Settings, TelegramSettings
+from ..config.settings import Settings
+from ..config.telegram import TelegramSettings
 from ..render.telegram_payload import TelegramRenderers
 from .client import TelegramClient
 from .follows import TelegramState

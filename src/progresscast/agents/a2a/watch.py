@@ -22,7 +22,8 @@ from functools import partial
 from redis.asyncio import Redis
 
 from ...backoff import Retrying
-from ...config.settings import A2AAgentSettings, Settings
+from ...config.agents import A2AAgentSettings
+from ...config.settings import Settings
 from ...store import keys
 from ...supervise import supervise
 from .apply import UpdateApplier

@@ -47,7 +47,7 @@ def hook_settings(path: str | None) -> HookSettings:
     path = path or os.environ.get("PROGRESSCAST_CONFIG")
     if not path:
         return HookSettings()
-    from ...config.settings import load_settings
+    from ...config.load import load_settings
 
     settings = load_settings(path)
     return HookSettings(settings.store.url, settings.store.shards, settings.agents.known_set, settings.agents.default)

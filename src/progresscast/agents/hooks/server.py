@@ -205,7 +205,7 @@ def _text(buffer: io.BytesIO, how: list[str | None] | None) -> io.TextIOWrapper:
 
 def _preload() -> None:
     """Import what hook calls use, once (most of what a call in its own process spends)."""
-    from ...config import settings  # noqa: F401  (for calls with a config file)
+    from ...config import load  # noqa: F401  (for calls with a config file)
     from . import claude_code, command, gemini, runner  # noqa: F401
 
     gc.freeze()  # what is loaded now stays: the collector need not walk it on every call

@@ -1,0 +1,87 @@
+"""`[gateway]`: the HTTP gateway's address, its tokens and what it trusts."""
+
+from __future__ import annotations
+
+import ipaddress
+import re
+
+from pydantic import Field, field_validator
+
+from .base import EnvSecret, _from_env, _Model
+
+READ_SCOPE = "operator.read"
+WRITE_SCOPE = "operator.write"
+SCOPES = (READ_SCOPE, WRITE_SCOPE)
+
+
+class GatewayToken(_Model):
+    token: str
+    scopes: list[str] = Field(default_factory=lambda: [READ_SCOPE])
+    sessions: list[str] = Field(default_factory=lambda: ["*"])
+
+    @field_validator("scopes")
+    @classmethod
+    def _scopes(cls, value: list[str]) -> list[str]:
+        for scope in value:
+            if scope not in SCOPES:
+                raise ValueError(f"{scope!r} is not a scope; the scopes are {' and '.join(SCOPES)}")
+        return value
+
+    @field_validator("token")
+    @classmethod
+    def _token(cls, value: str) -> str:
+        return _from_env(value) or ""
+
+
+MIN_TOKEN_CHARS = 16
+"""Gateway tokens shorter than this are refused when the gateway listens beyond loopback."""
+
+
+class GatewaySettings(_Model):
+    listen: str = "127.0.0.1:8787"
+    tokens: list[GatewayToken] = Field(default_factory=list)
+    publicUrl: str | None = None
+    """The address people open (`https://cards.example.org`); https here marks the login
+    cookie `Secure` even when a proxy on another host terminates TLS."""
+    trustedProxies: list[str] | None = None
+    """Addresses (or networks) whose `X-Forwarded-Proto` / `X-Forwarded-For` are believed;
+    unset: uvicorn's default (`$FORWARDED_ALLOW_IPS`, else loopback)."""
+    metricsToken: EnvSecret = None
+    """Set: `GET /metrics` needs `Authorization: Bearer <it>`; unset: open."""
+    maxStreamsPerToken: int = Field(20, ge=1, le=100_000)
+    """Live event streams (`/v1/events`) one token may hold open at once; more are 429."""
+
+    @field_validator("trustedProxies")
+    @classmethod
+    def _trusted(cls, value: list[str] | None) -> list[str] | None:
+        for entry in value or []:
+            if entry != "*":
+                try:
+                    ipaddress.ip_network(entry, strict=False)
+                except ValueError:
+                    raise ValueError(f"{entry!r} must be an IP address, a network (10.0.0.0/8) or *") from None
+        return value
+
+    @field_validator("publicUrl")
+    @classmethod
+    def _public_url(cls, value: str | None) -> str | None:
+        if value is not None and not re.match(r"https?://[^\s/]+", value):
+            raise ValueError(f"{value!r} must be an http(s) URL, e.g. https://cards.example.org")
+        return value
+
+    @property
+    def public_https(self) -> bool:
+        return (self.publicUrl or "").lower().startswith("https://")
+
+    @field_validator("listen")
+    @classmethod
+    def _listen(cls, value: str) -> str:
+        _, colon, port = value.rpartition(":")
+        if not colon or not port.isdigit() or int(port) > 65535:
+            raise ValueError(f"{value!r} must read host:port, e.g. 127.0.0.1:8787")
+        return value
+
+    @property
+    def host_port(self) -> tuple[str, int]:
+        host, _, port = self.listen.rpartition(":")
+        return host or "127.0.0.1", int(port)
