@@ -7,6 +7,7 @@ platform-wide settings. Also the follows its table asks for at start-up.
 from __future__ import annotations
 
 import logging
+from typing import TypeVar
 
 from ..config.base import Mode, PlatformSettings, RenderSettings
 from ..config.settings import AgentSettings
@@ -15,25 +16,26 @@ from ..model.needs import Notify
 from ..model.owners import resolve_owner
 from .state import ChatPrefs, DraftKey, Id
 
+T = TypeVar("T")
+
+
+def _chosen(own: T | None, table: T | None, platform: T) -> T:
+    """The destination's own setting, else its table's, else the platform's."""
+    if own is not None:
+        return own
+    return table if table is not None else platform
+
 
 def effective_mode(platform: PlatformSettings, destination: Id, prefs: ChatPrefs) -> Mode:
     """The destination's override, else its table's, else the platform's."""
-    if prefs.mode is not None:
-        return prefs.mode
     table = platform.table_of(destination)
-    if table is not None and table.mode is not None:
-        return table.mode
-    return platform.streaming.mode
+    return _chosen(prefs.mode, table.mode if table is not None else None, platform.streaming.mode)
 
 
 def wants_rich(platform: PlatformSettings, destination: Id, prefs: ChatPrefs) -> bool:
     """Rich drafts (Telegram's rich messages, Slack's plan display) asked for here."""
-    if prefs.rich is not None:
-        return prefs.rich
     table = platform.table_of(destination)
-    if table is not None and table.richMessages is not None:
-        return table.richMessages
-    return platform.richMessages
+    return _chosen(prefs.rich, table.richMessages if table is not None else None, platform.richMessages)
 
 
 def render_settings(

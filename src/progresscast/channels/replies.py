@@ -28,7 +28,7 @@ def apply(state: DraftState, call: Call, outcome: Outcome, now: float = 0.0) -> 
     k = outcome.kind
     if isinstance(call, Send):
         if k in (OutcomeKind.ok, OutcomeKind.not_modified) and outcome.message_id is not None:
-            return _sent(state, call, outcome.message_id, now)
+            return _landed(state, call, outcome.message_id, call.makes, call.shown.kind, now)
         if k is OutcomeKind.unsure:
             return _unknown(state, now)
         s = replace(state, intent=None)
@@ -62,16 +62,7 @@ def apply(state: DraftState, call: Call, outcome: Outcome, now: float = 0.0) -> 
         intent = call.intent
         if k is OutcomeKind.found:
             message_id = outcome.message_id if outcome.message_id is not None else call.message_id
-            if intent.purpose == "answer":
-                return replace(state, intent=None, answer_sent=intent.index + 1)
-            if intent.purpose == "ping":
-                return _pinged(replace(state, intent=None), intent.needs)
-            if intent.repost:
-                state = _moved(state, now)
-            return replace(
-                state, intent=None, message_id=message_id, digest=intent.digest, kind=intent.kind,
-                revision=intent.revision, fresh=False,
-            )
+            return _landed(state, intent, message_id, intent.digest, intent.kind, now)
         if k is OutcomeKind.foreign:
             return replace(state, intent=replace(intent, probe=call.message_id + 1, probes=intent.probes + 1))
         if outcome.retryable or k is OutcomeKind.forbidden:
@@ -80,16 +71,19 @@ def apply(state: DraftState, call: Call, outcome: Outcome, now: float = 0.0) -> 
     return state
 
 
-def _sent(state: DraftState, call: Send, message_id: MessageId, now: float = 0.0) -> DraftState:
-    if call.purpose == "answer":
-        return replace(state, intent=None, answer_sent=call.index + 1)
-    if call.purpose == "ping":
-        return _pinged(replace(state, intent=None), call.needs)
-    if call.repost:
+def _landed(
+    state: DraftState, sent: Send | Intent, message_id: MessageId, digest: str, kind: str, now: float
+) -> DraftState:
+    """A first send landed as `message_id` — answered, or found by a probe (`sent` is
+    then its write-ahead record): the draft shows `digest` as a message of `kind`."""
+    if sent.purpose == "answer":
+        return replace(state, intent=None, answer_sent=sent.index + 1)
+    if sent.purpose == "ping":
+        return _pinged(replace(state, intent=None), sent.needs)
+    if sent.repost:
         state = _moved(state, now)
     return replace(
-        state, intent=None, message_id=message_id, digest=call.makes, kind=call.shown.kind,
-        revision=call.revision, fresh=False,
+        state, intent=None, message_id=message_id, digest=digest, kind=kind, revision=sent.revision, fresh=False
     )
 
 

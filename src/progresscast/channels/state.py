@@ -171,27 +171,43 @@ class ChannelState:
     async def follow(self, key: DraftKey) -> bool:
         """Subscribe; False when the destination/thread already followed this owner."""
         self._check_fence()
-        c = self.channel
-        async with self.redis.pipeline(transaction=False) as pipe:
-            pipe.sadd(keys.channel_follows(c, key.chat_id), f"{key.thread_id} {key.owner.display_key}")
-            pipe.sadd(keys.channel_followers(c, key.owner), f"{key.chat_id} {key.thread_id}")
-            pipe.sadd(keys.channel_destinations(c), key.chat_id)
-            added, _, _ = await pipe.execute()
-        self._kept.pop(keys.channel_follows(c, key.chat_id), None)  # a new member: renewed now
-        self._kept.pop(keys.channel_followers(c, key.owner), None)
-        await self._keep(keys.channel_follows(c, key.chat_id), keys.channel_followers(c, key.owner))
-        return bool(added)
+        added = await self._write_follow(key, add=True)
+        names = [name for name, _ in self._follow_sets(key)]
+        for name in names:
+            self._kept.pop(name, None)  # a new member: renewed now
+        await self._keep(*names)
+        return added
 
     async def unfollow(self, key: DraftKey) -> bool:
         self._check_fence()
-        c = self.channel
+        removed = await self._write_follow(key, add=False)
+        (follows, _), _ = self._follow_sets(key)
+        if not await self.redis.scard(follows):
+            await self.redis.srem(keys.channel_destinations(self.channel), key.chat_id)
+        return removed
+
+    async def _write_follow(self, key: DraftKey, *, add: bool) -> bool:
+        """Add or remove a follow's members in one round trip (an added one makes its
+        destination known); True when the destination's follows changed."""
         async with self.redis.pipeline(transaction=False) as pipe:
-            pipe.srem(keys.channel_follows(c, key.chat_id), f"{key.thread_id} {key.owner.display_key}")
-            pipe.srem(keys.channel_followers(c, key.owner), f"{key.chat_id} {key.thread_id}")
-            removed, _ = await pipe.execute()
-        if not await self.redis.scard(keys.channel_follows(c, key.chat_id)):
-            await self.redis.srem(keys.channel_destinations(c), key.chat_id)
-        return bool(removed)
+            for name, member in self._follow_sets(key):
+                if add:
+                    pipe.sadd(name, member)
+                else:
+                    pipe.srem(name, member)
+            if add:
+                pipe.sadd(keys.channel_destinations(self.channel), key.chat_id)
+            changed = (await pipe.execute())[0]
+        return bool(changed)
+
+    def _follow_sets(self, key: DraftKey) -> tuple[tuple[str, str], tuple[str, str]]:
+        """A follow as it is stored: (set, member) in the destination's follows, then in
+        the owner's followers."""
+        c = self.channel
+        return (
+            (keys.channel_follows(c, key.chat_id), f"{key.thread_id} {key.owner.display_key}"),
+            (keys.channel_followers(c, key.owner), f"{key.chat_id} {key.thread_id}"),
+        )
 
     async def end_follows(self, chat_id: Id) -> list[DraftKey]:
         """End every follow of a destination from outside its adapter (a revoked grant):
@@ -224,8 +240,8 @@ class ChannelState:
         await self.redis.srem(keys.channel_ended(self.channel), self._ended_member(key))
 
     async def is_following(self, key: DraftKey) -> bool:
-        member = f"{key.chat_id} {key.thread_id}"
-        return bool(await self.redis.sismember(keys.channel_followers(self.channel, key.owner), member))
+        _, (followers, member) = self._follow_sets(key)
+        return bool(await self.redis.sismember(followers, member))
 
     def _id(self, raw: str) -> Id | None:
         try:
@@ -328,9 +344,10 @@ class ChannelState:
         """The draft's state, whether its destination still follows the owner, the
         destination's overrides, and the newest message someone else posted in its thread
         (`heard`), in one round trip (on a Cluster, one per node)."""
+        _, (followers, member) = self._follow_sets(key)
         async with self.redis.pipeline(transaction=False) as pipe:
             pipe.get(self._draft_key(key))
-            pipe.sismember(keys.channel_followers(self.channel, key.owner), f"{key.chat_id} {key.thread_id}")
+            pipe.sismember(followers, member)
             pipe.hgetall(keys.channel_prefs(self.channel, key.chat_id))
             pipe.get(keys.channel_heard(self.channel, key.chat_id, key.thread_id))
             raw, following, prefs, heard = await pipe.execute()
