@@ -54,6 +54,24 @@ def render_settings(
     )
 
 
+class RenderSettingsCache:
+    """Each destination's render settings, built again only when what they are made of
+    changes: its overrides (read with every draft, compared by value) and whether rich
+    drafts are available. The config is fixed for the life of a channel."""
+
+    def __init__(self, platform: PlatformSettings) -> None:
+        self.platform = platform
+        self._built: dict[Id, tuple[ChatPrefs, bool, RenderSettings]] = {}
+
+    def get(self, destination: Id, prefs: ChatPrefs, *, rich_available: bool = True) -> RenderSettings:
+        built = self._built.get(destination)
+        if built is not None and built[0] == prefs and built[1] == rich_available:
+            return built[2]
+        settings = render_settings(self.platform, destination, prefs, rich_available=rich_available)
+        self._built[destination] = (prefs, rich_available, settings)
+        return settings
+
+
 def notify_of(platform: PlatformSettings, destination: Id) -> list[Notify]:
     """What pings the destination: its table's `notify`, else the platform's."""
     table = platform.table_of(destination)
@@ -77,4 +95,4 @@ def config_follows(
     return out
 
 
-__all__ = ["config_follows", "effective_mode", "notify_of", "render_settings", "wants_rich"]
+__all__ = ["RenderSettingsCache", "config_follows", "effective_mode", "notify_of", "render_settings", "wants_rich"]

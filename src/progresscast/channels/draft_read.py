@@ -63,6 +63,10 @@ class DraftRead:
     """The newest message someone else posted in the draft's thread (`ChannelState.heard`)."""
 
 
+_CARD = 1
+"""Where `inputs_of` puts the card's (revision, write time)."""
+
+
 def inputs_of(read: DraftRead) -> tuple[object, ...]:
     """What a decision about a draft depends on besides its stored state, compared by
     value: the same inputs and state decide the same. The card by revision and write
@@ -87,4 +91,14 @@ def urgent_change(read: DraftRead, before: tuple[object, ...], now: tuple[object
     return not (same_card and before[:-1] == now[:-1])
 
 
-__all__ = ["DraftRead", "RenderedOnce", "Settled", "inputs_of", "urgent_change"]
+def urgent_event(known: tuple[DraftState, tuple[object, ...]], activity_only: bool) -> bool:
+    """`urgent_change` as the change events tell it, before anything is read: `known`
+    is what the draft was last settled with, `activity_only` whether only the owner's
+    activity changed since (the card, the run and the follow did not)."""
+    state, inputs = known
+    card = inputs[_CARD]
+    same_card = state.message_id is not None and isinstance(card, tuple) and card[0] == state.revision
+    return not (same_card and activity_only)
+
+
+__all__ = ["DraftRead", "RenderedOnce", "Settled", "inputs_of", "urgent_change", "urgent_event"]

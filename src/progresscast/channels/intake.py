@@ -29,8 +29,14 @@ class Touch(Protocol):
     not have it."""
 
     def __call__(
-        self, key: DraftKey, *, followed: bool = False, looked_at: Callable[[], None] | None = None
+        self,
+        key: DraftKey,
+        *,
+        followed: bool = False,
+        looked_at: Callable[[], None] | None = None,
+        activity_only: bool | None = None,
     ) -> bool: ...
+
 
 
 class Intake:
@@ -132,8 +138,9 @@ class Intake:
         while not self._closing:
             try:
                 events = await group.read(count=200, block_ms=1000)
-                for key in await self.ctx.state.followers_of(list(coalesce(events))):
-                    self._touch(key)
+                changed = coalesce(events)
+                for key in await self.ctx.state.followers_of(list(changed)):
+                    self._touch(key, activity_only=changed[key.owner])
                 await group.ack(events)
                 if time.monotonic() - self._ended_checked >= 1.0:
                     await self.ended()

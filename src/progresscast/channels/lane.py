@@ -39,6 +39,17 @@ class OneOff:
     when the bot-wide budget binds, and nothing is stored of them (strangers make no keys)."""
 
 
+ActivityOnly = bool | None
+"""What the change events said of a touched draft: True when only its owner's activity
+changed, False when more did; None when nothing says (a command, a timer, the catch-up),
+and the draft is read before it queues for its slot."""
+
+
+def _merged(old: ActivityOnly, new: ActivityOnly) -> ActivityOnly:
+    """Two touches of a draft not yet looked at, as one."""
+    return None if old is None or new is None else old and new
+
+
 class LaneHost(Protocol):
     """What a lane asks of the worker that made it."""
 
@@ -53,7 +64,7 @@ class LaneHost(Protocol):
 
     async def deliver(self, lane: Lane, item: OneOff) -> None: ...
 
-    async def process(self, key: DraftKey) -> float | None: ...
+    async def process(self, key: DraftKey, activity_only: ActivityOnly = None) -> float | None: ...
 
     def backoff(self, destination: Id) -> float: ...
 
@@ -68,7 +79,8 @@ class Lane:
     def __init__(self, host: LaneHost, destination: Id) -> None:
         self.host = host
         self.destination = destination
-        self.pending: dict[DraftKey, None] = {}  # an ordered set
+        self.pending: dict[DraftKey, ActivityOnly] = {}
+        """Drafts to look at, in turn, and what their touches said changed."""
         self.outbox: deque[OneOff] = deque()
         self.timers: dict[DraftKey, asyncio.TimerHandle] = {}
         self.seen: Settled = {}
@@ -84,8 +96,8 @@ class Lane:
             failures=host.failures, backoff=host.options.backoff,
         )
 
-    def touch(self, key: DraftKey) -> None:
-        self.pending[key] = None
+    def touch(self, key: DraftKey, activity_only: ActivityOnly = None) -> None:
+        self.pending[key] = _merged(self.pending[key], activity_only) if key in self.pending else activity_only
         self.wake.set()
 
     def later(self, key: DraftKey, delay: float) -> None:
@@ -131,9 +143,9 @@ class Lane:
                     )
                 continue
             key = next(iter(self.pending))
-            del self.pending[key]
+            activity_only = self.pending.pop(key)
             try:
-                delay = await host.process(key)
+                delay = await host.process(key, activity_only)
             except asyncio.CancelledError:
                 raise
             except Exception as exc:  # Redis down, a renderer bug: log, and look again later
@@ -143,7 +155,7 @@ class Lane:
                 )
                 delay = host.backoff(self.destination)
             if delay is not None and delay <= 0:
-                self.pending.setdefault(key, None)  # after the chat's other drafts
+                self.pending[key] = None  # after the chat's other drafts, read first
                 continue
             host.looked_at(key)  # done with it for now: the next follow may be looked at
             if delay is not None:
@@ -164,4 +176,4 @@ class Lane:
             pass
 
 
-__all__ = ["Lane", "LaneHost", "OneOff", "WhenSettled"]
+__all__ = ["ActivityOnly", "Lane", "LaneHost", "OneOff", "WhenSettled"]

@@ -20,7 +20,7 @@ from ..model.view import View
 from ..store.cards import CardStore
 from .conduct import Conduct, conduct_of
 from .destinations import notify_of
-from .draft_read import DraftRead, RenderedOnce, Settled, inputs_of, urgent_change
+from .draft_read import DraftRead, RenderedOnce, Settled, inputs_of, urgent_change, urgent_event
 from .drafts import Call, Delete, DraftState, Edit, Probe, Send, Situation, Wait, apply, begin, decide, on_follow
 from .reply_effects import ReplyEffects
 from .state import DraftKey, Id
@@ -54,6 +54,7 @@ class DraftProcessor:
         self.requests: dict[DraftKey, DraftRequest] = {}
         self._since: dict[DraftKey, float] = {}
         """Since when (monotonic) a draft has waited for a change: fairness only."""
+        self._conducts: dict[Id, Conduct] = {}
         self.ending: set[DraftKey] = set()
         """Follows ended from outside (`ChannelState.end_follows`) handed to their lanes."""
 
@@ -63,7 +64,7 @@ class DraftProcessor:
             self.ending.discard(key)
             await self.ctx.state.ended_done(key)
 
-    async def process(self, key: DraftKey) -> float | None:
+    async def process(self, key: DraftKey, activity_only: bool | None = None) -> float | None:
         """Make the next call this draft needs, if any. Returns None when the destination
         shows what it should, else the delay before looking again (0: after its other
         drafts).
@@ -72,15 +73,24 @@ class DraftProcessor:
         whose inputs are the ones it was last settled with needs nothing, and one whose
         inputs changed since queues for its slot without deciding (or rendering) what
         to show; only a draft the lane knows nothing of yet (a first look, a command's
-        request, an unsure send) decides before its slot too."""
+        request, an unsure send) decides before its slot too. A settled draft the change
+        events touched (`activity_only` is not None) is not even read before its slot:
+        what the events said changed is enough to queue it, and it is read once, at the
+        slot."""
         destination = key.chat_id
         paused = self.ctx.pauses.wait(destination)
         if paused > 0:
             return paused  # no calls to a destination that refused the bot: look again then
         seen = self._settled_of(destination)
+        known = seen.get(key)
+        if activity_only is not None and known is not None and known[0].intent is None and key not in self.requests:
+            if self.ctx.calls.locked() or not self.ctx.pacer.take(destination):  # no slot free now
+                since = self._since.setdefault(key, time.monotonic())
+                await self.ctx.pacer.acquire(destination, urgent=urgent_event(known, activity_only), since=since)
+            async with self.ctx.calls:
+                return await self._at_slot(key, await self._read(key), seen)
         read = await self._read(key)
         inputs = inputs_of(read)
-        known = seen.get(key)
         if key not in self.requests and read.state.intent is None and known is not None and known[0] == read.state:
             if known[1] == inputs:
                 self._since.pop(key, None)
@@ -175,9 +185,14 @@ class DraftProcessor:
         return loaded, new, call
 
     def _conduct(self, destination: Id) -> Conduct:
-        """The destination's pings, start delay and staying at the bottom, on the time scale."""
-        platform = self.ctx.channel.platform
-        return conduct_of(platform.streaming, notify_of(platform, destination), self.ctx.channel.budgets.scale)
+        """The destination's pings, start delay and staying at the bottom, on the time
+        scale: made of the config alone, so made once per destination."""
+        conduct = self._conducts.get(destination)
+        if conduct is None:
+            platform = self.ctx.channel.platform
+            conduct = conduct_of(platform.streaming, notify_of(platform, destination), self.ctx.channel.budgets.scale)
+            self._conducts[destination] = conduct
+        return conduct
 
     def _situation(self, read: DraftRead, known: frozenset[int] = frozenset()) -> Situation:
         return Situation(

@@ -142,6 +142,9 @@ class ChannelState:
         self._fenced_del = redis.register_script(_FENCED_DEL)
         self._kept: dict[str, float] = {}
         """When (monotonic) each key's time to live was last renewed here (`_keep`)."""
+        self._absent: dict[str, float] = {}
+        """When (monotonic) `_keep` last found a key not made yet: a destination without
+        overrides has no prefs key, and asking again on every draft write is a round trip."""
 
     async def _keep(self, *names: str) -> None:
         """These keys were used: they live the retention from now. Renewed at most once
@@ -150,18 +153,27 @@ class ChannelState:
         if ms <= 0:
             return
         now = time.monotonic()
-        due = [n for n in names if now - self._kept.get(n, -1e18) > ms / 10_000]
+        due = [n for n in names if now - max(self._kept.get(n, -1e18), self._absent.get(n, -1e18)) > ms / 10_000]
         if not due:
             return
-        if len(self._kept) > KEPT_REMEMBERED:
+        if len(self._kept) + len(self._absent) > KEPT_REMEMBERED:
             self._kept.clear()
+            self._absent.clear()
         async with self.redis.pipeline(transaction=False) as pipe:
             for name in due:
                 pipe.pexpire(name, ms)
             renewed = await pipe.execute()
         for name, done in zip(due, renewed, strict=True):
-            if done:  # (a key not made yet is renewed once it is)
+            if done:
                 self._kept[name] = now
+                self._absent.pop(name, None)
+            else:  # not made yet: not asked again until it is (`_made`), or for a while
+                self._absent[name] = now
+
+    def _made(self, *names: str) -> None:
+        """These keys may have just been made: the next `_keep` renews them."""
+        for name in names:
+            self._absent.pop(name, None)
 
     def _draft_key(self, key: DraftKey) -> str:
         return keys.channel_draft(self.channel, key.owner, key.chat_id, key.thread_id)
@@ -175,6 +187,7 @@ class ChannelState:
         names = [name for name, _ in self._follow_sets(key)]
         for name in names:
             self._kept.pop(name, None)  # a new member: renewed now
+        self._made(*names)
         await self._keep(*names)
         return added
 
@@ -321,11 +334,13 @@ class ChannelState:
     async def set_mode(self, chat_id: Id, mode: Mode) -> None:
         self._check_fence()
         await self.redis.hset(keys.channel_prefs(self.channel, chat_id), "mode", mode.value)
+        self._made(keys.channel_prefs(self.channel, chat_id))
         await self._keep_chat(chat_id)
 
     async def set_rich(self, chat_id: Id, rich: bool) -> None:
         self._check_fence()
         await self.redis.hset(keys.channel_prefs(self.channel, chat_id), "rich", "1" if rich else "0")
+        self._made(keys.channel_prefs(self.channel, chat_id))
         await self._keep_chat(chat_id)
 
     async def _keep_chat(self, chat_id: Id) -> None:
@@ -416,8 +431,10 @@ class ChannelState:
     # --- message ids ---------------------------------------------------------------------
 
     async def saw_message(self, chat_id: Id, message_id: int) -> None:
-        await self._max(keys=[keys.channel_last_message(self.channel, chat_id)], args=[int(message_id)])
-        await self._keep(keys.channel_last_message(self.channel, chat_id))
+        name = keys.channel_last_message(self.channel, chat_id)
+        await self._max(keys=[name], args=[int(message_id)])
+        self._made(name)
+        await self._keep(name)
 
     async def heard(self, chat_id: Id, thread_id: Id, message_id: Id) -> None:
         """Someone else posted `message_id` in the destination's thread (kept when newer:
@@ -443,6 +460,7 @@ class ChannelState:
             pipe.zadd(name, {str(message_id): message_id})
             pipe.zremrangebyrank(name, 0, -(KEEP_SENT_IDS + 1))
             await pipe.execute()
+        self._made(name)
         await self._keep(name)
         await self.saw_message(chat_id, message_id)
 

@@ -33,7 +33,7 @@ from .channel import Channel
 from .draft_read import Settled
 from .drafts import DraftState, on_follow
 from .intake import Intake
-from .lane import Lane, OneOff, WhenSettled
+from .lane import ActivityOnly, Lane, OneOff, WhenSettled
 from .one_off import OneOffSender
 from .outcome import MessageId
 from .pacing import Pacer
@@ -128,11 +128,11 @@ class ChannelWorker:
         lane = self._lanes.get(destination)
         return lane.seen if lane is not None else {}
 
-    async def process(self, key: DraftKey) -> float | None:
+    async def process(self, key: DraftKey, activity_only: ActivityOnly = None) -> float | None:
         """Make the next call this draft needs, if any (`DraftProcessor.process`)."""
         if not self.allowed(key.chat_id):
             return None
-        return await self.drafts.process(key)
+        return await self.drafts.process(key, activity_only)
 
     async def deliver(self, lane: Lane, item: OneOff) -> None:
         await self.one_offs.deliver(lane, item)
@@ -169,11 +169,18 @@ class ChannelWorker:
                 self.touch(key)
 
     def touch(
-        self, key: DraftKey, *, followed: bool = False, fresh: bool = False, looked_at: Callable[[], None] | None = None
+        self,
+        key: DraftKey,
+        *,
+        followed: bool = False,
+        fresh: bool = False,
+        looked_at: Callable[[], None] | None = None,
+        activity_only: ActivityOnly = None,
     ) -> bool:
         """Look at this draft again soon. `followed`: the destination just subscribed (a
         run that already ended is not announced); `fresh`: show it again at the bottom;
-        `looked_at`: called once its lane has looked at it. False when it is not allowed."""
+        `looked_at`: called once its lane has looked at it; `activity_only`: what the
+        change events said changed (`lane.ActivityOnly`). False when it is not allowed."""
         if not self.allowed(key.chat_id):
             return False
         if followed or fresh:
@@ -186,7 +193,7 @@ class ChannelWorker:
             if earlier is not None:
                 earlier()
             self._handed[key] = looked_at
-        self.lane(key.chat_id).touch(key)
+        self.lane(key.chat_id).touch(key, activity_only)
         return True
 
     async def follow(self, key: DraftKey, *, view: View | None = None) -> bool:

@@ -24,7 +24,7 @@ from dataclasses import dataclass
 from redis.asyncio import Redis
 
 from ..channels.access import AccessPolicy, AccessStore
-from ..channels.destinations import config_follows, render_settings
+from ..channels.destinations import RenderSettingsCache, config_follows
 from ..channels.pacing import Budgets
 from ..channels.state import ChannelState, ChatPrefs, DraftKey, Id
 from ..config.settings import DiscordSettings, RenderSettings, Settings
@@ -69,6 +69,7 @@ class DiscordChannel:
         self.settings = settings
         self.discord: DiscordSettings = discord
         self.platform: DiscordSettings = discord
+        self._render_settings = RenderSettingsCache(discord)
         self.access = AccessPolicy(PLATFORM, discord, settings.agents, AccessStore(redis, PLATFORM))
         self.state = ChannelState(redis, keys.DISCORD, str)
         self.client = client
@@ -85,7 +86,7 @@ class DiscordChannel:
     async def render_settings(self, channel_id: Id, prefs: ChatPrefs | None = None) -> RenderSettings:
         if prefs is None:
             prefs = await self.state.prefs(channel_id)
-        return render_settings(self.discord, channel_id, prefs)
+        return self._render_settings.get(channel_id, prefs)
 
     async def renderers(self, key: DraftKey, prefs: ChatPrefs | None = None) -> DiscordRenderers:
         return DiscordRenderers(await self.render_settings(key.chat_id, prefs), self.settings.templates.dir)

@@ -27,7 +27,7 @@ from dataclasses import dataclass
 from redis.asyncio import Redis
 
 from ..channels.access import AccessPolicy, AccessStore
-from ..channels.destinations import config_follows, render_settings
+from ..channels.destinations import RenderSettingsCache, config_follows
 from ..channels.pacing import Budgets
 from ..channels.state import ChannelState, ChatPrefs, DraftKey, Id
 from ..config.settings import MatrixSettings, RenderSettings, Settings
@@ -76,6 +76,7 @@ class MatrixChannel:
         self.settings = settings
         self.matrix: MatrixSettings = matrix
         self.platform: MatrixSettings = matrix
+        self._render_settings = RenderSettingsCache(matrix)
         self.access = AccessPolicy(PLATFORM, matrix, settings.agents, AccessStore(redis, PLATFORM))
         self.state = ChannelState(redis, keys.MATRIX, str, fence=fence)
         self.client = client
@@ -92,7 +93,7 @@ class MatrixChannel:
     async def render_settings(self, chat_id: Id, prefs: ChatPrefs | None = None) -> RenderSettings:
         if prefs is None:
             prefs = await self.state.prefs(chat_id)
-        return render_settings(self.matrix, chat_id, prefs, rich_available=False)
+        return self._render_settings.get(chat_id, prefs, rich_available=False)
 
     async def renderers(self, key: DraftKey, prefs: ChatPrefs | None = None) -> MatrixRenderers:
         thread = str(key.thread_id) if str(key.thread_id) not in ("", NO_THREAD) else None

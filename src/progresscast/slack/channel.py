@@ -23,7 +23,7 @@ from dataclasses import dataclass
 from redis.asyncio import Redis
 
 from ..channels.access import AccessPolicy, AccessStore
-from ..channels.destinations import config_follows, render_settings
+from ..channels.destinations import RenderSettingsCache, config_follows
 from ..channels.pacing import Budgets
 from ..channels.state import ChannelState, ChatPrefs, DraftKey, Id
 from ..config.settings import RenderSettings, Settings, SlackSettings
@@ -85,6 +85,7 @@ class SlackChannel:
         self.settings = settings
         self.slack: SlackSettings = slack
         self.platform: SlackSettings = slack
+        self._render_settings = RenderSettingsCache(slack)
         self.access = AccessPolicy(PLATFORM, slack, settings.agents, AccessStore(redis, PLATFORM))
         self.team_id = team_id
         self.state = SlackState(redis)
@@ -103,7 +104,7 @@ class SlackChannel:
     async def render_settings(self, channel_id: Id, prefs: ChatPrefs | None = None) -> RenderSettings:
         if prefs is None:
             prefs = await self.state.prefs(channel_id)
-        return render_settings(self.slack, channel_id, prefs, rich_available=not await self.rich_refused())
+        return self._render_settings.get(channel_id, prefs, rich_available=not await self.rich_refused())
 
     async def renderers(self, key: DraftKey, prefs: ChatPrefs | None = None) -> SlackRenderers:
         """The plan display applies in a thread whose follower it streams to; elsewhere

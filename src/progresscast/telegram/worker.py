@@ -15,7 +15,7 @@ from redis.asyncio import Redis
 from telegram import Bot
 
 from ..channels.access import AccessPolicy, AccessStore
-from ..channels.destinations import config_follows, render_settings
+from ..channels.destinations import RenderSettingsCache, config_follows
 from ..channels.state import ChatPrefs, DraftKey, Id
 from ..channels.worker import ChannelWorker
 from ..config.settings import RenderSettings, Settings, TelegramSettings
@@ -43,6 +43,7 @@ class TelegramChannel:
         self.settings = settings
         self.telegram: TelegramSettings = telegram
         self.platform: TelegramSettings = telegram
+        self._render_settings = RenderSettingsCache(telegram)
         self.access = AccessPolicy(
             PLATFORM, telegram, settings.agents, AccessStore(redis, PLATFORM), setting=options.setting
         )
@@ -69,7 +70,7 @@ class TelegramChannel:
     async def render_settings(self, chat_id: Id, prefs: ChatPrefs | None = None) -> RenderSettings:
         if prefs is None:
             prefs = await self.state.prefs(chat_id)
-        return render_settings(self.telegram, chat_id, prefs, rich_available=not self._rich_refused)
+        return self._render_settings.get(chat_id, prefs, rich_available=not self._rich_refused)
 
     async def renderers(self, key: DraftKey, prefs: ChatPrefs | None = None) -> TelegramRenderers:
         return TelegramRenderers(await self.render_settings(key.chat_id, prefs), self.settings.templates.dir)
