@@ -815,13 +815,13 @@ async def test_idle_lanes_end_and_come_back(
     assert now.message_id == draft.message_id
 
 
-def test_bounded_sets_forget_the_oldest() -> None:
-    from progresscast.channels.worker import Bounded
+def test_log_once_keys_forget_the_oldest() -> None:
+    from progresscast.failure_log import Once
 
-    seen = Bounded(3)
-    for i in range(5):
-        seen.add(i)
-    assert len(seen) == 3 and 0 not in seen and 1 not in seen and 4 in seen
+    seen = Once(3)
+    assert [seen.first(i) for i in range(5)] == [True] * 5
+    assert seen.first(4) is False and len(seen) == 3
+    assert seen.first(0) is True  # forgotten: the oldest went first
 
 
 # --- the shared lifecycle ------------------------------------------------------------------

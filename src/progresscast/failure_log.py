@@ -5,13 +5,15 @@ When Redis or the channel's API is down, every destination's lane fails the same
 about the same time: 10,000 followed chats would log 10,000 lines per retry. A kind of
 failure (a short fixed name, such as `draft failed: ConnectionError`) is logged the
 first time, then at most once per `interval`, that line saying how many more were seen.
+A problem of one thing (a destination, a task) is logged once for good (`Once`).
 """
 
 from __future__ import annotations
 
 import logging
 import time
-from collections.abc import Callable
+from collections import OrderedDict
+from collections.abc import Callable, Hashable
 
 INTERVAL = 60.0
 
@@ -55,4 +57,26 @@ class FailureLog:
         self.log.log(level, message, *args, exc_info=exc_info)
 
 
-__all__ = ["INTERVAL", "FailureLog"]
+class Once:
+    """The keys seen lately, so that a repeated problem of one thing is logged once. It
+    forgets its oldest keys past `limit`: a long-running process must not grow without
+    bound."""
+
+    def __init__(self, limit: int = 1024) -> None:
+        self.limit = limit
+        self._seen: OrderedDict[Hashable, None] = OrderedDict()
+
+    def first(self, key: Hashable) -> bool:
+        """True the first time `key` is seen (or once it was forgotten)."""
+        if key in self._seen:
+            return False
+        self._seen[key] = None
+        if len(self._seen) > self.limit:
+            self._seen.popitem(last=False)
+        return True
+
+    def __len__(self) -> int:
+        return len(self._seen)
+
+
+__all__ = ["INTERVAL", "FailureLog", "Once"]

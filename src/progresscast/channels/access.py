@@ -29,8 +29,8 @@ from typing import Any, cast
 
 from redis.asyncio import Redis
 
+from ..config.agents import AgentSettings
 from ..config.base import Access, PlatformSettings
-from ..config.settings import AgentSettings
 from ..model.card import CardError
 from ..model.owners import Owner, resolve_owner, session_matches
 from ..store import keys

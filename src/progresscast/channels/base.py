@@ -20,7 +20,7 @@ from redis.asyncio import Redis
 from ..config.base import PlatformSettings, RenderSettings
 from ..config.settings import Settings
 from .access import AccessPolicy, AccessStore
-from .destinations import config_follows, render_settings
+from .destinations import RenderSettingsCache, config_follows
 from .pacing import Budgets
 from .state import ChannelState, ChatPrefs, DraftKey, Id
 
@@ -69,6 +69,7 @@ class PlatformChannel(Generic[S]):
             raise ValueError(f"channels.{self.name} is not configured")
         self.settings = settings
         self.platform: S = section
+        self._render_settings = RenderSettingsCache(section)
         self.access = AccessPolicy(self.name, section, settings.agents, AccessStore(redis, self.name), setting=setting)
         self.state = state
         self.budgets = budgets
@@ -82,7 +83,7 @@ class PlatformChannel(Generic[S]):
     async def render_settings(self, chat_id: Id, prefs: ChatPrefs | None = None) -> RenderSettings:
         if prefs is None:
             prefs = await self.state.prefs(chat_id)
-        return render_settings(self.platform, chat_id, prefs, rich_available=not await self.rich_refused())
+        return self._render_settings.get(chat_id, prefs, rich_available=not await self.rich_refused())
 
     async def config_follows(self) -> list[DraftKey]:
         """The destination tables' `follow`: subscribed at start-up (idempotent)."""

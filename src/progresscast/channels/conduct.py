@@ -23,7 +23,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from decimal import Decimal, InvalidOperation
 
-from ..config.settings import Mode, StreamingSettings
+from ..config.base import Mode, StreamingSettings
 from ..model.needs import DEFAULT_NOTIFY, Need, Notify, needs
 from ..model.view import View
 from .draft_state import DraftState

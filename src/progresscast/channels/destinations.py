@@ -7,33 +7,35 @@ platform-wide settings. Also the follows its table asks for at start-up.
 from __future__ import annotations
 
 import logging
+from typing import TypeVar
 
+from ..config.agents import AgentSettings
 from ..config.base import Mode, PlatformSettings, RenderSettings
-from ..config.settings import AgentSettings
 from ..model.card import CardError
 from ..model.needs import Notify
 from ..model.owners import resolve_owner
 from .state import ChatPrefs, DraftKey, Id
 
+T = TypeVar("T")
+
+
+def _chosen(own: T | None, table: T | None, platform: T) -> T:
+    """The destination's own setting, else its table's, else the platform's."""
+    if own is not None:
+        return own
+    return table if table is not None else platform
+
 
 def effective_mode(platform: PlatformSettings, destination: Id, prefs: ChatPrefs) -> Mode:
     """The destination's override, else its table's, else the platform's."""
-    if prefs.mode is not None:
-        return prefs.mode
     table = platform.table_of(destination)
-    if table is not None and table.mode is not None:
-        return table.mode
-    return platform.streaming.mode
+    return _chosen(prefs.mode, table.mode if table is not None else None, platform.streaming.mode)
 
 
 def wants_rich(platform: PlatformSettings, destination: Id, prefs: ChatPrefs) -> bool:
     """Rich drafts (Telegram's rich messages, Slack's plan display) asked for here."""
-    if prefs.rich is not None:
-        return prefs.rich
     table = platform.table_of(destination)
-    if table is not None and table.richMessages is not None:
-        return table.richMessages
-    return platform.richMessages
+    return _chosen(prefs.rich, table.richMessages if table is not None else None, platform.richMessages)
 
 
 def render_settings(
@@ -50,6 +52,24 @@ def render_settings(
         checklistLines=platform.streaming.checklist_lines(mode),
         rich=rich_available and wants_rich(platform, destination, prefs),
     )
+
+
+class RenderSettingsCache:
+    """Each destination's render settings, built again only when what they are made of
+    changes: its overrides (read with every draft, compared by value) and whether rich
+    drafts are available. The config is fixed for the life of a channel."""
+
+    def __init__(self, platform: PlatformSettings) -> None:
+        self.platform = platform
+        self._built: dict[Id, tuple[ChatPrefs, bool, RenderSettings]] = {}
+
+    def get(self, destination: Id, prefs: ChatPrefs, *, rich_available: bool = True) -> RenderSettings:
+        built = self._built.get(destination)
+        if built is not None and built[0] == prefs and built[1] == rich_available:
+            return built[2]
+        settings = render_settings(self.platform, destination, prefs, rich_available=rich_available)
+        self._built[destination] = (prefs, rich_available, settings)
+        return settings
 
 
 def notify_of(platform: PlatformSettings, destination: Id) -> list[Notify]:
@@ -75,4 +95,4 @@ def config_follows(
     return out
 
 
-__all__ = ["config_follows", "effective_mode", "notify_of", "render_settings", "wants_rich"]
+__all__ = ["RenderSettingsCache", "config_follows", "effective_mode", "notify_of", "render_settings", "wants_rich"]

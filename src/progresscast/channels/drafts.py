@@ -52,7 +52,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
 from typing import Protocol
 
-from ..config.settings import Mode
+from ..config.base import Mode
 from ..model.activity import Activity
 from ..model.needs import Need
 from ..model.view import TERMINAL, RunState, View

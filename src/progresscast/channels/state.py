@@ -21,7 +21,7 @@ from typing import cast
 
 from redis.asyncio import Redis
 
-from ..config.settings import Mode
+from ..config.base import Mode
 from ..model.owners import Owner
 from ..store import keys
 from ..store.lease import Fence, FenceClosed
@@ -146,6 +146,9 @@ class ChannelState:
         self._fenced_del = redis.register_script(_FENCED_DEL)
         self._kept: dict[str, float] = {}
         """When (monotonic) each key's time to live was last renewed here (`_keep`)."""
+        self._absent: dict[str, float] = {}
+        """When (monotonic) `_keep` last found a key not made yet: a destination without
+        overrides has no prefs key, and asking again on every draft write is a round trip."""
 
     async def _keep(self, *names: str) -> None:
         """These keys were used: they live the retention from now. Renewed at most once
@@ -154,18 +157,27 @@ class ChannelState:
         if ms <= 0:
             return
         now = time.monotonic()
-        due = [n for n in names if now - self._kept.get(n, -1e18) > ms / 10_000]
+        due = [n for n in names if now - max(self._kept.get(n, -1e18), self._absent.get(n, -1e18)) > ms / 10_000]
         if not due:
             return
-        if len(self._kept) > KEPT_REMEMBERED:
+        if len(self._kept) + len(self._absent) > KEPT_REMEMBERED:
             self._kept.clear()
+            self._absent.clear()
         async with self.redis.pipeline(transaction=False) as pipe:
             for name in due:
                 pipe.pexpire(name, ms)
             renewed = await pipe.execute()
         for name, done in zip(due, renewed, strict=True):
-            if done:  # (a key not made yet is renewed once it is)
+            if done:
                 self._kept[name] = now
+                self._absent.pop(name, None)
+            else:  # not made yet: not asked again until it is (`_made`), or for a while
+                self._absent[name] = now
+
+    def _made(self, *names: str) -> None:
+        """These keys may have just been made: the next `_keep` renews them."""
+        for name in names:
+            self._absent.pop(name, None)
 
     def _draft_key(self, key: DraftKey) -> str:
         return keys.channel_draft(self.channel, key.owner, key.chat_id, key.thread_id)
@@ -175,27 +187,44 @@ class ChannelState:
     async def follow(self, key: DraftKey) -> bool:
         """Subscribe; False when the destination/thread already followed this owner."""
         self._check_fence()
-        c = self.channel
-        async with self.redis.pipeline(transaction=False) as pipe:
-            pipe.sadd(keys.channel_follows(c, key.chat_id), f"{key.thread_id} {key.owner.display_key}")
-            pipe.sadd(keys.channel_followers(c, key.owner), f"{key.chat_id} {key.thread_id}")
-            pipe.sadd(keys.channel_destinations(c), key.chat_id)
-            added, _, _ = await pipe.execute()
-        self._kept.pop(keys.channel_follows(c, key.chat_id), None)  # a new member: renewed now
-        self._kept.pop(keys.channel_followers(c, key.owner), None)
-        await self._keep(keys.channel_follows(c, key.chat_id), keys.channel_followers(c, key.owner))
-        return bool(added)
+        added = await self._write_follow(key, add=True)
+        names = [name for name, _ in self._follow_sets(key)]
+        for name in names:
+            self._kept.pop(name, None)  # a new member: renewed now
+        self._made(*names)
+        await self._keep(*names)
+        return added
 
     async def unfollow(self, key: DraftKey) -> bool:
         self._check_fence()
-        c = self.channel
+        removed = await self._write_follow(key, add=False)
+        (follows, _), _ = self._follow_sets(key)
+        if not await self.redis.scard(follows):
+            await self.redis.srem(keys.channel_destinations(self.channel), key.chat_id)
+        return removed
+
+    async def _write_follow(self, key: DraftKey, *, add: bool) -> bool:
+        """Add or remove a follow's members in one round trip (an added one makes its
+        destination known); True when the destination's follows changed."""
         async with self.redis.pipeline(transaction=False) as pipe:
-            pipe.srem(keys.channel_follows(c, key.chat_id), f"{key.thread_id} {key.owner.display_key}")
-            pipe.srem(keys.channel_followers(c, key.owner), f"{key.chat_id} {key.thread_id}")
-            removed, _ = await pipe.execute()
-        if not await self.redis.scard(keys.channel_follows(c, key.chat_id)):
-            await self.redis.srem(keys.channel_destinations(c), key.chat_id)
-        return bool(removed)
+            for name, member in self._follow_sets(key):
+                if add:
+                    pipe.sadd(name, member)
+                else:
+                    pipe.srem(name, member)
+            if add:
+                pipe.sadd(keys.channel_destinations(self.channel), key.chat_id)
+            changed = (await pipe.execute())[0]
+        return bool(changed)
+
+    def _follow_sets(self, key: DraftKey) -> tuple[tuple[str, str], tuple[str, str]]:
+        """A follow as it is stored: (set, member) in the destination's follows, then in
+        the owner's followers."""
+        c = self.channel
+        return (
+            (keys.channel_follows(c, key.chat_id), f"{key.thread_id} {key.owner.display_key}"),
+            (keys.channel_followers(c, key.owner), f"{key.chat_id} {key.thread_id}"),
+        )
 
     async def end_follows(self, chat_id: Id) -> list[DraftKey]:
         """End every follow of a destination from outside its adapter (a revoked grant):
@@ -228,8 +257,8 @@ class ChannelState:
         await self.redis.srem(keys.channel_ended(self.channel), self._ended_member(key))
 
     async def is_following(self, key: DraftKey) -> bool:
-        member = f"{key.chat_id} {key.thread_id}"
-        return bool(await self.redis.sismember(keys.channel_followers(self.channel, key.owner), member))
+        _, (followers, member) = self._follow_sets(key)
+        return bool(await self.redis.sismember(followers, member))
 
     def _id(self, raw: str) -> Id | None:
         try:
@@ -318,11 +347,13 @@ class ChannelState:
     async def set_mode(self, chat_id: Id, mode: Mode) -> None:
         self._check_fence()
         await self.redis.hset(keys.channel_prefs(self.channel, chat_id), "mode", mode.value)
+        self._made(keys.channel_prefs(self.channel, chat_id))
         await self._keep_chat(chat_id)
 
     async def set_rich(self, chat_id: Id, rich: bool) -> None:
         self._check_fence()
         await self.redis.hset(keys.channel_prefs(self.channel, chat_id), "rich", "1" if rich else "0")
+        self._made(keys.channel_prefs(self.channel, chat_id))
         await self._keep_chat(chat_id)
 
     async def _keep_chat(self, chat_id: Id) -> None:
@@ -341,9 +372,10 @@ class ChannelState:
         """The draft's state, whether its destination still follows the owner, the
         destination's overrides, and the newest message someone else posted in its thread
         (`heard`), in one round trip (on a Cluster, one per node)."""
+        _, (followers, member) = self._follow_sets(key)
         async with self.redis.pipeline(transaction=False) as pipe:
             pipe.get(self._draft_key(key))
-            pipe.sismember(keys.channel_followers(self.channel, key.owner), f"{key.chat_id} {key.thread_id}")
+            pipe.sismember(followers, member)
             pipe.hgetall(keys.channel_prefs(self.channel, key.chat_id))
             pipe.get(keys.channel_heard(self.channel, key.chat_id, key.thread_id))
             raw, following, prefs, heard = await pipe.execute()
@@ -412,8 +444,10 @@ class ChannelState:
     # --- message ids ---------------------------------------------------------------------
 
     async def saw_message(self, chat_id: Id, message_id: int) -> None:
-        await self._max(keys=[keys.channel_last_message(self.channel, chat_id)], args=[int(message_id)])
-        await self._keep(keys.channel_last_message(self.channel, chat_id))
+        name = keys.channel_last_message(self.channel, chat_id)
+        await self._max(keys=[name], args=[int(message_id)])
+        self._made(name)
+        await self._keep(name)
 
     async def heard(self, chat_id: Id, thread_id: Id, message_id: Id) -> None:
         """Someone else posted `message_id` in the destination's thread (kept when newer:
@@ -440,6 +474,7 @@ class ChannelState:
             pipe.zadd(name, {str(message_id): message_id})
             pipe.zremrangebyrank(name, 0, -(KEEP_SENT_IDS + 1))
             await pipe.execute()
+        self._made(name)
         await self._keep(name)
         await self.saw_message(chat_id, message_id)
 

@@ -10,12 +10,7 @@ from typing import Literal
 
 from pydantic import Field, PrivateAttr
 
-from .agents import A2ASettings
-
-# Named here as well: channels/ imports these three from this module.
-from .agents import AgentSettings as AgentSettings
-from .base import Mode as Mode
-from .base import StreamingSettings as StreamingSettings
+from .agents import A2ASettings, AgentSettings
 from .base import _Model
 from .discord import DiscordSettings
 from .errors import ConfigError

@@ -374,6 +374,14 @@ async def tail(
                     yield Event.from_entry(entry_id, fields, stream)
 
 
-def coalesce(events: list[Event]) -> list[Owner]:
-    """The owners touched, once each, in first-seen order."""
-    return list(dict.fromkeys(e.owner for e in events))
+ACTIVITY_CHANGED = "activity.changed"
+"""The event of a change to an owner's activity only (tool lines, a headline, the answer)."""
+
+
+def coalesce(events: list[Event]) -> dict[Owner, bool]:
+    """The owners touched, once each, in first-seen order: whether only their activity
+    changed (not the card, not the run)."""
+    out: dict[Owner, bool] = {}
+    for event in events:
+        out[event.owner] = out.get(event.owner, True) and event.type == ACTIVITY_CHANGED
+    return out

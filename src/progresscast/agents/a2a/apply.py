@@ -24,7 +24,6 @@ from __future__ import annotations
 
 import logging
 import time
-from collections import OrderedDict
 from dataclasses import dataclass
 from enum import StrEnum
 
@@ -32,6 +31,7 @@ from redis.asyncio import Redis
 
 from ... import metrics
 from ...config.settings import Settings
+from ...failure_log import Once
 from ...model.card import CardInput
 from ...model.owners import Owner, resolve_owner
 from ...store import keys
@@ -67,23 +67,6 @@ class Applied:
     plan_problem: str | None = None
 
 
-class _Once:
-    """Remembers recent task ids, so a repeated problem of one task is logged once."""
-
-    def __init__(self, size: int = 1024) -> None:
-        self._seen: OrderedDict[tuple[str, str], None] = OrderedDict()
-        self._size = size
-
-    def first(self, what: str, task_id: str) -> bool:
-        key = (what, task_id)
-        if key in self._seen:
-            return False
-        self._seen[key] = None
-        if len(self._seen) > self._size:
-            self._seen.popitem(last=False)
-        return True
-
-
 class UpdateApplier:
     """Applies mapped A2A updates to the cards of one agent (the follower's: `agent_id`,
     else the default agent)."""
@@ -104,7 +87,8 @@ class UpdateApplier:
         self.default_agent = default_agent
         self.max_clock_skew = max_clock_skew
         self.store = CardStore(redis, events_maxlen=events_maxlen, metrics=False)
-        self._once = _Once()
+        self._once = Once()
+        """Task problems logged already: once per task."""
 
     @classmethod
     def configured(cls, redis: Redis, agent_id: str | None, settings: Settings) -> UpdateApplier:
@@ -149,9 +133,9 @@ class UpdateApplier:
 
     async def _apply_status(self, owner: Owner, change: StatusChange, source: Source, arrived: float) -> Applied:
         # `a2a ingest` names each line's problem itself: the log is for the other sources.
-        if change.plan_problem and source is not Source.file and self._once.first("plan", change.task_id):
+        if change.plan_problem and source is not Source.file and self._once.first(("plan", change.task_id)):
             log.warning("A2A task %r: plan not applied: %r", change.task_id, change.plan_problem)
-        if change.demoted and self._once.first("demoted", change.task_id):
+        if change.demoted and self._once.first(("demoted", change.task_id)):
             log.info("A2A task %r: %d more active steps shown as pending", change.task_id, change.demoted)
         if change.timestamp_us is None and (source is not Source.stream or change.kind is Kind.snapshot):
             return Applied(Outcome.untimed, owner, change.plan_problem)
@@ -164,7 +148,7 @@ class UpdateApplier:
             ended=change.run_end,
         )
         outcome = await self.store.apply_status(owner, write, arrived=arrived, max_skew=self.max_clock_skew)
-        if outcome == Outcome.future and self._once.first("future", change.task_id):
+        if outcome == Outcome.future and self._once.first(("future", change.task_id)):
             log.warning(
                 "A2A task %r: status timestamp more than %g s ahead of the store's clock: refused",
                 change.task_id, self.max_clock_skew,

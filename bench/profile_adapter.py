@@ -1,0 +1,187 @@
+"""The Telegram adapter's own cost per Bot API call: CPU and Redis round trips.
+
+The draft worker (`telegram_worker` on a python-telegram-bot `Bot`) runs in this process
+and nothing else does; the Bot API emulator and the card writes run in a child process,
+so this process's CPU time is the adapter's. N chats follow N sessions from the config
+(as in figure 5, the bot-wide budget raised to 1,000 calls a second); phase 1 shows every
+first draft, phase 2 writes every session once per round and waits for every edit.
+Redis round trips are counted at the connection (one packed send: a command, a pipeline
+or a transaction).
+
+    .venv/bin/python -m bench.profile_adapter --chats 2000 --rounds 3 [--profile 30]
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import cProfile
+import multiprocessing
+import pstats
+import time
+from collections import Counter
+from multiprocessing.connection import Connection
+from typing import Any
+
+import telegram
+from redis.asyncio.connection import AbstractConnection
+from telegram.request import HTTPXRequest
+
+from progresscast.config.settings import Settings
+from progresscast.model.card import CardInput
+from progresscast.model.owners import Owner
+from progresscast.store.cards import CardStore
+from progresscast.store.connections import connect
+from progresscast.telegram.options import AdapterOptions
+from progresscast.telegram.worker import telegram_worker
+from progresscast.testing import BotAPIEmulator, Pace
+
+from ._common import bench_redis
+from .fleet import FIRST_CHAT, card_params, session
+
+BOT_RATE = 1000.0
+
+
+# --- the child: the emulator and the writes ------------------------------------------------
+
+
+def _child(conn: Connection, url: str, chats: int) -> None:
+    asyncio.run(_serve_emulator(conn, url, chats))
+
+
+async def _serve_emulator(conn: Connection, url: str, chats: int) -> None:
+    pace = Pace(burst=BOT_RATE, per_second=BOT_RATE)
+    async with BotAPIEmulator(bot_pace=pace) as api:
+        redis = connect(url)
+        store = CardStore(redis)
+        conn.send((api.token, api.base_url))
+        while True:
+            command, seq = await asyncio.to_thread(conn.recv)
+            if command == "stop":
+                break
+            card = CardInput.parse(card_params(seq))
+            sem = asyncio.Semaphore(64)
+
+            async def one(i: int, card: CardInput = card, sem: asyncio.Semaphore = sem) -> None:
+                async with sem:
+                    await store.put(Owner("main", session(i)), card)
+
+            await asyncio.gather(*(one(i) for i in range(chats)))
+            conn.send(Counter(c.method for c in api.calls))
+        await redis.aclose()
+
+
+# --- this process: the adapter -------------------------------------------------------------
+
+
+class RoundTrips:
+    """Counts packed sends on every Redis connection of this process."""
+
+    def __init__(self) -> None:
+        self.count = 0
+        self.by_command: Counter[str] = Counter()
+        """By the first command sent (a pipeline's first)."""
+        original = AbstractConnection.send_packed_command
+
+        async def counted(conn: AbstractConnection, command: Any, check_health: bool = True) -> None:
+            self.count += 1
+            first = command if isinstance(command, bytes | str) else b"".join(command[:2])
+            head = first.encode() if isinstance(first, str) else first
+            parts = head.split(b"\r\n")
+            self.by_command[parts[2].decode(errors="replace").upper() if len(parts) > 2 else "?"] += 1
+            await original(conn, command, check_health)
+
+        AbstractConnection.send_packed_command = counted  # type: ignore[method-assign]
+
+
+def settings(token: str, base_url: str, chats: int) -> Settings:
+    tables = [{"id": FIRST_CHAT + i, "follow": [session(i)]} for i in range(chats)]
+    telegram_settings = {"token": token, "apiBaseUrl": base_url, "botCallsPerSecond": BOT_RATE, "chats": tables}
+    return Settings.model_validate({"agents": {"default": "main"}, "channels": {"telegram": telegram_settings}})
+
+
+async def wait_calls(calls: Counter[str], method: str, n: int, timeout: float) -> None:
+    deadline = time.monotonic() + timeout
+    while calls[method] < n and time.monotonic() < deadline:
+        await asyncio.sleep(0.02)
+    if calls[method] < n:
+        raise RuntimeError(f"{calls[method]} of {n} {method} calls after {timeout:.0f} s")
+
+
+async def adapter(url: str, chats: int, rounds: int, profile: float, conn: Connection) -> None:
+    token, base_url = conn.recv()
+    conn.send(("write", 0))
+    conn.recv()
+    trips = RoundTrips()
+    redis = connect(url)
+    request = HTTPXRequest(connection_pool_size=16)
+    async with telegram.Bot(token, base_url=base_url, request=request) as bot:
+        worker = telegram_worker(settings(token, base_url, chats), redis, bot, options=AdapterOptions(consumer="p"))
+        calls: Counter[str] = Counter()
+        client = worker.channel.client
+        for name in ("send", "edit"):
+            inner = getattr(client, name)
+
+            async def count(*args: Any, _inner: Any = inner, _name: str = name, **kw: Any) -> Any:
+                calls[_name] += 1
+                return await _inner(*args, **kw)
+
+            setattr(client, name, count)
+        cpu0, wall0, trips0 = time.process_time(), time.monotonic(), trips.count
+        await worker.start()
+        await wait_calls(calls, "send", chats, chats / 50 + 60)
+        cpu1, wall1, trips1 = time.process_time(), time.monotonic(), trips.count
+        print(f"first drafts: {chats} sends in {wall1 - wall0:.1f} s: {(cpu1 - cpu0) / chats * 1e3:.2f} ms CPU "
+              f"each, {(trips1 - trips0) / chats:.1f} Redis round trips each (start-up and follows included)")
+        await asyncio.sleep(1.5)  # the last sends' bookkeeping; every destination's pace
+        profiler = cProfile.Profile(time.process_time) if profile else None  # CPU, not wall time
+        cpu0, wall0, trips0 = time.process_time(), time.monotonic(), trips.count
+        commands0 = Counter(trips.by_command)
+        busy = 0.0
+        for r in range(1, rounds + 1):
+            if profiler is not None:
+                profiler.enable()
+            t = time.monotonic()
+            conn.send(("write", r))
+            await wait_calls(calls, "edit", chats * r, chats / 50 + 60)
+            busy += time.monotonic() - t
+            if profiler is not None:
+                profiler.disable()
+            conn.recv()
+            await asyncio.sleep(1.1)  # every destination's pace (1 call a second)
+        cpu1, trips1 = time.process_time(), trips.count
+        edits = chats * rounds
+        print(f"edits: {edits} in {busy:.1f} s of rounds ({edits / busy:.0f} calls/s): "
+              f"{(cpu1 - cpu0) / edits * 1e3:.2f} ms CPU each, {(trips1 - trips0) / edits:.2f} Redis round trips each")
+        per_edit = {k: round(v / edits, 2) for k, v in (trips.by_command - commands0).most_common()}
+        print(f"round trips per edit, by first command: {per_edit}")
+        await worker.close()
+    await redis.aclose()
+    if profiler is not None:
+        stats = pstats.Stats(profiler)
+        stats.sort_stats("tottime").print_stats(int(profile))
+        stats.sort_stats("cumulative").print_stats(int(profile))
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--chats", type=int, default=2000)
+    parser.add_argument("--rounds", type=int, default=3)
+    parser.add_argument("--profile", type=float, default=0, help="print this many lines of a cProfile of phase 2")
+    parser.add_argument("--redis", default=None, help="a Redis URL (its database is flushed); default: embedded")
+    args = parser.parse_args()
+    with bench_redis(args.redis) as url:
+        ours, theirs = multiprocessing.Pipe()
+        child = multiprocessing.get_context("spawn").Process(target=_child, args=(theirs, url, args.chats))
+        child.start()
+        try:
+            asyncio.run(adapter(url, args.chats, args.rounds, args.profile, ours))
+        finally:
+            ours.send(("stop", 0))
+            child.join(10)
+            if child.is_alive():
+                child.kill()
+
+
+if __name__ == "__main__":
+    main()

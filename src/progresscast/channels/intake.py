@@ -1,0 +1,183 @@
+"""What a channel worker is asked to look at: the change stream, the catch-up over every
+follow, the follows ended from outside, and the pruning of expired destinations.
+
+One consumer in the channel's group reads change events; an event only says which owner
+changed, so a batch is coalesced to its owners and every draft following them is
+*touched* (handed to its destination's lane)."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import time
+from collections.abc import Awaitable, Callable
+from functools import partial
+from typing import Protocol
+
+from redis.asyncio import Redis
+
+from ..stopping import still_wanted
+from ..store.events import EventGroup, coalesce
+from ..store.retention import SWEEP_EVERY_MAX, retention_ms, sweep_every
+from ..supervise import spawn
+from .state import DraftKey
+from .worker_context import WorkerContext
+
+
+class Touch(Protocol):
+    """`ChannelWorker.touch`: hand a draft to its lane; False when the destination may
+    not have it."""
+
+    def __call__(
+        self,
+        key: DraftKey,
+        *,
+        followed: bool = False,
+        looked_at: Callable[[], None] | None = None,
+        activity_only: bool | None = None,
+    ) -> bool: ...
+
+
+
+class Intake:
+    def __init__(
+        self,
+        ctx: WorkerContext,
+        redis: Redis,
+        *,
+        touch: Touch,
+        follow: Callable[[DraftKey], Awaitable[bool]],
+        ended: Callable[[DraftKey], None],
+    ) -> None:
+        self.ctx = ctx
+        self.redis = redis
+        self._touch = touch
+        self._follow = follow
+        self._hand_ended = ended
+        """Hand a follow ended from outside to its lane (once)."""
+        self._catch_up: asyncio.Task[None] | None = None
+        self._events: asyncio.Task[None] | None = None
+        self._pruner: asyncio.Task[None] | None = None
+        self._closing = False
+        self._ended_checked = 0.0
+
+    def start(self, group: EventGroup) -> None:
+        self._closing = False  # a worker stopped by `close` may be started again
+        name = self.ctx.channel.name
+        self._events = spawn(
+            partial(self._consume, group), f"reading the {name} change stream",
+            name=f"{name}-events", failures=self.ctx.failures, backoff=self.ctx.options.backoff,
+        )
+        self._pruner = spawn(
+            self._pruning, f"pruning the {name} destinations", name=f"{name}-prune",
+            failures=self.ctx.failures, backoff=self.ctx.options.backoff,
+        )
+        self.catch_up(config=True)
+
+    async def close(self) -> None:
+        self._closing = True
+        if self._catch_up is not None:
+            self._catch_up.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await self._catch_up
+            self._catch_up = None
+        for task in (self._events, self._pruner):
+            if task is not None:
+                task.cancel()
+                with contextlib.suppress(asyncio.CancelledError):
+                    await task
+        self._events = self._pruner = None
+
+    def catch_up(self, *, config: bool = False) -> None:
+        """Look at every followed draft once more, in the background (a restart catches up
+        with what changed while it was down); `config`: subscribe the config's follows first."""
+        if self._catch_up is not None:
+            self._catch_up.cancel()
+        self._catch_up = spawn(
+            partial(self._catching_up, config), f"the {self.ctx.channel.name} catch-up",
+            name=f"{self.ctx.channel.name}-catch-up", failures=self.ctx.failures, backoff=self.ctx.options.backoff,
+        )
+
+    async def _catching_up(self, config: bool) -> None:
+        # At most `catch_up` drafts handed to their lanes and not yet looked at: with
+        # 10,000 follows, Redis sees a steady queue, and the bot polls from the start.
+        slots = asyncio.Semaphore(self.ctx.options.catch_up)
+
+        handed: set[DraftKey] = set()
+
+        async def hand(key: DraftKey, *, followed: bool = False) -> None:
+            if key in handed:  # a config follow is among the stored ones: once is enough
+                return
+            handed.add(key)
+            await slots.acquire()
+            if not self._touch(key, followed=followed, looked_at=slots.release):
+                slots.release()
+
+        failures = 0
+        while True:
+            still_wanted()
+            try:
+                if config:
+                    for key in await self.ctx.channel.config_follows():
+                        if await self._follow(key):
+                            await hand(key, followed=True)
+                    config = False
+                for key in await self.ctx.state.all_follows():
+                    await hand(key)
+                await self.ended()
+                return
+            except asyncio.CancelledError:
+                raise
+            except Exception as exc:  # Redis down at start-up: try again
+                self.ctx.failures.exception(f"catch-up failed: {type(exc).__name__}", "reading the follows failed")
+                await asyncio.sleep(self.ctx.options.backoff.delay(failures))
+                failures += 1
+
+    async def _consume(self, group: EventGroup) -> None:
+        failures = 0
+        while not self._closing:
+            try:
+                events = await group.read(count=200, block_ms=1000)
+                changed = coalesce(events)
+                for key in await self.ctx.state.followers_of(list(changed)):
+                    self._touch(key, activity_only=changed[key.owner])
+                await group.ack(events)
+                if time.monotonic() - self._ended_checked >= 1.0:
+                    await self.ended()
+                failures = 0
+            except asyncio.CancelledError:
+                raise
+            except Exception as exc:
+                delay = self.ctx.options.backoff.delay(failures)
+                failures += 1
+                if "NOGROUP" in str(exc) or "no longer exists" in str(exc):
+                    # The stream or the group is gone (a flushed or restarted Redis without
+                    # persistence): create them again and look at every draft once more,
+                    # since the events in between are lost.
+                    self.ctx.log.warning("the change stream or its consumer group is gone: recreating it")
+                    with contextlib.suppress(Exception):
+                        await group.ensure()
+                        self.catch_up()
+                    await asyncio.sleep(delay)
+                    continue
+                self.ctx.failures.exception(f"change stream: {type(exc).__name__}", "reading the change stream failed")
+                await asyncio.sleep(delay)
+
+    async def _pruning(self) -> None:
+        """Destinations whose follows expired leave the set read at start-up (retention.py)."""
+        while True:
+            ms = await retention_ms(self.redis)
+            still_wanted()  # before a long wait: a Redis call may have lost the cancel (stopping.py)
+            await asyncio.sleep(sweep_every(ms) if ms > 0 else SWEEP_EVERY_MAX)
+            if ms > 0:
+                await self.ctx.state.prune_destinations()
+
+    async def ended(self) -> None:
+        """Hand the follows ended from outside (a revoked grant) to their lanes, which
+        delete their drafts. Looked at about once a second."""
+        self._ended_checked = time.monotonic()
+        for key in await self.ctx.state.ended():
+            self._hand_ended(key)
+
+
+__all__ = ["Intake"]

@@ -1,0 +1,179 @@
+"""A destination's lane: the one task that calls it, one-off messages first, then the
+drafts touched there in turn. What it does with each is its host's (`ChannelWorker`)."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+from collections import deque
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
+from typing import Protocol
+
+from ..failure_log import FailureLog
+from ..render.payload import Payload
+from ..supervise import spawn
+from .channel import Channel
+from .draft_read import Settled
+from .outcome import MessageId
+from .state import DraftKey, Id
+from .worker_options import WorkerOptions
+
+WhenSettled = Callable[[MessageId | None], Awaitable[None]]
+"""What a sender does once its one-off message is settled: given its id, or None
+when it was not delivered (`ChannelWorker.say`)."""
+
+
+@dataclass(frozen=True)
+class OneOff:
+    """A one-off message through the destination's lane: a command reply, or a snapshot."""
+
+    thread_id: Id
+    text: str | None = None
+    payload: Payload | None = None
+    then: WhenSettled | None = None
+    """Called in the lane once the message is settled (never while it is still to be
+    retried)."""
+    urgent: bool = True
+    """False for answers to destinations without a grant: queued behind urgent drafts
+    when the bot-wide budget binds, and nothing is stored of them (strangers make no keys)."""
+
+
+ActivityOnly = bool | None
+"""What the change events said of a touched draft: True when only its owner's activity
+changed, False when more did; None when nothing says (a command, a timer, the catch-up),
+and the draft is read before it queues for its slot."""
+
+
+def _merged(old: ActivityOnly, new: ActivityOnly) -> ActivityOnly:
+    """Two touches of a draft not yet looked at, as one."""
+    return None if old is None or new is None else old and new
+
+
+class LaneHost(Protocol):
+    """What a lane asks of the worker that made it."""
+
+    @property
+    def channel(self) -> Channel: ...
+
+    @property
+    def options(self) -> WorkerOptions: ...
+
+    @property
+    def failures(self) -> FailureLog: ...
+
+    async def deliver(self, lane: Lane, item: OneOff) -> None: ...
+
+    async def process(self, key: DraftKey, activity_only: ActivityOnly = None) -> float | None: ...
+
+    def backoff(self, destination: Id) -> float: ...
+
+    def looked_at(self, key: DraftKey) -> None: ...
+
+    def lane_ended(self, lane: Lane) -> None: ...
+
+
+class Lane:
+    """The one task that calls a destination: replies first, then touched drafts in turn."""
+
+    def __init__(self, host: LaneHost, destination: Id) -> None:
+        self.host = host
+        self.destination = destination
+        self.pending: dict[DraftKey, ActivityOnly] = {}
+        """Drafts to look at, in turn, and what their touches said changed."""
+        self.outbox: deque[OneOff] = deque()
+        self.timers: dict[DraftKey, asyncio.TimerHandle] = {}
+        self.seen: Settled = {}
+        """Per draft: the stored state and the inputs (`inputs_of`) it was last settled
+        with — what it shows then needs no new decision. Memory only, gone with the lane."""
+        self.wake = asyncio.Event()
+        self.closed = False
+        # Supervised: what fails around a draft is caught in the loop, and anything else
+        # starts the lane again (its pending drafts kept) rather than leaving the chat mute.
+        name = host.channel.name
+        self.task = spawn(
+            self._run, f"a {name} chat's lane", name=f"{name}-chat-{destination}",
+            failures=host.failures, backoff=host.options.backoff,
+        )
+
+    def touch(self, key: DraftKey, activity_only: ActivityOnly = None) -> None:
+        self.pending[key] = _merged(self.pending[key], activity_only) if key in self.pending else activity_only
+        self.wake.set()
+
+    def later(self, key: DraftKey, delay: float) -> None:
+        old = self.timers.pop(key, None)
+        if old is not None:
+            old.cancel()
+        self.timers[key] = asyncio.get_running_loop().call_later(delay, self._due, key)
+
+    def _due(self, key: DraftKey) -> None:
+        self.timers.pop(key, None)
+        self.touch(key)
+
+    def say(self, item: OneOff) -> None:
+        self.outbox.append(item)
+        self.wake.set()
+
+    @property
+    def idle(self) -> bool:
+        return not self.pending and not self.outbox and not self.timers
+
+    async def _run(self) -> None:
+        host = self.host
+        while not self.closed:
+            if not self.pending and not self.outbox:
+                self.wake.clear()
+                with contextlib.suppress(TimeoutError):
+                    await asyncio.wait_for(self.wake.wait(), host.options.lane_idle)
+                if self.idle and not self.wake.is_set():
+                    # Nothing for a while: end; `ChannelWorker.lane` makes a new one on
+                    # demand. No await between the check and the removal: nothing is lost.
+                    self.closed = True
+                    host.lane_ended(self)
+                    return
+                continue
+            if self.outbox:
+                try:
+                    await host.deliver(self, self.outbox.popleft())
+                except asyncio.CancelledError:
+                    raise
+                except Exception as exc:  # Redis down: drop the reply rather than stall the chat
+                    host.failures.exception(
+                        f"message failed: {type(exc).__name__}", "a message to chat %s failed", self.destination
+                    )
+                continue
+            key = next(iter(self.pending))
+            activity_only = self.pending.pop(key)
+            try:
+                delay = await host.process(key, activity_only)
+            except asyncio.CancelledError:
+                raise
+            except Exception as exc:  # Redis down, a renderer bug: log, and look again later
+                host.failures.exception(
+                    f"draft failed: {type(exc).__name__}", "draft %s in chat %s failed", key.owner.display_key,
+                    key.chat_id,
+                )
+                delay = host.backoff(self.destination)
+            if delay is not None and delay <= 0:
+                self.pending[key] = None  # after the chat's other drafts, read first
+                continue
+            host.looked_at(key)  # done with it for now: the next follow may be looked at
+            if delay is not None:
+                self.later(key, delay)
+
+    async def close(self) -> None:
+        # The flag as well as the cancel: a library call may swallow a CancelledError
+        # (Python 3.11's wait_for race), and the loop must still end.
+        self.closed = True
+        for timer in self.timers.values():
+            timer.cancel()
+        self.timers.clear()
+        self.wake.set()
+        self.task.cancel()
+        try:
+            await self.task
+        except asyncio.CancelledError:
+            pass
+
+
+__all__ = ["ActivityOnly", "Lane", "LaneHost", "OneOff", "WhenSettled"]

@@ -1,0 +1,253 @@
+"""One draft at a time, in its destination's lane: read, decide, wait for a slot, call,
+store — the next call the draft needs, if any.
+
+A draft whose inputs changed waits for a slot (`Pacer.acquire`: the destination's pace,
+then the bot-wide budget, served fairly), then reads the newest view again, decides,
+renders and makes the call (a slot free at once is taken right after the first read).
+Rendering only once the slot is granted is what keeps only the newest content going
+out, however many writes came in or however long the bot-wide queue was. A draft the
+lane has not settled yet (a first look, a command's request, an unsure send) is also
+decided before its slot, to know whether it needs one and how urgent it is.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, replace
+
+from ..model.view import View
+from ..store.cards import CardStore
+from .conduct import Conduct, conduct_of
+from .destinations import notify_of
+from .draft_read import DraftRead, RenderedOnce, Settled, inputs_of, urgent_change, urgent_event
+from .drafts import Call, Delete, DraftState, Edit, Probe, Send, Situation, Wait, apply, begin, decide, on_follow
+from .reply_effects import ReplyEffects
+from .state import DraftKey, Id
+from .worker_context import WorkerContext
+
+
+@dataclass(frozen=True)
+class DraftRequest:
+    """What a command asked of a draft, applied by its lane before anything else."""
+
+    followed: bool = False
+    """The destination just subscribed: a run that already ended is not announced."""
+    at_follow: View | None = None
+    """The owner's view when the destination subscribed (`follow`): a run that
+    ended *then* is not announced — one that began and ended while the lane was still
+    busy (a flood wait, a timeout) is, since the destination followed before it."""
+    fresh: bool = False
+    """Show the draft again at the bottom (/card)."""
+
+
+class DraftProcessor:
+    def __init__(
+        self, ctx: WorkerContext, store: CardStore, effects: ReplyEffects, *, settled_of: Callable[[Id], Settled]
+    ) -> None:
+        self.ctx = ctx
+        self.log = ctx.log
+        self.store = store
+        self.effects = effects
+        self._settled_of = settled_of
+        """What the destination's lane remembers its drafts were settled with (`Lane.seen`)."""
+        self.requests: dict[DraftKey, DraftRequest] = {}
+        self._since: dict[DraftKey, float] = {}
+        """Since when (monotonic) a draft has waited for a change: fairness only."""
+        self._conducts: dict[Id, Conduct] = {}
+        self.ending: set[DraftKey] = set()
+        """Follows ended from outside (`ChannelState.end_follows`) handed to their lanes."""
+
+    async def ended_done(self, key: DraftKey) -> None:
+        """A draft is settled: an ended follow's draft is deleted now (or it is followed again)."""
+        if key in self.ending:
+            self.ending.discard(key)
+            await self.ctx.state.ended_done(key)
+
+    async def process(self, key: DraftKey, activity_only: bool | None = None) -> float | None:
+        """Make the next call this draft needs, if any. Returns None when the destination
+        shows what it should, else the delay before looking again (0: after its other
+        drafts).
+
+        One decision per call, made once the slot is granted: before the slot, a draft
+        whose inputs are the ones it was last settled with needs nothing, and one whose
+        inputs changed since queues for its slot without deciding (or rendering) what
+        to show; only a draft the lane knows nothing of yet (a first look, a command's
+        request, an unsure send) decides before its slot too. A settled draft the change
+        events touched (`activity_only` is not None) is not even read before its slot:
+        what the events said changed is enough to queue it, and it is read once, at the
+        slot."""
+        destination = key.chat_id
+        paused = self.ctx.pauses.wait(destination)
+        if paused > 0:
+            return paused  # no calls to a destination that refused the bot: look again then
+        seen = self._settled_of(destination)
+        known = seen.get(key)
+        if activity_only is not None and known is not None and known[0].intent is None and key not in self.requests:
+            if self.ctx.calls.locked() or not self.ctx.pacer.take(destination):  # no slot free now
+                since = self._since.setdefault(key, time.monotonic())
+                await self.ctx.pacer.acquire(destination, urgent=urgent_event(known, activity_only), since=since)
+            async with self.ctx.calls:
+                return await self._at_slot(key, await self._read(key), seen)
+        read = await self._read(key)
+        inputs = inputs_of(read)
+        if key not in self.requests and read.state.intent is None and known is not None and known[0] == read.state:
+            if known[1] == inputs:
+                self._since.pop(key, None)
+                # It shows what these inputs want — an ended follow's draft was deleted
+                # already, when the lane looked before the ending was handed to it.
+                await self.ended_done(key)
+                return None
+            if not self.ctx.calls.locked() and self.ctx.pacer.take(destination):  # free now: nothing awaited since
+                async with self.ctx.calls:
+                    return await self._at_slot(key, read, seen)
+            since = self._since.setdefault(key, time.monotonic())
+            await self.ctx.pacer.acquire(destination, urgent=urgent_change(read, known[1], inputs), since=since)
+        else:
+            if not self.ctx.calls.locked() and self.ctx.pacer.take(destination):  # free now: nothing awaited since
+                async with self.ctx.calls:
+                    return await self._at_slot(key, read, seen)
+            state, new, call = await self._decide(key, read)
+            if not isinstance(call, Send | Edit | Delete | Probe):
+                return await self._settle(key, read, state, new, call, seen)
+            # Bookkeeping that needs no call is stored now; the call waits for its slot
+            # and is then decided again, with the newest content.
+            if new != state:
+                await self.ctx.state.save_draft(key, new)
+            since = self._since.setdefault(key, time.monotonic())
+            await self.ctx.pacer.acquire(destination, urgent=self._urgent(new, call), since=since)
+        async with self.ctx.calls:  # a connection for the call, then the newest view
+            return await self._at_slot(key, await self._read(key), seen)
+
+    async def _at_slot(self, key: DraftKey, read: DraftRead, seen: Settled) -> float | None:
+        """The slot is granted and `read` is the newest view: decide, render, call."""
+        state, new, call = await self._decide(key, read)
+        if not isinstance(call, Send | Edit | Delete | Probe):
+            self.ctx.pacer.give_back(key.chat_id)
+            return await self._settle(key, read, state, new, call, seen)
+        if not self.ctx.pauses.take_probe(key.chat_id):  # paused while this draft waited for its slot
+            self.ctx.pacer.give_back(key.chat_id)
+            return self.ctx.pauses.wait(key.chat_id)
+        if new != state:
+            await self.ctx.state.save_draft(key, new)
+        self._since.pop(key, None)
+        return await self._call(key, read, new, call, seen)
+
+    async def _settle(
+        self, key: DraftKey, read: DraftRead, state: DraftState, new: DraftState, call: Call | None, seen: Settled
+    ) -> float | None:
+        """No call now: store the bookkeeping, and remember what the draft was settled
+        with (None) or when to look again (a wait)."""
+        if call is None:
+            self._since.pop(key, None)
+            if not read.following:
+                await self.ctx.state.forget_draft(key)
+                new = DraftState()
+            elif new != state:
+                await self.ctx.state.save_draft(key, new)
+            await self.ended_done(key)
+            seen[key] = (new, inputs_of(read))
+            return None
+        if new != state:
+            await self.ctx.state.save_draft(key, new)
+        assert isinstance(call, Wait)
+        return call.seconds
+
+    @staticmethod
+    def _urgent(state: DraftState, call: Call) -> bool:
+        """Everything but an edit that changes no step (the same card revision: tool
+        lines, a headline) goes first when the bot-wide budget binds."""
+        return not (isinstance(call, Edit) and call.revision is not None and call.revision == state.revision)
+
+    async def _read(self, key: DraftKey) -> DraftRead:
+        """Everything a decision about one draft reads. One after the other, not
+        gathered: a lane holds one Redis connection at a time (10,000 lanes share a
+        bounded pool)."""
+        state, following, prefs, below = await self.ctx.state.draft_following(key)
+        view = await self.store.view(key.owner)
+        renderers = await self.ctx.channel.renderers(key, prefs)
+        return DraftRead(key, state, following, view, RenderedOnce(renderers), below)
+
+    async def _decide(self, key: DraftKey, read: DraftRead) -> tuple[DraftState, DraftState, Call | None]:
+        """Decide from what was read: (stored state, state after bookkeeping, next call)."""
+        destination = key.chat_id
+        state = loaded = read.state
+        view = read.view
+        request = self.requests.pop(key, None)
+        if request is not None:
+            if request.followed:
+                state = on_follow(state, request.at_follow or view)
+            if request.fresh:
+                state = replace(state, fresh=True)
+        known = await self.ctx.state.sent_after(destination, state.intent.mark) if state.intent else frozenset()
+        new, call = decide(state, view, self._situation(read, known), read.renderers)
+        self.log.debug("draft %s in chat %s: %s → %s, %s", key.owner.display_key, destination, state, new, call)
+        return loaded, new, call
+
+    def _conduct(self, destination: Id) -> Conduct:
+        """The destination's pings, start delay and staying at the bottom, on the time
+        scale: made of the config alone, so made once per destination."""
+        conduct = self._conducts.get(destination)
+        if conduct is None:
+            platform = self.ctx.channel.platform
+            conduct = conduct_of(platform.streaming, notify_of(platform, destination), self.ctx.channel.budgets.scale)
+            self._conducts[destination] = conduct
+        return conduct
+
+    def _situation(self, read: DraftRead, known: frozenset[int] = frozenset()) -> Situation:
+        return Situation(
+            following=read.following,
+            mode=read.renderers.mode,
+            keep_on_complete=self.ctx.channel.keep_on_complete,
+            block_chars=self.ctx.channel.block_chars,
+            now=self.ctx.clock(),
+            settle=self.ctx.options.settle,
+            max_probes=self.ctx.options.max_probes,
+            known=known,
+            conduct=self._conduct(read.key.chat_id),
+            below=read.below,
+            ordered_ids=self.ctx.channel.state.ordered_ids,
+        )
+
+    async def _call(self, key: DraftKey, read: DraftRead, state: DraftState, call: Call, seen: Settled) -> float | None:
+        destination = key.chat_id
+        client = self.ctx.channel.client
+        if isinstance(call, Send):
+            await self.ctx.pacer.leaving(destination)
+            mark = await self.ctx.state.last_message(destination)
+            state = begin(state, call, mark, self.ctx.clock())
+            await self.ctx.state.save_draft(key, state)  # write-ahead: a crash now is an unsure send
+            # Drafts are sent silently; answers and pings notify (a ping replies to the draft).
+            outcome = await client.send(
+                destination, key.thread_id, call.shown, reply_to=call.reply_to, silent=call.purpose == "draft"
+            )
+        elif isinstance(call, Edit):
+            await self.ctx.pacer.leaving(destination)
+            outcome = await client.edit(destination, call.message_id, call.shown)
+        elif isinstance(call, Delete):
+            await self.ctx.pacer.leaving(destination)
+            outcome = await client.delete(destination, call.message_id)
+        elif isinstance(call, Probe):
+            await self.ctx.pacer.leaving(destination)
+            outcome = await client.probe(destination, call.message_id, call.intent)
+        else:
+            raise TypeError(f"unknown call {call!r}")
+        new = apply(state, call, outcome, self.ctx.clock())
+        if new != state:
+            await self.ctx.state.save_draft(key, new)
+        delay = await self.effects.after(key, call, outcome)
+        if delay == 0 and outcome.delivered and new.intent is None:
+            # What comes next with the same view, decided without reading or rendering
+            # again: usually nothing (a newer write touches the draft anew). A sequence
+            # (delete then send, the parts of an answer) reads afresh for its next call.
+            after, more = decide(new, read.view, self._situation(read), read.renderers)
+            if more is None:
+                if after != new:
+                    await self.ctx.state.save_draft(key, after)
+                await self.ended_done(key)
+                seen[key] = (after, inputs_of(read))
+                return None
+        return delay
+
+
+__all__ = ["DraftProcessor", "DraftRequest"]
