@@ -16,6 +16,7 @@ from typing import Protocol
 
 from redis.asyncio import Redis
 
+from ..backoff import Retrying
 from ..stopping import still_wanted
 from ..store.events import EventGroup, coalesce
 from ..store.retention import SWEEP_EVERY_MAX, retention_ms, sweep_every
@@ -113,25 +114,20 @@ class Intake:
             if not self._touch(key, followed=followed, looked_at=slots.release):
                 slots.release()
 
-        failures = 0
-        while True:
-            still_wanted()
-            try:
-                if config:
-                    for key in await self.ctx.channel.config_follows():
-                        if await self._follow(key):
-                            await hand(key, followed=True)
-                    config = False
-                for key in await self.ctx.state.all_follows():
-                    await hand(key)
-                await self.ended()
-                return
-            except asyncio.CancelledError:
-                raise
-            except Exception as exc:  # Redis down at start-up: try again
-                self.ctx.failures.exception(f"catch-up failed: {type(exc).__name__}", "reading the follows failed")
-                await asyncio.sleep(self.ctx.options.backoff.delay(failures))
-                failures += 1
+        async def look() -> None:
+            nonlocal config
+            if config:
+                for key in await self.ctx.channel.config_follows():
+                    if await self._follow(key):
+                        await hand(key, followed=True)
+                config = False
+            for key in await self.ctx.state.all_follows():
+                await hand(key)
+            await self.ended()
+
+        # Redis down at start-up: looked at again after the one backoff.
+        retry = Retrying("reading the follows failed", log=self.ctx.failures, backoff=self.ctx.options.backoff)
+        await retry.run(look)
 
     async def _consume(self, group: EventGroup) -> None:
         failures = 0
