@@ -121,7 +121,7 @@ def _refused_content(state: DraftState, payload: Payload) -> DraftState:
 
 def _gone(state: DraftState) -> DraftState:
     """The message was deleted (by us or a user) or can no longer be edited."""
-    return replace(state, message_id=None, digest=None, kind=None, revision=None)
+    return replace(state, message_id=None, digest=None, kind=None, revision=None, sent_at=0.0)
 
 
 __all__ = ["apply", "begin"]

@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import cast
 
 from redis.asyncio import Redis
@@ -402,7 +402,7 @@ class ChannelState:
         """Store a draft's state (the empty state: delete it). Under a lease: only while
         it is held, and never over a state a newer holder stored (raises FenceClosed)."""
         self._check_fence()
-        if state == DraftState():
+        if replace(state, reposted_at=0.0) == DraftState():  # when a gone draft last moved: nothing to keep
             await self._delete_draft(key)
             return
         ms = await retention_ms(self.redis)
