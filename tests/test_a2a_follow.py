@@ -16,12 +16,13 @@ from a2a_updates import steps, ts
 from progresscast.agents.a2a.apply import UpdateApplier
 from progresscast.agents.a2a.follow import Follower, Pacing, agent_client
 from progresscast.agents.a2a.mapping import TaskState
+from progresscast.backoff import Backoff
 from progresscast.model.card import Status
 from progresscast.model.owners import Owner
 from progresscast.model.view import RunState
 from progresscast.store.cards import CardStore
 
-FAST = Pacing(backoff_initial=0.02, backoff_max=0.1, safety_poll=0.05, list_poll=0.05)
+FAST = Pacing(backoff=Backoff(0.02, 0.1), safety_poll=0.05, list_poll=0.05)
 LONG = "L" * 150
 
 

@@ -20,11 +20,12 @@ from a2a_updates import ts
 from progresscast.agents.a2a.apply import UpdateApplier
 from progresscast.agents.a2a.follow import AgentUnavailable, Follower, Pacing, agent_client
 from progresscast.agents.a2a.guard import MAX_BODY, MAX_EVENT
+from progresscast.backoff import Backoff
 from progresscast.model.owners import Owner
 from progresscast.store.cards import CardStore
 from test_a2a_follow import run_cli
 
-FAST = Pacing(backoff_initial=0.02, backoff_max=0.1, safety_poll=0.05, list_poll=0.05)
+FAST = Pacing(backoff=Backoff(0.02, 0.1), safety_poll=0.05, list_poll=0.05)
 
 
 def applier(redis: Redis) -> UpdateApplier:

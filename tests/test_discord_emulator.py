@@ -16,6 +16,7 @@ import pytest
 from nacl.signing import VerifyKey
 from starlette.applications import Starlette
 
+from progresscast.backoff import Backoff
 from progresscast.channels.commands import Invocation
 from progresscast.discord.breaker import Breaker, BreakerSettings
 from progresscast.discord.interactions import DiscordInteractions
@@ -144,7 +145,7 @@ async def test_interactions_are_signed_with_the_emulators_key(emulator) -> None:
 def test_breaker_trips_on_a_storm() -> None:
     # A channel that refuses the bot is the shared worker's to pause (test_discord_access.py).
     now = [0.0]
-    breaker = Breaker(BreakerSettings(limit=3, window=10, pause=5, scale=1.0), clock=lambda: now[0])
+    breaker = Breaker(BreakerSettings(limit=3, window=10, pause=Backoff(5, 600), scale=1.0), clock=lambda: now[0])
     for _ in range(2):
         breaker.answered(403)
     breaker.answered(200)

@@ -16,7 +16,7 @@ from progresscast.model.view import RunState
 from progresscast.store import keys
 from progresscast.store.cards import CardStore, StoreError
 from progresscast.store.connections import connect
-from progresscast.store.events import EventGroup
+from progresscast.store.events import EventGroup, GroupReading
 
 pytestmark = pytest.mark.backends  # the store itself: each test runs on every backend
 
@@ -201,8 +201,8 @@ async def test_rejected_write_touches_nothing(store: CardStore, redis: Redis) ->
 
 
 async def test_consumer_group_shares_events_and_redelivers_unacked(store: CardStore, redis: Redis) -> None:
-    first = EventGroup(redis, "workers", "a", claim_idle_ms=0)
-    second = EventGroup(redis, "workers", "b", claim_idle_ms=0)
+    first = EventGroup(redis, "workers", "a", reading=GroupReading(claim_idle_ms=0))
+    second = EventGroup(redis, "workers", "b", reading=GroupReading(claim_idle_ms=0))
     await first.ensure()
     await store.put(OWNER, plan("pending"))
     got = await first.read(block_ms=3000)

@@ -28,6 +28,7 @@ from redis.asyncio import Redis
 from redis.exceptions import RedisError
 
 from conftest import redis_server_binary
+from progresscast.backoff import Backoff
 from progresscast.channels.state import DraftKey
 from progresscast.config.settings import Settings
 from progresscast.model.card import CardInput
@@ -104,7 +105,7 @@ class Adapter:
             {"channels": {"telegram": {"token": api.token, "apiBaseUrl": api.base_url, "access": "open"}}}
         )
         self.options = AdapterOptions(
-            consumer="faults", read_timeout=READ_TIMEOUT, settle=1.0, max_backoff=0.5, connection_pool_size=40
+            consumer="faults", read_timeout=READ_TIMEOUT, settle=1.0, backoff=Backoff(cap=0.5), connection_pool_size=40
         )
         self.task: asyncio.Task[None] | None = None
 

@@ -33,7 +33,7 @@ pytestmark = pytest.mark.filterwarnings("ignore::telegram.warnings.PTBDeprecatio
 
 def test_defaults_are_telegrams_limits() -> None:
     pace = Pace()
-    assert (pace.private_interval, pace.group_interval, pace.bot_rate, pace.retry_after_cap) == (1.0, 3.0, 30.0, 60.0)
+    assert (pace.destination_interval, pace.group_interval, pace.bot_rate, pace.retry_after_cap) == (1.0, 3.0, 30.0, 60.0)
     budgets = replace(pace.budgets(), scale=1.0)
     assert (budgets.spacing(42), budgets.spacing(-100), budgets.bot_spacing) == (1.0, 3.0, 1 / 30)
 

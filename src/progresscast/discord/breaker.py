@@ -2,8 +2,8 @@
 minutes bans the bot's IP for an hour).
 
 Every 401, 403 and 429 answer is counted in a sliding window; past `limit` of them
-within `window` seconds the breaker *trips*: the bot makes no call for `pause` seconds
-(doubling while it keeps tripping, up to `max_pause`; the client answers
+within `window` seconds the breaker *trips*: the bot makes no call for `pause.base` seconds
+(doubling while it keeps tripping, up to `pause.cap`; the client answers
 `rate_limited` meanwhile without making the call), and says so in the log once per
 trip. A 429 with `global` pauses the bot for its `retry_after`.
 
@@ -22,6 +22,7 @@ from collections import deque
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
+from ..backoff import Backoff
 from ..timescale import time_scale
 
 
@@ -30,8 +31,8 @@ class BreakerSettings:
     limit: int = 50
     """Invalid answers (401, 403, 429) within `window` that trip the breaker."""
     window: float = 60.0
-    pause: float = 60.0
-    max_pause: float = 600.0
+    pause: Backoff = field(default_factory=lambda: Backoff(60.0, 600.0))
+    """How long a trip stops the bot: doubling with each trip in a row (backoff.py)."""
     scale: float = field(default_factory=time_scale)
 
 
@@ -69,7 +70,7 @@ class Breaker:
             if now > self._paused_until + s.window * s.scale:
                 self._trips = 0  # quiet for a window since the last pause: start over
             return
-        pause = min(s.pause * 2**self._trips, s.max_pause)
+        pause = s.pause.delay(self._trips)
         self._trips += 1
         self._invalid.clear()
         self._paused_until = max(self._paused_until, now + pause * s.scale)

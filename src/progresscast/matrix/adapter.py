@@ -30,7 +30,7 @@ from ..config.settings import Settings
 from ..store import keys
 from ..store.lease import Fence, Lease
 from .channel import MatrixChannel, MatrixPace
-from .client import MatrixClient
+from .client import MatrixClient, unfenced
 from .sync import POLL_MS, SURFACE, FailedResponse, MatrixSync
 
 log = logging.getLogger("progresscast.matrix")
@@ -69,7 +69,7 @@ class MatrixAdapter:
         self.nio = AsyncClient(matrix.homeserver, matrix.userId, config=config)
         self.nio.access_token = matrix.accessToken
         self.nio.user_id = matrix.userId
-        check = fence.check if fence is not None else None
+        check = fence.check if fence is not None else unfenced
         self.fence = fence
         self.client = MatrixClient(self.nio, redis, matrix.userId, check=check)
         pace = MatrixPace(destination_interval=matrix.roomInterval, bot_rate=matrix.callsPerSecond)

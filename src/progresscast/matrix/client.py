@@ -114,6 +114,12 @@ def content_digest(method: str, params: Any) -> str:
 
 
 Check = Callable[[], None]
+"""Called before every request (the lease's fence): raises when this process may no
+longer act for the account."""
+
+
+def unfenced() -> None:
+    """The `Check` of an account no lease fences: it may always act."""
 
 
 class MatrixClient:

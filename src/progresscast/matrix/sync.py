@@ -35,7 +35,8 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable
+from dataclasses import KW_ONLY, dataclass, field
 from typing import Any
 
 from nio import (
@@ -55,6 +56,7 @@ from ..channels.worker import ChannelWorker
 from ..config.base import Access
 from ..store import keys
 from .channel import NO_THREAD, PLATFORM, MatrixChannel
+from .client import Check, unfenced
 
 log = logging.getLogger("progresscast.matrix")
 
@@ -158,29 +160,18 @@ def _sources(events: list[Any]) -> list[dict[str, Any]]:
     return [e.source for e in events if isinstance(getattr(e, "source", None), dict)]
 
 
+@dataclass
 class MatrixSync:
-    def __init__(
-        self,
-        nio: AsyncClient,
-        redis: Redis,
-        channel: MatrixChannel,
-        worker: ChannelWorker,
-        commands: ChatCommands,
-        user_id: str,
-        *,
-        check: Callable[[], None] | None = None,
-        poll_ms: int = POLL_MS,
-        backoff: Backoff | None = None,
-    ) -> None:
-        self.nio = nio
-        self.redis = redis
-        self.channel = channel
-        self.commands = commands
-        self.worker = worker
-        self.user_id = user_id
-        self.check = check or (lambda: None)
-        self.poll_ms = poll_ms
-        self.backoff = backoff or Backoff()
+    nio: AsyncClient
+    redis: Redis
+    channel: MatrixChannel
+    worker: ChannelWorker
+    commands: ChatCommands
+    user_id: str
+    _: KW_ONLY
+    check: Check = unfenced
+    poll_ms: int = POLL_MS
+    backoff: Backoff = field(default_factory=Backoff)
 
     async def run(self) -> None:
         """Sync and handle until cancelled. A failing /sync (or Redis) is retried with

@@ -49,7 +49,7 @@ from ..model.view import RunState, View
 from .answer import answer_lines, split_answer
 from .draft import compose
 from .ending import head_lines
-from .ir import Line, Span, clean_code, merge_runs, runs_by_group, u16
+from .ir import Line, Span, clean_code, merge_runs, runs_by_group, spaced, u16
 from .templates import Theme, theme
 
 IS_COMPONENTS_V2 = 1 << 15
@@ -104,11 +104,9 @@ def _code(text: str) -> str:
 
 
 def _span_md(span: Span) -> str:
-    core = span.text.strip()
+    lead, core, trail = spaced(span.text)
     if not core:
         return span.text
-    lead = span.text[: len(span.text) - len(span.text.lstrip())]
-    trail = span.text[len(span.text.rstrip()) :]
     out = _code(core) if "code" in span.marks else escape(core)
     for mark in reversed(span.marks):
         wrap = _WRAP.get(mark)

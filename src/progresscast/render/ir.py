@@ -274,6 +274,15 @@ def visible_units(lines: list[Line] | tuple[Line, ...]) -> int:
     return sum(line.length for line in lines) + len(lines) - 1
 
 
+def spaced(text: str) -> tuple[str, str, str]:
+    """`text` as its leading white space, its core and its trailing white space (all of
+    a blank text is its lead): marks wrap the core alone, as Markdown-like syntaxes read
+    a mark next to a space as text."""
+    core = text.strip()
+    start = len(text) - len(text.lstrip())
+    return text[:start], core, text[start + len(core) :]
+
+
 def merge_runs(spans: Sequence[Span]) -> list[Span]:
     """Adjacent spans with the same marks and link merged into one."""
     out: list[Span] = []

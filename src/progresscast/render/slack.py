@@ -57,7 +57,7 @@ from ..model.view import TERMINAL, View
 from .answer import answer_lines, split_answer
 from .draft import compose
 from .ending import head_lines
-from .ir import Line, Span, cut_line, merge_runs, middle_cut, plain, runs_by_group, split_line, u16
+from .ir import Line, Span, cut_line, merge_runs, middle_cut, plain, runs_by_group, spaced, split_line, u16
 from .templates import Theme, theme
 
 MAX_BLOCKS = 50
@@ -104,11 +104,9 @@ def _url(href: str | None) -> str | None:
 
 
 def _span_mrkdwn(span: Span) -> str:
-    core = span.text.strip()
+    lead, core, trail = spaced(span.text)
     if not core:
         return escape(span.text)
-    lead = span.text[: len(span.text) - len(span.text.lstrip())]
-    trail = span.text[len(span.text.rstrip()) :]
     out = escape(core)
     for mark in reversed(span.marks):
         delimiter = _DELIMITERS.get(mark)

@@ -124,9 +124,7 @@ class CardStore:
         writes the plan alone and keeps the stored note (`card.markdown` must be None)."""
         if keep_markdown and card.markdown is not None:
             raise CardError("markdown", "must be absent when the card's note is kept")
-        return await self._write(
-            owner, card, expected_revision=expected_revision, arrived=arrived, keep_markdown=keep_markdown
-        )
+        return await self._write(owner, card, expected_revision, arrived, keep_markdown=keep_markdown)
 
     async def put_plan(self, owner: Owner, steps: Sequence[Step], *, arrived: float | None = None) -> WriteResult:
         """Replace the plan, keeping the card's note (`update_plan`, the hooks)."""
@@ -139,18 +137,13 @@ class CardStore:
 
     async def reset(self, owner: Owner) -> WriteResult:
         """Clear at a boundary: writes that arrived before it are refused afterwards."""
-        return await self._write(owner, CardInput(), reset=True)
+        return await self._write(owner, CardInput(), None, None, reset=True)
 
     async def _write(
-        self,
-        owner: Owner,
-        card: CardInput,
-        *,
-        expected_revision: int | None = None,
-        arrived: float | None = None,
-        keep_markdown: bool = False,
-        reset: bool = False,
+        self, owner: Owner, card: CardInput, expected_revision: int | None, arrived: float | None, *,
+        keep_markdown: bool = False, reset: bool = False,
     ) -> WriteResult:
+        """The one write of `put` and `reset` (which sets the boundary)."""
         if arrived is None:
             arrived = time.monotonic()
         plan, markdown = _plan_json(card), card.markdown or ""

@@ -151,14 +151,14 @@ class _ShardReader:
         now = time.monotonic()
         if now >= self.next_claim:
             # A dead consumer's entries, idle past claim_idle_ms, become ours.
-            self.next_claim = now + group.claim_every
+            self.next_claim = now + group.reading.claim_every
             _, claimed, *_ = await redis.xautoclaim(
-                self.stream, group.group, group.consumer, group.claim_idle_ms, "0-0", count=group.count
+                self.stream, group.group, group.consumer, group.reading.claim_idle_ms, "0-0", count=group.count
             )
             if claimed:
                 return [(i, f) for i, f in claimed if i]
         reply = await redis.xreadgroup(
-            group.group, group.consumer, {self.stream: ">"}, count=group.count, block=group.block_ms
+            group.group, group.consumer, {self.stream: ">"}, count=group.count, block=group.reading.block_ms
         )
         return _entries(reply)
 
@@ -178,33 +178,34 @@ def _entries(reply: Any) -> Entries:
     return [entry for _, entries in reply or [] for entry in entries]
 
 
+@dataclass(frozen=True)
+class GroupReading:
+    """How a group's shard readers read their stream."""
+
+    claim_idle_ms: int = 20_000
+    """A dead consumer's pending entry is claimed once idle this long."""
+    claim_every: float = 5.0
+    """Seconds between two looks for such entries."""
+    block_ms: int = READ_BLOCK_MS
+    """The longest one blocking read waits."""
+
+
 class EventGroup:
     """One consumer in a consumer group on every shard's change stream.
 
     Each event goes to one consumer of the group; entries a dead consumer left
-    pending are claimed once idle for `claim_idle_ms` (checked every `claim_every`
-    seconds). An event is acknowledged by `ack` — call it once the work it asks for
-    is scheduled; a batch not acknowledged by the next `read` is delivered again.
+    pending are claimed (`GroupReading`). An event is acknowledged by `ack` — call it
+    once the work it asks for is scheduled; a batch not acknowledged by the next
+    `read` is delivered again.
     """
 
-    def __init__(
-        self,
-        redis: Any,
-        group: str,
-        consumer: str,
-        *,
-        claim_idle_ms: int = 20_000,
-        claim_every: float = 5.0,
-        block_ms: int = READ_BLOCK_MS,
-        count: int = 100,
-    ) -> None:
+    def __init__(self, redis: Any, group: str, consumer: str, *, reading: GroupReading = GroupReading()) -> None:
         self.redis = redis
         self.group = group
         self.consumer = consumer
-        self.claim_idle_ms = claim_idle_ms
-        self.claim_every = claim_every
-        self.block_ms = block_ms
-        self.count = count
+        self.reading = reading
+        self.count = 100
+        """Entries asked of a shard at once: the `count` of the latest `read`."""
         self.queue: asyncio.Queue[list[Event]] = asyncio.Queue()
         self._readers: dict[str, _ShardReader] = {}
         self._tasks: list[asyncio.Task[None]] = []
@@ -238,7 +239,7 @@ class EventGroup:
         key = (id(self.redis), self.group, self.consumer)
         earlier = _LIVE.get(key)
         if earlier is not None and earlier is not self and earlier._tasks_left:
-            await asyncio.wait(earlier._tasks_left, timeout=self.block_ms / 1000 + 1)
+            await asyncio.wait(earlier._tasks_left, timeout=self.reading.block_ms / 1000 + 1)
         _LIVE[key] = self
         self.closed = False
         for stream in await self.streams():
@@ -307,7 +308,7 @@ class EventGroup:
         if tasks:
             # Bounded: a reader cancelled in the middle of a blocking read may take
             # until its block time ends to notice.
-            await asyncio.wait(tasks, timeout=self.block_ms / 1000 + 1)
+            await asyncio.wait(tasks, timeout=self.reading.block_ms / 1000 + 1)
 
     async def lag(self) -> int:
         """Entries of all shards not yet delivered to this group, plus those pending."""

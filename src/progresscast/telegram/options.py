@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from ..backoff import CAP, Backoff
+from ..backoff import Backoff
 from ..channels.worker import WorkerOptions
 from ..store import keys
 from ..store.lease import Fence
@@ -33,8 +33,8 @@ class AdapterOptions:
     it: a request still in flight at the server may land meanwhile."""
     max_probes: int = 5
     """Message ids probed for an unsure send before it is taken as not landed."""
-    max_backoff: float = CAP
-    """Longest pause between retries after network errors and 5xx."""
+    backoff: Backoff = field(default_factory=Backoff)
+    """Between retries after network errors and 5xx (the one policy, backoff.py)."""
     lane_idle: float = 120.0
     """Seconds a chat's lane (its task) waits with nothing to do before it ends; a new
     one starts on demand."""
@@ -54,10 +54,6 @@ class AdapterOptions:
     API call and draft write. None: no lease (a test, a library user running one adapter)."""
     setting: str = "channels.telegram"
     """Where the bot is configured, for error messages (`channels.telegram.bots[0]`)."""
-
-    @property
-    def backoff(self) -> Backoff:
-        return Backoff(cap=self.max_backoff)
 
     def worker(self) -> WorkerOptions:
         return WorkerOptions(

@@ -2,7 +2,8 @@
 
 Telegram publishes approximations — about one message per second in a chat, 20 per
 minute in a group, about 30 per second for a bot, edits counted — and answers 429
-past them. A private chat gets one call per `private_interval` (1 s), a group
+past them. The pace is the even one of the other platforms (`channels.base.EvenPace`),
+but for groups: a private chat gets one call per `destination_interval` (1 s), a group
 (negative chat id) one per `group_interval` (3 s = 20 per minute), and the bot
 `bot_rate` (30) calls per second across all chats.
 """
@@ -10,24 +11,23 @@ past them. A private chat gets one call per `private_interval` (1 s), a group
 from __future__ import annotations
 
 from collections.abc import Hashable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
+from ..channels.base import EvenPace
 from ..channels.pacing import Budgets
 
 
 @dataclass(frozen=True)
-class Pace:
-    private_interval: float = 1.0
-    group_interval: float = 3.0
+class Pace(EvenPace):
     bot_rate: float = 30.0
-    retry_after_cap: float = 60.0
-    """A 429's retry_after is honoured up to this many seconds."""
+    group_interval: float = 3.0
+    """Seconds between two calls to one group; `destination_interval` is a private chat's."""
 
     def budgets(self) -> Budgets:
         def interval(chat_id: Hashable) -> float:
-            return self.group_interval if is_group(chat_id) else self.private_interval
+            return self.group_interval if is_group(chat_id) else self.destination_interval
 
-        return Budgets(interval=interval, bot_rate=self.bot_rate, retry_after_cap=self.retry_after_cap)
+        return replace(super().budgets(), interval=interval)
 
 
 def is_group(chat_id: Hashable) -> bool:

@@ -22,7 +22,7 @@ import logging
 import uuid
 from collections.abc import AsyncGenerator, AsyncIterator, Awaitable, Callable, Sequence
 from contextlib import aclosing, asynccontextmanager
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from functools import partial
 from typing import Any
 
@@ -55,8 +55,8 @@ class AgentUnavailable(Exception):
 class Pacing:
     """How long to wait between tries and polls (scaled down in tests)."""
 
-    backoff_initial: float = 0.5
-    backoff_max: float = 30.0
+    backoff: Backoff = field(default_factory=Backoff)
+    """Between tries of a stream or a call that failed (the one policy, backoff.py)."""
     safety_poll: float = 30.0
     """With push notifications: how often GetTask is asked anyway."""
     list_poll: float = 5.0
@@ -68,11 +68,6 @@ class Pacing:
     """Tasks of one agent subscribed to at once; more are followed by ListTasks alone."""
     max_pages: int = 100
     """ListTasks pages read in one listing; an agent whose page tokens go on is cut short."""
-
-    @property
-    def backoff(self) -> Backoff:
-        """The one backoff policy (backoff.py), from `backoff_initial` up to `backoff_max`."""
-        return Backoff(self.backoff_initial, self.backoff_max)
 
 
 Report = Callable[[Update, Applied], None]
@@ -402,8 +397,8 @@ class ContextCursor:
 
 
 def _task_id(data: dict[str, Any]) -> str | None:
-    for key, field in (("task", "id"), ("statusUpdate", "taskId"), ("artifactUpdate", "taskId")):
-        value = data.get(key, {}).get(field)
+    for key, name in (("task", "id"), ("statusUpdate", "taskId"), ("artifactUpdate", "taskId")):
+        value = data.get(key, {}).get(name)
         if isinstance(value, str) and value:
             return value
     return None

@@ -21,7 +21,7 @@ from functools import partial
 
 from redis.asyncio import Redis
 
-from ...backoff import Retrying
+from ...backoff import Backoff, Retrying
 from ...config.agents import A2AAgentSettings
 from ...config.settings import Settings
 from ...store import keys
@@ -62,8 +62,7 @@ def agent_key(agent: A2AAgentSettings, settings: Settings) -> str:
 def pacing_of(settings: Settings) -> Pacing:
     poll = settings.a2a.pollSeconds
     return Pacing(
-        backoff_initial=min(0.5, poll),
-        backoff_max=settings.a2a.backoffMaxSeconds,
+        backoff=Backoff(min(0.5, poll), settings.a2a.backoffMaxSeconds),
         safety_poll=max(poll, 30.0),
         list_poll=poll,
         idle_timeout=settings.a2a.idleTimeout,
