@@ -10,14 +10,12 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import Protocol
 
-from ..failure_log import FailureLog
 from ..render.payload import Payload
 from ..supervise import spawn
-from .channel import Channel
 from .draft_read import Settled
 from .outcome import MessageId
 from .state import DraftKey, Id
-from .worker_options import WorkerOptions
+from .worker_context import WorkerContext
 
 WhenSettled = Callable[[MessageId | None], Awaitable[None]]
 """What a sender does once its one-off message is settled: given its id, or None
@@ -51,16 +49,7 @@ def _merged(old: ActivityOnly, new: ActivityOnly) -> ActivityOnly:
 
 
 class LaneHost(Protocol):
-    """What a lane asks of the worker that made it."""
-
-    @property
-    def channel(self) -> Channel: ...
-
-    @property
-    def options(self) -> WorkerOptions: ...
-
-    @property
-    def failures(self) -> FailureLog: ...
+    """What a lane asks of the worker that made it (besides the context all parts share)."""
 
     async def deliver(self, lane: Lane, item: OneOff) -> None: ...
 
@@ -76,7 +65,8 @@ class LaneHost(Protocol):
 class Lane:
     """The one task that calls a destination: replies first, then touched drafts in turn."""
 
-    def __init__(self, host: LaneHost, destination: Id) -> None:
+    def __init__(self, ctx: WorkerContext, host: LaneHost, destination: Id) -> None:
+        self.ctx = ctx
         self.host = host
         self.destination = destination
         self.pending: dict[DraftKey, ActivityOnly] = {}
@@ -90,10 +80,10 @@ class Lane:
         self.closed = False
         # Supervised: what fails around a draft is caught in the loop, and anything else
         # starts the lane again (its pending drafts kept) rather than leaving the chat mute.
-        name = host.channel.name
+        name = self.ctx.channel.name
         self.task = spawn(
             self._run, f"a {name} chat's lane", name=f"{name}-chat-{destination}",
-            failures=host.failures, backoff=host.options.backoff,
+            failures=self.ctx.failures, backoff=self.ctx.options.backoff,
         )
 
     def touch(self, key: DraftKey, activity_only: ActivityOnly = None) -> None:
@@ -124,7 +114,7 @@ class Lane:
             if not self.pending and not self.outbox:
                 self.wake.clear()
                 with contextlib.suppress(TimeoutError):
-                    await asyncio.wait_for(self.wake.wait(), host.options.lane_idle)
+                    await asyncio.wait_for(self.wake.wait(), self.ctx.options.lane_idle)
                 if self.idle and not self.wake.is_set():
                     # Nothing for a while: end; `ChannelWorker.lane` makes a new one on
                     # demand. No await between the check and the removal: nothing is lost.
@@ -138,7 +128,7 @@ class Lane:
                 except asyncio.CancelledError:
                     raise
                 except Exception as exc:  # Redis down: drop the reply rather than stall the chat
-                    host.failures.exception(
+                    self.ctx.failures.exception(
                         f"message failed: {type(exc).__name__}", "a message to chat %s failed", self.destination
                     )
                 continue
@@ -149,7 +139,7 @@ class Lane:
             except asyncio.CancelledError:
                 raise
             except Exception as exc:  # Redis down, a renderer bug: log, and look again later
-                host.failures.exception(
+                self.ctx.failures.exception(
                     f"draft failed: {type(exc).__name__}", "draft %s in chat %s failed", key.owner.display_key,
                     key.chat_id,
                 )

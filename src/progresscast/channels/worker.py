@@ -113,7 +113,7 @@ class ChannelWorker:
     def lane(self, destination: Id) -> Lane:
         lane = self._lanes.get(destination)
         if lane is None or lane.closed:
-            lane = self._lanes[destination] = Lane(self, destination)
+            lane = self._lanes[destination] = Lane(self.ctx, self, destination)
         return lane
 
     def lane_ended(self, lane: Lane) -> None:

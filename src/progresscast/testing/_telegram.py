@@ -14,21 +14,13 @@ from collections.abc import Callable
 from dataclasses import replace
 from typing import Any
 
+from . import telegram_html as html
 from ._html_lexer import TelegramHTMLError
 from ._params import int_param, require_chat_id, text_param
 from ._rich import RichContent, check_rich
 from ._state import ApiError, ChatState, ShownMessage, default_chat_type, message_to_api, now, refusal
 from ._updates import UpdateQueue
 from ._webhook import Webhook, check_set_webhook
-from .telegram_html import (
-    MAX_RAW_TEXT,
-    MAX_TEXT,
-    Entity,
-    ParsedText,
-    fix_text,
-    parse,
-    utf16_len,
-)
 
 NOT_MODIFIED = (
     "Bad Request: message is not modified: specified new message content and reply markup are exactly "
@@ -262,7 +254,7 @@ class FakeTelegram:
         # it, as the Bot API ignores every unknown parameter: the edit then has no text.
         rich_value = p.get("rich_message") if self.rich_supported else None
         rich: RichContent | None = None
-        parsed: ParsedText | None = None
+        parsed: html.ParsedText | None = None
         if rich_value is not None:
             if text_param(p, "text"):
                 raise ApiError(400, "Bad Request: text and rich_message can't be specified together")  # invented
@@ -317,17 +309,17 @@ class FakeTelegram:
 
     # --- text rules ------------------------------------------------------------------------
 
-    def _parse_text(self, p: dict[str, Any]) -> ParsedText:
+    def _parse_text(self, p: dict[str, Any]) -> html.ParsedText:
         """Checks the Bot API makes before the message is looked at: raw size, parse mode."""
         text = text_param(p, "text")
         if not text:
             raise ApiError(400, "Bad Request: message text is empty")
-        if len(text.encode("utf-8", "surrogatepass")) > MAX_RAW_TEXT:
+        if len(text.encode("utf-8", "surrogatepass")) > html.MAX_RAW_TEXT:
             raise ApiError(400, "Bad Request: text is too long")
         mode = text_param(p, "parse_mode").lower()
         if mode == "html":
             try:
-                return parse(text)
+                return html.parse(text)
             except TelegramHTMLError as e:
                 raise ApiError(400, e.description) from None
         if mode in ("markdown", "markdownv2"):
@@ -336,19 +328,19 @@ class FakeTelegram:
             raise ApiError(400, "Bad Request: unsupported parse_mode")
         entities = p.get("entities")
         if entities is None:
-            return ParsedText(text, [])
+            return html.ParsedText(text, [])
         try:
-            return ParsedText(text, [Entity.from_api(e) for e in entities])
+            return html.ParsedText(text, [html.Entity.from_api(e) for e in entities])
         except (TypeError, KeyError, ValueError):
             raise ApiError(400, "Bad Request: can't parse entities JSON object") from None
 
-    def _fit(self, parsed: ParsedText) -> ParsedText:
+    def _fit(self, parsed: html.ParsedText) -> html.ParsedText:
         """What the chat will show, after Telegram's trimming and length limit."""
-        shown = fix_text(parsed)
+        shown = html.fix_text(parsed)
         if not shown.text:
             raise ApiError(400, "Bad Request: text must be non-empty")
-        length = utf16_len(shown.text) if self.count == "utf16" else len(shown.text)
-        if length > MAX_TEXT:
+        length = html.utf16_len(shown.text) if self.count == "utf16" else len(shown.text)
+        if length > html.MAX_TEXT:
             raise ApiError(400, "Bad Request: message is too long")
         return shown
 
@@ -374,7 +366,7 @@ class FakeTelegram:
         sender: dict[str, Any] = {"id": sender_id, "is_bot": False, "first_name": first_name}
         if username:
             sender["username"] = username
-        entities = [Entity("bot_command", *_utf16_span(text, m.start(), m.end())) for m in _COMMAND.finditer(text)]
+        entities = [html.Entity("bot_command", *_utf16_span(text, m.start(), m.end())) for m in _COMMAND.finditer(text)]
         msg = ShownMessage(
             message_id=chat.new_message_id(),
             chat_id=chat_id,
@@ -420,5 +412,5 @@ def _markup(p: dict[str, Any]) -> Any:
 
 
 def _utf16_span(text: str, start: int, end: int) -> tuple[int, int]:
-    offset = utf16_len(text[:start])
-    return offset, utf16_len(text[start:end])
+    offset = html.utf16_len(text[:start])
+    return offset, html.utf16_len(text[start:end])
