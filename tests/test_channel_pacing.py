@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import time
+from collections.abc import Callable
 from random import Random
 
 import pytest
@@ -271,19 +272,25 @@ def most_in_any_window(times: list[float], window: float) -> int:
     return most
 
 
+async def leave_together(pacer: Pacer, n: int, travel: Callable[[], float], arrived: list[float]) -> None:
+    """`n` calls to as many destinations at once, each noted in `arrived` as it reaches
+    the platform (it left, then took `travel()` seconds)."""
+
+    async def call(chat: int) -> None:
+        await pacer.acquire(chat)
+        await pacer.leaving(chat)
+        arrived.append(time.monotonic() + travel())
+
+    await asyncio.gather(*(call(chat) for chat in range(n)))
+
+
 async def test_no_sliding_second_holds_more_calls_than_the_bot_budget_when_the_loop_stalls() -> None:
     # 40 calls a second for the bot, 600 calls to many destinations, and the event loop
     # blocked for 60 ms after every 300 ms (a burst of writes): the slots that fell due are
     # granted when it wakes, but the calls leave so that no window of one second (on the
     # time scale) holds more than the budget, as the Bot API counts them.
     b = Budgets(interval=lambda chat: 1.0, bot_rate=40.0, scale=0.25)
-    pacer = Pacer(b)
     left: list[float] = []
-
-    async def call(chat: int) -> None:
-        await pacer.acquire(chat)
-        await pacer.leaving(chat)
-        left.append(time.monotonic())
 
     async def stall() -> None:
         while len(left) < 600:
@@ -291,7 +298,7 @@ async def test_no_sliding_second_holds_more_calls_than_the_bot_budget_when_the_l
             time.sleep(0.06)
 
     staller = asyncio.create_task(stall())
-    await asyncio.gather(*(call(chat) for chat in range(600)))
+    await leave_together(Pacer(b), 600, lambda: 0.0, left)
     staller.cancel()
     assert most_in_any_window(left, b.scale) <= 40
     # and the budget is used: 600 calls at 40 per (scaled) second take about 3.75 s
@@ -304,16 +311,8 @@ async def test_calls_that_arrive_unevenly_late_still_arrive_within_the_bot_budge
     # when they arrive, as the platform counts them, no second holds more than the budget.
     random = Random(7)
     b = Budgets(interval=lambda chat: 1.0, bot_rate=40.0, scale=0.25)
-    pacer = Pacer(b)
     arrived: list[float] = []
-
-    async def call(chat: int) -> None:
-        await pacer.acquire(chat)
-        await pacer.leaving(chat)
-        travel = random.uniform(0.0, 0.01)
-        arrived.append(time.monotonic() + travel)
-
-    await asyncio.gather(*(call(chat) for chat in range(400)))
+    await leave_together(Pacer(b), 400, lambda: random.uniform(0.0, 0.01), arrived)
     arrived.sort()
     assert most_in_any_window(arrived, b.scale) <= 40
     assert arrived[-1] - arrived[0] < 400 / 40 * b.scale * 1.2  # and the budget is still used

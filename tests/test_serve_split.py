@@ -19,17 +19,14 @@ import pytest
 
 from conftest import alive
 from progresscast.testing import BotAPIEmulator
+from test_serve import Serve
 
 TOKEN = "t0ken-for-split-tests"
 CHAT = 4242
 
 
-class Split:
+class Split(Serve):
     """One split `serve`, its log, and the pid of its adapters' process."""
-
-    def __init__(self, proc: asyncio.subprocess.Process) -> None:
-        self.proc = proc
-        self.lines: list[str] = []
 
     async def line(self, pattern: str, timeout: float = 30, *, nth: int = 1) -> re.Match[str]:
         """The `nth` log line matching `pattern`, waiting for it."""
@@ -47,12 +44,6 @@ class Split:
             return found[nth - 1]
 
         return await asyncio.wait_for(read(), timeout)
-
-    async def finished(self, timeout: float = 30) -> int:
-        assert self.proc.stderr is not None
-        rest = await asyncio.wait_for(self.proc.stderr.read(), timeout)
-        self.lines += rest.decode(errors="replace").splitlines()
-        return await asyncio.wait_for(self.proc.wait(), timeout)
 
 
 @pytest.fixture
