@@ -146,11 +146,14 @@ class FencedRequest(BaseRequest):
         )
         body, headers = _body(request_data, files)
         proxy, proxy_auth = self._proxy_for(url)
-        try:
-            async with asyncio.timeout(_seconds(pool_timeout, self._pool)):
-                await self._slots.acquire()
-        except TimeoutError:
-            raise TimedOut(_POOL_TIMEOUT) from None
+        if self._slots.locked():  # a free slot is taken at once, with no timer to arm
+            try:
+                async with asyncio.timeout(_seconds(pool_timeout, self._pool)):
+                    await self._slots.acquire()
+            except TimeoutError:
+                raise TimedOut(_POOL_TIMEOUT) from None
+        else:
+            await self._slots.acquire()
         try:
             self._check_fence()  # it may have waited for a slot: checked again right before sending
             async with session.request(
