@@ -24,8 +24,10 @@ from multiprocessing.connection import Connection
 from typing import Any
 
 import telegram
+import uvloop
 from redis.asyncio.connection import AbstractConnection
-from telegram.request import HTTPXRequest
+from redis.utils import HIREDIS_AVAILABLE
+from telegram.request import BaseRequest, HTTPXRequest
 
 from progresscast.config.settings import Settings
 from progresscast.model.card import CardInput
@@ -33,6 +35,7 @@ from progresscast.model.owners import Owner
 from progresscast.store.cards import CardStore
 from progresscast.store.connections import connect
 from progresscast.telegram.options import AdapterOptions
+from progresscast.telegram.request import FencedRequest
 from progresscast.telegram.worker import telegram_worker
 from progresscast.testing import BotAPIEmulator, Pace
 
@@ -108,13 +111,15 @@ async def wait_calls(calls: Counter[str], method: str, n: int, timeout: float) -
         raise RuntimeError(f"{calls[method]} of {n} {method} calls after {timeout:.0f} s")
 
 
-async def adapter(url: str, chats: int, rounds: int, profile: float, conn: Connection) -> None:
+async def adapter(url: str, chats: int, rounds: int, profile: float, conn: Connection, transport: str) -> None:
     token, base_url = conn.recv()
     conn.send(("write", 0))
     conn.recv()
     trips = RoundTrips()
     redis = connect(url)
-    request = HTTPXRequest(connection_pool_size=16)
+    request: BaseRequest = (
+        HTTPXRequest(connection_pool_size=16) if transport == "httpx" else FencedRequest(connection_pool_size=16)
+    )
     async with telegram.Bot(token, base_url=base_url, request=request) as bot:
         worker = telegram_worker(settings(token, base_url, chats), redis, bot, options=AdapterOptions(consumer="p"))
         calls: Counter[str] = Counter()
@@ -131,8 +136,10 @@ async def adapter(url: str, chats: int, rounds: int, profile: float, conn: Conne
         await worker.start()
         await wait_calls(calls, "send", chats, chats / 50 + 60)
         cpu1, wall1, trips1 = time.process_time(), time.monotonic(), trips.count
-        print(f"first drafts: {chats} sends in {wall1 - wall0:.1f} s: {(cpu1 - cpu0) / chats * 1e3:.2f} ms CPU "
-              f"each, {(trips1 - trips0) / chats:.1f} Redis round trips each (start-up and follows included)")
+        print(
+            f"first drafts: {chats} sends in {wall1 - wall0:.1f} s: {(cpu1 - cpu0) / chats * 1e3:.2f} ms CPU "
+            f"each, {(trips1 - trips0) / chats:.1f} Redis round trips each (start-up and follows included)"
+        )
         await asyncio.sleep(1.5)  # the last sends' bookkeeping; every destination's pace
         profiler = cProfile.Profile(time.process_time) if profile else None  # CPU, not wall time
         cpu0, wall0, trips0 = time.process_time(), time.monotonic(), trips.count
@@ -151,8 +158,10 @@ async def adapter(url: str, chats: int, rounds: int, profile: float, conn: Conne
             await asyncio.sleep(1.1)  # every destination's pace (1 call a second)
         cpu1, trips1 = time.process_time(), trips.count
         edits = chats * rounds
-        print(f"edits: {edits} in {busy:.1f} s of rounds ({edits / busy:.0f} calls/s): "
-              f"{(cpu1 - cpu0) / edits * 1e3:.2f} ms CPU each, {(trips1 - trips0) / edits:.2f} Redis round trips each")
+        print(
+            f"edits: {edits} in {busy:.1f} s of rounds ({edits / busy:.0f} calls/s): "
+            f"{(cpu1 - cpu0) / edits * 1e3:.2f} ms CPU each, {(trips1 - trips0) / edits:.2f} Redis round trips each"
+        )
         per_edit = {k: round(v / edits, 2) for k, v in (trips.by_command - commands0).most_common()}
         print(f"round trips per edit, by first command: {per_edit}")
         await worker.close()
@@ -169,13 +178,23 @@ def main() -> None:
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--profile", type=float, default=0, help="print this many lines of a cProfile of phase 2")
     parser.add_argument("--redis", default=None, help="a Redis URL (its database is flushed); default: embedded")
+    parser.add_argument(
+        "--transport",
+        choices=("aiohttp", "httpx"),
+        default="aiohttp",
+        help="the Bot API transport: ours (aiohttp) or python-telegram-bot's own (httpx)",
+    )
+    parser.add_argument("--loop", choices=("uvloop", "asyncio"), default="uvloop", help="uvloop: as `serve` runs")
     args = parser.parse_args()
+    print(f"transport {args.transport}, loop {args.loop}, hiredis {'yes' if HIREDIS_AVAILABLE else 'no'}")
     with bench_redis(args.redis) as url:
         ours, theirs = multiprocessing.Pipe()
         child = multiprocessing.get_context("spawn").Process(target=_child, args=(theirs, url, args.chats))
         child.start()
         try:
-            asyncio.run(adapter(url, args.chats, args.rounds, args.profile, ours))
+            factory = uvloop.new_event_loop if args.loop == "uvloop" else None
+            with asyncio.Runner(loop_factory=factory) as runner:
+                runner.run(adapter(url, args.chats, args.rounds, args.profile, ours, args.transport))
         finally:
             ours.send(("stop", 0))
             child.join(10)

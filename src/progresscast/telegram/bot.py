@@ -27,9 +27,9 @@ from ..config.errors import ConfigError
 from ..config.settings import Settings
 from ..config.telegram import TelegramSettings, TelegramWebhookSettings
 from ..failure_log import FailureLog
-from .client import FencedRequest
 from .commands import COMMANDS, TelegramCommands, thread_of
 from .options import AdapterOptions
+from .request import FencedRequest
 from .webhook import UpdateInbox
 from .worker import telegram_worker
 
@@ -43,26 +43,17 @@ def build_application(telegram: TelegramSettings, options: AdapterOptions) -> Ap
     builder: ApplicationBuilder = (  # type: ignore[type-arg]
         Application.builder().token(telegram.token).base_url(telegram.apiBaseUrl).job_queue(None)
     )
-    if options.fence is None:
-        builder = (
-            builder.connection_pool_size(options.connection_pool_size)
-            .read_timeout(options.read_timeout)
-            .write_timeout(options.write_timeout)
-            .connect_timeout(options.connect_timeout)
-            .pool_timeout(options.pool_timeout)
+    # Our transport (aiohttp, the lease checked first when there is one), not PTB's httpx one.
+    builder = builder.request(
+        FencedRequest(
+            options.fence,
+            connection_pool_size=options.connection_pool_size,
+            read_timeout=options.read_timeout,
+            write_timeout=options.write_timeout,
+            connect_timeout=options.connect_timeout,
+            pool_timeout=options.pool_timeout,
         )
-    else:
-        # The same transports python-telegram-bot would build, checking the lease first.
-        builder = builder.request(
-            FencedRequest(
-                options.fence,
-                connection_pool_size=options.connection_pool_size,
-                read_timeout=options.read_timeout,
-                write_timeout=options.write_timeout,
-                connect_timeout=options.connect_timeout,
-                pool_timeout=options.pool_timeout,
-            )
-        ).get_updates_request(FencedRequest(options.fence, connection_pool_size=1))
+    ).get_updates_request(FencedRequest(options.fence, connection_pool_size=1))
     return builder.build()
 
 

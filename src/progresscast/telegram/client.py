@@ -41,7 +41,6 @@ from telegram.error import (
     TelegramError,
     TimedOut,
 )
-from telegram.request import HTTPXRequest
 from telegram.warnings import PTBUserWarning
 
 from .. import metrics
@@ -50,46 +49,14 @@ from ..channels.outcome import MessageId, Outcome, OutcomeKind
 from ..channels.state import Id
 from ..render.payload import Payload
 from ..render.telegram_payload import RICH_METHOD
-from ..store.lease import Fence
+from .request import NEVER_SENT, LeaseLost
 
 log = logging.getLogger("progresscast.telegram")
 
 
-# Causes (httpx exceptions) after which the request surely never left this process.
-_NEVER_SENT = (httpx.ConnectError, httpx.ConnectTimeout, httpx.PoolTimeout, httpx.UnsupportedProtocol)
-
-
-class LeaseLost(NetworkError):
-    """A Bot API call not made: the bot's lease may have passed to another process."""
-
-
-def _lost() -> LeaseLost:
-    return LeaseLost("not called: the bot's lease may have passed to another process")
-
-
-class FencedRequest(HTTPXRequest):
-    """python-telegram-bot's HTTP transport, checking the bot's lease before every
-    request (getUpdates included): a holder that may have lost it calls nothing.
-
-    Checked twice: before the request is made, and again once it has its connection,
-    right before its first byte is written (httpcore's `trace` hook) — a request may
-    wait for a free connection for a while, and a pause (SIGSTOP) may fall in that wait."""
-
-    def __init__(self, fence: Fence, **kwargs: Any) -> None:
-        super().__init__(httpx_kwargs={"event_hooks": {"request": [self._arm]}}, **kwargs)
-        self.fence = fence
-
-    async def _arm(self, request: httpx.Request) -> None:
-        request.extensions = {**request.extensions, "trace": self._trace}
-
-    async def _trace(self, event: str, info: dict[str, Any]) -> None:
-        if event.endswith("send_request_headers.started") and not self.fence.is_open():
-            raise _lost()
-
-    async def do_request(self, *args: Any, **kwargs: Any) -> tuple[int, bytes]:
-        if not self.fence.is_open():
-            raise _lost()
-        return await super().do_request(*args, **kwargs)
+# Causes after which the request surely never left this process: ours (aiohttp) and
+# those of python-telegram-bot's own transport (httpx), for a `Bot` built without ours.
+_NEVER_SENT = (*NEVER_SENT, httpx.ConnectError, httpx.ConnectTimeout, httpx.PoolTimeout, httpx.UnsupportedProtocol)
 
 
 def _rich_unknown(low: str) -> bool:
@@ -237,4 +204,4 @@ class TelegramClient:
         return await self._send(int(chat_id), int(thread_id or 0), "sendMessage", {"text": text}, {})
 
 
-__all__ = ["FencedRequest", "LeaseLost", "TelegramClient", "classify"]
+__all__ = ["TelegramClient", "classify"]
