@@ -64,7 +64,10 @@ class Budgets:
 
     @property
     def bot_spacing(self) -> float:
-        return self.scale / self.bot_rate
+        # The grants keep the pace the calls may leave at (`leave_margin`): granted any
+        # faster, calls would wait between their render and their leaving, and go out
+        # older than the newest card.
+        return self.scale * (1 + self.leave_margin) / self.bot_rate
 
     @property
     def catch_up_seconds(self) -> float:
