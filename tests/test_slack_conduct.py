@@ -3,19 +3,18 @@ signed events and commands, pacing on the shared time scale): pings as new messa
 (or broadcast thread replies), the line that ends every run, no flash for quick
 runs, and the draft kept at the bottom of the channel."""
 
+# ruff: noqa: F811 — the fixtures are the adapter tests', imported; pytest passes them by name
 from __future__ import annotations
 
 import asyncio
-from typing import Any
 
 import pytest
-from redis.asyncio import Redis
 
 from progresscast.channels.state import DraftKey
 from progresscast.model.view import RunState
 from progresscast.slack.events import landed
 from progresscast.testing import SlackAPIEmulator, SlackMessage
-from test_slack_adapter import OWNER, SCALE, C, Harness, refused
+from test_slack_adapter import OWNER, SCALE, C, Harness, harness, refused  # noqa: F401 (harness: the fixture, on this module's `slack`)
 
 
 @pytest.fixture
@@ -23,21 +22,6 @@ async def slack(monkeypatch: pytest.MonkeyPatch):
     monkeypatch.setenv("PROGRESSCAST_TIME_SCALE", str(SCALE))
     async with SlackAPIEmulator(channels=[C]) as emulator:
         yield emulator
-
-
-@pytest.fixture
-async def harness(slack: SlackAPIEmulator, redis: Redis):
-    made: list[Harness] = []
-
-    async def make(**config: Any) -> Harness:
-        h = Harness(slack, redis, **config)
-        made.append(h)
-        await h.start()
-        return h
-
-    yield make
-    for h in made:
-        await h.stop()
 
 
 def app_messages(slack: SlackAPIEmulator, thread_ts: str | None = None) -> list[SlackMessage]:

@@ -3,6 +3,7 @@ Redis, pacing on the shared time scale): pings that notify as replies to the sil
 draft, the line that ends every run, no flash for quick runs, and the draft kept at
 the bottom of the chat."""
 
+# ruff: noqa: F811 — the fixtures are the adapter tests', imported; pytest passes them by name
 from __future__ import annotations
 
 import asyncio
@@ -11,40 +12,15 @@ import sys
 from typing import Any
 
 import pytest
-from redis.asyncio import Redis
 
 from a2a_updates import status, steps, ts
 from progresscast.agents.a2a.apply import Source, UpdateApplier
 from progresscast.agents.a2a.mapping import parse_update
 from progresscast.model.view import RunState
 from progresscast.testing import BotAPIEmulator, ShownMessage
-from progresscast.timescale import ENV as TIME_SCALE_ENV
-from test_telegram_adapter import OWNER, PRIVATE, SCALE, Harness, quiet
+from test_telegram_adapter import OWNER, PRIVATE, SCALE, Harness, api, harness, quiet, scaled  # noqa: F401 (fixtures)
 
 pytestmark = pytest.mark.filterwarnings("ignore::telegram.warnings.PTBDeprecationWarning")
-
-
-@pytest.fixture
-async def api(monkeypatch: pytest.MonkeyPatch):
-    monkeypatch.setenv(TIME_SCALE_ENV, str(SCALE))  # Telegram's pacing at 1/20 of real time
-    async with BotAPIEmulator() as emulator:
-        yield emulator
-
-
-@pytest.fixture
-async def harness(api: BotAPIEmulator, redis: Redis):
-    made: list[Harness] = []
-
-    async def make(**telegram: object) -> Harness:
-        h = Harness(api, redis, **telegram)
-        made.append(h)
-        await h.start()
-        return h
-
-    yield make
-    for h in made:
-        if h.task and not h.task.done():
-            await h.stop()
 
 
 def bot_messages(api: BotAPIEmulator, chat: int, h: Harness) -> list[ShownMessage]:
