@@ -316,3 +316,28 @@ async def test_entries_without_an_owner_are_skipped_and_acknowledged(store: Card
 )
 def test_display_keys_parse_back_to_owners(key: str, owner: Owner | None) -> None:
     assert Owner.from_display_key(key) == owner
+
+
+async def test_a_view_read_with_other_commands_is_the_view_and_their_replies(store: CardStore, redis: Redis) -> None:
+    await store.put(OWNER, plan("completed", "in_progress"))
+    await store.start_run(OWNER, "r1")
+    await store.update_activity(OWNER, headline="Reading", tool="grep")
+    await redis.set("other-key", "42")
+
+    def queue(pipe: object) -> None:
+        pipe.get("other-key")  # type: ignore[attr-defined]
+        pipe.get("no-such-key")  # type: ignore[attr-defined]
+
+    view, replies = await store.view_with(OWNER, queue)
+    assert view == await store.view(OWNER)
+    assert view.card is not None and [s.status.value for s in view.card.plan or ()] == ["completed", "in_progress"]
+    assert view.activity.tools == ("grep",) and view.run is RunState.active
+    assert replies == ["42", None]
+
+
+async def test_a_stored_step_of_the_wrong_shape_fails_the_read(store: CardStore, redis: Redis) -> None:
+    # Stored steps are not validated again when read; one of the wrong shape still fails.
+    await store.put(OWNER, plan("pending"))
+    await redis.hset((await store.layout()).card(OWNER), "plan", '[{"step": "x", "status": "sleeping"}]')
+    with pytest.raises(ValueError, match="sleeping"):
+        await store.view(OWNER)

@@ -134,10 +134,19 @@ class Intake:
         while not self._closing:
             try:
                 events = await group.read(count=200, block_ms=1000)
-                changed = coalesce(events)
-                for key in await self.ctx.state.followers_of(list(changed)):
-                    self._touch(key, activity_only=changed[key.owner])
-                await group.ack(events)
+                if events:
+                    changed = coalesce(events)
+                    owners = list(changed)
+                    # Who follows the owners, and the batch acknowledged: one round trip.
+                    # Acknowledged before the touches, which only hand drafts to lanes in
+                    # memory (a restart's catch-up looks at every draft anyway).
+                    async with self.redis.pipeline(transaction=False) as pipe:
+                        self.ctx.state.queue_followers(pipe, owners)
+                        group.queue_ack(pipe, events)
+                        replies = await pipe.execute()
+                    group.acked(events)
+                    for key in self.ctx.state.followers_from(owners, replies[: len(owners)]):
+                        self._touch(key, activity_only=changed[key.owner])
                 if time.monotonic() - self._ended_checked >= 1.0:
                     await self.ended()
                 failures = 0

@@ -15,6 +15,7 @@ from __future__ import annotations
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, replace
+from functools import partial
 
 from ..model.view import View
 from ..store.cards import CardStore
@@ -43,7 +44,13 @@ class DraftRequest:
 
 class DraftProcessor:
     def __init__(
-        self, ctx: WorkerContext, store: CardStore, effects: ReplyEffects, *, settled_of: Callable[[Id], Settled]
+        self,
+        ctx: WorkerContext,
+        store: CardStore,
+        effects: ReplyEffects,
+        *,
+        settled_of: Callable[[Id], Settled],
+        replies_waiting: Callable[[Id], bool],
     ) -> None:
         self.ctx = ctx
         self.log = ctx.log
@@ -51,6 +58,8 @@ class DraftProcessor:
         self.effects = effects
         self._settled_of = settled_of
         """What the destination's lane remembers its drafts were settled with (`Lane.seen`)."""
+        self._replies_waiting = replies_waiting
+        """Whether the destination's lane holds one-off messages to send (`Lane.outbox`)."""
         self.requests: dict[DraftKey, DraftRequest] = {}
         self._since: dict[DraftKey, float] = {}
         """Since when (monotonic) a draft has waited for a change: fairness only."""
@@ -121,6 +130,11 @@ class DraftProcessor:
 
     async def _at_slot(self, key: DraftKey, read: DraftRead, seen: Settled) -> float | None:
         """The slot is granted and `read` is the newest view: decide, render, call."""
+        if self._replies_waiting(key.chat_id):
+            # A command's reply came in while this draft waited (a change event touched
+            # it just as the destination followed): the reply goes first, then the draft.
+            self.ctx.pacer.give_back(key.chat_id)
+            return 0
         state, new, call = await self._decide(key, read)
         if not isinstance(call, Send | Edit | Delete | Probe):
             self.ctx.pacer.give_back(key.chat_id)
@@ -160,11 +174,11 @@ class DraftProcessor:
         return not (isinstance(call, Edit) and call.revision is not None and call.revision == state.revision)
 
     async def _read(self, key: DraftKey) -> DraftRead:
-        """Everything a decision about one draft reads. One after the other, not
-        gathered: a lane holds one Redis connection at a time (10,000 lanes share a
-        bounded pool)."""
-        state, following, prefs, below = await self.ctx.state.draft_following(key)
-        view = await self.store.view(key.owner)
+        """Everything a decision about one draft reads, in one round trip: the draft's
+        state with the view it shows (a lane holds one Redis connection at a time: 10,000
+        lanes share a bounded pool)."""
+        view, replies = await self.store.view_with(key.owner, partial(self.ctx.state.queue_draft_following, key))
+        state, following, prefs, below = self.ctx.state.draft_following_of(replies)
         renderers = await self.ctx.channel.renderers(key, prefs)
         return DraftRead(key, state, following, view, RenderedOnce(renderers), below)
 

@@ -17,7 +17,7 @@ from __future__ import annotations
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, replace
-from typing import cast
+from typing import Any, cast
 
 from redis.asyncio import Redis
 
@@ -112,6 +112,11 @@ class ChatPrefs:
 
     mode: Mode | None = None
     rich: bool | None = None
+
+
+DraftFollowing = tuple[DraftState, bool, ChatPrefs, "Id | None"]
+"""What a decision about a draft reads here: its state, whether its destination follows
+the owner, the destination's overrides, the newest message someone else posted below it."""
 
 
 def _prefs(raw: dict[str, str]) -> ChatPrefs:
@@ -292,17 +297,16 @@ class ChannelState:
         members = cast("set[str]", await self.redis.smembers(keys.channel_followers(self.channel, owner)))
         return self._followers(owner, members)
 
-    async def followers_of(self, owners: list[Owner]) -> list[DraftKey]:
-        """`followers` of every owner, read in one round trip (a batch of change events)."""
-        if len(owners) <= 1:
-            return await self.followers(owners[0]) if owners else []
-        async with self.redis.pipeline(transaction=False) as pipe:
-            for owner in owners:
-                pipe.smembers(keys.channel_followers(self.channel, owner))
-            replies = await pipe.execute()
+    def queue_followers(self, pipe: Any, owners: list[Owner]) -> None:
+        """Queue the reads of every owner's `followers` on a pipeline (a batch of change
+        events, with its acknowledgement); `followers_from` their replies."""
+        for owner in owners:
+            pipe.smembers(keys.channel_followers(self.channel, owner))
+
+    def followers_from(self, owners: list[Owner], replies: list[Any]) -> list[DraftKey]:
         out: list[DraftKey] = []
         for owner, members in zip(owners, replies, strict=True):
-            out += self._followers(owner, cast("set[str]", members))
+            out += self._followers(owner, members)
         return out
 
     def _followers(self, owner: Owner, members: set[str]) -> list[DraftKey]:
@@ -368,21 +372,20 @@ class ChannelState:
     async def draft(self, key: DraftKey) -> DraftState:
         return DraftState.from_json(cast("str | None", await self.redis.get(self._draft_key(key))))
 
-    async def draft_following(self, key: DraftKey) -> tuple[DraftState, bool, ChatPrefs, Id | None]:
-        """The draft's state, whether its destination still follows the owner, the
-        destination's overrides, and the newest message someone else posted in its thread
-        (`heard`), in one round trip (on a Cluster, one per node)."""
+    def queue_draft_following(self, key: DraftKey, pipe: Any) -> None:
+        """Queue the reads of `DraftFollowing` on a pipeline, for one round trip with
+        the view the draft shows (`CardStore.view_with`; on a Cluster, one per node)."""
         _, (followers, member) = self._follow_sets(key)
-        async with self.redis.pipeline(transaction=False) as pipe:
-            pipe.get(self._draft_key(key))
-            pipe.sismember(followers, member)
-            pipe.hgetall(keys.channel_prefs(self.channel, key.chat_id))
-            pipe.get(keys.channel_heard(self.channel, key.chat_id, key.thread_id))
-            raw, following, prefs, heard = await pipe.execute()
-        below = self._heard_mark(cast("str", heard)) if heard else None
-        return (
-            DraftState.from_json(cast("str | None", raw)), bool(following), _prefs(cast("dict[str, str]", prefs)), below
-        )
+        pipe.get(self._draft_key(key))
+        pipe.sismember(followers, member)
+        pipe.hgetall(keys.channel_prefs(self.channel, key.chat_id))
+        pipe.get(keys.channel_heard(self.channel, key.chat_id, key.thread_id))
+
+    def draft_following_of(self, replies: list[Any]) -> DraftFollowing:
+        """`DraftFollowing` made of the replies to `queue_draft_following`."""
+        raw, following, prefs, heard = replies
+        below = self._heard_mark(heard) if heard else None
+        return DraftState.from_json(raw), bool(following), _prefs(prefs), below
 
     def _check_fence(self) -> None:
         if self.fence is not None:

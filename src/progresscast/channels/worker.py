@@ -76,7 +76,9 @@ class ChannelWorker:
             clock, self.log, self.failures,
         )
         self.effects = ReplyEffects(self.ctx, touch=self.touch)
-        self.drafts = DraftProcessor(self.ctx, self.store, self.effects, settled_of=self._settled_of)
+        self.drafts = DraftProcessor(
+            self.ctx, self.store, self.effects, settled_of=self._settled_of, replies_waiting=self._replies_waiting
+        )
         self.one_offs = OneOffSender(self.ctx, self.effects)
         self.intake = Intake(self.ctx, redis, touch=self.touch, follow=self.follow, ended=self._hand_ended)
 
@@ -123,6 +125,10 @@ class ChannelWorker:
             if self.pacer.ready_in(lane.destination) <= 0:
                 self.pacer.forget(lane.destination)
             self.effects.ok(lane.destination)
+
+    def _replies_waiting(self, destination: Id) -> bool:
+        lane = self._lanes.get(destination)
+        return lane is not None and bool(lane.outbox)
 
     def _settled_of(self, destination: Id) -> Settled:
         lane = self._lanes.get(destination)

@@ -13,12 +13,11 @@ from __future__ import annotations
 
 import json
 import time
-from collections.abc import AsyncIterator, Sequence
+from collections.abc import AsyncIterator, Callable, Sequence
 from dataclasses import dataclass
-from datetime import UTC, datetime
-from typing import cast
+from typing import Any, cast
 
-from redis.asyncio import Redis
+from redis.asyncio import Redis, RedisCluster
 from redis.commands.core import AsyncScript
 from redis.exceptions import RedisError
 
@@ -26,11 +25,12 @@ from ..model.activity import Activity
 from ..model.card import Card, CardError, CardInput, Step, StepCounts, WriteResult
 from ..model.history import HistoryEntry
 from ..model.owners import Owner
-from ..model.view import TERMINAL, EndedRun, RunState, View
+from ..model.view import TERMINAL, RunState, View
 from . import keys, scripts
 from .keys import Layout
 from .retention import retention_ms
 from .sharding import layout_of
+from .views import VIEW_REPLIES, card_of, iso, queue_view, view_of
 
 TS_WIDTH = 20
 """A2A timestamps are compared as zero-padded strings: exact at any size, in any Lua."""
@@ -60,12 +60,6 @@ class StatusWrite:
     headline: str | None = None
     attention: str | None = None
     ended: RunState | None = None
-
-
-def _iso(ms: int) -> str:
-    return datetime.fromtimestamp(ms / 1000, UTC).isoformat(timespec="milliseconds").replace(
-        "+00:00", "Z"
-    )
 
 
 def _ago(arrived: float) -> int:
@@ -228,7 +222,7 @@ class CardStore:
     async def get(self, owner: Owner) -> Card | None:
         lay = await self.layout()
         raw = cast("dict[str, str]", await self.redis.hgetall(lay.card(owner)))
-        return self._card(owner, raw) if raw else None
+        return card_of(owner, raw) if raw else None
 
     async def revision(self, owner: Owner) -> int:
         lay = await self.layout()
@@ -245,24 +239,6 @@ class CardStore:
         if before is not None:
             entries = [e for e in entries if e.revision < before]
         return entries[:limit]
-
-    @staticmethod
-    def _card(owner: Owner, raw: dict[str, str]) -> Card:
-        if "body" in raw:  # written by an earlier version: both parts in one JSON body
-            body = json.loads(raw["body"])
-            plan, markdown = body.get("plan"), body.get("markdown")
-        else:
-            plan = json.loads(raw["plan"]) if "plan" in raw else None
-            markdown = raw.get("markdown")
-        return Card(
-            sessionKey=owner.session_key,
-            agentId=owner.agent_id,
-            displayKey=owner.display_key,
-            revision=int(raw["revision"]),
-            plan=plan,
-            markdown=markdown,
-            updatedAt=_iso(int(raw["updatedAt"])),
-        )
 
     # -- runs and activity ---------------------------------------------------
 
@@ -331,40 +307,24 @@ class CardStore:
         """Card, activity and run state read in one transaction, so they agree."""
         lay = await self.layout()
         async with self.redis.pipeline(transaction=True) as pipe:
-            pipe.hgetall(lay.card(owner))
-            pipe.hgetall(lay.activity(owner))
-            pipe.lrange(lay.tools(owner), 0, -1)
-            pipe.hgetall(lay.run(owner))
-            raw_card, fields, tools, run = await pipe.execute()
-        card = self._card(owner, raw_card) if raw_card else None
-        state = RunState(run["state"]) if run else RunState.none
-        paused = state in TERMINAL or (
-            state is RunState.active
-            and card is not None
-            and card.revision <= int(run.get("startRevision", 0))
-        )
-        after_end = (
-            state in TERMINAL and card is not None and "endRevision" in run and card.revision > int(run["endRevision"])
-        )
-        # The tool lines belong to the finished run, not to a card written after it.
-        shown_tools = () if after_end else tuple(tools)
-        activity = Activity(headline=fields.get("headline"), tools=shown_tools, answer=fields.get("answer"),
-            attention=fields.get("attention"),
-        )
-        previous = None
-        if run.get("prevRunId") and run.get("prevState") in RunState.__members__:
-            previous = EndedRun(run["prevRunId"], RunState(run["prevState"]), run.get("prevAnswer") or None)
-        return View(
-            owner=owner,
-            card=card,
-            activity=activity,
-            run=state,
-            run_id=run.get("runId"),
-            paused=paused,
-            after_end=after_end,
-            previous=previous,
-            started_at=int(run["startedAt"]) / 1000 if str(run.get("startedAt", "")).isdigit() else None,
-        )
+            queue_view(pipe, lay, owner)
+            return view_of(owner, await pipe.execute())
+
+    async def view_with(self, owner: Owner, queue: Callable[[Any], None]) -> tuple[View, list[Any]]:
+        """The owner's view and the replies of the commands `queue` adds to a pipeline,
+        in one round trip (one transaction) on a single Redis; on a Cluster, whose
+        pipelines keep to one slot per transaction, the others first, then the view."""
+        lay = await self.layout()
+        if isinstance(self.redis, RedisCluster):
+            async with self.redis.pipeline(transaction=False) as pipe:
+                queue(pipe)
+                others = await pipe.execute()
+            return await self.view(owner), others
+        async with self.redis.pipeline(transaction=True) as pipe:
+            queue(pipe)
+            queue_view(pipe, lay, owner)
+            replies = await pipe.execute()
+        return view_of(owner, replies[-VIEW_REPLIES:]), replies[:-VIEW_REPLIES]
 
     async def last_event(self, owner: Owner) -> dict[str, str]:
         """The owner's newest event as stored beside it ({} when it never had one)."""
@@ -376,7 +336,7 @@ class CardStore:
         the store's clock — the time its newest event was appended; None: never."""
         event_id = (await self.last_event(owner)).get("id", "")
         ms, _, _ = event_id.partition("-")
-        return _iso(int(ms)) if ms.isdigit() else None
+        return iso(int(ms)) if ms.isdigit() else None
 
     async def owners(
         self, *, page: int = 500, after: tuple[int, str] | None = None

@@ -285,11 +285,22 @@ class EventGroup:
         return out
 
     async def ack(self, events: list[Event]) -> None:
+        async with self.redis.pipeline(transaction=False) as pipe:
+            self.queue_ack(pipe, events)
+            await pipe.execute()
+        self.acked(events)
+
+    def queue_ack(self, pipe: Any, events: list[Event]) -> None:
+        """Queue the acknowledgement of `events` on a pipeline (with the reads their
+        batch needs: one round trip); `acked` once it ran."""
         by_stream: dict[str, list[str]] = {}
         for e in events:
             by_stream.setdefault(e.stream, []).append(e.id)
         for stream, ids in by_stream.items():
-            await self.redis.xack(stream, self.group, *ids)
+            pipe.xack(stream, self.group, *ids)
+
+    def acked(self, events: list[Event]) -> None:
+        """`events` were acknowledged (`queue_ack`): they are not handed out again."""
         acked = {(e.stream, e.id) for e in events}
         self._handed = [e for e in self._handed if (e.stream, e.id) not in acked]
         self._settle(events, acked=True)

@@ -1,0 +1,99 @@
+"""An owner's view as stored: the commands that read it, and the `View` made of their
+replies. Shared by `CardStore.view` and reads that add their own commands to the same
+round trip (`CardStore.view_with`: a draft's state read with the view it shows)."""
+
+from __future__ import annotations
+
+import json
+from datetime import UTC, datetime
+from functools import lru_cache
+from typing import Any
+
+from ..model.activity import Activity
+from ..model.card import Card, Status, Step
+from ..model.owners import Owner
+from ..model.view import TERMINAL, EndedRun, RunState, View
+from .keys import Layout
+
+VIEW_REPLIES = 4
+"""How many replies `queue_view` adds to a pipeline."""
+
+
+def iso(ms: int) -> str:
+    """Milliseconds on the store's clock as ISO 8601 (UTC, milliseconds, `Z`)."""
+    return datetime.fromtimestamp(ms / 1000, UTC).isoformat(timespec="milliseconds").replace("+00:00", "Z")
+
+
+def queue_view(pipe: Any, lay: Layout, owner: Owner) -> None:
+    """Queue the reads of an owner's view on a pipeline (in a transaction, they agree)."""
+    pipe.hgetall(lay.card(owner))
+    pipe.hgetall(lay.activity(owner))
+    pipe.lrange(lay.tools(owner), 0, -1)
+    pipe.hgetall(lay.run(owner))
+
+
+def _step(raw: dict[str, Any]) -> Step:
+    # A stored step of the wrong shape still fails here (KeyError, ValueError).
+    return _known_step(str(raw["step"]), Status(raw["status"]), raw.get("note"))
+
+
+@lru_cache(maxsize=16_384)
+def _known_step(step: str, status: Status, note: str | None) -> Step:
+    # Validated when it was written: built without validating again, and once for the
+    # many reads of a plan whose steps barely change (a read per edit; steps are frozen).
+    return Step.model_construct(step=step, status=status, note=note)
+
+
+def card_of(owner: Owner, raw: dict[str, str]) -> Card:
+    """The stored card's hash as a `Card`."""
+    if "body" in raw:  # written by an earlier version: both parts in one JSON body
+        body = json.loads(raw["body"])
+        plan, markdown = body.get("plan"), body.get("markdown")
+    else:
+        plan = json.loads(raw["plan"]) if "plan" in raw else None
+        markdown = raw.get("markdown")
+    return Card.model_construct(
+        sessionKey=owner.session_key,
+        agentId=owner.agent_id,
+        displayKey=owner.display_key,
+        revision=int(raw["revision"]),
+        plan=[_step(s) for s in plan] if plan is not None else None,
+        markdown=markdown,
+        updatedAt=iso(int(raw["updatedAt"])),
+    )
+
+
+def view_of(owner: Owner, replies: list[Any]) -> View:
+    """The view made of `queue_view`'s replies."""
+    raw_card, fields, tools, run = replies
+    card = card_of(owner, raw_card) if raw_card else None
+    state = RunState(run["state"]) if run else RunState.none
+    paused = state in TERMINAL or (
+        state is RunState.active and card is not None and card.revision <= int(run.get("startRevision", 0))
+    )
+    after_end = (
+        state in TERMINAL and card is not None and "endRevision" in run and card.revision > int(run["endRevision"])
+    )
+    # The tool lines belong to the finished run, not to a card written after it.
+    shown_tools = () if after_end else tuple(tools)
+    activity = Activity.model_construct(  # validated when written, as the card
+        headline=fields.get("headline"), tools=shown_tools, answer=fields.get("answer"),
+        attention=fields.get("attention"),
+    )
+    previous = None
+    if run.get("prevRunId") and run.get("prevState") in RunState.__members__:
+        previous = EndedRun(run["prevRunId"], RunState(run["prevState"]), run.get("prevAnswer") or None)
+    return View(
+        owner=owner,
+        card=card,
+        activity=activity,
+        run=state,
+        run_id=run.get("runId"),
+        paused=paused,
+        after_end=after_end,
+        previous=previous,
+        started_at=int(run["startedAt"]) / 1000 if str(run.get("startedAt", "")).isdigit() else None,
+    )
+
+
+__all__ = ["VIEW_REPLIES", "card_of", "iso", "queue_view", "view_of"]
