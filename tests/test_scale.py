@@ -111,24 +111,6 @@ async def test_a_store_in_the_first_layout_is_migrated_on_first_start(redis_url:
 # -- connections ---------------------------------------------------------------------------
 
 
-def test_commands_are_packed_by_hiredis_exactly_as_redis_py_packs_them() -> None:
-    from redis.asyncio.connection import Connection
-    from redis.exceptions import DataError
-
-    client = connect("redis://127.0.0.1:1")  # nothing is sent: packing only
-    ours = client.connection_pool.make_connection()
-    theirs = Connection()
-    assert type(ours).__name__ == "HiredisConnection"
-    for args in (
-        ("SET", "draft:a b", '{"text": "é — 😀"}', "PX", 86_400_000),
-        ("CONFIG GET", "maxmemory"),
-        ("ZADD", "sent", 12.5, b"\x00bytes"),
-    ):
-        assert b"".join(ours.pack_command(*args)) == b"".join(theirs.pack_command(*args))
-    with pytest.raises(DataError):
-        ours.pack_command("SET", "k", None)
-
-
 @pytest.mark.backends
 async def test_three_hundred_concurrent_puts_are_all_answered(redis: Any) -> None:
     async with gateway(redis) as client:

@@ -129,7 +129,7 @@ class Lane:
                     raise
                 except Exception as exc:  # Redis down: drop the reply rather than stall the chat
                     self.ctx.failures.exception(
-                        f"message failed: {type(exc).__name__}", "a message to chat %s failed", self.destination
+                        f"message failed: {type(exc).__name__}", "a message to chat %r failed", self.destination
                     )
                 continue
             key = next(iter(self.pending))
@@ -140,7 +140,7 @@ class Lane:
                 raise
             except Exception as exc:  # Redis down, a renderer bug: log, and look again later
                 self.ctx.failures.exception(
-                    f"draft failed: {type(exc).__name__}", "draft %s in chat %s failed", key.owner.display_key,
+                    f"draft failed: {type(exc).__name__}", "draft %r in chat %r failed", key.owner.display_key,
                     key.chat_id,
                 )
                 delay = host.backoff(self.destination)

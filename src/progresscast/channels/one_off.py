@@ -26,7 +26,7 @@ class OneOffSender:
         duplicate: it is retried (put back first) only when it surely never arrived."""
         destination = lane.destination
         if self.ctx.pauses.wait(destination) > 0:
-            self.log.info("chat %s is paused (it refused the bot): a message to it is dropped", destination)
+            self.log.info("chat %r is paused (it refused the bot): a message to it is dropped", destination)
             if item.then is not None:
                 await item.then(None)
             return
@@ -62,14 +62,14 @@ class OneOffSender:
             return
         if outcome.kind is OutcomeKind.unsupported:
             await self.ctx.channel.unsupported(outcome.detail)
-            self.log.warning("chat %s: a rich message was not delivered: %s", destination, outcome.detail)
+            self.log.warning("chat %r: a rich message was not delivered: %s", destination, outcome.detail)
         elif outcome.kind is OutcomeKind.forbidden and await self.ctx.state.follows(destination):
             # Paused only when it follows something: a stranger's refusal stores nothing.
             delay = await self.ctx.pauses.pause(destination)
-            self.log.warning("chat %s refuses the bot (%s): paused for %.0f s", destination, outcome.detail, delay)
+            self.log.warning("chat %r refuses the bot (%s): paused for %.0f s", destination, outcome.detail, delay)
         else:
             self.ctx.failures.warning(
-                f"not delivered: {outcome.kind}", "chat %s: a message was not delivered (%s): %s", destination,
+                f"not delivered: {outcome.kind}", "chat %r: a message was not delivered (%s): %s", destination,
                 outcome.kind, outcome.detail,
             )
         if item.then is not None:
@@ -82,7 +82,7 @@ class OneOffSender:
         after its mark — would overwrite. The lane waits meanwhile: nothing else goes to
         this destination while the message is unaccounted for. Returns its id when it was found."""
         self.ctx.failures.warning(
-            "unsure message", "chat %s: a message may or may not have landed; looking for it", destination
+            "unsure message", "chat %r: a message may or may not have landed; looking for it", destination
         )
         intent = Intent(
             "answer", 0, sent.method, dict(sent.params), sent.digest, sent.kind, mark, self.ctx.clock(), mark + 1

@@ -195,7 +195,7 @@ class DraftProcessor:
                 state = replace(state, fresh=True)
         known = await self.ctx.state.sent_after(destination, state.intent.mark) if state.intent else frozenset()
         new, call = decide(state, view, self._situation(read, known), read.renderers)
-        self.log.debug("draft %s in chat %s: %s → %s, %s", key.owner.display_key, destination, state, new, call)
+        self.log.debug("draft %r in chat %r: %s → %s, %s", key.owner.display_key, destination, state, new, call)
         return loaded, new, call
 
     def _conduct(self, destination: Id) -> Conduct:

@@ -36,7 +36,7 @@ class ReplyEffects:
         if k is OutcomeKind.forbidden:
             delay = await self.ctx.pauses.pause(destination)
             self.log.warning(
-                "chat %s refuses the bot (%s): paused — no calls until it speaks again, or a probe in %.0f s",
+                "chat %r refuses the bot (%s): paused — no calls until it speaks again, or a probe in %.0f s",
                 destination, outcome.detail, delay,
             )
             return delay
@@ -44,24 +44,24 @@ class ReplyEffects:
             destination
         ):
             await self.ctx.pauses.resume(destination)  # the probe was answered: the destination takes calls again
-            self.log.info("chat %s answers again: no longer paused", destination)
+            self.log.info("chat %r answers again: no longer paused", destination)
             for other in await self.ctx.state.follows(destination):
                 if other != key:
                     self._touch(other)
         if k is OutcomeKind.rate_limited:
             held = self.ctx.pacer.hold(destination, outcome.retry_after)
-            self.ctx.failures.warning("flood control", "chat %s: flood control, waiting %.1f s", destination, held)
+            self.ctx.failures.warning("flood control", "chat %r: flood control, waiting %.1f s", destination, held)
             return 0  # `DraftProcessor.process` waits for the destination to be ready, with the newest content
         if k is OutcomeKind.unsure and isinstance(call, Send):
             # It may have landed: the intent stays, `decide` probes for it after `settle`.
             self.ctx.failures.warning(
-                "unsure send", "chat %s: send of %s may or may not have landed (%s)", destination, name,
+                "unsure send", "chat %r: send of %s may or may not have landed (%s)", destination, name,
                 outcome.detail,
             )
             self._failures[destination] = self._failures.get(destination, 0) + 1
             return 0
         if k in (OutcomeKind.transient, OutcomeKind.unsure):
-            self.ctx.failures.warning(f"{k} call", "chat %s: %s (%s); retrying", destination, k, outcome.detail)
+            self.ctx.failures.warning(f"{k} call", "chat %r: %s (%s); retrying", destination, k, outcome.detail)
             return self.backoff(destination)
         self._log(key, call, outcome)
         if k is OutcomeKind.unsupported:
@@ -74,29 +74,29 @@ class ReplyEffects:
         if k is OutcomeKind.refused_content:
             self.log_once(
                 "content", destination,
-                "chat %s: the server refused a message's content (%s); showing its fallback", destination,
+                "chat %r: the server refused a message's content (%s); showing its fallback", destination,
                 outcome.detail,
             )
         elif k is OutcomeKind.refused:
             if isinstance(call, Delete):
                 self.log.warning(
-                    "chat %s: could not delete message %s (%s); forgetting it", destination, call.message_id,
+                    "chat %r: could not delete message %s (%s); forgetting it", destination, call.message_id,
                     outcome.detail,
                 )
             else:
-                self.log.error("chat %s: the server refused a message of %s: %s", destination, name, outcome.detail)
+                self.log.error("chat %r: the server refused a message of %s: %s", destination, name, outcome.detail)
         elif k in (OutcomeKind.gone, OutcomeKind.locked) and isinstance(call, Edit):
             self.log.info(
-                "chat %s: draft %s is gone (%s); sending a new one", destination, call.message_id, outcome.detail
+                "chat %r: draft %s is gone (%s); sending a new one", destination, call.message_id, outcome.detail
             )
         elif k is OutcomeKind.found and isinstance(call, Probe):
-            self.log.info("chat %s: the unsure send of %s landed as message %s", destination, name, call.message_id)
+            self.log.info("chat %r: the unsure send of %s landed as message %s", destination, name, call.message_id)
         elif k is OutcomeKind.foreign and outcome.message_id is not None:
             # Only "not modified" proves a message already showed what we sent: a probe
             # that went through changed some other message of this bot. It cannot be
             # restored; it is remembered as ours so no probe touches it again.
             self.log.warning(
-                "chat %s: probing for the unsure send of %s overwrote message %s, which was not it",
+                "chat %r: probing for the unsure send of %s overwrote message %s, which was not it",
                 destination, name, outcome.message_id,
             )
 

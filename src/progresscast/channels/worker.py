@@ -161,7 +161,7 @@ class ChannelWorker:
             return True
         self.effects.log_once(
             "not-allowed", destination,
-            "chat %s follows sessions but is not in allowedChats / allowedChannels (access allowlist): skipped",
+            "chat %r follows sessions but is not in allowedChats / allowedChannels (access allowlist): skipped",
             destination,
         )
         return False
@@ -170,7 +170,7 @@ class ChannelWorker:
         """The destination sent something (an update, a command): if it was paused (it had
         refused the bot), calls go to it again and its drafts catch up."""
         if self.pauses.paused(destination) and await self.pauses.resume(destination):
-            self.log.info("chat %s spoke again: no longer paused", destination)
+            self.log.info("chat %r spoke again: no longer paused", destination)
             for key in await self.state.follows(destination):
                 self.touch(key)
 

@@ -29,9 +29,7 @@ from urllib.parse import urlsplit, urlunsplit
 from redis.asyncio import BlockingConnectionPool, Redis, RedisCluster
 from redis.asyncio.retry import Retry
 from redis.backoff import ExponentialBackoff, NoBackoff
-from redis.connection import HiredisRespSerializer
 from redis.exceptions import ConnectionError as RedisConnectionError
-from redis.utils import HIREDIS_AVAILABLE
 
 from ..config.errors import ConfigError
 from . import retention, sharding
@@ -110,24 +108,6 @@ def _retry() -> Retry:
     return Retry(ExponentialBackoff(cap=0.2, base=0.05), retries=1, supported_errors=(RedisConnectionError,))
 
 
-class _HiredisPacking:
-    """Commands packed by hiredis's C packer, as redis-py's own synchronous client packs
-    them when hiredis is installed: its asyncio client packs in Python, a tenth of the
-    adapter's CPU per edit (bench/profile_adapter.py)."""
-
-    _serializer = HiredisRespSerializer()
-
-    def pack_command(self, *args: Any) -> list[bytes]:
-        packed: list[bytes] = self._serializer.pack(*args)
-        return packed
-
-
-def _packed_by_hiredis(pool: BlockingConnectionPool) -> None:
-    cls = pool.connection_class
-    if HIREDIS_AVAILABLE and not issubclass(cls, _HiredisPacking):
-        pool.connection_class = type(f"Hiredis{cls.__name__}", (_HiredisPacking, cls), {})
-
-
 class _BoundedCluster(RedisCluster):
     """A RedisCluster whose commands and pipelines together use at most `limit`
     connections, waiting for a turn past that (its own node pools would raise)."""
@@ -194,7 +174,6 @@ def _client(
         client: Any = _BoundedCluster.from_url(node_url, limit=limit, max_connections=limit, **common)
     else:
         pool = BlockingConnectionPool.from_url(url, max_connections=limit, timeout=POOL_WAIT, **common)
-        _packed_by_hiredis(pool)
         client = Redis(connection_pool=pool)
     if shards is not None:
         sharding.configure(client, shards)
