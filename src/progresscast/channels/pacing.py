@@ -26,12 +26,14 @@ All intervals are multiplied by `timescale.time_scale()` when the budgets are ma
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import heapq
 import itertools
 import time
 from collections import deque
 from collections.abc import Callable, Hashable
 from dataclasses import dataclass, field
+from typing import NamedTuple
 
 from .. import metrics
 from ..timescale import time_scale
@@ -72,6 +74,13 @@ class Budgets:
     @property
     def catch_up_seconds(self) -> float:
         return self.catch_up * self.scale
+
+
+class Departure(NamedTuple):
+    """When a call left (`Pacer.leaving`), and whether it waited to."""
+
+    at: float
+    waited: bool
 
 
 class Pacer:
@@ -126,14 +135,16 @@ class Pacer:
         self._next[destination] = max(self._next_at(destination), self.clock() + seconds)
         return seconds
 
-    async def leaving(self, destination: Hashable) -> None:
-        """A call to `destination` is about to leave. Slots are spaced when they are
-        granted, but a call leaves later (its draft is read again, rendered, a connection
-        found), and on a loaded loop later for some than for others: calls granted one
-        by one could leave together. So the bot's calls are spaced again by when they
-        leave — the same budget and `catch_up` as the grants; a call waits here only if
-        the calls before it fell behind and then caught up at once — and the
-        destination's next slot is one spacing from the moment its call left."""
+    async def leaving(self, destination: Hashable) -> Departure:
+        """A call to `destination` is about to leave: when, and whether it waited for it.
+        Slots are spaced when they are granted, but the calls granted together by a
+        catch-up would leave together, and the platform counts by arrival. So the bot's
+        calls are spaced again by when they leave — the same budget and `catch_up` as
+        the grants, and no sliding second holding more than `bot_rate` — and the
+        destination's next slot is one spacing from the moment its call left. A draft
+        waits here before it is read and rendered (`DraftProcessor`), so what leaves is
+        the newest content however long it waited; `stayed` when it then makes no call."""
+        waited = self._leave_turn.locked()
         async with self._leave_turn:  # one call at a time, each judged when it really leaves
             while True:
                 now = self.clock()
@@ -144,10 +155,22 @@ class Pacer:
                     at = max(at, self._left[0] + self.budgets.scale * (1 + self.budgets.leave_margin))
                 if at <= now:
                     break
+                waited = True
                 await asyncio.sleep(at - now)  # a stalled loop wakes late: judged again
             self._left.append(now)
             self._leave_next = at + self.budgets.bot_spacing
         self._next[destination] = max(self._next_at(destination), self.clock() + self.budgets.spacing(destination))
+        return Departure(now, waited)
+
+    def stayed(self, destination: Hashable, departure: Departure) -> None:
+        """A call counted by `leaving` did not go after all (the draft, read
+        once it could leave, needed none): its place among the bot's calls is freed, and
+        its grant given back (`give_back`)."""
+        with contextlib.suppress(ValueError):  # pushed out by later calls already
+            self._left.remove(departure.at)
+        floor = self.clock() - self.budgets.catch_up_seconds
+        self._leave_next = max(floor, self._leave_next - self.budgets.bot_spacing)
+        self.give_back(destination)
 
     def forget(self, destination: Hashable) -> None:
         self._next.pop(destination, None)
@@ -256,4 +279,4 @@ class Pacer:
         self._queue.clear()
 
 
-__all__ = ["Budgets", "Pacer"]
+__all__ = ["Budgets", "Departure", "Pacer"]

@@ -2,10 +2,11 @@
 store — the next call the draft needs, if any.
 
 A draft whose inputs changed waits for a slot (`Pacer.acquire`: the destination's pace,
-then the bot-wide budget, served fairly), then reads the newest view again, decides,
-renders and makes the call (a slot free at once is taken right after the first read).
-Rendering only once the slot is granted is what keeps only the newest content going
-out, however many writes came in or however long the bot-wide queue was. A draft the
+then the bot-wide budget, served fairly) and for its call's turn to leave
+(`Pacer.leaving`), then reads the newest view again, decides, renders and makes the call
+(a slot free at once is taken right after the first read). Rendering only once the call
+may leave is what keeps only the newest content going out, however many writes came in
+or however long the bot-wide queue was. A draft the
 lane has not settled yet (a first look, a command's request, an unsure send) is also
 decided before its slot, to know whether it needs one and how urgent it is.
 """
@@ -97,7 +98,7 @@ class DraftProcessor:
                 since = self._since.setdefault(key, time.monotonic())
                 await self.ctx.pacer.acquire(destination, urgent=urgent_event(known, activity_only), since=since)
             async with self.ctx.calls:
-                return await self._at_slot(key, await self._read(key), seen)
+                return await self._at_slot(key, None, seen)
         read = await self._read(key)
         inputs = inputs_of(read)
         if key not in self.requests and read.state.intent is None and known is not None and known[0] == read.state:
@@ -126,22 +127,29 @@ class DraftProcessor:
             since = self._since.setdefault(key, time.monotonic())
             await self.ctx.pacer.acquire(destination, urgent=self._urgent(new, call), since=since)
         async with self.ctx.calls:  # a connection for the call, then the newest view
-            return await self._at_slot(key, await self._read(key), seen)
+            return await self._at_slot(key, None, seen)
 
-    async def _at_slot(self, key: DraftKey, read: DraftRead, seen: Settled) -> float | None:
-        """The slot is granted and `read` is the newest view: decide, render, call."""
-        if self._replies_waiting(key.chat_id):
+    async def _at_slot(self, key: DraftKey, read: DraftRead | None, seen: Settled) -> float | None:
+        """The slot is granted: once the call may leave, read the newest view (`read`,
+        made just before the slot, is kept when nothing was waited for since), decide,
+        render, call. Read after `Pacer.leaving`, not before it: a call that waited
+        there (calls granted together by a catch-up leave spaced) still shows the newest."""
+        destination = key.chat_id
+        if self._replies_waiting(destination):
             # A command's reply came in while this draft waited (a change event touched
             # it just as the destination followed): the reply goes first, then the draft.
-            self.ctx.pacer.give_back(key.chat_id)
+            self.ctx.pacer.give_back(destination)
             return 0
+        departure = await self.ctx.pacer.leaving(destination)
+        if read is None or departure.waited:
+            read = await self._read(key)
         state, new, call = await self._decide(key, read)
         if not isinstance(call, Send | Edit | Delete | Probe):
-            self.ctx.pacer.give_back(key.chat_id)
+            self.ctx.pacer.stayed(destination, departure)
             return await self._settle(key, read, state, new, call, seen)
-        if not self.ctx.pauses.take_probe(key.chat_id):  # paused while this draft waited for its slot
-            self.ctx.pacer.give_back(key.chat_id)
-            return self.ctx.pauses.wait(key.chat_id)
+        if not self.ctx.pauses.take_probe(destination):  # paused while this draft waited for its slot
+            self.ctx.pacer.stayed(destination, departure)
+            return self.ctx.pauses.wait(destination)
         if new != state:
             await self.ctx.state.save_draft(key, new)
         self._since.pop(key, None)
@@ -226,8 +234,7 @@ class DraftProcessor:
     async def _call(self, key: DraftKey, read: DraftRead, state: DraftState, call: Call, seen: Settled) -> float | None:
         destination = key.chat_id
         client = self.ctx.channel.client
-        if isinstance(call, Send):
-            await self.ctx.pacer.leaving(destination)
+        if isinstance(call, Send):  # every call has left (`Pacer.leaving`) in `_at_slot`
             mark = await self.ctx.state.last_message(destination)
             state = begin(state, call, mark, self.ctx.clock())
             await self.ctx.state.save_draft(key, state)  # write-ahead: a crash now is an unsure send
@@ -236,13 +243,10 @@ class DraftProcessor:
                 destination, key.thread_id, call.shown, reply_to=call.reply_to, silent=call.purpose == "draft"
             )
         elif isinstance(call, Edit):
-            await self.ctx.pacer.leaving(destination)
             outcome = await client.edit(destination, call.message_id, call.shown)
         elif isinstance(call, Delete):
-            await self.ctx.pacer.leaving(destination)
             outcome = await client.delete(destination, call.message_id)
         elif isinstance(call, Probe):
-            await self.ctx.pacer.leaving(destination)
             outcome = await client.probe(destination, call.message_id, call.intent)
         else:
             raise TypeError(f"unknown call {call!r}")
