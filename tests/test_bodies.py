@@ -85,6 +85,9 @@ async def stream_oversized(port: int, path: str, headers: dict[str, str], *, chu
             writer.write(piece)
             await writer.drain()
             sent += len(BLOCK)
+            # drain() returns without yielding while the kernel takes the bytes: yield, so
+            # the answer is seen as soon as it arrives, not once the buffers are full.
+            await asyncio.sleep(0)
         if chunked and not answer.done():
             writer.write(b"0\r\n\r\n")
     except ConnectionError:

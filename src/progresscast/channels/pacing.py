@@ -16,9 +16,9 @@ then it queues for the bot-wide slot. When the bot-wide budget binds, slots go t
 queued destinations in a fair order: urgent changes (a step changed state, a run ended,
 a message to delete) before the rest (a change of tool lines only), and within each,
 the destination that has waited longest for its change first. Content is rendered
-only once the slot is granted (the caller decides then), so what goes out is never
-older than the newest card at that moment; a destination whose newest card is
-already shown never queues, so it costs nothing.
+only once the slot is granted and the call may leave (the caller decides then), so
+what goes out is never older than the newest card at that moment; a destination whose
+newest card is already shown never queues, so it costs nothing.
 
 All intervals are multiplied by `timescale.time_scale()` when the budgets are made.
 """
@@ -67,8 +67,7 @@ class Budgets:
     @property
     def bot_spacing(self) -> float:
         # The grants keep the pace the calls may leave at (`leave_margin`): granted any
-        # faster, calls would wait between their render and their leaving, and go out
-        # older than the newest card.
+        # faster, granted calls would queue at `leaving`, each holding a call in flight.
         return self.scale * (1 + self.leave_margin) / self.bot_rate
 
     @property
