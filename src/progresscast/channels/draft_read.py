@@ -61,6 +61,9 @@ class DraftRead:
     renderers: RenderedOnce
     below: MessageId | None = None
     """The newest message someone else posted in the draft's thread (`ChannelState.heard`)."""
+    mark: int = 0
+    """The destination's newest message id when this was read (`ChannelState.last_message`):
+    a first send's mark, above which a probe looks for it."""
 
 
 _CARD = 1

@@ -186,9 +186,9 @@ class DraftProcessor:
         state with the view it shows (a lane holds one Redis connection at a time: 10,000
         lanes share a bounded pool)."""
         view, replies = await self.store.view_with(key.owner, partial(self.ctx.state.queue_draft_following, key))
-        state, following, prefs, below = self.ctx.state.draft_following_of(replies)
+        state, following, prefs, below, mark = self.ctx.state.draft_following_of(replies)
         renderers = await self.ctx.channel.renderers(key, prefs)
-        return DraftRead(key, state, following, view, RenderedOnce(renderers), below)
+        return DraftRead(key, state, following, view, RenderedOnce(renderers), below, mark)
 
     async def _decide(self, key: DraftKey, read: DraftRead) -> tuple[DraftState, DraftState, Call | None]:
         """Decide from what was read: (stored state, state after bookkeeping, next call)."""
@@ -235,8 +235,9 @@ class DraftProcessor:
         destination = key.chat_id
         client = self.ctx.channel.client
         if isinstance(call, Send):  # every call has left (`Pacer.leaving`) in `_at_slot`
-            mark = await self.ctx.state.last_message(destination)
-            state = begin(state, call, mark, self.ctx.clock())
+            # The mark was read with the view, after the call could leave: a message
+            # posted since only gives a probe more ids to look at.
+            state = begin(state, call, read.mark, self.ctx.clock())
             await self.ctx.state.save_draft(key, state)  # write-ahead: a crash now is an unsure send
             # Drafts are sent silently; answers and pings notify (a ping replies to the draft).
             outcome = await client.send(

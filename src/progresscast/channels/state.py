@@ -114,9 +114,10 @@ class ChatPrefs:
     rich: bool | None = None
 
 
-DraftFollowing = tuple[DraftState, bool, ChatPrefs, "Id | None"]
+DraftFollowing = tuple[DraftState, bool, ChatPrefs, "Id | None", int]
 """What a decision about a draft reads here: its state, whether its destination follows
-the owner, the destination's overrides, the newest message someone else posted below it."""
+the owner, the destination's overrides, the newest message someone else posted below it,
+and the destination's newest message id (`last_message`: a first send's mark)."""
 
 
 def _prefs(raw: dict[str, str]) -> ChatPrefs:
@@ -380,12 +381,13 @@ class ChannelState:
         pipe.sismember(followers, member)
         pipe.hgetall(keys.channel_prefs(self.channel, key.chat_id))
         pipe.get(keys.channel_heard(self.channel, key.chat_id, key.thread_id))
+        pipe.get(keys.channel_last_message(self.channel, key.chat_id))
 
     def draft_following_of(self, replies: list[Any]) -> DraftFollowing:
         """`DraftFollowing` made of the replies to `queue_draft_following`."""
-        raw, following, prefs, heard = replies
+        raw, following, prefs, heard, last = replies
         below = self._heard_mark(heard) if heard else None
-        return DraftState.from_json(raw), bool(following), _prefs(prefs), below
+        return DraftState.from_json(raw), bool(following), _prefs(prefs), below, int(last or 0)
 
     def _check_fence(self) -> None:
         if self.fence is not None:
