@@ -59,6 +59,9 @@ class Budgets:
     platform a little after it leaves (the request is built, the loop may be busy), and
     not equally late each time, so calls spaced exactly by when they left could arrive
     more than `bot_rate` to a second as the platform counts them."""
+    reread_after: float = 0.01
+    """A draft decided before its call waited longer than this to leave is read, decided
+    and rendered again (`DraftProcessor._at_slot`): shorter waits cost no second read."""
     scale: float = field(default_factory=time_scale)
 
     def spacing(self, destination: Hashable) -> float:
@@ -76,10 +79,10 @@ class Budgets:
 
 
 class Departure(NamedTuple):
-    """When a call left (`Pacer.leaving`), and whether it waited to."""
+    """When a call left (`Pacer.leaving`), and how long it waited to (seconds)."""
 
     at: float
-    waited: bool
+    waited: float
 
 
 class Pacer:
@@ -135,15 +138,15 @@ class Pacer:
         return seconds
 
     async def leaving(self, destination: Hashable) -> Departure:
-        """A call to `destination` is about to leave: when, and whether it waited for it.
+        """A call to `destination` is about to leave: when, and how long it waited to.
         Slots are spaced when they are granted, but the calls granted together by a
         catch-up would leave together, and the platform counts by arrival. So the bot's
         calls are spaced again by when they leave — the same budget and `catch_up` as
         the grants, and no sliding second holding more than `bot_rate` — and the
         destination's next slot is one spacing from the moment its call left. A draft
-        waits here before it is read and rendered (`DraftProcessor`), so what leaves is
-        the newest content however long it waited; `stayed` when it then makes no call."""
-        waited = self._leave_turn.locked()
+        that waited here longer than `reread_after` is read and rendered again
+        (`DraftProcessor`); `stayed` when it then makes no call."""
+        began = self.clock()
         async with self._leave_turn:  # one call at a time, each judged when it really leaves
             while True:
                 now = self.clock()
@@ -154,12 +157,11 @@ class Pacer:
                     at = max(at, self._left[0] + self.budgets.scale * (1 + self.budgets.leave_margin))
                 if at <= now:
                     break
-                waited = True
                 await asyncio.sleep(at - now)  # a stalled loop wakes late: judged again
             self._left.append(now)
             self._leave_next = at + self.budgets.bot_spacing
         self._next[destination] = max(self._next_at(destination), self.clock() + self.budgets.spacing(destination))
-        return Departure(now, waited)
+        return Departure(now, now - began)
 
     def stayed(self, destination: Hashable, departure: Departure) -> None:
         """A call counted by `leaving` did not go after all (the draft, read

@@ -3,10 +3,10 @@ store — the next call the draft needs, if any.
 
 A draft whose inputs changed waits for a slot (`Pacer.acquire`: the destination's pace,
 then the bot-wide budget, served fairly) and for its call's turn to leave
-(`Pacer.leaving`), then reads the newest view again, decides, renders and makes the call
-(a slot free at once is taken right after the first read). Rendering only once the call
-may leave is what keeps only the newest content going out, however many writes came in
-or however long the bot-wide queue was. A draft the
+(`Pacer.leaving`), reading the newest view again, deciding and rendering at the slot
+(and again when it waited to leave), and makes the call (a slot free at once is taken
+right after the first read). Rendering only then is what keeps only the newest content
+going out, however many writes came in or however long the bot-wide queue was. A draft the
 lane has not settled yet (a first look, a command's request, an unsure send) is also
 decided before its slot, to know whether it needs one and how urgent it is.
 """
@@ -130,26 +130,36 @@ class DraftProcessor:
             return await self._at_slot(key, None, seen)
 
     async def _at_slot(self, key: DraftKey, read: DraftRead | None, seen: Settled) -> float | None:
-        """The slot is granted: once the call may leave, read the newest view (`read`,
-        made just before the slot, is kept when nothing was waited for since), decide,
-        render, call. Read after `Pacer.leaving`, not before it: a call that waited
-        there (calls granted together by a catch-up leave spaced) still shows the newest."""
+        """The slot is granted and `read` (or a read now) is the newest view: decide,
+        render, and once the call may leave (`Pacer.leaving`), call. A call that waited
+        there longer than `Budgets.reread_after` (calls granted together by a catch-up
+        leave spaced) is read, decided and rendered again first: what goes out is never
+        older than that."""
         destination = key.chat_id
         if self._replies_waiting(destination):
             # A command's reply came in while this draft waited (a change event touched
             # it just as the destination followed): the reply goes first, then the draft.
             self.ctx.pacer.give_back(destination)
             return 0
-        departure = await self.ctx.pacer.leaving(destination)
-        if read is None or departure.waited:
+        if read is None:
             read = await self._read(key)
+        request = self.requests.get(key)
         state, new, call = await self._decide(key, read)
         if not isinstance(call, Send | Edit | Delete | Probe):
-            self.ctx.pacer.stayed(destination, departure)
+            self.ctx.pacer.give_back(destination)
             return await self._settle(key, read, state, new, call, seen)
         if not self.ctx.pauses.take_probe(destination):  # paused while this draft waited for its slot
-            self.ctx.pacer.stayed(destination, departure)
+            self.ctx.pacer.give_back(destination)
             return self.ctx.pauses.wait(destination)
+        departure = await self.ctx.pacer.leaving(destination)
+        if departure.waited > self.ctx.pacer.budgets.reread_after * self.ctx.pacer.budgets.scale:
+            if request is not None:  # the command's request applies to the new decision
+                self.requests[key] = request
+            read = await self._read(key)
+            state, new, call = await self._decide(key, read)
+            if not isinstance(call, Send | Edit | Delete | Probe):
+                self.ctx.pacer.stayed(destination, departure)
+                return await self._settle(key, read, state, new, call, seen)
         if new != state:
             await self.ctx.state.save_draft(key, new)
         self._since.pop(key, None)
