@@ -139,7 +139,9 @@ async def test_follows_are_stored_from_both_sides(redis: Redis) -> None:
     await state.follow(b)
     assert await state.follows(42) == [a, b]
     assert await state.follows(42, 7) == [b]
-    assert await state.followers(Owner("main", "t1")) == [a]
+    async with redis.pipeline(transaction=False) as pipe:  # as a batch of change events reads it
+        state.queue_followers(pipe, [Owner("main", "t1")])
+        assert state.followers_from([Owner("main", "t1")], await pipe.execute()) == [a]
     assert await state.all_follows() == [a, b]
     assert await state.is_following(a)
     assert await state.unfollow(a) is True

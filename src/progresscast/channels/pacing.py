@@ -16,9 +16,10 @@ then it queues for the bot-wide slot. When the bot-wide budget binds, slots go t
 queued destinations in a fair order: urgent changes (a step changed state, a run ended,
 a message to delete) before the rest (a change of tool lines only), and within each,
 the destination that has waited longest for its change first. Content is rendered
-only once the slot is granted and the call may leave (the caller decides then), so
-what goes out is never older than the newest card at that moment; a destination whose
-newest card is already shown never queues, so it costs nothing.
+only once the slot is granted (the caller decides then), and again when the call then
+waited to leave (`reread_after`), so what goes out is never older than the newest card
+at that moment; a destination whose newest card is already shown never queues, so it
+costs nothing.
 
 All intervals are multiplied by `timescale.time_scale()` when the budgets are made.
 """
@@ -76,6 +77,10 @@ class Budgets:
     @property
     def catch_up_seconds(self) -> float:
         return self.catch_up * self.scale
+
+    @property
+    def reread_seconds(self) -> float:
+        return self.reread_after * self.scale
 
 
 class Departure(NamedTuple):
@@ -164,8 +169,8 @@ class Pacer:
         return Departure(now, now - began)
 
     def stayed(self, destination: Hashable, departure: Departure) -> None:
-        """A call counted by `leaving` did not go after all (the draft, read
-        once it could leave, needed none): its place among the bot's calls is freed, and
+        """A call counted by `leaving` did not go after all (the draft, read again after
+        its wait to leave, needed none): its place among the bot's calls is freed, and
         its grant given back (`give_back`)."""
         with contextlib.suppress(ValueError):  # pushed out by later calls already
             self._left.remove(departure.at)

@@ -152,7 +152,7 @@ class DraftProcessor:
             self.ctx.pacer.give_back(destination)
             return self.ctx.pauses.wait(destination)
         departure = await self.ctx.pacer.leaving(destination)
-        if departure.waited > self.ctx.pacer.budgets.reread_after * self.ctx.pacer.budgets.scale:
+        if departure.waited > self.ctx.pacer.budgets.reread_seconds:
             if request is not None:  # the command's request applies to the new decision
                 self.requests[key] = request
             read = await self._read(key)
@@ -245,8 +245,8 @@ class DraftProcessor:
         destination = key.chat_id
         client = self.ctx.channel.client
         if isinstance(call, Send):  # every call has left (`Pacer.leaving`) in `_at_slot`
-            # The mark was read with the view, after the call could leave: a message
-            # posted since only gives a probe more ids to look at.
+            # The mark was read with the view, moments before: a message posted since
+            # only gives a probe more ids to look at.
             state = begin(state, call, read.mark, self.ctx.clock())
             await self.ctx.state.save_draft(key, state)  # write-ahead: a crash now is an unsure send
             # Drafts are sent silently; answers and pings notify (a ping replies to the draft).

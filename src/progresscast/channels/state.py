@@ -294,12 +294,8 @@ class ChannelState:
                 out.append(DraftKey(chat_id, thread, owner))
         return sorted(out)
 
-    async def followers(self, owner: Owner) -> list[DraftKey]:
-        members = cast("set[str]", await self.redis.smembers(keys.channel_followers(self.channel, owner)))
-        return self._followers(owner, members)
-
     def queue_followers(self, pipe: Any, owners: list[Owner]) -> None:
-        """Queue the reads of every owner's `followers` on a pipeline (a batch of change
+        """Queue the reads of who follows each owner on a pipeline (a batch of change
         events, with its acknowledgement); `followers_from` their replies."""
         for owner in owners:
             pipe.smembers(keys.channel_followers(self.channel, owner))

@@ -30,7 +30,7 @@ from . import keys, scripts
 from .keys import Layout
 from .retention import retention_ms
 from .sharding import layout_of
-from .views import VIEW_REPLIES, card_of, iso, queue_view, view_of
+from .views import VIEW_REPLIES, activity_of, card_of, iso, queue_view, view_of
 
 TS_WIDTH = 20
 """A2A timestamps are compared as zero-padded strings: exact at any size, in any Lua."""
@@ -298,10 +298,7 @@ class CardStore:
             pipe.hgetall(lay.activity(owner))
             pipe.lrange(lay.tools(owner), 0, -1)
             fields, tools = await pipe.execute()
-        return Activity(
-            headline=fields.get("headline"), tools=tuple(tools), answer=fields.get("answer"),
-            attention=fields.get("attention"),
-        )
+        return activity_of(fields, tuple(tools))
 
     async def view(self, owner: Owner) -> View:
         """Card, activity and run state read in one transaction, so they agree."""

@@ -63,6 +63,14 @@ def card_of(owner: Owner, raw: dict[str, str]) -> Card:
     )
 
 
+def activity_of(fields: dict[str, str], tools: tuple[str, ...]) -> Activity:
+    """The stored activity hash and tool lines as an `Activity`."""
+    # Validated when it was written, as the card.
+    return Activity.model_construct(
+        headline=fields.get("headline"), tools=tools, answer=fields.get("answer"), attention=fields.get("attention")
+    )
+
+
 def view_of(owner: Owner, replies: list[Any]) -> View:
     """The view made of `queue_view`'s replies."""
     raw_card, fields, tools, run = replies
@@ -76,10 +84,7 @@ def view_of(owner: Owner, replies: list[Any]) -> View:
     )
     # The tool lines belong to the finished run, not to a card written after it.
     shown_tools = () if after_end else tuple(tools)
-    activity = Activity.model_construct(  # validated when written, as the card
-        headline=fields.get("headline"), tools=shown_tools, answer=fields.get("answer"),
-        attention=fields.get("attention"),
-    )
+    activity = activity_of(fields, shown_tools)
     previous = None
     if run.get("prevRunId") and run.get("prevState") in RunState.__members__:
         previous = EndedRun(run["prevRunId"], RunState(run["prevState"]), run.get("prevAnswer") or None)
@@ -96,4 +101,4 @@ def view_of(owner: Owner, replies: list[Any]) -> View:
     )
 
 
-__all__ = ["VIEW_REPLIES", "card_of", "iso", "queue_view", "view_of"]
+__all__ = ["VIEW_REPLIES", "activity_of", "card_of", "iso", "queue_view", "view_of"]
