@@ -15,6 +15,8 @@ from zoneinfo import ZoneInfo
 
 import httpx
 import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 from redis.asyncio import Redis
 
 from a2a_updates import status, steps, ts
@@ -249,3 +251,43 @@ def test_history_on_the_command_line(cli: CLI, tmp_path: Path) -> None:  # noqa:
 
 def test_the_limits_named_on_the_command_line_are_the_historys() -> None:
     assert re.search(rf"\b{MAX_LIMIT}\b", cli_module._history_limit.__name__)
+
+
+def reference_changes(old: list[tuple[str, str]], new: list[tuple[str, str]]) -> list[dict[str, Any]]:
+    """What changed, as the history promises it: the n-th step of a text matched with the
+    n-th of the same text; changed or added steps in the new order, then removed ones in
+    the old order."""
+
+    def numbered(plan: list[tuple[str, str]]) -> list[tuple[tuple[str, int], str]]:
+        seen: dict[str, int] = {}
+        out = []
+        for text, status_ in plan:
+            seen[text] = seen.get(text, 0) + 1
+            out.append(((text, seen[text]), status_))
+        return out
+
+    before = dict(numbered(old))
+    after = numbered(new)
+    kept = {key for key, _ in after}
+    changes = [{"step": k[0], "from": before.get(k), "to": s} for k, s in after if before.get(k) != s]
+    changes += [{"step": k[0], "from": s, "to": None} for k, s in numbered(old) if k not in kept]
+    return changes
+
+
+plans = st.lists(
+    st.tuples(st.sampled_from(["A", "B", "C", "é \"q\""]), st.sampled_from(["pending", "completed", "blocked"])),
+    max_size=6,
+)
+
+
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(old=plans, new=plans)
+async def test_what_changed_matches_step_by_step_matching_for_any_two_plans(
+    store: CardStore, old: list[tuple[str, str]], new: list[tuple[str, str]]
+) -> None:
+    owner = Owner("main", f"diff-{len(old)}-{len(new)}")
+    await store.clear(owner)
+    await store.put(owner, card(*old, markdown="n"))
+    await store.put(owner, card(*new, markdown="n"))
+    entry = (await store.history(owner, limit=1))[0]
+    assert [c.to_json() for c in entry.changes] == reference_changes(old, new)

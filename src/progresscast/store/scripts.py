@@ -29,6 +29,8 @@ and the next write replaces it.
 
 from __future__ import annotations
 
+import functools
+
 from ..model.owners import Owner
 from .keys import Layout
 
@@ -101,24 +103,27 @@ end
 
 -- What changed from one plan to the next, step by step: a step is matched by its text
 -- (the n-th step of a text with the n-th of the same text); `from` is nil for a step
--- added, `to` nil for a step removed.
+-- added, `to` nil for a step removed. (Counted per text in tables, not keyed by joined
+-- strings: this runs on every write.)
 local function step_changes(old, new)
-  local before, count = {}, {}
-  local function key(s)
-    count[s.step] = (count[s.step] or 0) + 1
-    return s.step .. '\\0' .. count[s.step]
-  end
-  for _, s in ipairs(old or {}) do before[key(s)] = s.status end
-  local out, kept = {}, {}
-  count = {}
-  for _, s in ipairs(new or {}) do
-    local k = key(s)
-    kept[k] = true
-    if before[k] ~= s.status then out[#out + 1] = {s.step, before[k], s.status} end
-  end
-  count = {}
+  local before = {}   -- text -> the statuses of its steps, in order
   for _, s in ipairs(old or {}) do
-    if not kept[key(s)] then out[#out + 1] = {s.step, s.status, nil} end
+    local statuses = before[s.step]
+    if statuses then statuses[#statuses + 1] = s.status else before[s.step] = {s.status} end
+  end
+  local out, seen = {}, {}
+  for _, s in ipairs(new or {}) do
+    local n = (seen[s.step] or 0) + 1
+    seen[s.step] = n
+    local statuses = before[s.step]
+    local was = statuses and statuses[n]
+    if was ~= s.status then out[#out + 1] = {s.step, was, s.status} end
+  end
+  local again = {}
+  for _, s in ipairs(old or {}) do
+    local n = (again[s.step] or 0) + 1
+    again[s.step] = n
+    if n > (seen[s.step] or 0) then out[#out + 1] = {s.step, s.status, nil} end
   end
   return out
 end
@@ -338,9 +343,11 @@ return {'applied'}
 """
 
 
-def owner_keys(lay: Layout, owner: Owner) -> list[str]:
-    """KEYS of every write script: the shard's stream and index, then the owner's keys."""
-    return [
+@functools.lru_cache(maxsize=4096)
+def owner_keys(lay: Layout, owner: Owner) -> tuple[str, ...]:
+    """KEYS of every write script: the shard's stream and index, then the owner's keys.
+    (Cached: eleven names and hashes per write cost more than the rest of the call.)"""
+    return (
         lay.events_of(owner),
         lay.owners_of(owner),
         lay.last_event(owner),
@@ -352,7 +359,7 @@ def owner_keys(lay: Layout, owner: Owner) -> list[str]:
         lay.activity(owner),
         lay.tools(owner),
         lay.a2a_order(owner),
-    ]
+    )
 
 
 def common_args(owner: Owner, maxlen: int) -> list[str | int]:
