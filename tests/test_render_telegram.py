@@ -203,6 +203,19 @@ def test_partial_attaches_checklist_below_the_answer_trimmed_from_the_front() ->
     assert sum(line.startswith("✅") for line in wider.split("\n")) == 17
 
 
+@pytest.mark.parametrize("answer", ["~~s~~" * 3000, "# " + "x" * 12_000, "- " * 6000])
+def test_a_long_answer_cut_mid_line_shows_its_tail_as_a_continuation(answer: str) -> None:
+    # The tail worth parsing starts mid-line; read as a line start, "~~~~" would open a
+    # code fence that hides the rest, "- " a list item.
+    for settings in (RenderSettings(mode=Mode.partial, maxLines=1, maxLineChars=20), RenderSettings(mode=Mode.partial)):
+        view = View(OWNER, None, Activity(answer=answer))
+        payload = render_telegram(view, settings)
+        assert payload is not None
+        text = parse(payload["params"]["text"]).text
+        assert text.startswith("…") and len(text) > 1000
+        assert render_text(view, settings) is not None
+
+
 def test_block_mode_renders_like_partial() -> None:
     view = View(OWNER, card(ALL), Activity(answer="Answer **so far**"))
     assert render_telegram(view, RenderSettings(mode=Mode.block)) == render_telegram(view, RenderSettings(mode=Mode.partial))

@@ -123,6 +123,10 @@ def _answer_window(answer: str, budget: int) -> str:
         start = newline + 1
     fences = sum(1 for row in answer[:start].split("\n") if row.lstrip().startswith(("```", "~~~")))
     tail = answer[start:]
+    if answer[start - 1] != "\n":
+        # Cut mid-line: what follows the cut is no line start ("~~~~" of "~~s~~~~s~~"
+        # would open a code fence and hide the rest), so it is marked as a continuation.
+        tail = "…" + tail
     return "```\n" + tail if fences % 2 else tail
 
 
