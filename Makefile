@@ -22,10 +22,12 @@ lint: $(STAMP)
 	$(BIN)/ruff check src tests bench
 	$(BIN)/mypy
 
-# Three test processes (pytest-xdist) on 2 cores: most tests wait on pacing, sockets
+# Four test processes (pytest-xdist) on 2 cores: most tests wait on pacing, sockets
 # and child processes, so the others fill one's waits. `realtime` tests run alone.
+# Bytecode is written even where the environment says not to (PYTHONDONTWRITEBYTECODE):
+# the test processes and every command they start then skip compiling and rewriting.
 test: lint
-	$(BIN)/python -m pytest -n 3 --dist worksteal
+	PYTHONDONTWRITEBYTECODE= $(BIN)/python -m pytest -n 4 --dist worksteal
 
 $(BENCH_STAMP): $(STAMP) pyproject.toml
 	$(BIN)/pip install --quiet -e '.[test,bench]'
