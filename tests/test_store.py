@@ -8,6 +8,7 @@ import zlib
 
 import pytest
 from redis.asyncio import Redis
+from redis.asyncio.cluster import RedisCluster
 
 from conftest import all_keys
 from progresscast.model.card import CardError, CardInput
@@ -189,6 +190,52 @@ async def test_each_write_appends_one_change_event(store: CardStore, redis: Redi
     }
     await group.ack(events)
     assert await group.read(block_ms=50) == []
+
+
+async def blocked_readers(redis: Redis) -> int:
+    """Connections of this test's database waiting in a blocking XREADGROUP."""
+    db = str(redis.connection_pool.connection_kwargs.get("db") or 0)
+    clients = await redis.client_list()
+    return sum(1 for c in clients if c.get("cmd") == "xreadgroup" and str(c.get("db")) == db)
+
+
+async def test_one_reader_reads_every_shard_and_what_is_written_while_it_lingers_is_one_batch(
+    store: CardStore, redis: Redis
+) -> None:
+    layout = await store.layout()
+    owners: dict[int, Owner] = {}
+    for i in range(200):
+        owner = Owner("main", f"spread-{i}")
+        owners.setdefault(layout.shard(owner), owner)
+    first, *others = list(owners.values())[:4]
+    group = EventGroup(redis, "lingering", "c1", reading=GroupReading(linger=0.5))
+    await group.ensure()
+    cluster = isinstance(redis, RedisCluster)
+    try:
+        await store.put(first, plan("pending"))
+        batch = await group.read(block_ms=3000)
+        assert [e.owner for e in batch] == [first]
+        await group.ack(batch)
+        for owner in others:  # three other shards, written 0.1 s apart while the reader lingers
+            await store.put(owner, plan("pending"))
+            await asyncio.sleep(0.1)
+        got = await group.read(block_ms=3000)
+        await group.ack(got)
+        if cluster:  # one reader per shard: the batches come as each shard's does
+            while len(got) < len(others) and (more := await group.read(block_ms=3000)):
+                await group.ack(more)
+                got += more
+        assert sorted(e.owner.session_key for e in got) == sorted(o.session_key for o in others)
+        if not cluster:  # every shard's stream in one command: one connection waits, not 16
+            waiting = asyncio.create_task(group.read(block_ms=1500))  # the readers live while it reads
+            deadline = time.monotonic() + 4
+            while await blocked_readers(redis) < 1 and time.monotonic() < deadline:
+                await asyncio.sleep(0.02)
+            await asyncio.sleep(0.1)  # any further reader would be waiting by now too
+            assert await blocked_readers(redis) == 1
+            assert await waiting == []
+    finally:
+        await group.close()
 
 
 async def test_rejected_write_touches_nothing(store: CardStore, redis: Redis) -> None:

@@ -28,7 +28,8 @@ from ..failure_log import FailureLog
 from ..model.view import View
 from ..render.payload import Payload
 from ..store.cards import CardStore
-from ..store.events import EventGroup
+from ..store.events import EventGroup, GroupReading
+from ..timescale import time_scale
 from .channel import Channel
 from .draft_read import Settled
 from .drafts import DraftState, on_follow
@@ -85,7 +86,9 @@ class ChannelWorker:
     # --- life ----------------------------------------------------------------------------
 
     async def start(self) -> None:
-        group = EventGroup(self.redis, self.options.group, self.options.consumer or socket.gethostname())
+        reading = GroupReading(linger=self.options.intake_linger * time_scale())
+        consumer = self.options.consumer or socket.gethostname()
+        group = EventGroup(self.redis, self.options.group, consumer, reading=reading)
         await group.ensure()  # before reconciling, so no change falls between the two
         await self.channel.load()
         self.channel.access.announce(self.log)

@@ -4,10 +4,12 @@ that reads them all.
 An event is a refresh hint: a consumer re-reads the owner's state, it never renders
 the event body. So events of one owner can be coalesced freely.
 
-Each shard has its own stream in its own hash slot, and no command spans two of them
-(Redis Cluster refuses that), so a group consumer runs one reader loop per shard.
-A loop hands its batch over and reads again only once the batch is acknowledged or
-given back, which is what keeps the pending list honest.
+Each shard has its own stream in its own hash slot. On one Redis a group consumer
+reads every shard's stream in one command; on a Cluster, which refuses a command that
+spans two slots, it runs one reader loop per shard. A loop hands its batch over and
+reads again only once the batch is acknowledged or given back, which is what keeps the
+pending list honest; after a batch smaller than it asked for it lingers a moment
+(`GroupReading.linger`), so the events written meanwhile come as one batch.
 """
 
 from __future__ import annotations
@@ -20,6 +22,7 @@ from collections.abc import AsyncIterator
 from dataclasses import dataclass, field
 from typing import Any, cast
 
+from redis.asyncio.cluster import RedisCluster
 from redis.exceptions import RedisError, ResponseError
 
 from ..backoff import Backoff, Retrying
@@ -74,29 +77,37 @@ def _is_event(fields: dict[str, str] | None) -> bool:
     return fields is not None and "agentId" in fields and "sessionKey" in fields
 
 
-Entries = list[tuple[str, dict[str, str] | None]]
+Entries = list[tuple[str, str, dict[str, str] | None]]
+"""(stream, entry id, fields) of what a read returned."""
 
 
-class _ShardReader:
-    """The loop reading one shard's stream for one group consumer."""
+class _StreamsReader:
+    """The loop reading some shard streams for one group consumer: all of them in one
+    command (one Redis), or one (a Cluster)."""
 
-    def __init__(self, group: EventGroup, stream: str) -> None:
+    def __init__(self, group: EventGroup, streams: list[str]) -> None:
         self.group = group
-        self.stream = stream
-        self.outstanding: set[str] = set()
+        self.streams = streams
+        self.outstanding: set[tuple[str, str]] = set()
         self.released = asyncio.Event()
-        self.pending_first = True
-        """Read this consumer's own pending entries first (at start, after an error,
-        after a batch was given back unacknowledged)."""
+        self.pending = set(streams)
+        """Streams whose entries pending for this consumer are read first (at start,
+        after an error, after a batch was given back unacknowledged)."""
         self.next_claim = 0.0
+
+    @property
+    def where(self) -> str:
+        return self.streams[0] if len(self.streams) == 1 else f"{len(self.streams)} shard streams"
+
+    def _describe(self, exc: BaseException) -> str:
+        return f"{self.where}: {exc}"
 
     async def run(self) -> None:
         redis = self.group.redis
-        # Every shard's reader logs through the group's one failure log: Redis gone is
-        # one line per interval, not one per shard per retry.
+        # Every reader logs through the group's one failure log: Redis gone is one line
+        # per interval, not one per shard per retry.
         retry = Retrying(
-            "change stream read failed", log=self.group.failures, backoff=BACKOFF,
-            describe=lambda exc: f"{self.stream}: {exc}",
+            "change stream read failed", log=self.group.failures, backoff=BACKOFF, describe=self._describe
         )
         while not self.group.closed:
             entries = await retry.run(self._read, retry_on=(RedisError,))
@@ -104,19 +115,24 @@ class _ShardReader:
                 continue
             if self.group.closed:
                 return  # what this last read got stays pending: the next consumer reads it
-            junk = [i for i, f in entries if not _is_event(f)]
-            if junk:
+            junk: dict[str, list[str]] = {}
+            for stream, entry_id, fields in entries:
+                if not _is_event(fields):
+                    junk.setdefault(stream, []).append(entry_id)
+            for stream, ids in junk.items():
                 with contextlib.suppress(RedisError):
-                    await redis.xack(self.stream, self.group.group, *junk)
-            batch = [Event.from_entry(i, f, self.stream) for i, f in entries if f and _is_event(f)]
+                    await redis.xack(stream, self.group.group, *ids)
+            batch = [Event.from_entry(i, f, stream) for stream, i, f in entries if f and _is_event(f)]
             if not batch:
                 continue
-            self.outstanding = {e.id for e in batch}
+            self.outstanding = {(e.stream, e.id) for e in batch}
             self.released.clear()
             await self.group.queue.put(batch)
             await self.released.wait()
             if self.group.closed:
                 return
+            if len(batch) < self.group.count and self.group.reading.linger > 0:
+                await asyncio.sleep(self.group.reading.linger)
 
     async def _read(self) -> Entries | None:
         """The next entries; None: nothing read (the reader is closed, or the group was
@@ -128,44 +144,50 @@ class _ShardReader:
         except ResponseError as exc:
             if "NOGROUP" not in str(exc):
                 raise
-            # The stream or the group went away (a flushed Redis): everything the
-            # stream holds now was written since, so the group starts from its start.
-            log.warning("%s: the consumer group is gone: recreating it", self.stream)
+            # A stream or the group went away (a flushed Redis): everything such a
+            # stream holds now was written since, so the group starts from its start
+            # (where the group is there, making it again changes nothing).
+            log.warning("%s: the consumer group is gone: recreating it", self.where)
             with contextlib.suppress(RedisError):
-                await self.group.create(self.stream, "0")
+                for stream in self.streams:
+                    await self.group.create(stream, "0")
             return None
         except RedisError:
-            self.pending_first = True
+            self.pending = set(self.streams)
             raise
 
     async def _next_entries(self) -> Entries:
         group, redis = self.group, self.group.redis
-        if self.pending_first:
+        if self.pending:
             reply = await redis.xreadgroup(
-                group.group, group.consumer, {self.stream: "0"}, count=group.count
+                group.group, group.consumer, {s: "0" for s in sorted(self.pending)}, count=group.count
             )
             entries = _entries(reply)
+            self.pending = {stream for stream, _, _ in entries}  # the others have none left
             if entries:
                 return entries
-            self.pending_first = False
         now = time.monotonic()
         if now >= self.next_claim:
             # A dead consumer's entries, idle past claim_idle_ms, become ours.
             self.next_claim = now + group.reading.claim_every
-            _, claimed, *_ = await redis.xautoclaim(
-                self.stream, group.group, group.consumer, group.reading.claim_idle_ms, "0-0", count=group.count
-            )
+            claimed: Entries = []
+            for stream in self.streams:
+                _, got, *_ = await redis.xautoclaim(
+                    stream, group.group, group.consumer, group.reading.claim_idle_ms, "0-0", count=group.count
+                )
+                claimed += [(stream, i, f) for i, f in got if i]
             if claimed:
-                return [(i, f) for i, f in claimed if i]
+                return claimed
         reply = await redis.xreadgroup(
-            group.group, group.consumer, {self.stream: ">"}, count=group.count, block=group.reading.block_ms
+            group.group, group.consumer, {s: ">" for s in self.streams}, count=group.count,
+            block=group.reading.block_ms,
         )
         return _entries(reply)
 
-    def settle(self, ids: set[str], *, acked: bool) -> None:
-        self.outstanding -= ids
+    def settle(self, stream: str, ids: set[str], *, acked: bool) -> None:
+        self.outstanding -= {(stream, i) for i in ids}
         if not acked:
-            self.pending_first = True
+            self.pending.add(stream)
         if not self.outstanding:
             self.released.set()
 
@@ -175,7 +197,7 @@ _LIVE: dict[tuple[int, str, str], EventGroup] = {}
 
 
 def _entries(reply: Any) -> Entries:
-    return [entry for _, entries in reply or [] for entry in entries]
+    return [(stream, i, f) for stream, entries in reply or [] for i, f in entries]
 
 
 @dataclass(frozen=True)
@@ -188,6 +210,10 @@ class GroupReading:
     """Seconds between two looks for such entries."""
     block_ms: int = READ_BLOCK_MS
     """The longest one blocking read waits."""
+    linger: float = 0.0
+    """Seconds a reader waits after a batch smaller than it asked for before it reads
+    again: what is written meanwhile comes as one batch (one read, and one look-up of
+    who follows its owners) instead of one each. 0: read again at once."""
 
 
 class EventGroup:
@@ -207,7 +233,8 @@ class EventGroup:
         self.count = 100
         """Entries asked of a shard at once: the `count` of the latest `read`."""
         self.queue: asyncio.Queue[list[Event]] = asyncio.Queue()
-        self._readers: dict[str, _ShardReader] = {}
+        self._readers: dict[str, _StreamsReader] = {}
+        """Each stream's reader (one reader may read them all)."""
         self._tasks: list[asyncio.Task[None]] = []
         self._handed: list[Event] = []
         self.closed = False
@@ -242,9 +269,14 @@ class EventGroup:
             await asyncio.wait(earlier._tasks_left, timeout=self.reading.block_ms / 1000 + 1)
         _LIVE[key] = self
         self.closed = False
-        for stream in await self.streams():
-            reader = self._readers[stream] = _ShardReader(self, stream)
-            self._tasks.append(asyncio.create_task(reader.run(), name=f"events-{self.group}-{stream}"))
+        streams = await self.streams()
+        parts = [[s] for s in streams] if isinstance(self.redis, RedisCluster) else [streams]
+        for part in parts:
+            reader = _StreamsReader(self, part)
+            for stream in part:
+                self._readers[stream] = reader
+            name = f"events-{self.group}-{part[0] if len(part) == 1 else 'all'}"
+            self._tasks.append(asyncio.create_task(reader.run(), name=name))
         # The readers live as long as the task that reads from them: when it ends
         # (a stopped adapter), so do they.
         consumer = asyncio.current_task()
@@ -312,7 +344,7 @@ class EventGroup:
         for stream, ids in by_stream.items():
             reader = self._readers.get(stream)
             if reader is not None:
-                reader.settle(ids, acked=acked)
+                reader.settle(stream, ids, acked=acked)
 
     async def close(self) -> None:
         tasks = self._cancel()
