@@ -132,7 +132,7 @@ async def adapter(url: str, chats: int, rounds: int, profile: float, conn: Conne
                 return await _inner(*args, **kw)
 
             setattr(client, name, count)
-        cpu0, wall0, trips0 = time.process_time(), time.monotonic(), trips.count
+        cpu0, wall0, trips0, start0 = time.process_time(), time.monotonic(), trips.count, trips.by_command.copy()
         await worker.start()
         await wait_calls(calls, "send", chats, chats / 50 + 60)
         cpu1, wall1, trips1 = time.process_time(), time.monotonic(), trips.count
@@ -140,6 +140,8 @@ async def adapter(url: str, chats: int, rounds: int, profile: float, conn: Conne
             f"first drafts: {chats} sends in {wall1 - wall0:.1f} s: {(cpu1 - cpu0) / chats * 1e3:.2f} ms CPU "
             f"each, {(trips1 - trips0) / chats:.1f} Redis round trips each (start-up and follows included)"
         )
+        per_first = {k: round(v / chats, 2) for k, v in (trips.by_command - start0).most_common(12)}
+        print(f"round trips per first draft, by first command: {per_first}")
         await asyncio.sleep(1.5)  # the last sends' bookkeeping; every destination's pace
         profiler = cProfile.Profile(time.process_time) if profile else None  # CPU, not wall time
         cpu0, wall0, trips0 = time.process_time(), time.monotonic(), trips.count
