@@ -192,15 +192,14 @@ async def test_each_write_appends_one_change_event(store: CardStore, redis: Redi
     assert await group.read(block_ms=50) == []
 
 
-async def blocked_readers(redis: Redis) -> int:
-    """Connections of this test's database waiting in a blocking XREADGROUP."""
-    db = str(redis.connection_pool.connection_kwargs.get("db") or 0)
+async def blocked_readers(redis: Redis, name: str) -> int:
+    """Connections named `name` waiting in a blocking XREADGROUP."""
     clients = await redis.client_list()
-    return sum(1 for c in clients if c.get("cmd") == "xreadgroup" and str(c.get("db")) == db)
+    return sum(1 for c in clients if c.get("cmd") == "xreadgroup" and c.get("name") == name)
 
 
 async def test_one_reader_reads_every_shard_and_what_is_written_while_it_lingers_is_one_batch(
-    store: CardStore, redis: Redis
+    store: CardStore, redis: Redis, redis_url: str
 ) -> None:
     layout = await store.layout()
     owners: dict[int, Owner] = {}
@@ -208,9 +207,12 @@ async def test_one_reader_reads_every_shard_and_what_is_written_while_it_lingers
         owner = Owner("main", f"spread-{i}")
         owners.setdefault(layout.shard(owner), owner)
     first, *others = list(owners.values())[:4]
-    group = EventGroup(redis, "lingering", "c1", reading=GroupReading(linger=0.5))
-    await group.ensure()
     cluster = isinstance(redis, RedisCluster)
+    # The group's own client, its connections named: other tests' readers may still be
+    # ending on the same database.
+    reader = redis if cluster else Redis.from_url(redis_url, decode_responses=True, client_name="lingering")
+    group = EventGroup(reader, "lingering", "c1", reading=GroupReading(linger=0.5))
+    await group.ensure()
     try:
         await store.put(first, plan("pending"))
         batch = await group.read(block_ms=3000)
@@ -229,13 +231,15 @@ async def test_one_reader_reads_every_shard_and_what_is_written_while_it_lingers
         if not cluster:  # every shard's stream in one command: one connection waits, not 16
             waiting = asyncio.create_task(group.read(block_ms=1500))  # the readers live while it reads
             deadline = time.monotonic() + 4
-            while await blocked_readers(redis) < 1 and time.monotonic() < deadline:
+            while await blocked_readers(redis, "lingering") < 1 and time.monotonic() < deadline:
                 await asyncio.sleep(0.02)
             await asyncio.sleep(0.1)  # any further reader would be waiting by now too
-            assert await blocked_readers(redis) == 1
+            assert await blocked_readers(redis, "lingering") == 1
             assert await waiting == []
     finally:
         await group.close()
+        if reader is not redis:
+            await reader.aclose()
 
 
 async def test_rejected_write_touches_nothing(store: CardStore, redis: Redis) -> None:
