@@ -33,10 +33,8 @@ class WorkerOptions:
     failure_log_interval: float = INTERVAL
     """A kind of failure is logged at most once per this many seconds."""
     intake_linger: float = 0.05
-    """Seconds the change stream's reader waits after a small batch before it reads
-    again (`GroupReading.linger`, on the time scale): the changes written meanwhile come
-    together, one read and one look-up of their followers for all of them. A draft's
-    slot is a second or more apart, so this delays no call by more than this."""
+    """The change stream reader's `GroupReading.linger`, on the time scale. A
+    destination's calls are a second or more apart: this delays none by more."""
     calls_in_flight: int = 16
     """Calls made at once (the client's connections). A lane reads and renders only once
     it holds one of them besides its slot: content never waits for a connection."""
