@@ -185,6 +185,17 @@ async def test_follow_by_signed_interaction_shows_the_card(discord: DiscordAPIEm
     assert refused(discord) == []
 
 
+async def test_a_misspelt_subcommand_names_the_nearest_one(discord: DiscordAPIEmulator, harness) -> None:
+    h = await harness()
+    # Discord sends only registered subcommands: a misspelt one arrives from a stale
+    # registration (one made by another version of the app).
+    [definition] = [d for scope in discord.commands.values() for d in scope if d["name"] == "progresscast"]
+    definition["options"].append({"name": "folow", "type": 1, "description": "stale", "options": []})
+    reply = await h.command("folow")
+    assert reply.startswith("Unknown command /progresscast folow — did you mean /progresscast follow?\n")
+    assert reply.count("\n") == 1
+
+
 async def test_a_bad_signature_is_refused_with_nothing_done(discord: DiscordAPIEmulator, harness) -> None:
     h = await harness()
     other_key = SigningKey.generate()

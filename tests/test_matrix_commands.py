@@ -46,6 +46,15 @@ async def test_a_follow_typed_in_a_thread_shows_the_draft_in_that_thread(harness
     assert replies[0]["content"]["m.relates_to"]["event_id"] == root  # answered in the thread
 
 
+async def test_a_misspelt_command_names_the_nearest_one(harness: Harness) -> None:
+    room = await following(harness)
+    said = await harness.command(room, "!pc folow shop", "Unknown command")
+    assert said == (
+        "Unknown command !pc folow — did you mean !pc follow?\n"
+        "!pc follow SESSION [AGENT] — show this session's progress card in this room"
+    )
+
+
 async def test_commands_typed_while_the_adapter_is_down_run_once_after_it_restarts(harness: Harness) -> None:
     room = await following(harness)
     await harness.stop()

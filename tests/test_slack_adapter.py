@@ -174,6 +174,14 @@ async def test_follow_by_signed_slash_command_shows_the_card(slack: SlackAPIEmul
     assert refused(slack) == []
 
 
+async def test_a_misspelt_command_names_the_nearest_one(harness) -> None:
+    h = await harness()
+    reply = (await h.command("folow t1"))["text"]
+    assert reply.startswith("Unknown command /progresscast folow — did you mean /progresscast follow?\n")
+    assert reply.count("\n") == 1 and "/progresscast follow SESSION [AGENT]" in reply
+    assert await h.adapter.channel.state.follows(C) == []
+
+
 async def test_wrong_or_stale_signature_is_refused_and_nothing_is_done(slack: SlackAPIEmulator, harness) -> None:
     h = await harness()
     url = f"{h.url}/slack/commands"

@@ -602,6 +602,17 @@ async def test_follow_shows_the_current_card_and_unfollow_removes_it(api: BotAPI
     await api.wait_for(forgotten, 2)
 
 
+async def test_a_misspelt_command_names_the_nearest_one(api: BotAPIEmulator, harness) -> None:
+    h = await harness()
+    reply = await h.command(PRIVATE, "/folow shop")
+    assert reply.text == (
+        "Unknown command /folow — did you mean /follow?\n"
+        "/follow SESSION [AGENT] — show this session's progress card in this chat"
+    )
+    reply = await h.command(PRIVATE, "/xyzzy")
+    assert reply.text.startswith("Unknown command /xyzzy. The commands are /follow, /unfollow")
+
+
 @pytest.mark.backends
 async def test_mode_override_wins_over_config_and_persists(api: BotAPIEmulator, harness, redis: Redis) -> None:
     # (The /mode commands land below the draft; kept in place here, to follow one message.)

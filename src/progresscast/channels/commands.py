@@ -26,7 +26,8 @@ interactions, Matrix `!pc` messages) does three things and nothing else:
    `card`/`help`. What it means per platform: Telegram, the chat's administrators;
    Slack, whoever can use the command in the channel (`allow`); Discord, Manage
    Channels; Matrix, power level ≥ 50. An unknown or misspelt word is passed as typed:
-   it is answered with the help text.
+   it is answered with "Unknown command", the nearest command and that command's help
+   line, written with the platform's prefix (`Surface.prefix`).
 
 2. **Call the handler**: `reply = await commands.handle(inv)`, where `commands` is the
    platform's one `ChatCommands(worker, Surface(...))`, built on the platform's one
@@ -50,6 +51,7 @@ The worker API the handler uses — and nothing else of it — is `follow`, `tou
 
 from __future__ import annotations
 
+import difflib
 import logging
 import re
 
@@ -70,6 +72,8 @@ CHANGING = frozenset({"follow", "unfollow", "mode", "rich"})
 from those who `may_change`."""
 MODES_SHOWN = (Mode.progress, Mode.partial, Mode.block, Mode.off)
 _CONTROLS = re.compile("[\x00-\x09\x0b-\x1f\x7f-\x9f]")
+_ECHOED_WORD = 40
+"""At most this many characters of an unknown command are quoted back."""
 
 def echo_safe(text: str) -> str:
     """Text fit to send back into a chat: no bidi or invisible characters, no controls,
@@ -115,6 +119,17 @@ class ChatCommands:
             f"{s.prefix}help — what this bot does and what this {s.noun} follows",
         ]
 
+    def unknown(self, word: str) -> str:
+        """A misspelt command: the nearest one and its help line, not the whole help."""
+        p = self.surface.prefix
+        typed = word if len(word) <= _ECHOED_WORD else word[: _ECHOED_WORD - 1] + "…"
+        near = difflib.get_close_matches(word, WORDS, n=1, cutoff=0.6)
+        if near:
+            line = self.command_lines()[WORDS.index(near[0])]
+            return f"Unknown command {p}{typed} — did you mean {p}{near[0]}?\n{line}"
+        listed = ", ".join(f"{p}{w}" for w in WORDS)
+        return f"Unknown command {p}{typed}. The commands are {listed}; {p}help says what each does."
+
     def pairing_text(self, inv: Invocation, code: str) -> str:
         return (
             f"This {self.surface.noun} is not paired with progresscast yet. Pairing code: {code}\n"
@@ -154,7 +169,7 @@ class ChatCommands:
             return None
         word = inv.word.lower()
         if word not in WORDS:
-            return Reply(echo_safe(await self.help(inv)))
+            return Reply(echo_safe(self.unknown(word)))
         if inv.group and word in CHANGING and not await inv.may_change():
             return Reply(
                 f"Only the {self.surface.noun}'s administrators can change what it follows or how it looks "
