@@ -22,6 +22,17 @@ def fail(message: str) -> NoReturn:
     raise SystemExit(2)
 
 
+def shown(text: object) -> str:
+    """`text` safe to print on a terminal: control and other unprintable characters (a
+    newline, a tab, an escape sequence) and backslashes written as Python escapes, so a
+    value read from outside (a chat id a platform signed) cannot forge a line, a column or
+    a colour in the operator's terminal."""
+    return "".join(
+        ch if ch.isprintable() and ch != "\\" else ch.encode("unicode_escape").decode("ascii")
+        for ch in str(text)
+    )
+
+
 OPTIONS: set[str] = set()
 """Every option string of every command, for "did you mean" on a misspelt one."""
 
@@ -32,13 +43,65 @@ class Parser(argparse.ArgumentParser):
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         kwargs.setdefault("formatter_class", argparse.RawDescriptionHelpFormatter)
         super().__init__(*args, **kwargs)
+        self.register("action", "parsers", _Commands)
 
     def add_argument(self, *args: Any, **kwargs: Any) -> argparse.Action:
         action = super().add_argument(*args, **kwargs)
         OPTIONS.update(action.option_strings)
         return action
 
+    def required_argument(self, *args: Any, **kwargs: Any) -> argparse.Action:
+        """An option the command cannot go without: listed under "required" and shown
+        without brackets in the usage line."""
+        group = next((g for g in self._action_groups if g.title == "required"), None)
+        group = group or self.add_argument_group("required")
+        action = group.add_argument(*args, required=True, **kwargs)
+        OPTIONS.update(action.option_strings)
+        return action
+
+    def parse_known_args(self, args: Any = None, namespace: Any = None) -> Any:
+        # A misspelt option is named before a required one is missed: `--sesion t-1`
+        # says "did you mean --session?", not "--session is required".
+        required = [a for a in self._actions if a.required and a.option_strings]
+        self._deferred = required
+        for action in required:
+            action.required = False
+        try:
+            parsed, extras = super().parse_known_args(args, namespace)
+        finally:
+            self._required(True)
+        if any(extra.startswith("-") for extra in extras):
+            self.error(f"unrecognized arguments: {' '.join(extras)}")
+        for action in required:
+            if getattr(parsed, action.dest, None) is None:
+                fail(f"{action.option_strings[-1]} is required (see '{self.prog} --help')")
+        return parsed, extras
+
+    def _required(self, required: bool) -> bool:
+        """Set the deferred required options' flag; whether it was set."""
+        deferred: list[argparse.Action] = getattr(self, "_deferred", [])
+        was = all(action.required for action in deferred)
+        for action in deferred:
+            action.required = required
+        return was
+
+    def format_usage(self) -> str:
+        was = self._required(True)  # `--help` is answered while parsing, when they are deferred
+        try:
+            return super().format_usage()
+        finally:
+            self._required(was)
+
+    def format_help(self) -> str:
+        was = self._required(True)
+        try:
+            return super().format_help()
+        finally:
+            self._required(was)
+
     def error(self, message: str) -> NoReturn:
+        # "argument --limit: must be …" reads "--limit: must be …", as every other mistake.
+        message = message.removeprefix("argument ")
         if message.startswith("unrecognized arguments: "):
             first = message.removeprefix("unrecognized arguments: ").split()[0]
             if first.startswith("-"):
@@ -49,6 +112,17 @@ class Parser(argparse.ArgumentParser):
                 hint = f" — did you mean {close[0]}?" if close else ""
                 fail(f"unknown option {name}{hint} (see '{self.prog} --help')")
         fail(f"{message} (see '{self.prog} --help')")
+
+
+class _Commands(argparse._SubParsersAction):  # type: ignore[type-arg]
+    """Commands whose `--help` opens with a description: their one-line help, unless
+    they give a longer one."""
+
+    def add_parser(self, name: str, **kwargs: Any) -> Any:
+        if kwargs.get("description") is None and kwargs.get("help"):
+            text = str(kwargs["help"])
+            kwargs["description"] = text[:1].upper() + text[1:] + "."
+        return super().add_parser(name, **kwargs)
 
 
 def example(*lines: str) -> str:

@@ -79,10 +79,6 @@ def main(argv: list[str] | None = None) -> None:
     for name, value in vars(args).items():
         if isinstance(value, str) and has_lone_surrogate(value):
             fail(f"{_ARGUMENTS.get(name, '--' + name.replace('_', '-'))}: {SURROGATE_RULE}")
-    for command, option, value in (("card", "--session", "session"), ("render", "--channel", "channel")):
-        if args.command == command and getattr(args, value, None) is None:
-            where = f"{command} {args.card_command}" if command == "card" else command
-            fail(f"{option} is required (see 'progresscast {where} --help')")
     if args.command == "doctor":  # its own judge of the config: a config that fails to load is one of its lines
         from .doctor import main_status
 

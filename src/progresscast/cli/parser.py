@@ -11,36 +11,33 @@ from ..config.slack import SLACK_CHANNEL_ID
 
 
 def _fraction(raw: str) -> float:
-    """A share from 0 to 1 (argparse turns the ValueError into a one-line usage error)."""
-    value = float(raw)
+    """A share from 0 to 1 (argparse turns the error into a one-line usage error)."""
+    try:
+        value = float(raw)
+    except ValueError:
+        value = -1.0
     if not 0 <= value <= 1:
-        raise ValueError(raw)
+        raise argparse.ArgumentTypeError(f"must be a share from 0 to 1, not {raw!r}")
     return value
-
-
-_fraction.__name__ = "share from 0 to 1"  # what argparse names in "invalid … value"
 
 
 def _slack_channel(raw: str) -> str:
     """A Slack channel id, as the config takes them."""
     if not SLACK_CHANNEL_ID.fullmatch(raw):
-        raise ValueError(raw)
+        raise argparse.ArgumentTypeError(f"must be a channel id (C, G or D, then capitals and digits), not {raw!r}")
     return raw
-
-
-_slack_channel.__name__ = "channel id (C, G or D, then capitals and digits)"
 
 
 def _history_limit(raw: str) -> int:
     from ..model.history import MAX_LIMIT
 
-    value = int(raw)
+    try:
+        value = int(raw)
+    except ValueError:
+        value = 0
     if not 1 <= value <= MAX_LIMIT:
-        raise ValueError(raw)
+        raise argparse.ArgumentTypeError(f"must be between 1 and {MAX_LIMIT}, not {raw!r}")
     return value
-
-
-_history_limit.__name__ = "number from 1 to 200"  # (history.MAX_LIMIT; a test checks)
 
 
 def _emulator_parser(
@@ -68,6 +65,7 @@ def add_commands(commands: Any, common: argparse.ArgumentParser) -> None:
 
     card = commands.add_parser(
         "card", help="read and write progress cards", parents=[common],
+        description="Read and write progress cards in the store, as an agent or a script would.",
         epilog=example("progresscast card get --session ticket-4821"),
     )
     card_commands = card.add_subparsers(dest="card_command", required=True, parser_class=Parser, metavar="ACTION")
@@ -82,8 +80,7 @@ def add_commands(commands: Any, common: argparse.ArgumentParser) -> None:
          "progresscast card history --session ticket-4821 --limit 20 --format text"),
     ]:
         sub = card_commands.add_parser(name, help=text, description=text, parents=[common], epilog=example(sample))
-        # Checked after parsing, so that a misspelt option is named as such first.
-        sub.add_argument("--session", metavar="KEY", help="the session key, e.g. ticket-4821 (required)")
+        sub.required_argument("--session", metavar="KEY", help="the session key, e.g. ticket-4821")
         sub.add_argument("--agent", metavar="ID", help="the agent owning the card (default: agents.default)")
         if name == "put":
             sub.add_argument(
@@ -112,9 +109,9 @@ def add_commands(commands: Any, common: argparse.ArgumentParser) -> None:
     render.add_argument(
         "card_file", metavar="CARD.json", help="a card (as `card get` prints) or a write's input; - for stdin"
     )
-    render.add_argument(
+    render.required_argument(
         "--channel", choices=["telegram", "slack", "discord", "matrix", "text", "web"],
-        help="the channel to preview (required)",
+        help="the channel to preview",
     )
     render.add_argument(
         "--format", choices=["text", "json"], default=None,
@@ -142,8 +139,8 @@ def add_commands(commands: Any, common: argparse.ArgumentParser) -> None:
     add_pairing_commands(commands, common)
 
     serve = commands.add_parser(
-        "serve", help="gateway, web page, Telegram/Slack/Discord adapters, workers", parents=[common],
-        description="Run the HTTP gateway and web page, and each chat adapter (Telegram, Slack, Discord) whose "
+        "serve", help="gateway, web page, Telegram/Slack/Discord/Matrix adapters, workers", parents=[common],
+        description="Run the HTTP gateway and web page, and each chat adapter (Telegram, Slack, Discord, Matrix) whose "
         "token is configured. "
         "Ctrl-C or SIGTERM stops it.",
         epilog=example(
@@ -158,6 +155,8 @@ def add_commands(commands: Any, common: argparse.ArgumentParser) -> None:
 
     mcp = commands.add_parser(
         "mcp", help="MCP server with the progress_card and update_plan tools", parents=[common],
+        description="Serve the MCP tools progress_card and update_plan to an agent, over stdio (what an agent "
+        "starts) or streamable HTTP; each call writes the session's card.",
         epilog=example("progresscast mcp --session ticket-4821", "progresscast mcp --http 127.0.0.1:8788"),
     )
     mcp.add_argument(
@@ -244,6 +243,8 @@ def add_commands(commands: Any, common: argparse.ArgumentParser) -> None:
 
     demo = commands.add_parser(
         "demo", help="play the bundled example on a temporary store of its own", parents=[common],
+        description="Play the bundled example card step by step on a temporary store of its own, and show it as "
+        "a chat would; --serve keeps the web page and gateway up afterwards.",
         epilog=example("progresscast demo", "progresscast demo --serve --delay 2"),
     )
     demo.add_argument("--serve", action="store_true", help="keep serving after the example")
