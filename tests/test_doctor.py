@@ -27,6 +27,8 @@ async def doctor(tmp_path: Path, config: str | None, **env: str) -> tuple[int, l
         path.write_text(config)
         args += ["--config", str(path)]
     clean = {k: v for k, v in os.environ.items() if not k.startswith(("PROGRESSCAST_", "TELEGRAM_", "SLACK_"))}
+    # As after `make install`: agents find `progresscast` on PATH (the venv's, here).
+    clean["PATH"] = f"{Path(sys.executable).parent}{os.pathsep}{clean.get('PATH', '')}"
     proc = await asyncio.create_subprocess_exec(
         sys.executable, "-m", "progresscast.cli", *args, stdout=asyncio.subprocess.PIPE,
         stderr=asyncio.subprocess.PIPE, env={**clean, "PROGRESSCAST_HOME": str(tmp_path / "home"), **env},
@@ -194,3 +196,16 @@ async def test_the_embedded_home_is_checked(tmp_path: Path) -> None:
     finally:
         home.chmod(0o700)
         stop_embedded(home)
+
+
+async def test_a_command_agents_cannot_find_is_said(tmp_path: Path) -> None:
+    bare = tmp_path / "bin"
+    bare.mkdir()
+    code, lines = await doctor(tmp_path, None, PATH=str(bare))
+    venv = Path(sys.executable).parent / "progresscast"
+    assert code == 0 and line(lines, "command") == (
+        "warn  command: agents' hooks and MCP entries run `progresscast`; it is not on PATH: "
+        f"run make install or use {os.path.abspath(venv)}"
+    )
+    code, lines = await doctor(tmp_path, None, PATH=f"{bare}:{venv.parent}")
+    assert line(lines, "command") == f"ok    command: progresscast is {venv} (what agents' hooks and MCP entries run)"

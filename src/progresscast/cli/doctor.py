@@ -2,7 +2,8 @@
 
 One line per check — `ok`, `warn` or `FAIL`, the setting it is about, and what to do —
 for: the config, the Redis in use (which one, and whether it answers), the embedded
-Redis' home, each Telegram bot token (`getMe`) and its webhook (`getWebhookInfo`), the
+Redis' home, whether `progresscast` (what agents' hooks and MCP entries run) is on
+PATH, each Telegram bot token (`getMe`) and its webhook (`getWebhookInfo`), the
 Slack token (`auth.test`), the Discord token (`/users/@me`), each gateway token's
 strength and scope, and who may follow what in each channel. Exit status 0 when
 nothing failed (warnings are printed but pass), 1 otherwise. Nothing is changed: the
@@ -15,6 +16,7 @@ import argparse
 import asyncio
 import ipaddress
 import os
+import shutil
 import sys
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
@@ -72,6 +74,7 @@ def run_doctor(args: argparse.Namespace) -> int:
     doctor = Doctor()
     settings = _config(doctor, args.config)
     if settings is not None:
+        _command(doctor)
         asyncio.run(_checks(doctor, settings, args.redis))
     return 1 if doctor.failed else 0
 
@@ -108,6 +111,23 @@ async def _checks(doctor: Doctor, settings: Settings, cli_url: str | None) -> No
         await _discord(doctor, discord.token, discord.apiBaseUrl)
     _gateway(doctor, settings)
     _access(doctor, settings)
+
+
+def _command(doctor: Doctor) -> None:
+    """Agents start `progresscast` by name from their own environment: a hook or MCP
+    entry whose command does not resolve fails there, out of sight."""
+    found = shutil.which("progresscast")
+    if found is not None:
+        doctor.say("ok", "command", f"progresscast is {found} (what agents' hooks and MCP entries run)")
+        return
+    # The script beside this interpreter: the venv's, when run as .venv/bin/progresscast.
+    here = os.path.abspath(os.path.join(os.path.dirname(sys.executable), "progresscast"))
+    instead = here if os.access(here, os.X_OK) else "the absolute path of your progresscast"
+    doctor.say(
+        "warn", "command",
+        f"agents' hooks and MCP entries run `progresscast`; it is not on PATH: run make install "
+        f"or use {instead}",
+    )
 
 
 # --- Redis -------------------------------------------------------------------------------
