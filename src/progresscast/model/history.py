@@ -45,6 +45,9 @@ class HistoryEntry:
     """`changed`, `same` or `removed`: what happened to the Markdown note."""
     cleared: bool
     reset: bool
+    event: dict[str, Any] | None = None
+    """An ask, an answer, an expiry, a withdrawal or a Stop (`kind`, `askId`, `prompt`,
+    `by`, `options`, `text`): a line that is not a write; the revision is the card's then."""
 
     @property
     def at(self) -> str:
@@ -72,12 +75,13 @@ class HistoryEntry:
                 note=str(data["note"]),
                 cleared=bool(data["cleared"]),
                 reset=bool(data["reset"]),
+                event=data["event"] if isinstance(data.get("event"), dict) else None,
             )
         except (ValueError, KeyError, TypeError):
             return None
 
     def to_json(self) -> dict[str, Any]:
-        return {
+        out = {
             "revision": self.revision,
             "at": self.at,
             "changes": [c.to_json() for c in self.changes],
@@ -85,12 +89,25 @@ class HistoryEntry:
             "cleared": self.cleared,
             "reset": self.reset,
         }
+        if self.event is not None:
+            out["event"] = _event_json(self.event)
+        return out
+
+
+def _event_json(event: dict[str, Any]) -> dict[str, Any]:
+    """An event line as the API shows it: Lua's empty tables are `{}`, meant as `[]`."""
+    out = dict(event)
+    if "options" in out and not isinstance(out["options"], list):
+        out["options"] = []
+    return out
 
 
 def active_since(entries: list[HistoryEntry], step: str) -> HistoryEntry | None:
     """The entry (of `entries`, newest first) in which `step` last became in progress;
     None when the kept history does not reach back to it."""
     for entry in entries:
+        if entry.event is not None:
+            continue
         if entry.cleared:
             return None
         for change in entry.changes:

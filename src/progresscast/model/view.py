@@ -6,6 +6,7 @@ from dataclasses import dataclass, field
 from enum import StrEnum
 
 from .activity import Activity
+from .asks import Ask, AskState, StopMark
 from .card import Card
 from .owners import Owner
 
@@ -46,6 +47,16 @@ class View:
     previous: EndedRun | None = None
     started_at: float | None = None
     """When the current run started (seconds since the epoch, the store's clock)."""
+    asks: tuple[Ask, ...] = ()
+    """The owner's asks, open and recently ended, oldest first (model/asks.py)."""
+    stop: StopMark | None = None
+    """Stop pressed on the current run: by whom, when."""
+    stoppable: bool = False
+    """The current run's agent acts on a Stop pressed in chat."""
+
+    @property
+    def open_asks(self) -> tuple[Ask, ...]:
+        return tuple(a for a in self.asks if a.state is AskState.open)
 
     @property
     def empty(self) -> bool:

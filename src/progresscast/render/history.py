@@ -41,7 +41,27 @@ def _part(th: Theme, icon: str, word: str, **values: object) -> str:
     return f"{th.icons[icon]} {th.word(word, **values)}"
 
 
+def _event_part(th: Theme, event: dict[str, object]) -> str:
+    """An ask, answer, expiry, withdrawal or Stop, with who and where."""
+    kind = str(event.get("kind", ""))
+    by = event.get("by") if isinstance(event.get("by"), dict) else {}
+    assert isinstance(by, dict)
+    name = plain(str(by.get("name") or by.get("user") or "someone"))
+    where = plain(str(by.get("platform") or "?"))
+    options = event.get("options") if isinstance(event.get("options"), list) else []
+    assert isinstance(options, list)
+    answer = ", ".join(plain(str(o)) for o in options)
+    if isinstance(event.get("text"), str):
+        answer = f"{answer}, {event['text']}" if answer else str(event["text"])
+    prompt = plain(str(event.get("prompt", "")))
+    if kind not in th.icons:
+        return _part(th, "same", "same")
+    return _part(th, kind, kind, prompt=prompt, name=name, where=where, answer=f"“{plain(answer)}”")
+
+
 def _parts(th: Theme, entry: HistoryEntry) -> list[str]:
+    if entry.event is not None:
+        return [_event_part(th, entry.event)]
     if entry.reset:
         return [_part(th, "reset", "reset")]
     if entry.cleared:

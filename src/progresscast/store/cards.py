@@ -27,6 +27,7 @@ from ..model.history import HistoryEntry
 from ..model.owners import Owner
 from ..model.view import TERMINAL, RunState, View
 from . import keys, scripts
+from .asks import AskStore
 from .keys import Layout
 from .retention import retention_ms
 from .sharding import layout_of
@@ -84,12 +85,13 @@ class CardStore:
         self._run = redis.register_script(scripts.RUN)
         self._a2a_status = redis.register_script(scripts.A2A_STATUS)
         self._a2a_answer = redis.register_script(scripts.A2A_ANSWER)
+        self._asks: AskStore | None = None
 
     async def layout(self) -> Layout:
         """The store's key layout (its recorded shard count), learnt on first use."""
         return await layout_of(self.redis)
 
-    async def _call(
+    async def call(
         self, script: AsyncScript, owner: Owner, args: Sequence[str | int], *, arrived: float | None = None
     ) -> object:
         """Run a write script; with `arrived`, its first own argument is how long ago the
@@ -143,7 +145,7 @@ class CardStore:
         plan, markdown = _plan_json(card), card.markdown or ""
         expected = "" if expected_revision is None else int(expected_revision)
         try:
-            reply = await self._call(
+            reply = await self.call(
                 self._card_script, owner,
                 [expected, "1" if reset else "0", plan, markdown, "1" if keep_markdown else "0"],
                 arrived=arrived,
@@ -189,7 +191,7 @@ class CardStore:
         ts = "" if write.timestamp_us is None else str(write.timestamp_us).zfill(TS_WIDTH)
         (outcome,) = cast(
             "list[str]",
-            await self._call(
+            await self.call(
                 self._a2a_status, owner,
                 [
                     ts,
@@ -212,7 +214,7 @@ class CardStore:
         """A2A artifact text for the answer of the task whose run is current: `applied` or `stale`."""
         (outcome,) = cast(
             "list[str]",
-            await self._call(
+            await self.call(
                 self._a2a_answer, owner,
                 [task_id, artifact_id, text, "1" if append else "0", "1" if last_chunk else "0", MAX_ANSWER_BYTES],
             ),
@@ -242,9 +244,10 @@ class CardStore:
 
     # -- runs and activity ---------------------------------------------------
 
-    async def start_run(self, owner: Owner, run_id: str) -> None:
-        """A new agent turn: earlier activity is dropped, the card stays (and may show paused)."""
-        await self._run_script(owner, run_id, RunState.active)
+    async def start_run(self, owner: Owner, run_id: str, *, stoppable: bool = False) -> None:
+        """A new agent turn: earlier activity is dropped, the card stays (and may show paused).
+        `stoppable`: the caller acts on a Stop pressed in chat, so chats offer one."""
+        await self._run_script(owner, run_id, RunState.active, stoppable=stoppable)
 
     async def end_run(self, owner: Owner, run_id: str, state: RunState) -> bool:
         """End the active run; False when `run_id` is not the current run."""
@@ -252,10 +255,18 @@ class CardStore:
             raise CardError("state", "must be one of completed, failed, canceled")
         return bool(await self._run_script(owner, run_id, state))
 
-    async def _run_script(self, owner: Owner, run_id: str, state: RunState) -> int:
+    async def _run_script(self, owner: Owner, run_id: str, state: RunState, *, stoppable: bool = False) -> int:
         if not isinstance(run_id, str) or not run_id.strip() or len(run_id) > 200:
             raise CardError("runId", "must be a non-empty string of at most 200 characters")
-        return int(cast("int", await self._call(self._run, owner, [run_id, state.value])))
+        args = [run_id, state.value, "1" if stoppable else "0"]
+        return int(cast("int", await self.call(self._run, owner, args)))
+
+    @property
+    def asks(self) -> AskStore:
+        """The owner's asks and Stop: the same write path (store/asks.py)."""
+        if self._asks is None:
+            self._asks = AskStore(self)
+        return self._asks
 
     async def update_activity(
         self,
@@ -280,7 +291,7 @@ class CardStore:
                 return ""
             return clean if clean else "\0"
 
-        await self._call(
+        await self.call(
             self._activity, owner,
             [
                 arg(headline, checked.headline),

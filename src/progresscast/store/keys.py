@@ -116,6 +116,11 @@ class Layout:
         A reset leaves it alone: an older update must never come back after one."""
         return self._key(owner, "a2a")
 
+    def asks(self, owner: Owner) -> str:
+        """Hash askId → the ask as JSON (model/asks.py): its question, state and answer.
+        Open asks, and those that ended within a day (a late press is told who answered)."""
+        return self._key(owner, "asks")
+
     def owner_keys(self, owner: Owner) -> list[str]:
         return [
             self.card(owner),
@@ -126,6 +131,7 @@ class Layout:
             self.activity(owner),
             self.tools(owner),
             self.last_event(owner),
+            self.asks(owner),
         ]
 
 
@@ -251,7 +257,8 @@ def channel_ended(channel: str) -> str:
 # Who may see which session in chat (channels/access.py), per platform (`telegram`,
 # `slack`, …): one bot or several, a grant is the destination's. The pending codes and
 # the grants share the platform's tag, so approving (code out, grant in) is one script.
-# Strangers add nothing here but their pending code (at most `MAX_PENDING` at a time).
+# Strangers add nothing here but their pending code (at most `MAX_PENDING` at a time)
+# and its issue time (at most `NEW_PER_HOUR`).
 
 
 def access_tag(platform: str) -> str:
@@ -262,6 +269,12 @@ def access_pending(platform: str) -> str:
     """Hash: pairing code → "<destination> <issued at, Redis clock ms>"; expired ones are
     dropped whenever a code is issued, approved or listed."""
     return f"{PREFIX}:access:{access_tag(platform)}:pending"
+
+
+def access_issued(platform: str) -> str:
+    """Sorted set: pairing code → issued at (Redis clock ms), the codes issued in the last
+    hour, which the hourly cap on new codes counts (at most `NEW_PER_HOUR` members)."""
+    return f"{PREFIX}:access:{access_tag(platform)}:issued"
 
 
 def access_grants(platform: str) -> str:

@@ -41,6 +41,7 @@ PRELUDE = """
 local events_key, owners_key, last_key = KEYS[1], KEYS[2], KEYS[3]
 local card_key, rev_key, reset_at_key, history_key = KEYS[4], KEYS[5], KEYS[6], KEYS[7]
 local run_key, activity_key, tools_key, order_key = KEYS[8], KEYS[9], KEYS[10], KEYS[11]
+local asks_key = KEYS[12]
 local session_key, agent_id, display_key, maxlen = ARGV[1], ARGV[2], ARGV[3], ARGV[4]
 local history_max = tonumber(ARGV[5])
 
@@ -236,11 +237,13 @@ return 1
 
 RUN = PRELUDE + """
 -- state 'active' starts a run; anything else ends run_id if it is the current one
-local run_id, state = ARGV[6], ARGV[7]
+local run_id, state, stoppable = ARGV[6], ARGV[7], ARGV[8]
 
 local _, ms = clock()
 if state == 'active' then
   start_run(run_id, ms)
+  -- the agent's side acts on a Stop pressed in chat (a hook, a wrapper, a follower)
+  if stoppable == '1' then redis.call('HSET', run_key, 'stoppable', '1') end
 else
   if redis.call('HGET', run_key, 'runId') ~= run_id then return 0 end
   end_run(state, ms)
@@ -343,6 +346,124 @@ return {'applied'}
 """
 
 
+ASK_PRELUDE = PRELUDE + """
+-- Asks (model/asks.py): one JSON object per ask in the owner's `asks` hash. Their
+-- changes are lines in the history (an entry with `event`, at the card's revision),
+-- and published as `ask.changed`, so every chat that follows the owner looks again.
+local function history_event(ms, event)
+  local rev = tonumber(redis.call('GET', rev_key) or '0')
+  redis.call('LPUSH', history_key, '{"revision":' .. string.format('%d', rev) .. ',"at":' .. string.format('%d', ms)
+    .. ',"changes":[],"note":"same","cleared":false,"reset":false,"event":' .. cjson.encode(event) .. '}')
+  redis.call('LTRIM', history_key, 0, history_max - 1)
+end
+
+-- Open asks past their expiry (the Redis clock) become `expired`; asks that ended more
+-- than `keep_ms` ago are forgotten. Returns how many expired now.
+local function settle_asks(ms, keep_ms)
+  local n = 0
+  local all = redis.call('HGETALL', asks_key)
+  for i = 1, #all, 2 do
+    local ask = cjson.decode(all[i + 1])
+    if ask.state == 'open' and tonumber(ask.expiresAt) <= ms then
+      ask.state = 'expired'
+      ask.closedAt = ms
+      redis.call('HSET', asks_key, all[i], cjson.encode(ask))
+      history_event(ms, {kind = 'expired', askId = ask.askId, prompt = ask.prompt})
+      n = n + 1
+    elseif ask.state ~= 'open' and tonumber(ask.closedAt or 0) + keep_ms < ms then
+      redis.call('HDEL', asks_key, all[i])
+    end
+  end
+  return n
+end
+"""
+
+ASK_OPEN = ASK_PRELUDE + """
+-- A new ask: refused when the owner has `max_open` open already.
+local ask_json, timeout_ms, max_open, keep_ms = ARGV[6], tonumber(ARGV[7]), tonumber(ARGV[8]), tonumber(ARGV[9])
+
+local _, ms = clock()
+settle_asks(ms, keep_ms)
+local open = 0
+for _, raw in ipairs(redis.call('HVALS', asks_key)) do
+  if cjson.decode(raw).state == 'open' then open = open + 1 end
+end
+if open >= max_open then return {'full', open} end
+local ask = cjson.decode(ask_json)
+ask.createdAt = ms
+ask.expiresAt = ms + timeout_ms
+ask.state = 'open'
+local run = redis.call('HMGET', run_key, 'runId', 'state')
+if run[1] and run[2] == 'active' then ask.runId = run[1] end
+local stored = cjson.encode(ask)
+redis.call('HSET', asks_key, ask.askId, stored)
+history_event(ms, {kind = 'ask', askId = ask.askId, prompt = ask.prompt, source = ask.source})
+index_owner(ms)
+publish('ask.changed', '')
+return {'ok', stored}
+"""
+
+ASK_CLOSE = ASK_PRELUDE + """
+-- The first answer wins: an ask still open is answered (or withdrawn) once; an ask that
+-- ended is returned as it is, so the late comer is told who answered it.
+local ask_id, state, answer_json, keep_ms = ARGV[6], ARGV[7], ARGV[8], tonumber(ARGV[9])
+
+local _, ms = clock()
+local expired = settle_asks(ms, keep_ms)
+local raw = redis.call('HGET', asks_key, ask_id)
+if not raw then
+  if expired > 0 then publish('ask.changed', '') end
+  return {'missing', ''}
+end
+local ask = cjson.decode(raw)
+if ask.state ~= 'open' then
+  if expired > 0 then publish('ask.changed', '') end
+  return {'closed', raw}
+end
+ask.state = state
+ask.closedAt = ms
+local event = {kind = state, askId = ask.askId, prompt = ask.prompt}
+if state == 'answered' then
+  local answer = cjson.decode(answer_json)
+  answer.at = ms
+  ask.answer = answer
+  event.kind = 'answer'
+  event.by = answer.by
+  event.options = answer.options
+  event.text = answer.text
+end
+local stored = cjson.encode(ask)
+redis.call('HSET', asks_key, ask_id, stored)
+history_event(ms, event)
+publish('ask.changed', '')
+return {'ok', stored}
+"""
+
+ASK_SETTLE = ASK_PRELUDE + """
+-- Open asks past their expiry become `expired` (a chat's timer, a waiting agent).
+local keep_ms = tonumber(ARGV[6])
+local _, ms = clock()
+local expired = settle_asks(ms, keep_ms)
+if expired > 0 then publish('ask.changed', '') end
+return expired
+"""
+
+RUN_STOP = ASK_PRELUDE + """
+-- Stop pressed on the owner's active run: recorded once (`stop` on the run), a line
+-- in the history; the agent's side sees it and acts.
+local by_json = ARGV[6]
+local _, ms = clock()
+local run = redis.call('HMGET', run_key, 'runId', 'state', 'stop')
+if not run[1] or run[2] ~= 'active' then return {'norun', ''} end
+if run[3] then return {'already', run[3]} end
+local stop = '{"by":' .. by_json .. ',"at":' .. string.format('%d', ms) .. '}'
+redis.call('HSET', run_key, 'stop', stop)
+history_event(ms, {kind = 'stop', runId = run[1], by = cjson.decode(by_json)})
+publish('run.stop', '')
+return {'ok', stop}
+"""
+
+
 @functools.lru_cache(maxsize=4096)
 def owner_keys(lay: Layout, owner: Owner) -> tuple[str, ...]:
     """KEYS of every write script: the shard's stream and index, then the owner's keys.
@@ -359,6 +480,7 @@ def owner_keys(lay: Layout, owner: Owner) -> tuple[str, ...]:
         lay.activity(owner),
         lay.tools(owner),
         lay.a2a_order(owner),
+        lay.asks(owner),
     )
 
 

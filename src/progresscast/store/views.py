@@ -10,12 +10,13 @@ from functools import lru_cache
 from typing import Any
 
 from ..model.activity import Activity
+from ..model.asks import StopMark, asks_of
 from ..model.card import Card, Status, Step
 from ..model.owners import Owner
 from ..model.view import TERMINAL, EndedRun, RunState, View
 from .keys import Layout
 
-VIEW_REPLIES = 4
+VIEW_REPLIES = 5
 """How many replies `queue_view` adds to a pipeline."""
 
 
@@ -30,6 +31,7 @@ def queue_view(pipe: Any, lay: Layout, owner: Owner) -> None:
     pipe.hgetall(lay.activity(owner))
     pipe.lrange(lay.tools(owner), 0, -1)
     pipe.hgetall(lay.run(owner))
+    pipe.hgetall(lay.asks(owner))
 
 
 def _step(raw: dict[str, Any]) -> Step:
@@ -73,7 +75,7 @@ def activity_of(fields: dict[str, str], tools: tuple[str, ...]) -> Activity:
 
 def view_of(owner: Owner, replies: list[Any]) -> View:
     """The view made of `queue_view`'s replies."""
-    raw_card, fields, tools, run = replies
+    raw_card, fields, tools, run, asks = replies
     card = card_of(owner, raw_card) if raw_card else None
     state = RunState(run["state"]) if run else RunState.none
     paused = state in TERMINAL or (
@@ -98,6 +100,9 @@ def view_of(owner: Owner, replies: list[Any]) -> View:
         after_end=after_end,
         previous=previous,
         started_at=int(run["startedAt"]) / 1000 if str(run.get("startedAt", "")).isdigit() else None,
+        asks=asks_of(asks) if asks else (),
+        stop=StopMark.from_stored(run.get("stop")) if state is RunState.active else None,
+        stoppable=state is RunState.active and run.get("stoppable") == "1",
     )
 
 
