@@ -17,7 +17,7 @@ from typing import Any
 import pytest
 from redis.asyncio import Redis
 
-from progresscast.channels.access import CODE_ALPHABET, MAX_PENDING, AccessStore
+from progresscast.channels.access import CODE_ALPHABET, MAX_PENDING, NEW_PER_HOUR, AccessStore
 from progresscast.store import keys
 from progresscast.testing import BotAPIEmulator, SlackAPIEmulator
 from progresscast.timescale import ENV as TIME_SCALE_ENV
@@ -28,6 +28,8 @@ from test_telegram_adapter import GROUP, OTHER, OWNER, PRIVATE, Harness, quiet
 
 pytestmark = pytest.mark.filterwarnings("ignore::telegram.warnings.PTBDeprecationWarning")
 
+SENTINEL = 99
+"""A chat the config grants (its answer follows every update sent before it)."""
 CODE = re.compile(rf"Pairing code: ([{CODE_ALPHABET}]{{8}})\n")
 
 
@@ -107,18 +109,71 @@ async def test_a_strangers_first_command_gets_one_code_and_nothing_else(bot, red
     await no_reply(h, PRIVATE, "/help")
     await no_reply(h, PRIVATE, "/follow t1")
     assert h.drafts(PRIVATE) == []
-    # The only key a stranger made is the capped pending list.
-    assert await stranger_keys(redis) == [keys.access_pending("telegram")]
+    # The only keys a stranger made are the capped pending list and the hour's count.
+    assert await stranger_keys(redis) == sorted([keys.access_pending("telegram"), keys.access_issued("telegram")])
 
 
-async def test_at_most_three_codes_pending_and_a_code_expires_after_an_hour(
+async def test_a_flood_of_strangers_costs_bounded_codes_keys_and_replies(
+    bot, redis: Redis, redis_url: str, caplog: pytest.LogCaptureFixture
+) -> None:
+    # The owner's chat is granted by the config: its answer comes after every update before it.
+    h = await bot(access="pairing", allowedChats=[SENTINEL])
+    # A handful of throwaway chats cannot jam pairing: the sixth stranger still gets a code.
+    codes = [code_in((await h.command(chat, "/help")).text) for chat in range(101, 107)]
+    assert len(set(codes)) == 6
+    # 300 strangers at once: at most NEW_PER_HOUR codes an hour, each chat asking twice.
+    for chat in range(1000, 1300):
+        h.api.send_user_message(chat, "/follow t1")
+        h.api.send_user_message(chat, "/help")
+    last = h.api.send_user_message(SENTINEL, "/help")["message"]["message_id"]
+    await h.api.wait_for(lambda: any(m.message_id > last for m in h.api.chat(SENTINEL).visible()), 60)
+    answered = [c for c in h.api.calls if c.method == "sendMessage" and c.chat_id != SENTINEL]
+    assert len(answered) == NEW_PER_HOUR and NEW_PER_HOUR <= MAX_PENDING
+    assert len({c.chat_id for c in answered}) == NEW_PER_HOUR  # one code per chat
+    assert await redis.hlen(keys.access_pending("telegram")) == NEW_PER_HOUR
+    assert await redis.zcard(keys.access_issued("telegram")) == NEW_PER_HOUR
+    assert sum("codes issued this hour" in r.getMessage() for r in caplog.records) == 1  # said once, not 240 times
+    # The operator sees every code and clears them: a stranger gets a code again at once.
+    listed = pairing(redis_url, "list", "telegram")
+    assert listed.returncode == 0 and all(c in listed.stdout for c in codes), listed
+    one = pairing(redis_url, "clear", "telegram", codes[0])
+    assert one.returncode == 0 and "chat 101" in one.stdout, one
+    assert codes[0] not in pairing(redis_url, "list", "telegram").stdout
+    assert pairing(redis_url, "approve", "telegram", codes[0]).returncode == 1
+    again = pairing(redis_url, "clear", "telegram", codes[0])
+    assert again.returncode == 1 and f"no pending telegram code {codes[0]}" in again.stderr, again
+    cleared = pairing(redis_url, "clear", "telegram", "--all")
+    assert cleared.returncode == 0 and f"cleared {NEW_PER_HOUR - 1} pending telegram codes" in cleared.stdout, cleared
+    assert [k for k in await stranger_keys(redis) if ":access:" in k] == []
+    code_in((await h.command(2000, "/help")).text)
+
+
+async def test_pairing_list_escapes_control_characters_in_what_it_shows(redis: Redis, redis_url: str) -> None:
+    # A destination id comes from outside (a signed Slack `channel_id`): printed raw, a
+    # newline in it would forge a line of the listing in the operator's terminal.
+    store = AccessStore(redis, "slack")
+    forged = "C1\nslack\tapproved\tC2\tsessions *\x1b[2K"
+    code = await store.issue(forged)
+    assert code is not None
+    listed = pairing(redis_url, "list", "slack")
+    assert listed.returncode == 0, listed
+    assert listed.stdout.splitlines() == [
+        f"slack\tpending\t{code}\tchat C1\\nslack\\tapproved\\tC2\\tsessions *\\x1b[2K\t0 min ago"
+    ]
+    approved = pairing(redis_url, "approve", "slack", code)
+    assert approved.returncode == 0 and approved.stdout.count("\n") == 1 and "\x1b" not in approved.stdout
+    listed = pairing(redis_url, "list", "slack")
+    assert listed.stdout.splitlines() == ["slack\tapproved\tC1\\nslack\\tapproved\\tC2\\tsessions *\\x1b[2K\tsessions *"]
+
+
+async def test_a_chat_holds_one_code_and_a_code_expires_after_an_hour(
     bot, redis: Redis, redis_url: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     monkeypatch.setenv(TIME_SCALE_ENV, "0.002")  # an hour is 7.2 s
     h = await bot()
     codes = [code_in((await h.command(chat, "/help")).text) for chat in (101, 102, 103)]
-    assert len(set(codes)) == MAX_PENDING == 3
-    await no_reply(h, 104, "/follow t1")  # a fourth stranger: ignored
+    assert len(set(codes)) == 3
+    await no_reply(h, 101, "/follow t1")  # a chat asking again: no second code within the hour
     listed = pairing(redis_url, "list", "telegram")
     assert listed.returncode == 0 and all(c in listed.stdout for c in codes), listed
     store = AccessStore(redis, "telegram")
@@ -314,7 +369,7 @@ async def test_slack_strangers_pair_and_are_refused_alike(app, redis: Redis, red
     assert "This channel is not paired" in first
     response = await h.slack.send_slash_command(f"{h.url}/slack/commands", "help", channel_id=C)
     assert response.status_code == 200 and response.content == b""  # nothing more within the hour
-    assert await stranger_keys(redis) == [keys.access_pending("slack")]
+    assert await stranger_keys(redis) == sorted([keys.access_pending("slack"), keys.access_issued("slack")])
     assert pairing(redis_url, "approve", "slack", code, "--sessions", "shop-*").returncode == 0
     await h.put(("Secret", "in_progress"))
     exists, missing = (await h.command("follow t1"))["text"], (await h.command("follow t2"))["text"]

@@ -12,7 +12,10 @@ session's card only once it is **granted** that session:
   count under `access = "pairing"` (and `open`); `allowlist` takes only the config's.
 
 What a destination without a grant gets is `channels.<platform>.access`: `pairing` (its
-first command is answered with a code, and nothing else happens), `allowlist` (a short
+first command is answered with a code, and nothing else happens for the code's hour; a
+platform holds at most `MAX_PENDING` codes and issues at most `NEW_PER_HOUR` an hour, so
+a flood of strangers costs bounded keys and calls: past the caps they get no answer, and
+the log says so once a minute), `allowlist` (a short
 refusal, at most once an hour per destination, remembered in memory: strangers add no
 keys) or `open` (everything, as if granted every session).
 """
@@ -31,11 +34,14 @@ from redis.asyncio import Redis
 
 from ..config.agents import AgentSettings
 from ..config.base import Access, PlatformSettings
+from ..failure_log import FailureLog
 from ..model.card import CardError
 from ..model.owners import Owner, resolve_owner, session_matches
 from ..store import keys
 from ..timescale import time_scale
 from .state import Id
+
+log = logging.getLogger(__name__)
 
 CODE_ALPHABET = "ABCDEFGHJKLMNPQRSTUVWXYZ23456789"
 """No 0/O, 1/I/L: a code read aloud or off a phone is typed right."""
@@ -43,17 +49,24 @@ CODE_LENGTH = 8
 CODE_VALID = 3600.0
 """Seconds a pairing code stays valid (and the least time between two codes for one
 destination); scaled by `PROGRESSCAST_TIME_SCALE` like every other wait."""
-MAX_PENDING = 3
-"""Codes pending at once per platform; a stranger's command past it gets no answer."""
+MAX_PENDING = 100
+"""Codes pending at once per platform; a stranger's command past it gets no answer. Large
+enough that a handful of throwaway accounts cannot fill it."""
+NEW_PER_HOUR = 60
+"""New codes a platform issues per hour (a sliding hour, scaled): what a flood of
+strangers costs at most, in keys and in replies. A chat holds one code at a time, so
+each of them is another chat."""
 REFUSAL_EVERY = 3600.0
 """`allowlist`: seconds between two refusals to one destination (scaled)."""
 
-# Issue a code unless the destination has one pending or MAX_PENDING are pending.
-# Expired codes are dropped first. Returns 1 (issued), 0 (one pending for it), -1 (full),
+# Issue a code unless the destination has one pending, MAX_PENDING are pending or
+# NEW_PER_HOUR were issued in the last hour. Expired codes are dropped first. Returns 1
+# (issued), 0 (one pending for it), -1 (pending full), -3 (the hour's codes are issued),
 # -2 (the code is taken: draw another).
 _ISSUE = """
-local pending_key = KEYS[1]
-local code, destination, valid_ms, max_pending = ARGV[1], ARGV[2], tonumber(ARGV[3]), tonumber(ARGV[4])
+local pending_key, issued_key = KEYS[1], KEYS[2]
+local code, destination, valid_ms = ARGV[1], ARGV[2], tonumber(ARGV[3])
+local max_pending, max_new = tonumber(ARGV[4]), tonumber(ARGV[5])
 local t = redis.call('TIME')
 local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
 local all = redis.call('HGETALL', pending_key)
@@ -69,8 +82,12 @@ for i = 1, #all, 2 do
   end
 end
 if live >= max_pending then return -1 end
+redis.call('ZREMRANGEBYSCORE', issued_key, '-inf', now - valid_ms)
+if redis.call('ZCARD', issued_key) >= max_new then return -3 end
 if redis.call('HSETNX', pending_key, code, destination .. ' ' .. now) == 0 then return -2 end
 redis.call('PEXPIRE', pending_key, valid_ms)
+redis.call('ZADD', issued_key, now, code)
+redis.call('PEXPIRE', issued_key, valid_ms)
 return 1
 """
 
@@ -152,6 +169,8 @@ class AccessStore:
         self.redis = redis
         self.platform = platform
         self._pending = keys.access_pending(platform)
+        self._issued = keys.access_issued(platform)
+        self._full = FailureLog(log)
         self._grants = keys.access_grants(platform)
         self._issue = redis.register_script(_ISSUE)
         self._approve = redis.register_script(_APPROVE)
@@ -161,17 +180,28 @@ class AccessStore:
         return max(1, int(CODE_VALID * time_scale() * 1000))
 
     async def issue(self, destination: Id) -> str | None:
-        """A new pairing code for the destination; None when it has one pending or the
-        platform has `MAX_PENDING` pending (nothing is stored then)."""
+        """A new pairing code for the destination; None when it has one pending, the
+        platform has `MAX_PENDING` pending or issued `NEW_PER_HOUR` in the last hour
+        (nothing is stored then)."""
         for _ in range(8):
             code = new_code()
             result = int(
                 await self._issue(
-                    keys=[self._pending], args=[code, str(destination), self.valid_ms(), MAX_PENDING]
+                    keys=[self._pending, self._issued],
+                    args=[code, str(destination), self.valid_ms(), MAX_PENDING, NEW_PER_HOUR],
                 )
             )
             if result == 1:
                 return code
+            if result in (-1, -3):
+                # The operator learns why strangers go unanswered, once a minute at most.
+                cap = f"{MAX_PENDING} codes pending" if result == -1 else f"{NEW_PER_HOUR} codes issued this hour"
+                self._full.warning(
+                    f"pairing full {self.platform}",
+                    "%s pairing: %s; unknown chats get no answer until codes expire or "
+                    "`progresscast pairing clear %s --all`",
+                    self.platform, cap, self.platform,
+                )
             if result != -2:
                 return None
         return None
@@ -188,6 +218,22 @@ class AccessStore:
                 continue
             out.append(Pending(code, destination, int(at) / 1000))
         return sorted(out, key=lambda p: p.issued)
+
+    async def clear(self, code: str) -> str | None:
+        """Drop one pending code (it can no longer be approved); its destination, or None
+        when the code was not pending. It still counts toward the hour's new codes."""
+        found = next((p for p in await self.pending() if p.code == code.strip().upper()), None)
+        if found is None:
+            return None
+        await self.redis.hdel(self._pending, found.code)
+        return found.destination
+
+    async def clear_all(self) -> int:
+        """Drop every pending code and the hour's count of new codes (after a flood, the
+        next stranger gets a code at once); how many codes were pending."""
+        count = len(await self.pending())
+        await self.redis.delete(self._pending, self._issued)
+        return count
 
     async def approve(self, code: str, sessions: list[str]) -> str | None:
         """Approve a pending code with these session globs; the destination, or None when
@@ -325,6 +371,7 @@ __all__ = [
     "CODE_VALID",
     "EVERYTHING",
     "MAX_PENDING",
+    "NEW_PER_HOUR",
     "REFUSAL_EVERY",
     "AccessPolicy",
     "AccessStore",

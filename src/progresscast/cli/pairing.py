@@ -1,4 +1,4 @@
-"""`progresscast pairing list|approve|revoke`: which chats may see which sessions."""
+"""`progresscast pairing list|approve|clear|revoke`: which chats may see which sessions."""
 
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ import sys
 import time
 from typing import TYPE_CHECKING, Any
 
-from ..arguments import Parser, UsageError, example
+from ..arguments import Parser, UsageError, example, shown
 
 if TYPE_CHECKING:
     from redis.asyncio import Redis
@@ -22,12 +22,12 @@ PLATFORMS = ("telegram", "slack", "discord", "matrix")
 
 def add_commands(commands: Any, common: argparse.ArgumentParser) -> None:
     pairing = commands.add_parser(
-        "pairing", help="let a chat see sessions: list, approve, revoke", parents=[common],
+        "pairing", help="let a chat see sessions: list, approve, clear, revoke", parents=[common],
         description="A chat without a grant gets a pairing code for its first command (channels.<channel>.access "
         "= \"pairing\", the default). Approve the code to grant it sessions.",
         epilog=example(
             "progresscast pairing list", "progresscast pairing approve telegram K7QX2M9P --sessions 'shop-*'",
-            "progresscast pairing revoke telegram 123456789",
+            "progresscast pairing clear telegram --all", "progresscast pairing revoke telegram 123456789",
         ),
     )
     actions = pairing.add_subparsers(dest="pairing_command", required=True, parser_class=Parser, metavar="ACTION")
@@ -45,6 +45,16 @@ def add_commands(commands: Any, common: argparse.ArgumentParser) -> None:
     approve.add_argument(
         "--sessions", nargs="+", metavar="GLOB", default=["*"],
         help="session globs the chat may follow, as gateway tokens take them (default: * — every session)",
+    )
+    clear = actions.add_parser(
+        "clear", help="drop a pending code (or every one, --all): it can no longer be approved", parents=[common],
+        epilog=example("progresscast pairing clear telegram K7QX2M9P", "progresscast pairing clear slack --all"),
+    )
+    clear.add_argument("channel", metavar="CHANNEL", help=f"the chat's channel ({', '.join(PLATFORMS)})")
+    clear.add_argument("code", metavar="CODE", nargs="?", help="the pending code (as `pairing list` shows it)")
+    clear.add_argument(
+        "--all", action="store_true", dest="clear_all",
+        help="every pending code, and the hour's count of new codes (after a flood of strangers)",
     )
     revoke = actions.add_parser(
         "revoke", help="take a chat's approval back: its follows end and its drafts are deleted", parents=[common],
@@ -100,10 +110,13 @@ def _chat_id(platform: str, raw: str) -> int | str:
 def _check(args: argparse.Namespace) -> None:
     from ..channels.access import CODE_ALPHABET, CODE_LENGTH
 
-    if args.pairing_command == "approve":
+    if args.pairing_command == "clear" and (args.code is None) == (not args.clear_all):
+        raise UsageError("CODE: give one pending code or --all, not both and not neither")
+    if args.pairing_command in ("approve", "clear") and args.code is not None:
         code = args.code.strip().upper()
         if len(code) != CODE_LENGTH or any(c not in CODE_ALPHABET for c in code):
             raise UsageError(f"CODE: must be {CODE_LENGTH} characters of {CODE_ALPHABET}, as the chat was sent")
+    if args.pairing_command == "approve":
         for glob in args.sessions:
             if not glob or any(c.isspace() or not c.isprintable() for c in glob):
                 raise UsageError(f"--sessions: {glob!r} must be a glob without spaces or control characters")
@@ -138,13 +151,26 @@ async def _run(args: argparse.Namespace, settings: Settings, redis: Redis) -> in
             listed = AccessStore(redis, name)
             for pending in await listed.pending():
                 age = max(0, int((now - pending.issued) // 60))
-                lines.append(f"{name}\tpending\t{pending.code}\tchat {pending.destination}\t{age} min ago")
+                lines.append(f"{name}\tpending\t{pending.code}\tchat {shown(pending.destination)}\t{age} min ago")
             for destination, grant in sorted((await listed.grants()).items()):
-                lines.append(f"{name}\tapproved\t{destination}\tsessions {' '.join(grant.patterns) or '-'}")
+                patterns = " ".join(shown(p) for p in grant.patterns) or "-"
+                lines.append(f"{name}\tapproved\t{shown(destination)}\tsessions {patterns}")
         print("\n".join(lines) if lines else "no pending codes and no approved chats")
         return 0
     platform: str = args.channel
     store = AccessStore(redis, platform)
+    if args.pairing_command == "clear":
+        if args.clear_all:
+            print(f"cleared {await store.clear_all()} pending {platform} codes")
+            return 0
+        code = args.code.strip().upper()
+        destination = await store.clear(code)
+        if destination is None:
+            print(f"progresscast: no pending {platform} code {code} (`progresscast pairing list` shows them)",
+                  file=sys.stderr)
+            return 1
+        print(f"cleared {platform} code {code} (chat {shown(destination)})")
+        return 0
     if args.pairing_command == "approve":
         approved = await store.approve(args.code, list(args.sessions))
         if approved is None:
@@ -154,7 +180,7 @@ async def _run(args: argparse.Namespace, settings: Settings, redis: Redis) -> in
                 file=sys.stderr,
             )
             return 1
-        print(f"approved {platform} chat {approved}: sessions {' '.join(args.sessions)}")
+        print(f"approved {platform} chat {shown(approved)}: sessions {' '.join(args.sessions)}")
         return 0
     chat = _chat_id(platform, args.chat)
     had = await store.revoke(chat)
