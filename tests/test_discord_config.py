@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import re
+import textwrap
 from pathlib import Path
 
 import pytest
@@ -11,6 +13,7 @@ from progresscast.config.errors import ConfigError
 from progresscast.config.load import load_settings
 
 KEY = "ab" * 32
+DOCS = Path(__file__).resolve().parent.parent / "docs" / "discord.md"
 
 
 def load(tmp_path: Path, text: str):  # type: ignore[no-untyped-def]
@@ -44,6 +47,21 @@ def test_access_pairs_by_default_and_an_allow_list_means_allowlist(tmp_path: Pat
     listed = load(tmp_path, "[channels.discord]\nallowedChannels = [200000000000000001]\n")
     assert listed.channels.discord is not None and listed.channels.discord.access_mode is Access.allowlist
     assert listed.channels.discord.allow_list == {"200000000000000001"}
+
+
+def test_every_config_example_in_the_discord_page_loads(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("DISCORD_BOT_TOKEN", "tok")
+    monkeypatch.setenv("DISCORD_PUBLIC_KEY", KEY)
+    blocks = [m.group(2) for m in re.finditer(r"(?ms)^( *)```toml\n(.*?)^\1```", DOCS.read_text())]
+    assert len(blocks) >= 2
+    loaded = [load(tmp_path, textwrap.dedent(block)).channels.discord for block in blocks]
+    # The settings example says `access = "pairing"`, as the tables' default is.
+    assert any(d is not None and d.access is Access.pairing for d in loaded)
+
+
+def test_access_pairing_is_taken_as_written(tmp_path: Path) -> None:
+    paired = load(tmp_path, '[channels.discord]\naccess = "pairing"\nallowedChannels = ["200000000000000001"]\n')
+    assert paired.channels.discord is not None and paired.channels.discord.access_mode is Access.pairing
 
 
 @pytest.mark.parametrize(

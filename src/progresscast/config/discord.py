@@ -7,7 +7,7 @@ from typing import Any, ClassVar
 
 from pydantic import Field, field_validator, model_validator
 
-from .base import Access, DestinationSettings, EnvSecret, PlatformSettings, _from_env
+from .base import DestinationSettings, EnvSecret, PlatformSettings, _from_env
 
 SNOWFLAKE = re.compile(r"[0-9]{15,21}")
 """Discord ids (channels, threads, applications, guilds): 15-21 digits."""
@@ -53,13 +53,6 @@ class DiscordSettings(PlatformSettings):
     """Only these channel ids, each granted every session (`access = "allowlist"`);
     empty: unset."""
     channels: list[DiscordChannelSettings] = Field(default_factory=list)
-
-    @field_validator("access")
-    @classmethod
-    def _access(cls, value: Access) -> Access:
-        if value is Access.pairing:
-            raise ValueError("Discord takes allowlist or open (no pairing codes yet)")
-        return value
 
     @field_validator("publicKey")
     @classmethod
