@@ -14,7 +14,8 @@ ConfigError: one line, exit status 2. Every other failure of a part is its own: 
 part runs supervised (supervise.py) and starts again after a backoff while the others
 keep going — nothing stops `serve` but a signal. SIGTERM (systemd, `docker stop`) shuts down the
 same way Ctrl-C does. On the embedded Redis, `serve` owns the server it depends on: if
-it stops answering, it is started again from its append-only file.
+its process is gone, it is started again from its append-only file (one that lives
+but does not answer is waited for: never two servers on one home).
 """
 
 from __future__ import annotations
@@ -34,9 +35,17 @@ from redis.asyncio import Redis
 from .children import MISTAKE_STATUS, die_with_parent, run_child, watch_parent
 from .config.errors import ConfigError
 from .config.settings import Settings
+from .failure_log import FailureLog
 from .stopping import still_wanted
 from .store.connections import Role, connect
-from .store.embedded import EmbeddedRedisError, embedded_home, ensure_embedded, is_running
+from .store.embedded import (
+    DescriptorShortage,
+    EmbeddedRedisError,
+    Health,
+    embedded_health,
+    embedded_home,
+    ensure_embedded,
+)
 from .supervise import Job, supervise
 
 log = logging.getLogger("progresscast")
@@ -241,15 +250,37 @@ def _first(group: BaseExceptionGroup[BaseException], kind: type[ConfigError]) ->
     return None
 
 
+_shortage = FailureLog(log)
+
+
 async def keep_embedded(home: Path, every: float = EMBEDDED_CHECK_SECONDS) -> None:
-    """Restart the embedded Redis of `home` whenever it stops answering (killed, crashed).
-    Clients reconnect by themselves: the server comes back on the same socket."""
+    """Start the embedded Redis of `home` again once its process is gone (killed,
+    crashed); clients reconnect by themselves, on the same socket. One whose process
+    lives but does not answer (stopped, swapped out, loading a long append-only file) is
+    waited for, however long: a second server on the same file would number revisions
+    on its own and lose what the first acknowledged."""
+    waiting = False
     while True:
         still_wanted()
         await asyncio.sleep(every)
-        if await asyncio.to_thread(is_running, home):
+        try:
+            health = await asyncio.to_thread(embedded_health, home)
+        except DescriptorShortage:
+            # The probe could not even open its socket: that says nothing of Redis, and
+            # a second server on the same append-only file would be far worse than waiting.
+            _shortage.warning("descriptors", "no descriptor left to check the embedded Redis; checking again shortly")
             continue
-        log.warning("the embedded Redis under %s is not answering; restarting it from its append-only file", home)
+        if health is not Health.gone:
+            if health is Health.waiting and not waiting:
+                log.warning("the embedded Redis under %s is not answering, but its process lives (stopped, or "
+                            "loading its append-only file); waiting for it", home)
+            elif health is Health.answering and waiting:
+                log.warning("the embedded Redis is answering again")
+            waiting = health is Health.waiting
+            continue
+        waiting = False
+        log.warning("the embedded Redis under %s has stopped (its process is gone); restarting it from its "
+                    "append-only file", home)
         try:
             await asyncio.to_thread(ensure_embedded, home)
         except EmbeddedRedisError as exc:

@@ -12,10 +12,20 @@ socket puts it in this user's private runtime directory (private.py), never unde
 predictable name in a shared one. A server answering on the socket is used only when
 it is this home's: the socket is owned by this user and the home's pid file names a
 running process of this user.
+
+One server per home, always: two on one append-only file would each number revisions
+on its own and lose what the other acknowledged. So a server is replaced only once its
+process is gone, never because it does not answer — one that is stopped, swapped out or
+loading a long append-only file is waited for (a command up to `WAIT_SECONDS`, `serve`
+for as long as it takes). Whether the process lives is told by a lock the server itself
+holds (see `_server_lock`), and, for a server an earlier version started, by its pid
+file and the start time of the process it names.
 """
 
 from __future__ import annotations
 
+import contextlib
+import errno
 import fcntl
 import hashlib
 import os
@@ -23,6 +33,8 @@ import socket
 import stat
 import subprocess
 import time
+from collections.abc import Iterator
+from enum import StrEnum
 from pathlib import Path
 
 import redis
@@ -35,10 +47,40 @@ from ..private import UnsafeDirectory, runtime_dir, runtime_path
 DEFAULT_HOME = "~/.local/share/progresscast"
 # A unix socket path must fit in sockaddr_un (108 bytes on Linux).
 _MAX_SOCKET_PATH = 100
+WAIT_SECONDS = 10.0
+"""How long a command waits for the home's server to answer: one it starts, or one
+whose process lives but does not answer (stalled, or loading its append-only file)."""
+PROBE_SECONDS = 1.0
+"""How long one PING may take before the server counts as not answering (for now)."""
+_PID_CLOCK_SLACK = 2.0
+"""Seconds a server's process may seem to have started after it wrote its pid file
+(the boot time is read in whole seconds): later, the pid is another process's."""
 
 
 class EmbeddedRedisError(RuntimeError):
     pass
+
+
+class DescriptorShortage(EmbeddedRedisError):
+    """No descriptor left to look at the server (EMFILE, ENFILE): that says nothing about
+    the server, so it is never taken for a dead one."""
+
+
+class Health(StrEnum):
+    answering = "answering"
+    waiting = "waiting"
+    """Its process lives (stalled, loading its append-only file, being started) but it
+    does not answer: wait for it."""
+    gone = "gone"
+    """No process of the home's server: it may be started again."""
+
+
+def _shortage(exc: OSError) -> bool:
+    return exc.errno in (errno.EMFILE, errno.ENFILE)
+
+
+def _short(exc: OSError) -> DescriptorShortage:
+    return DescriptorShortage(f"no file descriptor left to reach the embedded Redis ({exc.strerror})")
 
 
 def home_dir() -> Path:
@@ -109,31 +151,125 @@ def _client(sock: Path) -> redis.Redis:
     return redis.Redis(unix_socket_path=str(sock), socket_connect_timeout=1, retry=Retry(NoBackoff(), 0))
 
 
-def _ours(sock: Path, home: Path) -> bool:
-    """Whether `sock` is this user's socket and the home's pid file names a running
-    process of this user: the server there was started for this home."""
+def _ours(sock: Path, home: Path, *, held: bool = False) -> bool:
+    """Whether `sock` is this user's socket and the home's server process lives (`held`:
+    its lock is held; else its pid file names a running process of this user): the
+    server there was started for this home."""
     try:
         found = os.lstat(sock)
-        pid = int((home / "redis.pid").read_text().strip())
+    except OSError:
+        return False
+    mine = stat.S_ISSOCK(found.st_mode) and found.st_uid == os.getuid()
+    return mine and (held or _pid_lives(home) is not None)
+
+
+def _pid_lives(home: Path) -> int | None:
+    """The pid in the home's pid file if that process runs (a zombie, killed but not yet
+    reaped, does not), is this user's, and started before the file was written (a
+    process started later was given a reused pid)."""
+    pidfile = home / "redis.pid"
+    try:
+        pid = int(pidfile.read_text().strip())
+        written = pidfile.stat().st_mtime
         os.kill(pid, 0)  # running, and ours to signal (another user's: PermissionError)
     except (OSError, ValueError):
-        return False
-    return stat.S_ISSOCK(found.st_mode) and found.st_uid == os.getuid()
+        return None
+    process = _process(pid)
+    if process is None:  # no /proc to ask: the signal's answer is all there is
+        return pid
+    state, started = process
+    return pid if state not in "ZX" and started <= written + _PID_CLOCK_SLACK else None
+
+
+def _process(pid: int) -> tuple[str, float] | None:
+    """Process `pid`'s state letter and when it started (seconds since the epoch), from
+    /proc; None where /proc does not say."""
+    try:
+        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+        boot = next(int(line.split()[1]) for line in Path("/proc/stat").read_text().splitlines()
+                    if line.startswith("btime "))
+        return fields[0], boot + int(fields[19]) / os.sysconf("SC_CLK_TCK")
+    except (OSError, ValueError, IndexError, StopIteration):
+        return None
 
 
 def _alive(sock: Path) -> bool:
-    """Whether a Redis answers PING on `sock`. Every agent hook asks, so it is one
-    connect and one round trip on a bare socket rather than a client's handshake."""
+    """Whether a Redis answers PING on `sock` (not LOADING, BUSY, …: just PONG). Every
+    agent hook asks, so it is one connect and one round trip on a bare socket rather
+    than a client's handshake. Raises DescriptorShortage when no socket can be made."""
     if not sock.exists():
         return False
     try:
-        with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as conn:
-            conn.settimeout(1)
+        conn = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    except OSError as exc:
+        if _shortage(exc):
+            raise _short(exc) from None
+        raise
+    try:
+        with conn:
+            conn.settimeout(PROBE_SECONDS)
             conn.connect(str(sock))
             conn.sendall(b"PING\r\n")
             return conn.recv(64).startswith(b"+PONG")
     except OSError:  # no server (refused, a stale socket file) or a silent one (timeout)
         return False
+
+
+@contextlib.contextmanager
+def _locked(home: Path, name: str, *, wait: bool) -> Iterator[int | None]:
+    """An exclusive flock on `home/name`: its descriptor, or None when another holds
+    it and not `wait`."""
+    try:
+        fd = os.open(home / name, os.O_WRONLY | os.O_CREAT, 0o600)
+    except OSError as exc:
+        if _shortage(exc):
+            raise _short(exc) from None
+        raise
+    try:
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX if wait else fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            yield None
+            return
+        yield fd
+    finally:
+        os.close(fd)
+
+
+def _starting(home: Path, *, wait: bool = True) -> contextlib.AbstractContextManager[int | None]:
+    """The start lock: whoever holds it may look at the server lock, and start a server."""
+    return _locked(home, "redis.lock", wait=wait)
+
+
+def _server_lock(home: Path) -> contextlib.AbstractContextManager[int | None]:
+    """The server lock, taken only under the start lock: None while a server process of
+    the home lives. The starter takes it and hands its descriptor to `redis-server`,
+    which keeps it (Redis closes no descriptor it inherits), so the lock is held exactly
+    as long as the server process lives — however it ends, SIGKILL included, the kernel
+    lets go — and a stopped or busy server still holds it. (A fork of the server, the
+    append-only file's rewrite, holds it too while it runs: the old server is then
+    waited for a little longer, never doubled.) A pid file alone cannot say this: it
+    outlives a SIGKILL and its pid may be reused."""
+    return _locked(home, "redis.server.lock", wait=False)
+
+
+def _health(sock: Path, home: Path) -> Health:
+    """The home's server, asked under the start lock. One that answers but is not the
+    home's (its socket, its process) is refused: not used, and not replaced."""
+    held = _held(home)
+    if _alive(sock):
+        if not _ours(sock, home, held=held):
+            raise ConfigError(
+                f"PROGRESSCAST_HOME: a Redis answers on {sock}, but it is not the one of {home} (no pid file of a "
+                "process of yours there, or the socket is someone else's); stop it, or remove the socket"
+            )
+        return Health.answering
+    return Health.waiting if held or _pid_lives(home) is not None else Health.gone
+
+
+def _held(home: Path) -> bool:
+    with _server_lock(home) as free:
+        return free is None
 
 
 def _quoted(path: Path) -> str:
@@ -148,65 +284,101 @@ def _server_binary() -> str:
 
 
 def ensure_embedded(home: Path | None = None) -> str:
-    """Return a `unix://` URL of the embedded Redis for `home`, starting it if needed."""
+    """Return a `unix://` URL of the embedded Redis for `home`, starting it if its
+    process is gone, and waiting (up to `WAIT_SECONDS`) for one that lives to answer."""
     home = home or home_dir()
     _make_home(home)
     sock = socket_path(home, create=True)
+    url = f"unix://{sock}"
     if _alive(sock) and _ours(sock, home):
-        return f"unix://{sock}"
-    with open(os.open(home / "redis.lock", os.O_WRONLY | os.O_CREAT, 0o600), "w") as lock:
-        # Under the lock, a server is either fully started (its pid file written) or not.
-        fcntl.flock(lock, fcntl.LOCK_EX)
-        if _running(sock, home):
-            return f"unix://{sock}"
-        sock.unlink(missing_ok=True)
-        _keep_private(home)
-        config = home / "redis.conf"
-        config.write_text(
-            "\n".join(
-                [
-                    "port 0",
-                    f"unixsocket {_quoted(sock)}",
-                    "unixsocketperm 700",
-                    "daemonize yes",
-                    f"dir {_quoted(home)}",
-                    f"pidfile {_quoted(home / 'redis.pid')}",
-                    f"logfile {_quoted(home / 'redis.log')}",
-                    "appendonly yes",
-                    "appendfsync everysec",
-                    "appendfilename progresscast.aof",
-                    "dbfilename progresscast.rdb",
-                    'save ""',
-                ]
+        return url
+    deadline = time.monotonic() + WAIT_SECONDS
+    while True:
+        # Under the start lock a server is either started (its lock held by its process)
+        # or not; the lock is let go between looks, so others may look too.
+        with _starting(home) as starting:
+            assert starting is not None
+            health = _health(sock, home)
+            if health is Health.answering:
+                return url
+            if health is Health.gone:
+                with _server_lock(home) as lock:
+                    if lock is not None:  # still free: no server has started meanwhile
+                        _start(home, sock, lock)
+                # Our copy of the lock is closed: the server's own is what holds it now.
+                if lock is not None:
+                    _wait_answering(home, sock, time.monotonic() + WAIT_SECONDS)
+                    return url
+        if time.monotonic() > deadline:
+            pid = _pid_lives(home)
+            raise EmbeddedRedisError(
+                f"the embedded Redis of {home}{f' (pid {pid})' if pid else ''} has not answered for "
+                f"{WAIT_SECONDS:g} s, but its process lives (stopped, or loading its append-only file): it is "
+                "waited for, never replaced by a second server on the same data; try again"
             )
-            + "\n"
-        )
-        config.chmod(0o600)
-        # umask 077: the append-only file, the log and the pid file are the user's alone.
-        result = subprocess.run([_server_binary(), str(config)], capture_output=True, text=True, umask=0o077)
-        if result.returncode != 0:
-            raise EmbeddedRedisError(f"embedded Redis failed to start: {result.stderr.strip()}")
-        deadline = time.monotonic() + 10
-        while time.monotonic() < deadline:
-            if _alive(sock) and _ours(sock, home):
-                return f"unix://{sock}"
-            time.sleep(0.02)
-        log = (home / "redis.log").read_text()[-500:] if (home / "redis.log").exists() else ""
-        raise EmbeddedRedisError(f"embedded Redis did not answer within 10 s: {log}")
+        time.sleep(0.05)
 
 
-def _running(sock: Path, home: Path) -> bool:
-    """Whether this home's server answers on `sock` (ask with the home's lock held). A
-    server that answers but is not the home's (its pid file, the socket's owner) is
-    refused: not used, and not replaced (two servers would write one append-only file)."""
-    if not _alive(sock):
-        return False
-    if not _ours(sock, home):
-        raise ConfigError(
-            f"PROGRESSCAST_HOME: a Redis answers on {sock}, but it is not the one of {home} (no pid file of a "
-            "process of yours there, or the socket is someone else's); stop it, or remove the socket"
+def _start(home: Path, sock: Path, lock: int) -> None:
+    """Start the home's server (no server process of the home lives: both locks are
+    held), handing it the server lock's descriptor to keep for its life."""
+    sock.unlink(missing_ok=True)  # a dead server's: nothing answers it
+    _keep_private(home)
+    config = home / "redis.conf"
+    config.write_text(
+        "\n".join(
+            [
+                "port 0",
+                f"unixsocket {_quoted(sock)}",
+                "unixsocketperm 700",
+                "daemonize yes",
+                f"dir {_quoted(home)}",
+                f"pidfile {_quoted(home / 'redis.pid')}",
+                f"logfile {_quoted(home / 'redis.log')}",
+                "appendonly yes",
+                "appendfsync everysec",
+                "appendfilename progresscast.aof",
+                "dbfilename progresscast.rdb",
+                'save ""',
+            ]
         )
-    return True
+        + "\n"
+    )
+    config.chmod(0o600)
+    # umask 077: the append-only file, the log and the pid file are the user's alone.
+    result = subprocess.run(
+        [_server_binary(), str(config)], capture_output=True, text=True, umask=0o077, pass_fds=(lock,)
+    )
+    if result.returncode != 0:
+        raise EmbeddedRedisError(f"embedded Redis failed to start: {result.stderr.strip()}")
+
+
+def _wait_answering(home: Path, sock: Path, deadline: float) -> None:
+    """Wait for the server just started to answer; its process ending first is a failure."""
+    while time.monotonic() < deadline:
+        if _alive(sock) and _ours(sock, home, held=True):
+            return
+        if not _held(home):
+            break
+        time.sleep(0.02)
+    log = (home / "redis.log").read_text()[-500:] if (home / "redis.log").exists() else ""
+    if _held(home):
+        raise EmbeddedRedisError(
+            f"embedded Redis did not answer within {WAIT_SECONDS:g} s (still loading its append-only file?): {log}"
+        )
+    raise EmbeddedRedisError(f"embedded Redis stopped as it started: {log}")
+
+
+def embedded_health(home: Path) -> Health:
+    """Whether the home's server answers, lives without answering, or is gone (for
+    `serve`'s watch). Raises DescriptorShortage when it cannot look."""
+    sock = socket_path(home)
+    if _alive(sock) and _ours(sock, home):
+        return Health.answering
+    with _starting(home, wait=False) as starting:
+        if starting is None:
+            return Health.waiting  # being started, or looked at, by another process
+        return _health(sock, home)
 
 
 def embedded_home(url: str) -> Path | None:
@@ -216,6 +388,7 @@ def embedded_home(url: str) -> Path | None:
 
 
 def is_running(home: Path) -> bool:
+    """Whether the home's server answers."""
     sock = socket_path(home)
     return _alive(sock) and _ours(sock, home)
 
