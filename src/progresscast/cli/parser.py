@@ -40,14 +40,36 @@ def _history_limit(raw: str) -> int:
     return value
 
 
+def _seconds(most: int) -> Any:
+    """A whole number of seconds from 1 to `most`."""
+
+    def parse(raw: str) -> int:
+        try:
+            value = int(raw)
+        except ValueError:
+            value = 0
+        if not 1 <= value <= most:
+            raise argparse.ArgumentTypeError(f"must be a whole number of seconds from 1 to {most}, not {raw!r}")
+        return value
+
+    return parse
+
+
 def _emulator_parser(
     emulators: Any, common: argparse.ArgumentParser, name: str, *, help: str, description: str, epilog: str
 ) -> argparse.ArgumentParser:
-    """`progresscast emulator NAME`, with the `--port` every emulator listens on."""
+    """`progresscast emulator NAME`, with the `--port` every emulator listens on and the
+    config it may write."""
     parser: argparse.ArgumentParser = emulators.add_parser(
         name, help=help, parents=[common], description=description, epilog=epilog
     )
     parser.add_argument("--port", type=int, default=0, metavar="N", help="port to listen on (default: a free one)")
+    parser.add_argument(
+        "--write-config", metavar="FILE",
+        help="write a whole config there (gateway token, agents, the channel pointed at this emulator, the console "
+        "granted every session; --redis is its store) for `progresscast serve --config FILE`, and print what to "
+        "run next",
+    )
     return parser
 
 
@@ -179,10 +201,18 @@ def add_commands(commands: Any, common: argparse.ArgumentParser) -> None:
         emulators, common, "telegram", help="the Bot API emulator; type on stdin as a chat user",
         description="The Bot API emulator the tests use, on its own: point channels.telegram.apiBaseUrl at it, "
         "type lines as a user of one chat, and see what the chat shows.",
-        epilog=example("progresscast emulator telegram --port 8081 --chat 4821"),
+        epilog=example(
+            "progresscast emulator telegram --write-config progresscast.toml",
+            "progresscast emulator telegram --port 8081 --chat -1004821 --admin",
+        ),
     )
     telegram.add_argument(
-        "--chat", type=int, default=4821, metavar="ID", help="the chat you type in (default: 4821, a private chat)"
+        "--chat", type=int, default=4821, metavar="ID",
+        help="the chat you type in (default: 4821, a private chat; a negative id is a group)",
+    )
+    telegram.add_argument(
+        "--admin", action="store_true",
+        help="in a group: you are its creator, so you may change what it follows (default: an ordinary member)",
     )
     telegram.add_argument(
         "--fault-rate", type=_fraction, default=0.0, metavar="R",
@@ -224,6 +254,31 @@ def add_commands(commands: Any, common: argparse.ArgumentParser) -> None:
     discord.add_argument(
         "--channel", default="200000000000000001", metavar="ID",
         help="the channel you type in (default: 200000000000000001)",
+    )
+
+    from ..model.asks import DEFAULT_TIMEOUT, MAX_TIMEOUT
+
+    ask = commands.add_parser(
+        "ask", help="ask the people following a session, and wait for the answer", parents=[common],
+        description="Put a question to the chats following a session (buttons where the chat has them) and wait. "
+        "Prints the chosen label(s), one per line, or the typed answer. Exit status: 0 answered, 3 no answer in "
+        "time, 4 withdrawn or the run was stopped from chat.",
+        epilog=example(
+            "progresscast ask --session shop --approval 'Deploy to production?'",
+            "progresscast ask --session shop 'Which database?' --option Postgres --option SQLite --text",
+        ),
+    )
+    ask.add_argument("prompt", metavar="PROMPT", help="the question: one line, at most 280 characters")
+    ask.required_argument("--session", metavar="KEY", help="the session key, e.g. ticket-4821")
+    ask.add_argument("--agent", metavar="ID", help="the agent owning the session (default: agents.default)")
+    ask.add_argument("--option", action="append", metavar="LABEL", help="an answer to offer (repeat: 1 to 10)")
+    ask.add_argument("--approval", action="store_true", help="an approval: Allow / Deny unless --option is given")
+    ask.add_argument("--text", action="store_true", help="take a typed answer (besides any options)")
+    ask.add_argument("--multi", action="store_true", help="several options may be chosen")
+    ask.add_argument("--detail", metavar="TEXT", help="more about the question (Markdown, at most 2,000 characters)")
+    ask.add_argument(
+        "--timeout", type=_seconds(MAX_TIMEOUT), default=DEFAULT_TIMEOUT, metavar="SECONDS",
+        help=f"how long to wait (1 to {MAX_TIMEOUT}; default {DEFAULT_TIMEOUT}); the ask expires then",
     )
 
     discord_commands = commands.add_parser(
