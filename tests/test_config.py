@@ -51,7 +51,7 @@ def test_agent_ids_that_would_break_keys_are_refused(tmp_path: Path, agent: str)
          "unknown setting `channels.telegram.streaming.progress.maxLine` — did you mean `maxLines`?"),
         ("[storage]\nurl = 'redis://x'\n", "unknown setting `storage`"),
         ("[[gateway.tokens]]\ntoken = 'x'\nscopes = ['read']\n",
-         "gateway.tokens[0].scopes: 'read' is not a scope; the scopes are operator.read and operator.write"),
+         "gateway.tokens[0].scopes: 'read' is not a scope; the scopes are operator.read, operator.write, operator.answer, operator.admin"),
         ("[channels.telegram]\napiBaseUrl = 'https://api.telegram.org/'\n",
          "channels.telegram.apiBaseUrl: 'https://api.telegram.org/' must be the Bot API's URL ending in /bot"),
         ("[gateway]\nlisten = '8787'\n", "gateway.listen: '8787' must read host:port"),

@@ -105,6 +105,12 @@ def main(argv: list[str] | None = None) -> None:
                 run_a2a(args, settings)
             except CommandError as exc:
                 raise UsageError(str(exc)) from None
+        elif args.command == "ask":
+            from .ask import ask_command
+
+            status = ask_command(args, settings)
+            sys.stdout.flush()
+            raise SystemExit(status)
         elif args.command == "pairing":
             from .pairing import pairing_command
 

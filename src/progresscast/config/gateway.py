@@ -11,11 +11,17 @@ from .base import EnvSecret, _from_env, _Model
 
 READ_SCOPE = "operator.read"
 WRITE_SCOPE = "operator.write"
-SCOPES = (READ_SCOPE, WRITE_SCOPE)
+ANSWER_SCOPE = "operator.answer"
+"""Answer an agent's asks and stop its runs (the web card's buttons, `progressCard.answer`, `run.stop`)."""
+ADMIN_SCOPE = "operator.admin"
+"""Every other scope."""
+SCOPES = (READ_SCOPE, WRITE_SCOPE, ANSWER_SCOPE, ADMIN_SCOPE)
 
 
 class GatewayToken(_Model):
     token: str
+    name: str | None = None
+    """Who holds it: how an answer or a Stop given with it is signed (default `web`)."""
     scopes: list[str] = Field(default_factory=lambda: [READ_SCOPE])
     sessions: list[str] = Field(default_factory=lambda: ["*"])
 
@@ -24,7 +30,7 @@ class GatewayToken(_Model):
     def _scopes(cls, value: list[str]) -> list[str]:
         for scope in value:
             if scope not in SCOPES:
-                raise ValueError(f"{scope!r} is not a scope; the scopes are {' and '.join(SCOPES)}")
+                raise ValueError(f"{scope!r} is not a scope; the scopes are {', '.join(SCOPES)}")
         return value
 
     @field_validator("token")
@@ -50,6 +56,17 @@ class GatewaySettings(_Model):
     """Set: `GET /metrics` needs `Authorization: Bearer <it>`; unset: open."""
     maxStreamsPerToken: int = Field(20, ge=1, le=100_000)
     """Live event streams (`/v1/events`) one token may hold open at once; more are 429."""
+    headerTimeout: float = Field(10.0, gt=0, le=3600)
+    """Seconds a connection has, from its start or its previous answer's data, to send a
+    request's whole head; then it is closed."""
+    bodyTimeout: float = Field(30.0, gt=0, le=3600)
+    """Seconds a request has, after its head, to send its whole body (a deadline, not a
+    pause between bytes); then the connection is closed."""
+    idleTimeout: float = Field(5.0, gt=0, le=300)
+    """Seconds an answered keep-alive connection may stay idle before it is closed."""
+    maxConnections: int = Field(1000, ge=1, le=1_000_000)
+    """Open connections at once (live streams included); one more is answered 503 and
+    closed at once."""
 
     @field_validator("trustedProxies")
     @classmethod

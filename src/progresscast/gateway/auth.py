@@ -21,12 +21,13 @@ from dataclasses import dataclass
 from starlette.requests import HTTPConnection
 
 from ..config.errors import ConfigError
-from ..config.gateway import MIN_TOKEN_CHARS, READ_SCOPE, WRITE_SCOPE, GatewayToken
+from ..config.gateway import ADMIN_SCOPE, ANSWER_SCOPE, MIN_TOKEN_CHARS, READ_SCOPE, WRITE_SCOPE, GatewayToken
 from ..config.settings import Settings
 from ..model.owners import Owner, session_matches
 
 READ = READ_SCOPE
 WRITE = WRITE_SCOPE
+ANSWER = ANSWER_SCOPE
 COOKIE = "progresscast_token"
 
 
@@ -36,9 +37,11 @@ class Grant:
 
     scopes: frozenset[str]
     sessions: tuple[str, ...]
+    name: str = "web"
+    """Who holds the token: how an answer or a Stop given with it is signed."""
 
     def can(self, scope: str) -> bool:
-        return scope in self.scopes
+        return scope in self.scopes or ADMIN_SCOPE in self.scopes
 
     def may_touch(self, owner: Owner) -> bool:
         return any(session_matches(pattern, owner) for pattern in self.sessions)
@@ -50,7 +53,9 @@ class Tokens:
     def __init__(self, tokens: list[GatewayToken]) -> None:
         # A token whose `env:NAME` was unset loads as "": it must never match anything.
         self._tokens = [
-            (t.token.encode(), Grant(frozenset(t.scopes), tuple(t.sessions))) for t in tokens if t.token
+            (t.token.encode(), Grant(frozenset(t.scopes), tuple(t.sessions), t.name or "web"))
+            for t in tokens
+            if t.token
         ]
 
     @classmethod

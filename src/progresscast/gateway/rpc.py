@@ -20,6 +20,7 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 
 from ..model.activity import MAX_TOOL_LINES
+from ..model.asks import Actor, AskInput
 from ..model.card import (
     MAX_MARKDOWN_BYTES,
     MAX_NOTE_CHARS,
@@ -33,7 +34,7 @@ from ..model.history import DEFAULT_LIMIT, MAX_LIMIT
 from ..model.owners import Owner
 from ..model.view import TERMINAL, RunState
 from . import errors
-from .auth import READ, WRITE, Grant, bearer
+from .auth import ANSWER, READ, WRITE, Grant, bearer
 from .body import MAX_BODY, parse_json, read_body
 from .errors import ApiError
 from .state import Gateway, gateway_of
@@ -56,7 +57,10 @@ CAPABILITIES = [
     "run-lifecycle-v1",
     "activity-v1",
     "events-sse-v1",
+    "asks-v1",  # progressCard.ask / waitAnswer / withdraw / answer, run.stop
 ]
+
+EVENTS = ["progressCard.changed", "activity.changed", "run.started", "run.ended", "ask.changed", "run.stop"]
 
 Params = dict[str, Any]
 Handler = Callable[[Gateway, Grant, Params, float], Awaitable[Any]]
@@ -150,7 +154,7 @@ async def hello(gw: Gateway, grant: Grant, params: Params, arrived: float) -> An
         "features": {
             "methods": sorted(METHODS),
             "capabilities": CAPABILITIES,
-            "events": ["progressCard.changed", "activity.changed", "run.started", "run.ended"],
+            "events": EVENTS,
         },
         "agents": {"default": gw.settings.agents.default, "known": sorted(gw.settings.agents.known_set)},
         "limits": {
@@ -255,6 +259,90 @@ async def activity_put(gw: Gateway, grant: Grant, params: Params, arrived: float
     return activity.to_json()
 
 
+# -- asks and Stop (docs/answering.md) ------------------------------------------------
+
+ASK_FIELDS = {"kind", "prompt", "detail", "options", "multi", "allowText", "timeoutSeconds", "source"}
+MAX_WAIT = 60
+
+
+async def ask(gw: Gateway, grant: Grant, params: Params, arrived: float) -> Any:
+    _only(params, OWNER_FIELDS | ASK_FIELDS)
+    owner = _owner(gw, grant, params)
+    body = {k: v for k, v in params.items() if k in ASK_FIELDS}
+    body.setdefault("source", "api")
+    made = await gw.store.asks.open(owner, AskInput.parse(body))
+    return {"askId": made.ask_id, "expiresAt": made.to_json()["expiresAt"], "options": list(made.options)}
+
+
+def _ask_id(params: Params) -> str:
+    value = params.get("askId")
+    if not isinstance(value, str) or not 1 <= len(value) <= 64:
+        raise _bad("askId", "must be a non-empty string (the id `progressCard.ask` returned)")
+    return value
+
+
+async def wait_answer(gw: Gateway, grant: Grant, params: Params, arrived: float) -> Any:
+    _only(params, OWNER_FIELDS | {"askId", "timeoutSeconds"})
+    owner = _owner(gw, grant, params)
+    ask_id = _ask_id(params)
+    timeout = params.get("timeoutSeconds", 30)
+    if isinstance(timeout, bool) or not isinstance(timeout, int | float) or not 0 <= timeout <= MAX_WAIT:
+        raise _bad("timeoutSeconds", f"must be a number from 0 to {MAX_WAIT}")
+    found = await gw.store.asks.wait(owner, ask_id, float(timeout))
+    if found is None:
+        raise _unknown_ask()
+    shown = found.to_json()
+    return {"state": shown["state"], **({"answer": shown["answer"]} if "answer" in shown else {}), "ask": shown}
+
+
+def _unknown_ask() -> ApiError:
+    rule = "is not an ask of this session (or it ended over a day ago)"
+    return ApiError(404, "not_found", f"askId: {rule}", field="askId", rule=rule)
+
+
+async def withdraw(gw: Gateway, grant: Grant, params: Params, arrived: float) -> Any:
+    _only(params, OWNER_FIELDS | {"askId"})
+    owner = _owner(gw, grant, params)
+    closing = await gw.store.asks.withdraw(owner, _ask_id(params))
+    if closing.ask is None:
+        raise _unknown_ask()
+    return {"withdrawn": closing.outcome == "ok", "ask": closing.ask.to_json()}
+
+
+async def answer(gw: Gateway, grant: Grant, params: Params, arrived: float) -> Any:
+    _only(params, OWNER_FIELDS | {"askId", "options", "text"})
+    owner = _owner(gw, grant, params)
+    options = params.get("options")
+    if options is not None and (not isinstance(options, list) or not all(isinstance(o, str) for o in options)):
+        raise _bad("options", "must be an array of labels")
+    text = _optional_str(params, "text")
+    closing = await gw.store.asks.answer(owner, _ask_id(params), _web_actor(grant), options=options, text=text)
+    if closing.ask is None:
+        raise _unknown_ask()
+    return {"answered": closing.outcome == "ok", "ask": closing.ask.to_json()}
+
+
+async def asks_list(gw: Gateway, grant: Grant, params: Params, arrived: float) -> Any:
+    _only(params, OWNER_FIELDS)
+    asks, now = await gw.store.asks.all(_owner(gw, grant, params))
+    return [a.to_json(now) for a in asks]
+
+
+async def run_stop(gw: Gateway, grant: Grant, params: Params, arrived: float) -> Any:
+    _only(params, OWNER_FIELDS)
+    owner = _owner(gw, grant, params)
+    outcome, mark = await gw.store.asks.stop(owner, _web_actor(grant))
+    if outcome == "norun":
+        rule = "has no active run to stop"
+        raise ApiError(409, "conflict", f"sessionKey: {rule}", field="sessionKey", rule=rule)
+    return {"stopped": outcome == "ok", "stop": mark.to_json() if mark else None}
+
+
+def _web_actor(grant: Grant) -> Actor:
+    """An answer given with a gateway token is signed with the token's name."""
+    return Actor("web", "web", grant.name, grant.name)
+
+
 METHODS: dict[str, tuple[str | None, Handler]] = {
     "hello": (None, hello),
     "progressCard.get": (READ, card_get),
@@ -265,6 +353,12 @@ METHODS: dict[str, tuple[str | None, Handler]] = {
     "run.start": (WRITE, run_start),
     "run.end": (WRITE, run_end),
     "activity.put": (WRITE, activity_put),
+    "progressCard.ask": (WRITE, ask),
+    "progressCard.waitAnswer": (WRITE, wait_answer),
+    "progressCard.withdraw": (WRITE, withdraw),
+    "progressCard.asks": (READ, asks_list),
+    "progressCard.answer": (ANSWER, answer),
+    "run.stop": (ANSWER, run_stop),
 }
 
 

@@ -29,9 +29,9 @@ from ..model.asks import (
     asks_of,
     new_ask_id,
 )
-from ..model.card import CardError
 from ..model.owners import Owner
 from . import scripts
+from .errors import StoreError
 from .keys import Layout
 
 _READ = """
@@ -90,7 +90,7 @@ class AskStore:
             ),
         )
         if reply[0] == "full":
-            raise CardError("sessionKey", f"has {MAX_OPEN} open asks already; answer or withdraw one first")
+            raise StoreError("sessionKey", f"has {MAX_OPEN} open asks already; answer or withdraw one first")
         stored = Ask.from_stored(str(reply[1]))
         assert stored is not None
         return stored

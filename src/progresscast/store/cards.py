@@ -28,6 +28,7 @@ from ..model.owners import Owner
 from ..model.view import TERMINAL, RunState, View
 from . import keys, scripts
 from .asks import AskStore
+from .errors import StoreError as StoreError
 from .keys import Layout
 from .retention import retention_ms
 from .sharding import layout_of
@@ -38,15 +39,6 @@ TS_WIDTH = 20
 
 MAX_ANSWER_BYTES = 65_536
 """What Redis keeps of an A2A streamed answer (the activity shows its last 16,384 characters)."""
-
-
-class StoreError(CardError):
-    """A well-formed write the store refuses (stale revision, reset in between)."""
-
-    def __init__(self, field: str, rule: str, *, revision: int | None = None) -> None:
-        super().__init__(field, rule)
-        self.revision = revision
-        """For a stale `expectedRevision`: the revision the card is at, to retry against."""
 
 
 @dataclass(frozen=True)

@@ -1,0 +1,91 @@
+"""`progresscast ask`: put a question to the people following a session, and wait.
+
+Prints the chosen label(s), one per line, or the typed answer. Exit status: 0 answered,
+3 no answer in time (the ask expired), 4 withdrawn (here: Ctrl-C) or the run was stopped.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import sys
+from typing import TYPE_CHECKING
+
+from .card import owner_of, with_store
+
+if TYPE_CHECKING:
+    from ..config.settings import Settings
+    from ..model.asks import Ask
+    from ..model.owners import Owner
+    from ..store.cards import CardStore
+
+ANSWERED, NO_ANSWER, WITHDRAWN = 0, 3, 4
+POLL = 1.0
+"""Seconds between looks at the run's Stop while waiting (the answer is looked for more often)."""
+
+
+def ask_command(args: argparse.Namespace, settings: Settings) -> int:
+    from ..model.asks import AskInput
+
+    owner = owner_of(args, settings)
+    kind = "approval" if args.approval else ("text" if args.text and not args.option else "choice")
+    body: dict[str, object] = {
+        "kind": kind, "prompt": args.prompt, "source": "cli", "multi": args.multi,
+        "allowText": bool(args.text), "timeoutSeconds": args.timeout,
+    }
+    if args.option:
+        body["options"] = args.option
+    if args.detail is not None:
+        body["detail"] = args.detail
+    from ..model.card import CardError
+
+    try:
+        ask = AskInput.parse(body)
+    except CardError as exc:  # named as the command line names them
+        flag = {"options": "--option", "prompt": "PROMPT", "detail": "--detail", "multi": "--multi"}
+        raise CardError(flag.get(exc.field.split("[")[0], exc.field), exc.rule) from None
+    status, lines = asyncio.run(with_store(args, settings, lambda store: _ask_and_wait(store, owner, ask)))
+    for line in lines:
+        print(line)
+    return int(status)
+
+
+async def _ask_and_wait(store: CardStore, owner: Owner, body: object) -> tuple[int, list[str]]:
+    from ..model.asks import AskInput, AskState
+
+    assert isinstance(body, AskInput)
+    view = await store.view(owner)
+    run_id = view.run_id if view.run.value == "active" else None
+    ask = await store.asks.open(owner, body)
+    print(f"progresscast: asked {owner.display_key} ({ask.ask_id}); waiting for an answer", file=sys.stderr)
+    try:
+        while True:
+            done = await store.asks.wait(owner, ask.ask_id, POLL)
+            if done is None:
+                return NO_ANSWER, []
+            if done.state is not AskState.open:
+                return _outcome(done)
+            if run_id is not None and await store.asks.stop_mark(owner, run_id) is not None:
+                await store.asks.withdraw(owner, ask.ask_id)
+                print("progresscast: the run was stopped from chat", file=sys.stderr)
+                return WITHDRAWN, []
+    except asyncio.CancelledError:
+        await asyncio.shield(store.asks.withdraw(owner, ask.ask_id))
+        raise
+
+
+def _outcome(ask: Ask) -> tuple[int, list[str]]:
+    from ..model.asks import AskState
+
+    if ask.state is AskState.answered and ask.answer is not None:
+        by = ask.answer.by
+        print(f"progresscast: answered by {by.shown} ({by.platform})", file=sys.stderr)
+        lines = list(ask.answer.options)
+        if ask.answer.text is not None:
+            lines.append(ask.answer.text)
+        return ANSWERED, lines
+    if ask.state is AskState.expired:
+        print("progresscast: no answer in time", file=sys.stderr)
+        return NO_ANSWER, []
+    print("progresscast: the ask was withdrawn", file=sys.stderr)
+    return WITHDRAWN, []
