@@ -95,6 +95,26 @@ def test_escaping_and_sanitised_note() -> None:
     assert '<div class="pc-note" dir="auto"><p><strong>ok</strong>' in html
 
 
+def test_only_absolute_http_and_mailto_links_are_links() -> None:
+    # A relative link on the card is a one-click request to the gateway itself (a login
+    # link with an attacker's token): it is shown as its text, not as a link.
+    note = (
+        "[login](/?token=ATTACKER) [up](../s2) [proto](//evil.example/x) [bare](evil.example) "
+        "[q](?token=X) [frag](#top) [ok](https://example.org/a?b=1) [mail](mailto:ops@example.org) "
+        "<https://example.org/auto>"
+    )
+    html = render_web(view(None, note), RenderSettings())
+    ended = view(None, None, run=RunState.completed, activity=Activity(answer="See [here](/?token=ATTACKER)."))
+    answer = render_web(ended, RenderSettings())
+    for fragment in (html, answer):
+        hrefs = re.findall(r'href="([^"]*)"', fragment)
+        assert all(h.startswith(("https://", "http://", "mailto:")) for h in hrefs), hrefs
+    assert re.findall(r'href="([^"]*)"', html) == [
+        "https://example.org/a?b=1", "mailto:ops@example.org", "https://example.org/auto"
+    ]
+    assert "login up proto bare q frag" in html and "See here." in answer
+
+
 def test_note_only_card_has_no_progress() -> None:
     html = render_web(view(None, "just a note"), RenderSettings())
     assert "<progress" not in html and "<ol" not in html

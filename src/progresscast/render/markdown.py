@@ -13,7 +13,8 @@
   Images show their alt text; soft line breaks stay line breaks, as a chat shows them.
 * `markdown_web_html(source)` — markdown-it-py HTML, images reduced to their alt text,
   headings shifted down two levels (the card is not the page), links
-  `rel="nofollow noopener noreferrer"`; then sanitised with bleach to ordinary
+  `rel="nofollow noopener noreferrer"` and only absolute http(s) and mailto ones (a
+  relative or scheme-less link is its text); then sanitised with bleach to ordinary
   formatting tags, http/https/mailto links and no other attributes.
 * `note_summary(source)` — the note on one line (its lines joined with one space),
   "Progress updated" for a note that is only a bar.
@@ -45,6 +46,7 @@ MAX_HREF = 2048
 """Longer link targets are shown as plain text."""
 
 _HTTP = re.compile(r"(?i)https?://[^\s/?#]+")
+_MAILTO = re.compile(r"(?i)mailto:[^\s/?#]+@")
 _LANG = re.compile(r"[A-Za-z0-9_+#.-]{1,32}")
 _INLINE_BAD = re.compile("[\x00-\x1f\x7f-\x9f\u2028\u2029]")
 
@@ -443,8 +445,18 @@ def _web_parser() -> MarkdownIt:
         return f"</h{level}>\n"
 
     def link_open(self: Any, tokens: list[Token], idx: int, options: Any, env: Any) -> str:
+        # Only absolute http(s) and mailto links: a relative one is a click on the
+        # gateway itself (a login link carrying someone else's token); its text stays.
+        # Links do not nest, so the next link_close is this one's.
+        href = str(tokens[idx].attrGet("href") or "")
+        env["link_shown"] = len(href) <= MAX_HREF and bool(_HTTP.match(href) or _MAILTO.match(href))
+        if not env["link_shown"]:
+            return ""
         tokens[idx].attrSet("rel", "nofollow noopener noreferrer")
         return str(self.renderToken(tokens, idx, options, env))
+
+    def link_close(self: Any, tokens: list[Token], idx: int, options: Any, env: Any) -> str:
+        return str(self.renderToken(tokens, idx, options, env)) if env.pop("link_shown", True) else ""
 
     md.add_render_rule("html_block", drop)
     md.add_render_rule("html_inline", drop)
@@ -452,6 +464,7 @@ def _web_parser() -> MarkdownIt:
     md.add_render_rule("heading_open", heading_open)
     md.add_render_rule("heading_close", heading_close)
     md.add_render_rule("link_open", link_open)
+    md.add_render_rule("link_close", link_close)
     return md
 
 
