@@ -23,6 +23,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import pickle
+import resource
 import signal
 import socket
 import sys
@@ -100,6 +101,7 @@ async def serve(settings: Settings, url: str, part: Part = Part.every, *, parent
     """`parent`: the pid of the split `serve` that started this adapters' process."""
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s %(levelname)s %(message)s")
     settings.require_env()
+    raise_descriptor_limit()
     if part is Part.adapters:
         redis = connect(url, settings)
         watch: list[tuple[str, Job]] = []
@@ -251,6 +253,17 @@ def _first(group: BaseExceptionGroup[BaseException], kind: type[ConfigError]) ->
 
 
 _shortage = FailureLog(log)
+
+
+def raise_descriptor_limit() -> None:
+    """Raise the soft limit of open descriptors to the hard one: each connection is one,
+    and the usual soft default (1,024) is less than a busy gateway's share."""
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    if soft != hard:
+        try:
+            resource.setrlimit(resource.RLIMIT_NOFILE, (hard, hard))
+        except (ValueError, OSError) as exc:
+            log.warning("could not raise the open-descriptor limit from %d: %s", soft, exc)
 
 
 async def keep_embedded(home: Path, every: float = EMBEDDED_CHECK_SECONDS) -> None:
