@@ -76,6 +76,28 @@ async def test_a_wrong_token_in_the_address_is_401_and_sets_nothing(client: http
     assert "set-cookie" not in response.headers
 
 
+async def test_a_token_link_never_silently_replaces_a_signed_in_session(
+    client: httpx.AsyncClient, store: CardStore
+) -> None:
+    # A link on the card, `[x](/?token=ATTACKER)`, is one click: it must not sign the
+    # viewer in as the link's token.
+    await put(store, "ticket-1")
+    response = await signed_in(client, "reader").get("/sessions/ticket-1?token=writer")
+    assert response.status_code == 409 and "Sign out first" in response.text
+    assert "set-cookie" not in response.headers
+    same = await client.get("/sessions/ticket-1?token=reader")  # the token it already has: fine
+    assert same.status_code == 303 and same.headers["location"] == "/sessions/ticket-1"
+
+
+@pytest.mark.parametrize("site", ["same-origin", "same-site", "cross-site"])
+async def test_a_token_link_followed_from_a_page_does_not_sign_in(client: httpx.AsyncClient, site: str) -> None:
+    response = await client.get("/?token=reader", headers={"Sec-Fetch-Site": site})
+    assert response.status_code == 401 and "followed from a page" in response.text
+    assert "set-cookie" not in response.headers and "reader" not in response.text
+    opened = await client.get("/?token=reader", headers={"Sec-Fetch-Site": "none"})  # typed or pasted
+    assert opened.status_code == 303 and opened.headers["set-cookie"].startswith("progresscast_token=reader;")
+
+
 async def test_login_form_sets_the_cookie_and_goes_back(client: httpx.AsyncClient) -> None:
     response = await client.post("/login", data={"token": "reader", "next": "/sessions/ticket-1"})
     assert response.status_code == 303 and response.headers["location"] == "/sessions/ticket-1"

@@ -3,7 +3,8 @@
 The page holds the token in a cookie (`HttpOnly`, `SameSite=Strict`, and `Secure`
 over https), set by the login form or by opening any page with `?token=…` (which
 then redirects to the same address without it, so the token does not stay in the
-address bar or the history). Its script is a static file: with the
+address bar or the history). A `?token=` link signs in only a browser that is not
+signed in, and only when opened directly, not followed from a page (`_link_login`). Its script is a static file: with the
 Content-Security-Policy the app sends, no inline script runs at all, and the only
 HTML it inserts is the fragment the server rendered and sanitized.
 """
@@ -185,10 +186,7 @@ def viewer(request: Request) -> Grant:
     gw = gateway_of(request)
     given = request.query_params.get("token")
     if given is not None:
-        if gw.tokens.grant(given) is None:
-            raise PageRefusal(login_page(gw, request, "That token is not valid.", status=401))
-        # Keep the token in the cookie, and drop it from the address.
-        raise PageRefusal(_with_cookie(RedirectResponse(_without_token(request), 303), request, given))
+        raise PageRefusal(_link_login(gw, request, given))
     token = cookie(request)
     grant = gw.tokens.grant(token)
     if grant is None:
@@ -202,6 +200,33 @@ def viewer(request: Request) -> Grant:
             page(gw, "error", 403, title="Not allowed", message=f"This token lacks the scope {READ}.", signed_in=True)
         )
     return grant
+
+
+LINK_FOLLOWED = "That sign-in link was followed from a page; sign in here, or open the link directly."
+"""Why a `?token=` link a page led to does not sign in."""
+
+
+def _link_login(gw: Gateway, request: Request, given: str) -> Response:
+    """A page opened with `?token=…`. A link is one click away for anyone who can show
+    one (an agent's note, a chat, another site), so it is never a silent login as
+    someone else (login CSRF): a browser signed in with another token stays so (a page
+    says to sign out first), and a link the browser says it followed from a page
+    (`Sec-Fetch-Site` other than `none`) gets the login form. Opened directly — typed,
+    pasted, from a terminal or another app, or by a client that sends no
+    `Sec-Fetch-Site` — it signs in, keeping the token in the cookie and dropping it
+    from the address."""
+    if gw.tokens.grant(given) is None:
+        return login_page(gw, request, "That token is not valid.", status=401)
+    current = cookie(request)
+    if current and current != given and gw.tokens.grant(current) is not None:
+        return page(
+            gw, "error", 409, title="Already signed in",
+            message="This browser is signed in with another token. Sign out first to use this link.",
+            signed_in=True,
+        )
+    if request.headers.get("sec-fetch-site", "none") != "none" and current != given:
+        return login_page(gw, request, LINK_FOLLOWED, status=401)
+    return _with_cookie(RedirectResponse(_without_token(request), 303), request, given)
 
 
 def login_page(
