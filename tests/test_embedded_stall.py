@@ -10,6 +10,7 @@ import asyncio
 import json
 import os
 import re
+import resource
 import secrets
 import signal
 import subprocess
@@ -19,7 +20,9 @@ import time
 from pathlib import Path
 
 import httpx
+import pytest
 
+from progresscast.store.embedded import DescriptorShortage, embedded_health, ensure_embedded, stop_embedded
 from test_serve import TOKEN, Serve, environment, running, start  # noqa: F401  (start: the fixture that runs `serve`)
 
 SESSION = "stall-1"
@@ -203,3 +206,28 @@ async def test_a_killed_embedded_redis_is_started_again_once(start) -> None:  # 
     acked = {**before, **writers.acked, cli_marker: cli_rev}
     assert min(writers.acked.values()) > max(before.values()) and cli_rev > max(before.values())
     assert_kept(acked, await history(serve))
+
+
+def test_no_descriptor_left_is_not_taken_for_a_dead_server(tmp_path: Path) -> None:
+    home = tmp_path / "home"
+    ensure_embedded(home)
+    pid = the_server(home)
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    spent: list[int] = []
+    try:
+        resource.setrlimit(resource.RLIMIT_NOFILE, (len(os.listdir("/proc/self/fd")) + 8, hard))
+        with pytest.raises(OSError):
+            while True:
+                spent.append(os.open(os.devnull, os.O_RDONLY))
+        with pytest.raises(DescriptorShortage):
+            embedded_health(home)
+        with pytest.raises(DescriptorShortage):
+            ensure_embedded(home)
+    finally:
+        for fd in spent:
+            os.close(fd)
+        resource.setrlimit(resource.RLIMIT_NOFILE, (soft, hard))
+    try:
+        assert servers(home) == {pid} and the_server(home) == pid
+    finally:
+        stop_embedded(home)
