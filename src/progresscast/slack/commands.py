@@ -10,7 +10,7 @@ received over HTTP on the gateway, verified with the app's signing secret.
 A body is read up to 64 KiB (413 past it, before anything else looks at it), then
 checked with `slack_sdk.signature.SignatureVerifier` (`X-Slack-Signature` over
 `v0:<timestamp>:<body>`, timestamps older than five minutes refused): a bad or stale
-signature answers 401 and nothing is done. A command is turned into a
+signature, or a timestamp that is not a number, answers 401 and nothing is done. A command is turned into a
 `channels.commands.Invocation` and answered by the one handler, at once (Slack waits
 three seconds), with an ephemeral reply seen only by the person who typed it; the
 drafts it asks for go through the channel's lane. Whoever can use the command in a
@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import json
 import logging
+import re
 
 from slack_sdk.signature import SignatureVerifier
 from starlette.requests import Request
@@ -41,6 +42,9 @@ from .events import landed
 from .threads import Threads
 
 log = logging.getLogger("progresscast.slack")
+
+TIMESTAMP = re.compile(r"[0-9]{1,12}")
+"""Seconds since 1970, as Slack sends them (12 digits reach the year 33658)."""
 
 SURFACE = Surface(
     prefix="/progresscast ",
@@ -85,7 +89,13 @@ class SlackCommands:
     async def _verified(self, request: Request) -> bytes | None:
         # Bounded first: the signature covers the body, so it is read before it is checked.
         body = await read_body(request, MAX_BODY)
-        if not self.verifier.is_valid_request(body, dict(request.headers)):
+        # The SDK reads the timestamp with int() and compares the signature as a str:
+        # anything but digits (`abc`, `1e9`, `nan`) or a non-ASCII signature would raise.
+        timestamp = request.headers.get("x-slack-request-timestamp", "")
+        signature = request.headers.get("x-slack-signature", "")
+        if not (TIMESTAMP.fullmatch(timestamp) and signature.isascii()):
+            return None
+        if not self.verifier.is_valid(body, timestamp, signature):
             return None
         return body
 
