@@ -53,6 +53,11 @@ async def test_demo_plays_the_example_to_a_real_adapter_and_prints_what_the_chat
     # Every entry of the example is one numbered step.
     assert len(re.findall(r"^\[\d+\] agent: ", text, re.M)) == len(example_session())
     assert "progressCard.put → Progress card updated (rev 2, 0/4 done)" in text
+    assert "agent: progressCard.reset → rev 1: a clean card to start from" in text  # what rev 1 was
+    # The headline features at the demo's own pace: the blocked step's ping, and the
+    # run's end line heading its answer.
+    assert "    │ ⛔ Needs you — demo-ticket-4821: Fix and add a regression test" in text, text
+    assert re.search(r"    │ ✅ demo-ticket-4821 · (4/4 )?done\n", text), text  # "4/4" when read before the clear
     assert "run.end → completed" in text and "progressCard.put → Progress card cleared" in text
     # What the chat shows, as a person reads it: the draft is sent, edited, deleted at the
     # run's end, and the answer is posted — never raw HTML.
@@ -76,6 +81,19 @@ async def test_demo_plays_the_example_to_a_real_adapter_and_prints_what_the_chat
             pass
         else:
             raise AssertionError("the demo's gateway still answers after it exited")
+
+
+async def test_the_blocked_steps_ping_shows_however_fast_the_demo_plays(
+    redis_url: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # No delay between writes: the next write unblocks the step before the chat's pace
+    # lets the ping leave, unless the demo waits for it.
+    monkeypatch.setenv("PROGRESSCAST_TIME_SCALE", "0.1")
+    out = io.StringIO()
+    await asyncio.wait_for(run_demo(demo_args(redis_url), settings(), out=out, interactive=False), 90)
+    text = out.getvalue()
+    ping = text.index("    │ ⛔ Needs you — demo-ticket-4821: Fix and add a regression test")
+    assert ping < text.index("agent: progressCard.put → Progress card updated (rev 5"), text  # before it unblocks
 
 
 async def test_the_demo_keeps_to_itself_beside_a_running_serve_on_the_same_home(

@@ -29,6 +29,7 @@ import secrets
 import shutil
 import sys
 import tempfile
+from collections.abc import Awaitable, Callable
 from importlib import resources
 from pathlib import Path
 from typing import Any, TextIO
@@ -57,6 +58,10 @@ DEMO_TOKEN = "482100:DEMO-token_for-the-progresscast-demo"
 """The demo's own bot (the emulator's default bot is the one a user tries it with)."""
 SHUTDOWN_SECONDS = 12.0
 """How long each part of the demo may take to stop."""
+PING_SECONDS = 10.0
+"""How long the demo waits for the chat to show a blocked step's ping."""
+NEEDS_YOU = "Needs you"
+"""The words of the ping (the Telegram theme's `needs_you`)."""
 SETTLE_SECONDS = 30.0
 """How long the demo waits for the chat to show the final answer."""
 
@@ -109,19 +114,35 @@ def demo_settings(settings: Settings, token: str, api: BotAPIEmulator) -> Settin
     return with_demo_token(own, token)
 
 
-async def play(rpc: Rpc, owner: Owner, *, delay: float, out: TextIO, run_id: str = RUN_ID) -> None:
-    """Play the example through the gateway; the chat's changes are printed meanwhile."""
+async def play(
+    rpc: Rpc, owner: Owner, *, delay: float, out: TextIO, run_id: str = RUN_ID,
+    pinged: Callable[[], Awaitable[None]] | None = None,
+) -> None:
+    """Play the example through the gateway; the chat's changes are printed meanwhile.
+    `pinged`: after a card with a blocked step, wait until the chat shows its ping (at
+    the chat's pace the next write would otherwise unblock it before the ping leaves)."""
 
     def say(text: str = "") -> None:
         print(text, file=out, flush=True)
 
-    await rpc("progressCard.reset", sessionKey=owner.session_key, agentId=owner.agent_id)
+    start = await rpc("progressCard.reset", sessionKey=owner.session_key, agentId=owner.agent_id)
+    # Every write takes a revision, a reset too: say so, or the first receipt's rev 2 puzzles.
+    say(
+        f"agent: progressCard.reset → rev {start['revision']}: a clean card to start from "
+        "(a reset is a write too, so the plan below starts at the next revision)"
+    )
     await rpc("run.start", sessionKey=owner.session_key, agentId=owner.agent_id, runId=run_id)
     who = {"sessionKey": owner.session_key, "agentId": owner.agent_id}
     for number, entry in enumerate(example_session(), 1):
         if "card" in entry:
             result = await rpc("progressCard.put", **who, **entry["card"])
             what = f"progressCard.put → {result['receipt']}"
+            blocked = any(step.get("status") == "blocked" for step in entry["card"].get("plan") or [])
+            if blocked and pinged is not None:
+                say(f"[{number}] agent: {what}")
+                await pinged()
+                await asyncio.sleep(delay)
+                continue
         elif "activity" in entry:
             await rpc("activity.put", **who, **entry["activity"])
             what = "activity.put → " + ", ".join(f"{k}: {v}" for k, v in entry["activity"].items())
@@ -136,6 +157,14 @@ async def play(rpc: Rpc, owner: Owner, *, delay: float, out: TextIO, run_id: str
             raise DemoError(f"example entry {number}: expected card, activity, run or reset")
         say(f"[{number}] agent: {what}")
         await asyncio.sleep(delay)
+
+
+async def _shown(api: BotAPIEmulator, text: str) -> None:
+    """Until the chat shows `text` (bounded: the demo goes on without it)."""
+    try:
+        await api.wait_for(lambda: any(text in t for t in api.chat(CHAT).texts()), PING_SECONDS)
+    except TimeoutError:
+        pass
 
 
 async def _enter_pressed() -> None:
@@ -215,7 +244,10 @@ async def _play_demo(
             headers = {"Authorization": f"Bearer {token}"}
             async with httpx.AsyncClient(base_url=base, headers=headers, timeout=10) as client:
                 # A new run id each time: the chat's draft state remembers runs it finished.
-                await play(Rpc(client), owner, delay=delay, out=out, run_id=f"{RUN_ID}-{secrets.token_hex(4)}")
+                await play(
+                    Rpc(client), owner, delay=delay, out=out, run_id=f"{RUN_ID}-{secrets.token_hex(4)}",
+                    pinged=lambda: _shown(api, NEEDS_YOU),
+                )
             answer = next(e["activity"]["answer"] for e in example_session() if "answer" in e.get("activity", {}))
             try:
                 await api.wait_for(lambda: any(answer[:40] in t for t in api.chat(CHAT).texts()), SETTLE_SECONDS)
