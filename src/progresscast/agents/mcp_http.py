@@ -13,6 +13,8 @@ Every request passes, in this order and before any of its body is read:
    then guarded for lone surrogates (mcp_input) and handed to the SDK.
 
 Without a configured token that could pass step 2 the command does not start.
+Its connections keep the gateway's limits (`[gateway]` headerTimeout, bodyTimeout,
+idleTimeout, maxConnections; gateway/server.py).
 """
 
 from __future__ import annotations
@@ -114,7 +116,7 @@ async def serve_http(server: Server[Any], settings: Settings, owner: Owner, list
     """Serve `server` on `listen` until the process is stopped (check_tokens first)."""
     import uvicorn
 
-    from ..gateway.server import address, bind
+    from ..gateway.server import address, bind, limited_config
 
     host, port = listen
     sock = bind(_host_port(host, port))
@@ -125,7 +127,7 @@ async def serve_http(server: Server[Any], settings: Settings, owner: Owner, list
         GuardedBodies(sdk, limit=MAX_BODY), tokens=Tokens.from_settings(settings), owner=owner, security=security
     )
     print(f"progresscast mcp: streamable HTTP on {address(sock)}/mcp", file=sys.stderr, flush=True)
-    config = uvicorn.Config(app, log_level="warning", access_log=False, lifespan="on")
+    config = limited_config(app, settings.gateway, lifespan="on")
     await uvicorn.Server(config).serve(sockets=[sock])
 
 
