@@ -7,9 +7,10 @@ STAMP := $(VENV)/.installed
 
 BENCH_STAMP := $(VENV)/.bench-installed
 
-.PHONY: demo test lint bench bench-quick clean
+.PHONY: demo test lint install bench bench-quick clean
 
 $(STAMP): pyproject.toml
+	@echo "Installing progresscast and its test tools into $(VENV) (the first time: about 1-2 minutes) ..."
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/pip install --quiet --upgrade pip
 	$(BIN)/pip install --quiet -e '.[test]'
@@ -17,6 +18,26 @@ $(STAMP): pyproject.toml
 
 demo: $(STAMP)
 	$(BIN)/progresscast demo
+
+# `progresscast` on every shell's and agent's PATH, in ~/.local/bin, apart from .venv:
+# with pipx, its own venv; without, a venv of its own the same way (pip's --user install
+# is refused by Pythons marked externally managed, Debian's among them).
+APP_VENV := $(HOME)/.local/share/progresscast-venv
+install:
+	@if command -v pipx >/dev/null 2>&1; then \
+		pipx install --force . ; \
+	else \
+		echo "Installing progresscast into $(APP_VENV), linked from ~/.local/bin (about a minute) ..." && \
+		$(PYTHON) -m venv $(APP_VENV) && \
+		$(APP_VENV)/bin/pip install --quiet --upgrade pip && \
+		$(APP_VENV)/bin/pip install --quiet . && \
+		$(APP_VENV)/bin/pip install --quiet --force-reinstall --no-deps . && \
+		mkdir -p $(HOME)/.local/bin && \
+		ln -sf $(APP_VENV)/bin/progresscast $(HOME)/.local/bin/progresscast ; \
+	fi
+	@command -v progresscast >/dev/null 2>&1 \
+		&& echo "progresscast is $$(command -v progresscast)" \
+		|| echo "progresscast is in ~/.local/bin, which is not on PATH: export PATH=\"\$$HOME/.local/bin:\$$PATH\" (in your shell's profile too)"
 
 lint: $(STAMP)
 	$(BIN)/ruff check src tests bench
