@@ -118,6 +118,21 @@ async def test_write_that_arrived_before_reset_cannot_restore_the_card(store: Ca
     assert (await store.put(OWNER, plan("completed"), arrived=arrived)).revision == 4
 
 
+async def test_clearing_a_card_never_written_writes_nothing(store: CardStore, redis: Redis) -> None:
+    # `card clear --session no-such-session` must not make an owner or an index entry
+    # (a typo would list a session in the web index); the receipt stays the same.
+    await store.put(OWNER, plan("pending"))
+    before = {k: await redis.dump(k) for k in await all_keys(redis)}
+    missing = Owner("main", "no-such-session")
+    result = await store.clear(missing)
+    assert result.receipt == "Progress card cleared" and result.to_json()["revision"] == 0
+    assert {k: await redis.dump(k) for k in await all_keys(redis)} == before
+    assert [key async for key, _ in store.owners()] == [OWNER.display_key]
+    assert await store.get(missing) is None
+    # A card that was written and cleared is cleared again as before: a new revision.
+    assert (await store.clear(OWNER)).revision == 2 and (await store.clear(OWNER)).revision == 3
+
+
 async def test_a_write_that_arrived_before_a_clear_still_lands(store: CardStore) -> None:
     """A clear is not a reset."""
     await store.put(OWNER, plan("in_progress"))

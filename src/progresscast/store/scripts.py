@@ -211,6 +211,9 @@ if reset_since(ago, now_us) then return {'reset', 0, 0} end
 local rev = tonumber(redis.call('GET', rev_key) or '0')
 if expected ~= '' and tonumber(expected) ~= rev then return {'revision', rev, 0} end
 if keep_note then markdown = nil end
+-- Clearing a card never written changes nothing, so nothing is written: no owner, no
+-- index entry, no event (a mistyped session must not appear in listings).
+if not is_reset and plan == '' and (markdown or '') == '' and rev == 0 then return {'ok', 0, 1} end
 local cleared
 rev, cleared = write_card(plan, markdown, is_reset, now_us, ms)
 return {'ok', rev, cleared and 1 or 0}
