@@ -5,6 +5,7 @@ HTTP through httpx's ASGITransport against a real Redis (embedded, and REDIS_URL
 
 from __future__ import annotations
 
+import asyncio
 import json
 import time
 from collections.abc import AsyncIterator
@@ -479,3 +480,71 @@ async def test_store_down_is_503() -> None:
     async with httpx.AsyncClient(transport=httpx.ASGITransport(app=app), base_url="http://gw") as c:
         error(await call(c, "progressCard.get", sessionKey="ticket-1"), 503, "unavailable")
     await dead.aclose()
+
+
+# -- asks and Stop -------------------------------------------------------------------
+
+
+@pytest.fixture
+async def answering(redis: Redis) -> AsyncIterator[httpx.AsyncClient]:
+    """The gateway with one more token: Ana's, which may read and answer but not write."""
+    settings = gateway_settings()
+    settings.gateway.tokens.append(GatewayToken(token="ana", name="Ana", scopes=["operator.read", "operator.answer"]))
+    app = create_app(settings, redis)
+    async with httpx.AsyncClient(transport=httpx.ASGITransport(app=app), base_url="http://gw") as c:
+        yield c
+
+
+@pytest.mark.backends
+async def test_an_ask_answered_with_an_answer_token_is_what_wait_answer_returns(
+    answering: httpx.AsyncClient, store: CardStore
+) -> None:
+    made = ok(await call(answering, "progressCard.ask", sessionKey="ticket-1", kind="approval", prompt="Deploy?"))
+    assert made["options"] == ["Allow", "Deny"] and len(made["askId"]) >= 22
+    waiting = ok(await call(answering, "progressCard.waitAnswer", sessionKey="ticket-1", askId=made["askId"], timeoutSeconds=0))
+    assert waiting["state"] == "open" and "answer" not in waiting
+
+    first = ok(await call(answering, "progressCard.answer", token="ana", sessionKey="ticket-1", askId=made["askId"], options=["Allow"]))
+    assert first["answered"] is True and first["ask"]["answer"]["by"]["name"] == "Ana"
+    got = ok(await call(answering, "progressCard.waitAnswer", sessionKey="ticket-1", askId=made["askId"], timeoutSeconds=5))
+    assert got["state"] == "answered" and got["answer"]["options"] == ["Allow"]
+    assert got["answer"]["by"] == {"platform": "web", "destination": "web", "user": "Ana", "name": "Ana"}
+
+    # A second answer changes nothing and is told the first.
+    second = ok(await call(answering, "progressCard.answer", token="ana", sessionKey="ticket-1", askId=made["askId"], options=["Deny"]))
+    assert second["answered"] is False and second["ask"]["answer"]["options"] == ["Allow"]
+    stored, _ = await store.asks.get(MAIN, made["askId"])
+    assert stored is not None and stored.answer is not None and stored.answer.options == ("Allow",)
+
+
+async def test_wait_answer_returns_as_soon_as_a_chat_answers(answering: httpx.AsyncClient, store: CardStore) -> None:
+    from progresscast.model.asks import Actor
+
+    made = ok(await call(answering, "progressCard.ask", sessionKey="ticket-1", kind="text", prompt="Name it?"))
+    waiting = asyncio.create_task(
+        call(answering, "progressCard.waitAnswer", sessionKey="ticket-1", askId=made["askId"], timeoutSeconds=30)
+    )
+    started = time.monotonic()
+    await store.asks.answer(MAIN, made["askId"], Actor("telegram", "42", "7", "Ana"), text="Heron")
+    got = ok(await waiting)
+    assert got["state"] == "answered" and got["answer"]["text"] == "Heron" and time.monotonic() - started < 5
+
+
+async def test_answering_and_stopping_need_the_answer_scope(answering: httpx.AsyncClient, store: CardStore) -> None:
+    made = ok(await call(answering, "progressCard.ask", sessionKey="ticket-1", kind="approval", prompt="Deploy?"))
+    await store.start_run(MAIN, "r1", stoppable=True)
+    for token in ("writer", "reader"):
+        err = error(
+            await call(answering, "progressCard.answer", token=token, sessionKey="ticket-1", askId=made["askId"], options=["Allow"]),
+            403, "forbidden",
+        )
+        assert "operator.answer" in err["message"]
+        error(await call(answering, "run.stop", token=token, sessionKey="ticket-1"), 403, "forbidden")
+    error(await call(answering, "progressCard.ask", token="ana", sessionKey="ticket-1", prompt="x", options=["a"]), 403, "forbidden")
+    assert ok(await call(answering, "progressCard.asks", token="ana", sessionKey="ticket-1"))[0]["state"] == "open"
+    assert await store.asks.stop_mark(MAIN) is None
+
+    stopped = ok(await call(answering, "run.stop", token="ana", sessionKey="ticket-1"))
+    assert stopped["stopped"] is True and stopped["stop"]["by"]["name"] == "Ana"
+    mark = await store.asks.stop_mark(MAIN, "r1")
+    assert mark is not None and mark.by.name == "Ana"

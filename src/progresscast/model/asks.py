@@ -153,6 +153,8 @@ class AskInput(BaseModel):
     def normalized(self) -> AskInput:
         """The options each kind has: an approval's default `Allow`/`Deny`; a text ask none
         (a typed answer only); a choice without options is refused."""
+        if self.multi and self.kind is not AskKind.choice:
+            raise CardError("multi", "is only for a choice")
         if self.kind is AskKind.approval and not self.options:
             return self.model_copy(update={"options": list(APPROVAL_OPTIONS)})
         if self.kind is AskKind.text:
@@ -161,8 +163,6 @@ class AskInput(BaseModel):
             return self.model_copy(update={"allowText": True})
         if self.kind is AskKind.choice and not self.options:
             raise CardError("options", "is required for a choice (1 to 10 labels)")
-        if self.multi and self.kind is not AskKind.choice:
-            raise CardError("multi", "is only for a choice")
         return self
 
 
@@ -360,6 +360,33 @@ def _iso(ms: int) -> str:
     return datetime.fromtimestamp(ms / 1000, UTC).isoformat(timespec="milliseconds").replace("+00:00", "Z")
 
 
+STOP_CONTROL = "pc:stop"
+"""The opaque id of a draft's Stop button (the draft pressed says which run)."""
+
+
+def option_control(ask_id: str, index: int) -> str:
+    """The opaque id of an ask's option button: `pc:a:<askId>:<index>` (≤ 64 bytes, as
+    Telegram's `callback_data` wants; ask ids are 22 characters)."""
+    return f"pc:a:{ask_id}:{index}"
+
+
+def text_control(ask_id: str) -> str:
+    """The opaque id of an ask's "type an answer" button (a platform's text form)."""
+    return f"pc:t:{ask_id}"
+
+
+def parse_control(raw: str) -> tuple[str, str | None, int | None] | None:
+    """A control id as (kind `a` | `t` | `stop`, askId, option index); None: not ours."""
+    if raw == STOP_CONTROL:
+        return "stop", None, None
+    parts = raw.split(":")
+    if len(parts) == 4 and parts[:2] == ["pc", "a"] and parts[3].isdigit() and 0 < len(parts[2]) <= 64:
+        return "a", parts[2], int(parts[3])
+    if len(parts) == 3 and parts[:2] == ["pc", "t"] and 0 < len(parts[2]) <= 64:
+        return "t", parts[2], None
+    return None
+
+
 def asks_of(raw: dict[str, str]) -> tuple[Ask, ...]:
     """The stored asks hash as asks, oldest first."""
     asks = [a for a in map(Ask.from_stored, raw.values()) if a is not None]
@@ -367,6 +394,19 @@ def asks_of(raw: dict[str, str]) -> tuple[Ask, ...]:
 
 
 __all__ = [
-    "APPROVAL_OPTIONS", "MAX_OPEN", "Actor", "Answer", "Ask", "AskInput", "AskKind", "AskState", "StopMark",
-    "asks_of", "new_ask_id",
+    "APPROVAL_OPTIONS",
+    "MAX_OPEN",
+    "STOP_CONTROL",
+    "Actor",
+    "Answer",
+    "Ask",
+    "AskInput",
+    "AskKind",
+    "AskState",
+    "StopMark",
+    "asks_of",
+    "new_ask_id",
+    "option_control",
+    "parse_control",
+    "text_control",
 ]

@@ -1,0 +1,155 @@
+"""`progresscast ask` as an agent runs it: its own process, waiting on a real Redis while
+the test answers the way a chat press does (`store.asks.answer`, the same write path)."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import signal
+import sys
+import time
+from collections.abc import AsyncIterator
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+
+from progresscast.model.asks import Actor, Ask, AskKind, AskState
+from progresscast.model.owners import Owner
+from progresscast.store.cards import CardStore
+
+OWNER = Owner(agent_id="main", session_key="shop")
+ANA = Actor("telegram", "42", "7", "Ana")
+
+
+@dataclass
+class Done:
+    status: int
+    stdout: str
+    stderr: str
+
+
+class Asking:
+    """One `progresscast ask` running in its own process."""
+
+    def __init__(self, proc: asyncio.subprocess.Process) -> None:
+        self.proc = proc
+
+    async def done(self, timeout: float = 30) -> Done:
+        out, err = await asyncio.wait_for(self.proc.communicate(), timeout)
+        assert self.proc.returncode is not None
+        return Done(self.proc.returncode, out.decode(), err.decode())
+
+
+@pytest.fixture
+async def ask(tmp_path: Path, redis_url: str) -> AsyncIterator[object]:
+    """Start `progresscast ask ARGS` on the test's (embedded) Redis."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith("PROGRESSCAST_")}
+    env["PROGRESSCAST_HOME"] = str(tmp_path / "home")  # the embedded Redis the fixture started
+    started: list[asyncio.subprocess.Process] = []
+
+    async def start(*args: str) -> Asking:
+        proc = await asyncio.create_subprocess_exec(
+            sys.executable, "-m", "progresscast.cli", "ask", *args, env=env,
+            stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE,
+        )
+        started.append(proc)
+        return Asking(proc)
+
+    yield start
+    for proc in started:
+        if proc.returncode is None:
+            proc.kill()
+            await proc.wait()
+
+
+async def asked(store: CardStore, timeout: float = 20) -> Ask:
+    """The one ask the command made, once it is there."""
+    deadline = time.monotonic() + timeout
+    while not (found := (await store.asks.all(OWNER))[0]):
+        assert time.monotonic() < deadline, "the command made no ask"
+        await asyncio.sleep(0.02)
+    assert len(found) == 1
+    return found[0]
+
+
+async def test_an_approval_answered_from_chat_prints_the_label(ask, store: CardStore) -> None:
+    running = await ask("--session", "shop", "--approval", "Deploy to production?", "--detail", "`make deploy`")
+    made = await asked(store)
+    assert made.kind is AskKind.approval and made.options == ("Allow", "Deny") and made.source == "cli"
+    assert made.prompt == "Deploy to production?" and made.detail == "`make deploy`"
+    assert (await store.asks.answer(OWNER, made.ask_id, ANA, options=["Allow"])).outcome == "ok"
+    done = await running.done()
+    assert (done.status, done.stdout) == (0, "Allow\n"), done.stderr
+    assert "answered by Ana (telegram)" in done.stderr
+
+
+async def test_a_typed_answer_is_printed_as_typed(ask, store: CardStore) -> None:
+    running = await ask("--session", "shop", "--text", "Name the release?")
+    made = await asked(store)
+    assert made.kind is AskKind.text and made.allow_text and made.options == ()
+    await store.asks.answer(OWNER, made.ask_id, ANA, text="  Blue  Heron ")
+    done = await running.done()
+    assert (done.status, done.stdout) == (0, "Blue  Heron\n"), done.stderr
+
+
+async def test_multiple_choice_prints_one_label_a_line(ask, store: CardStore) -> None:
+    running = await ask("--session", "shop", "Ship to?", "--option", "EU", "--option", "US", "--option", "Asia", "--multi")
+    made = await asked(store)
+    assert made.kind is AskKind.choice and made.multi and made.options == ("EU", "US", "Asia")
+    await store.asks.answer(OWNER, made.ask_id, ANA, options=["EU", "Asia"])
+    done = await running.done()
+    assert (done.status, done.stdout) == (0, "EU\nAsia\n"), done.stderr
+
+
+async def test_no_answer_in_time_exits_3_and_prints_nothing(ask, store: CardStore) -> None:
+    running = await ask("--session", "shop", "--approval", "Deploy?", "--timeout", "1")
+    made = await asked(store)
+    done = await running.done()
+    assert (done.status, done.stdout) == (3, ""), done.stderr
+    assert "no answer in time" in done.stderr
+    after, _ = await store.asks.get(OWNER, made.ask_id)
+    assert after is not None and after.state is AskState.expired
+
+
+async def test_stop_pressed_on_the_run_while_waiting_exits_4_and_withdraws(ask, store: CardStore) -> None:
+    await store.start_run(OWNER, "r1", stoppable=True)
+    running = await ask("--session", "shop", "--approval", "Deploy?")
+    made = await asked(store)
+    assert (await store.asks.stop(OWNER, ANA))[0] == "ok"
+    done = await running.done()
+    assert (done.status, done.stdout) == (4, ""), done.stderr
+    assert "stopped from chat" in done.stderr
+    after, _ = await store.asks.get(OWNER, made.ask_id)
+    assert after is not None and after.state is AskState.withdrawn
+
+
+async def test_ctrl_c_withdraws_the_ask(ask, store: CardStore) -> None:
+    running = await ask("--session", "shop", "--approval", "Deploy?")
+    made = await asked(store)
+    running.proc.send_signal(signal.SIGINT)
+    done = await running.done()
+    assert done.status == 130 and done.stdout == "", done.stderr
+    after, _ = await store.asks.get(OWNER, made.ask_id)
+    assert after is not None and after.state is AskState.withdrawn
+
+
+@pytest.mark.parametrize(
+    "args, words",
+    [
+        (["Which?", "--option", "x" * 41], "--option: [0] must be at most 40 characters"),
+        (["Which?", "--option", "A", "--option", "A"], "--option: [1] repeats 'A'"),
+        (["Which?"], "--option: is required for a choice"),
+        (["Which?", "--text", "--multi"], "--multi: is only for a choice"),
+        (["   "], "PROMPT: must not be empty"),
+        (["Which?", "--approval", "--timeout", "0"], "--timeout"),
+        (["Which?", "--approval", "--detail", "d" * 2001], "--detail: must be at most 2000 characters"),
+    ],
+)
+async def test_bad_input_exits_2_with_one_line_and_asks_nothing(
+    ask, store: CardStore, args: list[str], words: str
+) -> None:
+    done = await (await ask("--session", "shop", *args)).done()
+    assert done.status == 2 and done.stdout == ""
+    assert len(done.stderr.strip().splitlines()) == 1 and words in done.stderr, done.stderr
+    assert (await store.asks.all(OWNER))[0] == ()
