@@ -12,10 +12,14 @@ from typing import Any, cast
 
 import uvicorn
 from starlette.applications import Starlette
+from starlette.requests import ClientDisconnect
 from starlette.routing import BaseRoute
+from starlette.types import ASGIApp, Receive, Scope, Send
 from uvicorn.protocols.http.httptools_impl import HttpToolsProtocol
 
+from ..config.gateway import GatewaySettings
 from ..config.settings import Settings
+from ..failure_log import FailureLog
 from .app import create_app
 
 log = logging.getLogger("progresscast.gateway")
@@ -87,10 +91,128 @@ class _CoalescingTransport:
         return getattr(self._transport, name)
 
 
+REFUSED = (
+    b"HTTP/1.1 503 Service Unavailable\r\ncontent-type: text/plain; charset=utf-8\r\n"
+    b"content-length: 25\r\nconnection: close\r\n\r\ntoo many open connections"
+)
+"""The answer to a connection past `gateway.maxConnections`, written before it is closed."""
+
+_dropped = FailureLog(log)
+"""One line a minute per kind of connection dropped for a limit: a flood is not a log flood."""
+
+
+class _Config(uvicorn.Config):
+    """uvicorn's settings plus the limits each of our connections keeps."""
+
+    limits: GatewaySettings
+
+
 class _Protocol(HttpToolsProtocol):
+    """uvicorn's HTTP protocol, bounded in time and number. uvicorn closes a connection
+    idle after an answer (`timeout_keep_alive`), but it gives a request's head and body
+    all the time in the world and counts connections only once a head is complete
+    (`limit_concurrency`): a connection that never finishes its head is never refused.
+    So: a deadline for the head (from the connection's start, or from its first byte
+    after an answer), one for the whole body, and a cap checked as a connection comes in."""
+
+    def __init__(self, config: uvicorn.Config, *args: Any, **kwargs: Any) -> None:
+        super().__init__(config, *args, **kwargs)
+        self.limits = cast("_Config", config).limits
+        self._deadline: asyncio.TimerHandle | None = None
+        self._awaiting_head = True
+        self._refused = False
+
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
+        if len(self.connections) >= self.limits.maxConnections:
+            self._refused = True
+            cast("asyncio.Transport", transport).write(REFUSED)
+            transport.close()
+            _dropped.warning(
+                "refused", "refused a connection: %d are open (gateway.maxConnections)", len(self.connections)
+            )
+            return
         # (uvloop's transports are not asyncio.Transport subclasses: no isinstance here.)
         super().connection_made(_CoalescingTransport(cast("asyncio.Transport", transport)))  # type: ignore[arg-type]
+        self._arm(self.limits.headerTimeout, "head")
+
+    def connection_lost(self, exc: Exception | None) -> None:
+        self._disarm()
+        if not self._refused:
+            super().connection_lost(exc)
+
+    def data_received(self, data: bytes) -> None:
+        if self._refused:
+            return
+        if self._awaiting_head and self._deadline is None:  # the first byte after an answer
+            self._arm(self.limits.headerTimeout, "head")
+        super().data_received(data)
+
+    def on_headers_complete(self) -> None:
+        self._awaiting_head = False
+        self._arm(self.limits.bodyTimeout, "body")
+        super().on_headers_complete()
+
+    def on_message_complete(self) -> None:
+        # Before uvicorn's, which returns early for a body it discards (an early 413).
+        self._disarm()
+        self._awaiting_head = True
+        super().on_message_complete()
+
+    def _arm(self, seconds: float, part: str) -> None:
+        self._disarm()
+        self._deadline = self.loop.call_later(seconds, self._expired, part)
+
+    def _disarm(self) -> None:
+        if self._deadline is not None:
+            self._deadline.cancel()
+            self._deadline = None
+
+    def _expired(self, part: str) -> None:
+        self._deadline = None
+        if self.transport.is_closing():
+            return
+        # A route waiting for the rest of a body is told the client went away.
+        self.transport.close()
+        setting = "headerTimeout" if part == "head" else "bodyTimeout"
+        seconds = self.limits.headerTimeout if part == "head" else self.limits.bodyTimeout
+        _dropped.log_at(
+            logging.INFO, part, "closed a connection that sent no whole request %s within %g s (gateway.%s)",
+            part, seconds, setting,
+        )
+
+
+class _QuietDisconnects:
+    """A client that goes away in the middle of its body (or is cut off by the body's
+    deadline) ends its request quietly: there is no one left to answer, and uvicorn
+    would log the route's ClientDisconnect as a traceback."""
+
+    def __init__(self, app: ASGIApp) -> None:
+        self.app = app
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        try:
+            await self.app(scope, receive, send)
+        except ClientDisconnect:
+            log.debug("a client went away before its request's body was read: %r", scope.get("path"))
+
+
+def limited_config(app: ASGIApp, limits: GatewaySettings, **options: Any) -> uvicorn.Config:
+    """uvicorn's settings for every server the project runs: our protocol with the
+    connection limits of `limits`, quiet disconnects, no access log."""
+    config = _Config(
+        _QuietDisconnects(app),
+        log_level="warning",
+        # The access log would record `?token=…` of page links; it stays off.
+        access_log=False,
+        http=_Protocol,
+        ws="none",  # no route takes a WebSocket: an upgrade is not handed to another protocol
+        # (uvicorn's hint says int; the timer takes any number of seconds.)
+        timeout_keep_alive=cast("int", limits.idleTimeout),
+        **options,
+    )
+    config.limits = limits
+    return config
+
 
 
 def address(sock: socket.socket) -> str:
@@ -117,18 +239,15 @@ async def run_gateway(
 async def serve_app(app: Starlette, sock: socket.socket, *, started: asyncio.Event | None = None) -> None:
     """Run `app` under uvicorn on a bound socket until cancelled; `started` is set once
     it accepts connections. (Tests and the demo use this to serve on a free port.)"""
-    config = uvicorn.Config(
+    config = limited_config(
         app,
-        log_level="warning",
-        # The access log would record `?token=…` of page links; it stays off.
-        access_log=False,
+        app.state.gateway.settings.gateway,
         lifespan="on",
         # Live event streams never end by themselves: give them a moment, then close.
         timeout_graceful_shutdown=2,
         # The app reads the proxy's headers itself (gateway.trustedProxies), so that
         # every way of serving it (and the tests) does the same.
         proxy_headers=False,
-        http=_Protocol,
     )
     server = uvicorn.Server(config)
     task = asyncio.ensure_future(server.serve(sockets=[sock]))
