@@ -9,6 +9,7 @@ import io
 import os
 import re
 import select
+import signal
 import subprocess
 import sys
 import tempfile
@@ -167,6 +168,66 @@ def test_progresscast_demo_command_exits_by_itself(tmp_path: Path) -> None:
     assert done.returncode == 0, done.stderr
     assert "Watch the card live: http://127.0.0.1:" in done.stdout
     assert "Progress card cleared" in done.stdout and "Demo done" in done.stdout
+
+
+def _running(pid: int) -> bool:
+    """The process runs (a zombie, ended but not yet reaped by its parent, does not)."""
+    try:
+        state = Path(f"/proc/{pid}/stat").read_text().rpartition(")")[2].split()[0]
+    except (FileNotFoundError, ProcessLookupError):
+        return False
+    return state != "Z"
+
+
+def _ends(pid: int, within: float = 10.0) -> bool:
+    deadline = time.monotonic() + within
+    while _running(pid):
+        if time.monotonic() > deadline:
+            return False
+        time.sleep(0.05)
+    return True
+
+
+@pytest.mark.parametrize(("sig", "status"), [(signal.SIGTERM, 0), (signal.SIGINT, 130)])
+def test_demo_serve_stopped_by_a_signal_leaves_no_redis_and_no_home(
+    tmp_path: Path, sig: signal.Signals, status: int
+) -> None:
+    temp = tmp_path / "tmp"
+    temp.mkdir()
+    env = {**os.environ, "PROGRESSCAST_HOME": str(tmp_path / "home"), "TMPDIR": str(temp)}
+    env.pop("PROGRESSCAST_REDIS_URL", None)
+    config = tmp_path / "pc.toml"
+    config.write_text('[gateway]\nlisten = "127.0.0.1:0"\n')
+    demo = subprocess.Popen(
+        [sys.executable, "-m", "progresscast.cli", "demo", "--serve", "--config", str(config), "--delay", "0"],
+        env={**env, "PROGRESSCAST_TIME_SCALE": "0.1"}, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+        stdin=subprocess.DEVNULL,
+    )
+    assert demo.stdout is not None
+    redis_pid = None
+    try:
+        seen = b""
+        deadline = time.monotonic() + 90
+        while b"Still serving" not in seen:
+            assert time.monotonic() < deadline and demo.poll() is None, seen.decode(errors="replace")
+            ready, _, _ = select.select([demo.stdout], [], [], 1)
+            if ready:
+                seen += os.read(demo.stdout.fileno(), 65536)
+        (home,) = temp.glob("progresscast-demo-*")
+        redis_pid = int((home / "redis.pid").read_text())
+        assert _running(redis_pid)
+        demo.send_signal(sig)
+        _, err = demo.communicate(timeout=60)
+        assert demo.returncode == status, err.decode(errors="replace")
+        assert "Traceback" not in err.decode(errors="replace")
+        assert not home.exists() and list(temp.iterdir()) == []
+        assert _ends(redis_pid)
+    finally:
+        if demo.poll() is None:
+            demo.kill()
+            demo.wait()
+        if redis_pid is not None and _running(redis_pid):
+            os.kill(redis_pid, signal.SIGKILL)
 
 
 def test_at_a_terminal_the_demo_keeps_the_page_up_until_enter(tmp_path: Path) -> None:

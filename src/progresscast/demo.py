@@ -9,7 +9,8 @@ and the Telegram adapter with a chat that follows the demo session; mints a one-
 token; and plays the example through `POST /v1/rpc` — the path an agent harness takes. What the chat shows is printed as
 it happens: each message the bot sends, edits or deletes, as a person reads it.
 At a terminal the page then stays up until Enter or Ctrl-C; otherwise (`make demo`
-in CI, stdin closed) the demo ends by itself. `--serve` keeps serving until Ctrl-C.
+in CI, stdin closed) the demo ends by itself. `--serve` keeps serving until Ctrl-C or
+SIGTERM (either way its Redis and its home go).
 
 Entries of the example (`examples/session.json`), in order:
 
@@ -24,6 +25,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import json
+import logging
 import os
 import secrets
 import shutil
@@ -44,9 +46,12 @@ from .gateway.auth import READ, WRITE, check_token_strength
 from .gateway.server import address, bind, run_gateway
 from .model.owners import Owner
 from .store.connections import connect
+from .stopping import stop_on_sigterm
 from .store.embedded import ensure_embedded, stop_embedded
 from .testing import BotAPIEmulator
 from .testing.console import ChatConsole
+
+log = logging.getLogger("progresscast")
 
 SESSION = "demo-ticket-4821"
 RUN_ID = "demo-run"
@@ -196,10 +201,16 @@ async def run_demo(
     token = secrets.token_urlsafe(18)
     serving = bool(getattr(args, "serve", False))
     delay = args.delay if args.delay is not None else (SERVE_DELAY if serving else DEFAULT_DELAY)
+    # SIGTERM (as `--help` promises) stops the demo as Ctrl-C does: its Redis and its
+    # home go with it (uncaught, the signal would end the process and leave both).
+    stopping = stop_on_sigterm(log)
     home = Path(tempfile.mkdtemp(prefix="progresscast-demo-"))
     try:
         url = await asyncio.to_thread(ensure_embedded, home)
         await _play_demo(args, settings, url, token, delay, serving, interactive, out)
+    except asyncio.CancelledError:
+        if not stopping.is_set():
+            raise  # Ctrl-C: asyncio.run turns this into KeyboardInterrupt
     finally:
         await asyncio.to_thread(stop_embedded, home)
         shutil.rmtree(home, ignore_errors=True)

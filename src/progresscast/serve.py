@@ -37,7 +37,7 @@ from .children import MISTAKE_STATUS, die_with_parent, run_child, watch_parent
 from .config.errors import ConfigError
 from .config.settings import Settings
 from .failure_log import FailureLog
-from .stopping import still_wanted
+from .stopping import still_wanted, stop_on_sigterm
 from .store.connections import Role, connect
 from .store.embedded import (
     DescriptorShortage,
@@ -206,7 +206,7 @@ def _adapter_jobs(settings: Settings, redis: Redis) -> list[tuple[str, Job]]:
 
 async def _run(jobs: list[tuple[str, Job]], redis: Redis) -> None:
     """Every job supervised until a signal; then Redis is closed."""
-    stopping = _stop_on_sigterm()
+    stopping = stop_on_sigterm(log)
     try:
         # A TaskGroup waits for every job to finish cancelling before Redis is closed.
         async with asyncio.TaskGroup() as group:
@@ -223,22 +223,6 @@ async def _run(jobs: list[tuple[str, Job]], redis: Redis) -> None:
     finally:
         await redis.aclose()
         log.info("stopped")
-
-
-def _stop_on_sigterm() -> asyncio.Event:
-    """SIGTERM cancels `serve` as Ctrl-C does; the event tells the two apart."""
-    stopping = asyncio.Event()
-    task = asyncio.current_task()
-    loop = asyncio.get_running_loop()
-
-    def stop() -> None:
-        log.info("SIGTERM: shutting down")
-        stopping.set()
-        if task is not None:
-            task.cancel()
-
-    loop.add_signal_handler(signal.SIGTERM, stop)
-    return stopping
 
 
 def _first(group: BaseExceptionGroup[BaseException], kind: type[ConfigError]) -> ConfigError | None:

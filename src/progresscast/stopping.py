@@ -9,6 +9,25 @@ asked to stop, so a loop that checks it at each turn ends anyway.
 from __future__ import annotations
 
 import asyncio
+import logging
+import signal
+
+
+def stop_on_sigterm(log: logging.Logger) -> asyncio.Event:
+    """SIGTERM cancels the current task as Ctrl-C does (so its `finally` blocks clean up:
+    `serve`, `demo`); the event, set first, tells the two apart."""
+    stopping = asyncio.Event()
+    task = asyncio.current_task()
+    loop = asyncio.get_running_loop()
+
+    def stop() -> None:
+        log.info("SIGTERM: shutting down")
+        stopping.set()
+        if task is not None:
+            task.cancel()
+
+    loop.add_signal_handler(signal.SIGTERM, stop)
+    return stopping
 
 
 def still_wanted() -> None:
