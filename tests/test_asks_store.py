@@ -15,7 +15,7 @@ from progresscast.store.cards import CardStore
 
 pytestmark = pytest.mark.backends
 
-OWNER = Owner("shop", "main")
+OWNER = Owner("main", "shop")
 ANA = Actor("telegram", "42", "7", "Ana")
 BEN = Actor("slack", "C1", "U2", "Ben")
 

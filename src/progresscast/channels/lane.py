@@ -35,6 +35,10 @@ class OneOff:
     urgent: bool = True
     """False for answers to destinations without a grant: queued behind urgent drafts
     when the bot-wide budget binds, and nothing is stored of them (strangers make no keys)."""
+    reply_to: MessageId | None = None
+    """Sent as a reply to this message (an ask replies to the live draft); it notifies."""
+    edit: MessageId | None = None
+    """Not a new message: this message edited to `payload` (an ask that ended)."""
 
 
 ActivityOnly = bool | None

@@ -35,10 +35,19 @@ class OneOffSender:
         mark = await self.ctx.state.last_message(destination)
         async with self.ctx.calls:
             await self.ctx.pacer.leaving(destination)
-            if item.payload is not None:
-                outcome = await client.send(destination, item.thread_id, item.payload)
+            if item.edit is not None and item.payload is not None:
+                outcome = await client.edit(destination, item.edit, item.payload)
+            elif item.payload is not None:
+                outcome = await client.send(destination, item.thread_id, item.payload, reply_to=item.reply_to)
             else:
                 outcome = await client.say(destination, item.thread_id, item.text or "")
+        if item.edit is not None and outcome.kind in (OutcomeKind.ok, OutcomeKind.not_modified):
+            if item.then is not None:
+                await item.then(item.edit)
+            return
+        if item.edit is not None and outcome.kind is OutcomeKind.unsure:
+            lane.outbox.appendleft(item)  # an edit is the same whenever it lands: made again
+            return
         if outcome.kind is OutcomeKind.unsure:
             sent = item.payload if item.payload is not None else client.said(item.thread_id, item.text or "")
             found = await self._find(destination, sent, mark)

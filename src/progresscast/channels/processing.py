@@ -14,7 +14,7 @@ decided before its slot, to know whether it needs one and how urgent it is.
 from __future__ import annotations
 
 import time
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, replace
 from functools import partial
 
@@ -52,6 +52,7 @@ class DraftProcessor:
         *,
         settled_of: Callable[[Id], Settled],
         replies_waiting: Callable[[Id], bool],
+        read_hook: Callable[[DraftRead], Awaitable[None]] | None = None,
     ) -> None:
         self.ctx = ctx
         self.log = ctx.log
@@ -60,11 +61,15 @@ class DraftProcessor:
         self._settled_of = settled_of
         """What the destination's lane remembers its drafts were settled with (`Lane.seen`)."""
         self._replies_waiting = replies_waiting
+        self._read_hook = read_hook
+        """Told every view read (the destination's ask messages follow it: `channels.asks`)."""
         """Whether the destination's lane holds one-off messages to send (`Lane.outbox`)."""
         self.requests: dict[DraftKey, DraftRequest] = {}
         self._since: dict[DraftKey, float] = {}
         """Since when (monotonic) a draft has waited for a change: fairness only."""
         self._conducts: dict[Id, Conduct] = {}
+        self._asked: set[DraftKey] = set()
+        """Drafts whose last read had asks (told once more when they have none)."""
         self.ending: set[DraftKey] = set()
         """Follows ended from outside (`ChannelState.end_follows`) handed to their lanes."""
 
@@ -198,7 +203,14 @@ class DraftProcessor:
         view, replies = await self.store.view_with(key.owner, partial(self.ctx.state.queue_draft_following, key))
         state, following, prefs, below, mark = self.ctx.state.draft_following_of(replies)
         renderers = await self.ctx.channel.renderers(key, prefs)
-        return DraftRead(key, state, following, view, RenderedOnce(renderers), below, mark)
+        read = DraftRead(key, state, following, view, RenderedOnce(renderers), below, mark)
+        if self._read_hook is not None and following and (view.asks or key in self._asked):
+            if view.asks:
+                self._asked.add(key)
+            else:
+                self._asked.discard(key)
+            await self._read_hook(read)
+        return read
 
     async def _decide(self, key: DraftKey, read: DraftRead) -> tuple[DraftState, DraftState, Call | None]:
         """Decide from what was read: (stored state, state after bookkeeping, next call)."""

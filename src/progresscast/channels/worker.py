@@ -30,8 +30,9 @@ from ..render.payload import Payload
 from ..store.cards import CardStore
 from ..store.events import EventGroup, GroupReading
 from ..timescale import time_scale
+from .asks import AskMessages, Presses
 from .channel import Channel
-from .draft_read import Settled
+from .draft_read import DraftRead, Settled
 from .drafts import DraftState, on_follow
 from .intake import Intake
 from .lane import ActivityOnly, Lane, OneOff, WhenSettled
@@ -77,8 +78,12 @@ class ChannelWorker:
             clock, self.log, self.failures,
         )
         self.effects = ReplyEffects(self.ctx, touch=self.touch)
+        self.asks = AskMessages(self)
+        self.presses = Presses(self, self.asks)
+        """What a press or a typed answer does (a platform's transport hands them over)."""
         self.drafts = DraftProcessor(
-            self.ctx, self.store, self.effects, settled_of=self._settled_of, replies_waiting=self._replies_waiting
+            self.ctx, self.store, self.effects, settled_of=self._settled_of, replies_waiting=self._replies_waiting,
+            read_hook=self._asks_read,
         )
         self.one_offs = OneOffSender(self.ctx, self.effects)
         self.intake = Intake(self.ctx, redis, touch=self.touch, follow=self.follow, ended=self._hand_ended)
@@ -102,6 +107,7 @@ class ChannelWorker:
         self.intake.catch_up(config=config)
 
     async def close(self) -> None:
+        self.asks.close()
         await self.intake.close()
         lanes, self._lanes = list(self._lanes.values()), {}
         for lane in lanes:
@@ -112,6 +118,13 @@ class ChannelWorker:
         """Wait until no destination has anything queued (tests; a graceful stop)."""
         while any(not lane.idle for lane in self._lanes.values()):
             await asyncio.sleep(0.05)
+
+    async def _asks_read(self, read: DraftRead) -> None:
+        """A draft's view was read: its ask messages follow it (`channels.asks`)."""
+        try:
+            await self.asks.saw(read.key, read.view, read.renderers.inner, read.state.message_id)
+        except Exception as exc:  # asks never hold up the draft
+            self.failures.warning(f"asks: {type(exc).__name__}", "ask messages: %s", exc)
 
     # --- lanes ---------------------------------------------------------------------------
 

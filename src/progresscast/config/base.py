@@ -124,6 +124,9 @@ class DestinationSettings(_Model):
     sessions: list[str] | None = None
     notify: list[Notify] | None = None
     """What pings this destination (None: the platform's `notify`)."""
+    answerers: list[int | str] | None = None
+    """User ids who may answer the agents' asks and press Stop here, besides those who
+    may change the destination's settings (a group's administrators)."""
 
 
 class PlatformSettings(_Model):

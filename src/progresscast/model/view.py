@@ -50,7 +50,7 @@ class View:
     asks: tuple[Ask, ...] = ()
     """The owner's asks, open and recently ended, oldest first (model/asks.py)."""
     stop: StopMark | None = None
-    """Stop pressed on the current run: by whom, when."""
+    """Stop pressed on the current (or just ended) run: by whom, when."""
     stoppable: bool = False
     """The current run's agent acts on a Stop pressed in chat."""
 

@@ -10,6 +10,7 @@ from functools import lru_cache
 from ..config.base import RenderSettings
 from ..model.card import Status, Step
 from ..model.view import RunState, View
+from .asks import stopping_line, waiting_line
 from .fit import Omitted, status_state
 from .ir import Line, Span, cut_spans, plain, u16
 from .markdown import NoteBar
@@ -121,8 +122,13 @@ def attention_lines(view: View, theme: Theme, *, ended: bool = False) -> list[tu
     """What needs a person besides blocked steps (those are checklist rows), in rank
     order: (state, mark key, text) — a failed run (unless the line that ends the run,
     `ended`, says so), then what the agent waits for (the activity's attention line,
-    `Waiting for input: …`)."""
+    `Waiting for input: …`) — after the open asks (`❓ Waiting for you: …`) and a Stop
+    pressed on the live run (`⏹ Stopping — NAME`)."""
     out = []
+    # An open ask first: the draft says at its top that the agent waits for a person.
+    out += [("blocked", "", waiting_line(ask)) for ask in view.open_asks]
+    if view.stop is not None and view.run is RunState.active:
+        out.append(("blocked", "", stopping_line(view.stop)))
     if view.run is RunState.failed and not ended:
         out.append(("failed", "failed", theme.word("failed")))
     if view.activity.attention:

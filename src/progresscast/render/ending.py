@@ -19,6 +19,7 @@ from collections.abc import Sequence
 from ..model.card import DONE_STATUSES
 from ..model.needs import Need, Notify, needs
 from ..model.view import RunState, View
+from .asks import stopped_words
 from .ir import Line, Span, middle_cut, plain
 from .templates import Theme
 
@@ -53,6 +54,9 @@ def end_line(view: View, theme: Theme) -> str | None:
     done = sum(1 for s in plan if s.status in DONE_STATUSES)
     text = theme.word(word, session=session, agent=agent, done=done, total=len(plan))
     line = _with_mark(theme.marks.get(word.removesuffix("_bare"), ""), text)
+    if view.stop is not None:  # Stop pressed in chat: the run ends `⏹ shop · stopped by Ana`
+        stopped = theme.word("joiner").join((session, stopped_words(view.stop)))
+        line = _with_mark(theme.marks.get("ended_canceled", ""), stopped)
     items = _items(needs(view), theme)
     if items:
         line += theme.word("joiner") + _with_mark(theme.marks.get("needs_you", ""), items)

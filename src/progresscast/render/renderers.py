@@ -10,6 +10,8 @@ from pathlib import Path
 from typing import ClassVar
 
 from ..config.base import Mode, RenderSettings
+from ..model.asks import Ask
+from ..model.owners import Owner
 from ..model.view import View
 from .ending import end_line
 from .payload import Payload
@@ -40,6 +42,11 @@ class DestinationRenderers(ABC):
         if self.settings.mode is Mode.off:
             return self.settings.model_copy(update={"mode": Mode.progress})
         return self.settings
+
+    def ask(self, owner: Owner, ask: Ask) -> Payload | None:
+        """An ask's message with its controls (`channels.asks`); None: the platform shows
+        no asks (yet)."""
+        return None
 
     def snapshot(self, view: View) -> Payload | None:
         """A one-off of the progress draft, whatever the destination's mode."""

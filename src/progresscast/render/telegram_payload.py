@@ -19,8 +19,11 @@ from pathlib import Path
 from typing import Any
 
 from ..config.base import RenderSettings
+from ..model.asks import STOP_CONTROL, Ask, AskState, option_control
 from ..model.needs import Need
-from ..model.view import View
+from ..model.owners import Owner
+from ..model.view import RunState, View
+from .asks import ask_lines, asks_theme, option_label
 from .ending import ping_text
 from .payload import Payload
 from .renderers import DestinationRenderers
@@ -47,15 +50,32 @@ def _payload(rendered: dict[str, Any] | None, fallback: Any = None) -> Payload |
     return Payload(method, dict(rendered["params"]), RICH if method == RICH_METHOD else CLASSIC, fallback)
 
 
+def stop_keyboard(view: View, templates_dir: str | Path | None = None) -> dict[str, Any] | None:
+    """A live run its agent can stop, not stopped yet: the draft's Stop button."""
+    if not view.stoppable or view.run is not RunState.active or view.stop is not None:
+        return None
+    label = asks_theme(templates_dir).word("stop_button")
+    return {"inline_keyboard": [[{"text": label, "callback_data": STOP_CONTROL}]]}
+
+
+def _with_markup(payload: Payload | None, markup: dict[str, Any] | None) -> Payload | None:
+    """`payload` with an inline keyboard; without one, as it is: an edit without
+    `reply_markup` removes the keyboard a message had."""
+    if payload is None or markup is None:
+        return payload
+    return Payload(payload.method, {**payload.params, "reply_markup": markup}, payload.kind, payload.make_fallback)
+
+
 def telegram_draft(view: View, settings: RenderSettings, *, templates_dir: str | Path | None = None) -> Payload | None:
     """The draft for this view in a chat with these settings (None: no draft)."""
     classic = settings.model_copy(update={"rich": False}) if settings.rich else settings
+    markup = stop_keyboard(view, templates_dir)
 
     def as_text() -> Payload | None:
-        return plain(render_text(view, classic, templates_dir=templates_dir))
+        return _with_markup(plain(render_text(view, classic, templates_dir=templates_dir)), markup)
 
     def as_classic() -> Payload | None:
-        return _payload(render_telegram(view, classic, templates_dir=templates_dir), as_text)
+        return _with_markup(_payload(render_telegram(view, classic, templates_dir=templates_dir), as_text), markup)
 
     if settings.rich:
         return _payload(render_telegram(view, settings, templates_dir=templates_dir), as_classic)
@@ -88,6 +108,22 @@ def telegram_ping(
     return Payload("sendMessage", {"text": no_mentions(text), "link_preview_options": {"is_disabled": True}}, CLASSIC)
 
 
+def telegram_ask(owner: Owner, ask: Ask, *, templates_dir: str | Path | None = None) -> Payload:
+    """An ask's message: plain text (nothing in it can be refused), its options as an
+    inline keyboard while it is open; once it ended, its outcome and no keyboard."""
+    text = "\n".join(ask_lines(ask, owner, templates_dir=templates_dir))
+    params: dict[str, Any] = {"text": no_mentions(text), "link_preview_options": {"is_disabled": True}}
+    if ask.state is AskState.open and ask.options:
+        buttons = [
+            {"text": option_label(label), "callback_data": option_control(ask.ask_id, i)}
+            for i, label in enumerate(ask.options)
+        ]
+        per_row = 2 if all(len(b["text"]) <= 16 for b in buttons) else 1
+        rows = [buttons[i : i + per_row] for i in range(0, len(buttons), per_row)]
+        params["reply_markup"] = {"inline_keyboard": rows}
+    return Payload("sendMessage", params, CLASSIC)
+
+
 class TelegramRenderers(DestinationRenderers):
     """`channels.drafts.Renderers` for one chat's settings (`/card` in a chat whose mode
     shows no live draft: the snapshot)."""
@@ -103,12 +139,16 @@ class TelegramRenderers(DestinationRenderers):
     def ping(self, view: View, needs: Sequence[Need]) -> Payload | None:
         return telegram_ping(view, needs, templates_dir=self.templates_dir)
 
+    def ask(self, owner: Owner, ask: Ask) -> Payload | None:
+        return telegram_ask(owner, ask, templates_dir=self.templates_dir)
+
 
 __all__ = [
     "RICH_METHOD",
     "TelegramRenderers",
     "plain",
     "telegram_answer",
+    "telegram_ask",
     "telegram_draft",
     "telegram_ping",
 ]

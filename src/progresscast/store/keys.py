@@ -247,6 +247,19 @@ def channel_paused(channel: str) -> str:
     return f"{PREFIX}:{channel}:paused"
 
 
+def channel_asks(channel: str, destination: int | str) -> str:
+    """Hash of the ask messages sent to the destination (channels/asks.py): askId → JSON
+    {owner's display key, message id, thread, the state it shows}, and `m:<message id>` →
+    askId (a typed reply finds its ask). A press is taken only for an ask found here, from
+    the message it was sent as: a control copied from another chat changes nothing."""
+    return f"{PREFIX}:{channel}:chat:{destination}:asks"
+
+
+ASK_MESSAGES_TTL = 2 * 24 * 3600
+"""Seconds a destination's ask messages are remembered after the last one was sent or edited
+(an ask is kept a day after it ends)."""
+
+
 def channel_ended(channel: str) -> str:
     """Set of "<destination> <thread> <displayKey>": follows ended from outside the
     adapter (`progresscast pairing revoke`), whose drafts the adapter's lanes delete."""

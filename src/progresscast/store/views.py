@@ -101,7 +101,7 @@ def view_of(owner: Owner, replies: list[Any]) -> View:
         previous=previous,
         started_at=int(run["startedAt"]) / 1000 if str(run.get("startedAt", "")).isdigit() else None,
         asks=asks_of(asks) if asks else (),
-        stop=StopMark.from_stored(run.get("stop")) if state is RunState.active else None,
+        stop=StopMark.from_stored(run.get("stop")),
         stoppable=state is RunState.active and run.get("stoppable") == "1",
     )
 

@@ -29,9 +29,13 @@ from ..config.telegram import TelegramSettings, TelegramWebhookSettings
 from ..failure_log import FailureLog
 from .commands import COMMANDS, TelegramCommands, thread_of
 from .options import AdapterOptions
+from .presses import TelegramPresses
 from .request import FencedRequest
 from .webhook import UpdateInbox
 from .worker import telegram_worker
+
+UPDATES = [Update.MESSAGE, Update.CALLBACK_QUERY]
+"""What the bot asks Telegram for: messages (commands, typed answers) and presses."""
 
 log = logging.getLogger("progresscast.telegram")
 
@@ -96,7 +100,7 @@ async def _set_webhook(
     """setWebhook, retried while the network is down; a URL Telegram refuses stops the adapter."""
 
     async def attempt() -> None:
-        await app.bot.set_webhook(webhook.url, secret_token=webhook.secretToken, allowed_updates=[Update.MESSAGE])
+        await app.bot.set_webhook(webhook.url, secret_token=webhook.secretToken, allowed_updates=UPDATES)
 
     try:
         await _while_unreachable(backoff, " to set the webhook", attempt)
@@ -146,6 +150,7 @@ async def run_adapter(settings: Settings, redis: Redis, *, options: AdapterOptio
     await _initialize(app, options.backoff, settings.env_name(token_setting), token_setting)
     worker = telegram_worker(settings, redis, app.bot, options=options)
     TelegramCommands(worker).register(app)
+    TelegramPresses(worker, app.bot).register(app)
     app.add_handler(MessageHandler(filters.ALL, _heard(worker)), group=-2)
     app.add_error_handler(_log_error)
     started = polling = False
@@ -164,7 +169,7 @@ async def run_adapter(settings: Settings, redis: Redis, *, options: AdapterOptio
         else:
             # start_polling deletes a webhook left set: getUpdates is refused while there is one.
             await app.updater.start_polling(  # type: ignore[union-attr]
-                timeout=options.poll_timeout, allowed_updates=[Update.MESSAGE], drop_pending_updates=False
+                timeout=options.poll_timeout, allowed_updates=UPDATES, drop_pending_updates=False
             )
             polling = True
             log.info("Telegram adapter running as @%s", app.bot.username)

@@ -14,7 +14,7 @@ from __future__ import annotations
 import logging
 import time
 
-from telegram import Message, Update
+from telegram import Bot, Message, Update
 from telegram.error import TelegramError
 from telegram.ext import Application, ContextTypes, MessageHandler, filters
 
@@ -45,6 +45,16 @@ ADMIN_TTL = 60.0
 """Seconds an administrator check is trusted (a demoted admin keeps the right this long)."""
 ADMINS = frozenset({"creator", "administrator"})
 GROUPS = frozenset({"group", "supergroup"})
+
+
+async def is_admin(bot: Bot, chat_id: int, user_id: int) -> bool:
+    """Whether the user is one of the chat's administrators (`getChatMember`)."""
+    try:
+        member = await bot.get_chat_member(chat_id, user_id)
+    except TelegramError as exc:
+        log.warning("chat %s: cannot tell whether %s is an administrator (%s)", chat_id, user_id, exc)
+        return False
+    return member.status in ADMINS
 
 
 def thread_of(message: Message) -> int:
@@ -106,13 +116,7 @@ class TelegramCommands:
             return True  # an anonymous administrator writes as the group itself
         if message.from_user is None:
             return False
-        try:
-            member = await message.get_bot().get_chat_member(message.chat_id, message.from_user.id)
-        except TelegramError as exc:
-            log.warning("chat %s: cannot tell whether %s is an administrator (%s)", message.chat_id,
-                        message.from_user.id, exc)
-            return False
-        return member.status in ADMINS
+        return await is_admin(message.get_bot(), message.chat_id, message.from_user.id)
 
     async def _command(self, update: Update, context: ContextTypes.DEFAULT_TYPE) -> None:
         message = update.effective_message
@@ -126,4 +130,4 @@ class TelegramCommands:
             self.worker.say(inv.destination, inv.thread, reply.text, urgent=reply.urgent)
 
 
-__all__ = ["COMMANDS", "SURFACE", "TelegramCommands", "thread_of"]
+__all__ = ["ADMIN_TTL", "COMMANDS", "GROUPS", "SURFACE", "TelegramCommands", "is_admin", "thread_of"]

@@ -10,10 +10,12 @@ from __future__ import annotations
 
 import asyncio
 import re
+import time
 from collections.abc import Callable
-from dataclasses import replace
+from dataclasses import dataclass, replace
 from typing import Any
 
+from ..timescale import time_scale
 from . import telegram_html as html
 from ._html_lexer import TelegramHTMLError
 from ._params import int_param, require_chat_id, text_param
@@ -79,8 +81,11 @@ class FakeTelegram:
                 "deleteMessages",
                 "sendRichMessage",
                 "getChatMember",
+                "answerCallbackQuery",
             )
         }
+        self.callbacks: dict[str, CallbackQuery] = {}
+        """Every press, by query id: what it answered (`answerCallbackQuery`), if it did."""
 
     def lookup(self, method: str) -> tuple[str, Handler] | None:
         """(canonical name, handler) of a method, matched case-insensitively like Telegram does."""
@@ -356,6 +361,7 @@ class FakeTelegram:
         user_id: int | None,
         first_name: str,
         username: str | None,
+        reply_to: int | None = None,
     ) -> dict[str, Any]:
         chat = self.chat(chat_id, chat_type)
         if chat.bot_status == "blocked":
@@ -376,9 +382,66 @@ class FakeTelegram:
             entities=entities,
             message_thread_id=message_thread_id,
             user_id=sender_id,
+            reply_to=reply_to if reply_to is not None and reply_to in chat.messages else None,
         )
         chat.messages[msg.message_id] = msg
         return self.updates.push({"message": message_to_api(msg, chat, sender)})
+
+    def press(
+        self, chat_id: int, message_id: int, data: str, *, user_id: int, first_name: str, username: str | None,
+        forged: bool = False,
+    ) -> dict[str, Any]:
+        """A user presses the button whose `callback_data` is `data` on a bot message;
+        `forged`: data the message does not carry (a modified client, a replay)."""
+        chat = self.chats.get(chat_id)
+        msg = chat.messages.get(message_id) if chat else None
+        if chat is None or msg is None:
+            raise KeyError(f"chat {chat_id} shows no message {message_id}")
+        buttons = [b for row in (msg.reply_markup or {}).get("inline_keyboard", []) for b in row]
+        if not forged and data not in [b.get("callback_data") for b in buttons]:
+            raise KeyError(f"message {message_id} has no button {data!r}; it has {[b.get('text') for b in buttons]}")
+        query_id = str(len(self.callbacks) + 1) + "0" * 6
+        self.callbacks[query_id] = CallbackQuery(query_id, chat_id, message_id, data, user_id, time.monotonic())
+        sender: dict[str, Any] = {"id": user_id, "is_bot": False, "first_name": first_name}
+        if username:
+            sender["username"] = username
+        return self.updates.push({"callback_query": {
+            "id": query_id, "from": sender, "message": message_to_api(msg, chat, self.bot_user),
+            "chat_instance": str(-chat_id), "data": data,
+        }})
+
+    def answerCallbackQuery(self, p: dict[str, Any]) -> bool:
+        query = self.callbacks.get(str(p.get("callback_query_id", "")))
+        if query is None or query.answered:
+            raise ApiError(400, "Bad Request: query is too old and response timeout expired or query ID is invalid")
+        if time.monotonic() - query.at > CALLBACK_DEADLINE / time_scale():
+            query.late = True
+            raise ApiError(400, "Bad Request: query is too old and response timeout expired or query ID is invalid")
+        text = p.get("text")
+        if text is not None and len(str(text)) > 200:
+            raise ApiError(400, "Bad Request: MESSAGE_TOO_LONG")
+        query.answered, query.text = True, None if text is None else str(text)
+        return True
+
+
+@dataclass
+class CallbackQuery:
+    """A press of an inline button, and how the bot answered it."""
+
+    id: str
+    chat_id: int
+    message_id: int
+    data: str
+    user_id: int
+    at: float
+    answered: bool = False
+    text: str | None = None
+    late: bool = False
+    """Answered after Telegram's deadline (refused, as Telegram does)."""
+
+
+CALLBACK_DEADLINE = 15.0
+"""Seconds Telegram waits for `answerCallbackQuery` before the button stops spinning."""
 
 
 def _reply_to(p: dict[str, Any], chat: ChatState) -> int | None:
@@ -404,9 +467,29 @@ def _thread(p: dict[str, Any]) -> int | None:
 
 
 def _markup(p: dict[str, Any]) -> Any:
-    """The inline keyboard a message keeps; an edit without one removes it, as on Telegram."""
+    """The inline keyboard a message keeps; an edit without one removes it, as on Telegram.
+    Each button's `callback_data` is 1–64 bytes, its text non-empty."""
     markup = p.get("reply_markup")
+    if isinstance(markup, str):  # sent form-encoded: JSON text
+        import json
+
+        try:
+            markup = json.loads(markup)
+        except ValueError:
+            raise ApiError(400, "Bad Request: can't parse reply keyboard markup JSON object") from None
     if isinstance(markup, dict) and markup.get("inline_keyboard"):
+        rows = markup["inline_keyboard"]
+        if not isinstance(rows, list) or not all(isinstance(r, list) for r in rows):
+            raise ApiError(
+                400, "Bad Request: can't parse inline keyboard button: InlineKeyboardButton must be an Object"
+            )
+        for row in rows:
+            for button in row:
+                if not isinstance(button, dict) or not str(button.get("text", "")).strip():
+                    raise ApiError(400, "Bad Request: text buttons are unallowed in the inline keyboard")
+                data = button.get("callback_data")
+                if data is not None and not (isinstance(data, str) and 1 <= len(data.encode()) <= 64):
+                    raise ApiError(400, "Bad Request: BUTTON_DATA_INVALID")
         return markup
     return None
 

@@ -53,7 +53,7 @@ from ._loopback import LoopbackServer
 from ._pacing import BOT_PACE, GROUP_PACE, PRIVATE_PACE, Pace, Pacer
 from ._params import chat_id_of, read_params
 from ._state import ApiError, Call, ChatState, not_found, refusal
-from ._telegram import PACED, FakeTelegram, Handler
+from ._telegram import PACED, CallbackQuery, FakeTelegram, Handler
 from ._webhook import Delivery, Webhook, WebhookSender
 
 log = logging.getLogger(__name__)
@@ -276,9 +276,10 @@ class BotAPIEmulator(LoopbackServer):
         first_name: str = "Tester",
         username: str | None = None,
         token: str | None = None,
+        reply_to: int | None = None,
     ) -> dict[str, Any]:
-        """A user writes ``text`` in a chat; returns the Update that getUpdates (or the
-        webhook) will deliver.
+        """A user writes ``text`` in a chat (`reply_to`: as a reply to that message); returns
+        the Update that getUpdates (or the webhook) will deliver.
 
         ``chat_type`` defaults from the id (positive: private; below -10^12: supergroup; else
         group); ``user_id`` defaults to the chat id in a private chat. ``/commands`` get
@@ -286,10 +287,39 @@ class BotAPIEmulator(LoopbackServer):
         """
         update = self.bot(token).user_message(
             chat_id, text, chat_type=chat_type, message_thread_id=message_thread_id, user_id=user_id,
-            first_name=first_name, username=username,
+            first_name=first_name, username=username, reply_to=reply_to,
         )
         self._notify()
         return update
+
+    def press(
+        self, chat_id: int, message_id: int, button: str | int, *, user_id: int | None = None,
+        first_name: str = "Tester", username: str | None = None, token: str | None = None, forged: bool = False,
+    ) -> str:
+        """A user presses a button of a bot message: `button` is its text, its place (0 =
+        the first), or its `callback_data`. Returns the callback query's id (its answer:
+        `callback(id)`). `forged`: `button` is callback data the message does not carry, as
+        a modified client or a replay would send."""
+        telegram = self.bot(token)
+        chat = telegram.chat(chat_id)
+        msg = chat.messages.get(message_id)
+        buttons = [b for row in ((msg.reply_markup or {}).get("inline_keyboard", []) if msg else []) for b in row]
+        if isinstance(button, int):
+            if not 0 <= button < len(buttons):
+                raise KeyError(f"message {message_id} has {len(buttons)} buttons, not a button {button}")
+            data = buttons[button].get("callback_data")
+        else:
+            data = next((b.get("callback_data") for b in buttons if b.get("text") == button), button)
+        sender = user_id if user_id is not None else (chat_id if chat.type == "private" else 424242)
+        update = telegram.press(
+            chat_id, message_id, str(data), user_id=sender, first_name=first_name, username=username, forged=forged
+        )
+        self._notify()
+        return str(update["callback_query"]["id"])
+
+    def callback(self, query_id: str, *, token: str | None = None) -> CallbackQuery:
+        """A press and how the bot answered it (`answered`, `text`)."""
+        return self.bot(token).callbacks[query_id]
 
     def delete_by_user(self, chat_id: int, message_id: int, *, token: str | None = None) -> None:
         """A user deletes a message: later edits answer "message to edit not found"."""
