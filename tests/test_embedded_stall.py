@@ -146,6 +146,17 @@ async def history(serve: Serve) -> dict[int, set[str]]:
 
 def assert_kept(acked: dict[str, int], kept: dict[int, set[str]]) -> None:
     assert len(set(acked.values())) == len(acked), "two acknowledged writes were given one revision"
+    by_writer: dict[str, list[tuple[int, int]]] = {}
+    for marker, revision in acked.items():
+        if marker.startswith("w-"):
+            writer, i = marker.rsplit("-", 1)
+            by_writer.setdefault(writer, []).append((int(i), revision))
+    for writes in by_writer.values():
+        revisions = [revision for _, revision in sorted(writes)]
+        assert revisions == sorted(revisions), f"a writer's revisions went back: {revisions}"
+    # The history keeps the newest 200 revisions: the tests write fewer (a write that was
+    # refused as the server stalled may still land when it resumes, with the next one).
+    assert min(kept) == 1, f"more revisions than the history keeps: {min(kept)}..{max(kept)}"
     missing = {m: r for m, r in acked.items() if m not in kept.get(r, set())}
     assert not missing, f"acknowledged but not in the store as acknowledged: {missing}"
 
@@ -170,7 +181,7 @@ async def test_a_frozen_embedded_redis_is_waited_for_not_replaced(start) -> None
         cli_marker = f"cli-{writers.tag}"
         cli_rev = await cli_revision(cli, cli_marker)
         await serve.line_matching(r"embedded Redis under .* is not answering, but its process lives", timeout=5)
-        await writers.until(120)
+        await writers.until(100)
     finally:
         await writers.stop()
         census.stop()
@@ -185,7 +196,7 @@ async def test_a_killed_embedded_redis_is_started_again_once(start) -> None:  # 
     census = Census(start.home)
     writers = Writers(serve.base)
     try:
-        await writers.until(50)
+        await writers.until(40)
         await writers.stop()
         # A crash may lose the last second: kill once the last write is in the file.
         last = max(writers.acked, key=writers.acked.__getitem__)
@@ -197,12 +208,13 @@ async def test_a_killed_embedded_redis_is_started_again_once(start) -> None:  # 
         os.kill(pid, signal.SIGKILL)
         cli_marker = f"cli-{writers.tag}"
         cli_rev = await cli_revision(await cli_put(start.home), cli_marker)
-        await writers.until(50)
+        await writers.until(40)
     finally:
         await writers.stop()
         census.stop()
     again = the_server(start.home)
-    assert again != pid and census.most == 1 and census.seen == {pid, again}, (census.most, census.seen)
+    # (`seen` may also hold the new server's first process, before it daemonized.)
+    assert again != pid and census.most == 1 and {pid, again} <= census.seen, (census.most, census.seen)
     acked = {**before, **writers.acked, cli_marker: cli_rev}
     assert min(writers.acked.values()) > max(before.values()) and cli_rev > max(before.values())
     assert_kept(acked, await history(serve))

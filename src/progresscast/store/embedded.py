@@ -290,9 +290,9 @@ def ensure_embedded(home: Path | None = None) -> str:
     _make_home(home)
     sock = socket_path(home, create=True)
     url = f"unix://{sock}"
+    deadline = time.monotonic() + WAIT_SECONDS
     if _alive(sock) and _ours(sock, home):
         return url
-    deadline = time.monotonic() + WAIT_SECONDS
     while True:
         # Under the start lock a server is either started (its lock held by its process)
         # or not; the lock is let go between looks, so others may look too.
@@ -309,10 +309,10 @@ def ensure_embedded(home: Path | None = None) -> str:
                 if lock is not None:
                     _wait_answering(home, sock, time.monotonic() + WAIT_SECONDS)
                     return url
-        if time.monotonic() > deadline:
+        if time.monotonic() + 2 * PROBE_SECONDS > deadline:  # no look past the deadline
             pid = _pid_lives(home)
             raise EmbeddedRedisError(
-                f"the embedded Redis of {home}{f' (pid {pid})' if pid else ''} has not answered for "
+                f"the embedded Redis of {home}{f' (pid {pid})' if pid else ''} did not answer within "
                 f"{WAIT_SECONDS:g} s, but its process lives (stopped, or loading its append-only file): it is "
                 "waited for, never replaced by a second server on the same data; try again"
             )
