@@ -2,6 +2,7 @@
 always answered), the message edited to the outcome, typed answers, Stop with its
 confirmation — and the presses that must change nothing. Real python-telegram-bot against
 the Bot API emulator, a real Redis."""
+# ruff: noqa: F811 — the fixtures are the adapter tests', imported; pytest passes them by name
 
 from __future__ import annotations
 
