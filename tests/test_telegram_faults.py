@@ -485,3 +485,23 @@ async def test_a_reply_whose_send_timed_out_is_never_overwritten_by_a_drafts_pro
         [reply, _draft] = api.chat(chat).visible()
         assert reply.edits == 0  # looked for with an identical edit: never changed
         assert most_live_drafts(api, chat) == 1
+
+
+async def test_a_bot_api_away_mid_run_is_one_log_line_per_interval_not_a_traceback_per_poll(
+    api: BotAPIEmulator, redis: Redis, caplog: pytest.LogCaptureFixture
+) -> None:
+    caplog.set_level("WARNING")
+    async with Adapter(api, redis):
+        api.fail_next("getUpdates", status=502, times=3)
+        api.send_user_message(4001, "hello")  # ends the poll under way: the next three fail
+
+        def failed() -> int:
+            return sum(c.method == "getUpdates" and c.status == 502 for c in api.calls)
+
+        await api.wait_for(lambda: failed() == 3, 30)
+        last = max(i for i, c in enumerate(api.calls) if c.method == "getUpdates" and c.status == 502)
+        await api.wait_for(lambda: any(c.method == "getUpdates" for c in api.calls[last + 1:]), 10)  # polling again
+    said = [r for r in caplog.records if "poll" in r.getMessage().lower()]
+    assert len(said) == 1 and not said[0].exc_info, [r.getMessage() for r in said]
+    assert "Bad Gateway" in said[0].getMessage() and "\n" not in said[0].getMessage()
+    assert not [r for r in caplog.records if r.exc_info], [r.getMessage() for r in caplog.records]

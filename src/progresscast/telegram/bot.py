@@ -18,7 +18,7 @@ from typing import Any
 
 from redis.asyncio import Redis
 from telegram import BotCommand, Update
-from telegram.error import BadRequest, InvalidToken, NetworkError
+from telegram.error import BadRequest, InvalidToken, NetworkError, TelegramError
 from telegram.ext import Application, ApplicationBuilder, ContextTypes, MessageHandler, filters
 
 from ..backoff import Backoff, retrying
@@ -169,7 +169,8 @@ async def run_adapter(settings: Settings, redis: Redis, *, options: AdapterOptio
         else:
             # start_polling deletes a webhook left set: getUpdates is refused while there is one.
             await app.updater.start_polling(  # type: ignore[union-attr]
-                timeout=options.poll_timeout, allowed_updates=UPDATES, drop_pending_updates=False
+                timeout=options.poll_timeout, allowed_updates=UPDATES, drop_pending_updates=False,
+                error_callback=_polling_failed,
             )
             polling = True
             log.info("Telegram adapter running as @%s", app.bot.username)
@@ -201,6 +202,16 @@ def _heard(worker: ChannelWorker) -> Callable[[Update, ContextTypes.DEFAULT_TYPE
 
 
 _FAILURES = FailureLog(log)
+
+
+def _polling_failed(error: TelegramError) -> None:
+    # python-telegram-bot retries getUpdates itself every second or two and would log
+    # each failure with its chained traceback: one line per kind and minute instead, as
+    # at start ("cannot reach the Bot API").
+    _FAILURES.warning(
+        f"polling failed: {type(error).__name__}", "cannot reach the Bot API to poll for updates (%s: %s); retrying",
+        type(error).__name__, error,
+    )
 
 
 async def _log_error(update: object, context: ContextTypes.DEFAULT_TYPE) -> None:
