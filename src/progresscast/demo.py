@@ -45,8 +45,8 @@ from .config.telegram import ChatSettings, TelegramSettings
 from .gateway.auth import READ, WRITE, check_token_strength
 from .gateway.server import address, bind, run_gateway
 from .model.owners import Owner
-from .store.connections import connect
 from .stopping import stop_on_sigterm
+from .store.connections import connect
 from .store.embedded import ensure_embedded, stop_embedded
 from .testing import BotAPIEmulator
 from .testing.console import ChatConsole
