@@ -277,3 +277,42 @@ def test_the_server_is_asked_only_for_one_event_hooks_whatever_the_options_hold(
     assert with_value == set(client.GLOBAL_OPTIONS) | set(client.HOOK_OPTIONS)
     harness = next(a for a in hook_parser._actions if a.dest == "harness")
     assert tuple(harness.choices) == client.HARNESSES
+
+
+def test_a_call_that_waits_for_an_answer_from_chat_runs_in_its_own_process(
+    hook_servers: HookServers, redis_url: str, tmp_path: Path
+) -> None:
+    """A permission request may wait up to `--wait` for a person: the server, which takes
+    one call at a time, is left free for the other calls meanwhile."""
+    import asyncio
+    from concurrent.futures import ThreadPoolExecutor
+
+    from progresscast.model.asks import Actor
+    from progresscast.store.cards import CardStore
+    from progresscast.store.connections import connect
+
+    warm(hook_servers, tmp_path, redis_url)
+    event = fx.claude("PermissionRequest", tool_name="Bash", tool_input={"command": "make deploy"})
+    owner = Owner("main", fx.CLAUDE_SESSION)
+
+    async def answer_when_asked() -> None:
+        store = CardStore(connect(redis_url))
+        try:
+            deadline = time.monotonic() + 20
+            while not (asks := (await store.asks.all(owner))[0]):
+                assert time.monotonic() < deadline
+                await asyncio.sleep(0.02)
+            # Meanwhile another call is served at once.
+            other = hook(tmp_path, "claude-code", fx.claude("Notification", message="x"), "--redis", redis_url)
+            assert other.served and other.elapsed < 5
+            await store.asks.answer(owner, asks[0].ask_id, Actor("telegram", "42", "7", "Ana"), options=["Allow"])
+        finally:
+            await store.redis.aclose()
+
+    (tmp_path / "asking").mkdir()
+    with ThreadPoolExecutor(1) as pool:
+        asking = pool.submit(hook, tmp_path / "asking", "claude-code", event, "--redis", redis_url)
+        asyncio.run(answer_when_asked())
+        call = asking.result(timeout=30)
+    assert not call.served and call.status == 0, call.err
+    assert json.loads(call.out)["hookSpecificOutput"]["decision"] == {"behavior": "allow"}

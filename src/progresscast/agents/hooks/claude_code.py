@@ -11,6 +11,24 @@ adds `tool_name`, `tool_input` and `tool_response`.
 - `PostToolUse` of the Task tools (`TaskCreate` `{subject, description, activeForm?}`
   answering `{task: {id}}`, `TaskUpdate` `{taskId, status?, subject?, activeForm?}`)
   updates the session's task list kept in Redis and writes the whole list as the card.
+
+Answering from chat (docs/agents.md): runs start stoppable, so chats offer Stop.
+
+- `PermissionRequest` (`tool_name`, `tool_input`) becomes an approval ask naming the
+  tool and its input; the answer is the hook's decision,
+  `{"hookSpecificOutput": {"hookEventName": "PermissionRequest", "decision":
+  {"behavior": "allow"|"deny", "message"?}}}` (a Stop pressed meanwhile: deny with
+  `interrupt: true`).
+- `PreToolUse` of `AskUserQuestion` (`tool_input.questions[{question, header,
+  options[{label, description}], multiSelect}]`) becomes one choice ask per question,
+  answered as `permissionDecision: "allow"` with `updatedInput` the tool's input plus
+  `answers {question: label}` (several labels joined by ", ", as Claude Code's own
+  answers are).
+- `PreToolUse` of any tool once Stop was pressed on the run: `{"continue": false,
+  "stopReason": "Stopped from Telegram by Ana"}`.
+
+No answer within `--wait` seconds: nothing is printed (the terminal's prompt decides)
+and the asks are withdrawn.
 """
 
 from __future__ import annotations
@@ -35,27 +53,33 @@ def _headline(items: Any) -> str:
     return ""
 
 
-_EVENTS = ("UserPromptSubmit", "Stop", "SessionEnd")
+_EVENTS = ("UserPromptSubmit", "Stop", "SessionEnd", "PermissionRequest", "PreToolUse")
 _TOOLS = ("TodoWrite", "TaskCreate", "TaskUpdate")
 READS = ("session_id", "prompt_id", "tool_input", "tool_response")
 """What the hook reads of an event: a lone surrogate in it refuses the event, naming the field."""
 
 
-async def handle(ctx: HookContext, event: dict[str, Any]) -> None:
+async def handle(ctx: HookContext, event: dict[str, Any]) -> dict[str, Any] | None:
+    """Apply one event; what the hook prints for Claude Code (None: nothing)."""
     name = event.get("hook_event_name")
     if name not in _EVENTS and not (name == "PostToolUse" and event.get("tool_name") in _TOOLS):
-        return  # not an event this hook shows (Claude Code sends it every hook event configured)
+        return None  # not an event this hook shows (Claude Code sends it every hook event configured)
     reject_lone_surrogates({field: event[field] for field in READS if field in event})
     owner = ctx.owner(event.get("session_id"))
     if name == "UserPromptSubmit":
         prompt_id = event.get("prompt_id")
-        await ctx.start_run(owner, prompt_id if isinstance(prompt_id, str) and prompt_id else None)
+        await ctx.start_run(owner, prompt_id if isinstance(prompt_id, str) and prompt_id else None, stoppable=True)
     elif name == "Stop":
         await ctx.end_active_run(owner, RunState.completed)
     elif name == "SessionEnd":
         await ctx.end_active_run(owner, RunState.canceled)
     elif name == "PostToolUse":
         await _tool_used(ctx, owner, event)
+    elif name in ("PermissionRequest", "PreToolUse"):
+        from .claude_asks import answer_in_chat
+
+        return await answer_in_chat(ctx, owner, event)
+    return None
 
 
 async def _tool_used(ctx: HookContext, owner: Any, event: dict[str, Any]) -> None:

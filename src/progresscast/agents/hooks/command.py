@@ -11,6 +11,21 @@ from typing import Any
 from ...arguments import example, parse, program
 from .client import HARNESSES, HOOK_OPTIONS
 
+DEFAULT_WAIT = 50
+"""Seconds a hook waits for an answer from chat: under Claude Code's default hook
+timeout (60 s), so the terminal's own prompt still comes when nobody answers."""
+MAX_WAIT = 24 * 3600
+
+
+def _wait_seconds(raw: str) -> int:
+    try:
+        value = int(raw)
+    except ValueError:
+        value = 0
+    if not 1 <= value <= MAX_WAIT:
+        raise argparse.ArgumentTypeError(f"must be a whole number of seconds from 1 to {MAX_WAIT}, not {raw!r}")
+    return value
+
 
 def add_hook(commands: Any, common: argparse.ArgumentParser) -> None:
     hook = commands.add_parser(
@@ -18,14 +33,20 @@ def add_hook(commands: Any, common: argparse.ArgumentParser) -> None:
         help="an agent's hook: its event JSON on stdin (never fails the agent)",
         description="Run as an agent's hook (Claude Code, Codex, Gemini CLI): read one event's JSON on stdin and "
         "update the session's card; it never fails the agent.",
-        usage=f"progresscast hook {'|'.join(HARNESSES)} [--session KEY] [--agent ID] [-- codex exec --json …]",
+        usage=f"progresscast hook {'|'.join(HARNESSES)} [--session KEY] [--agent ID] [--wait SECONDS] "
+        "[-- codex exec --json …]",
         parents=[common],
         epilog=example("progresscast hook claude-code < event.json"),
     )
-    session, agent = HOOK_OPTIONS  # the warm hook server's client skips their values too
+    session, agent, wait = HOOK_OPTIONS  # the warm hook server's client skips their values too
     hook.add_argument("harness", choices=HARNESSES, help="whose events these are")
     hook.add_argument(session, metavar="KEY", help="session key (default: the agent's own session id)")
     hook.add_argument(agent, metavar="ID", help="agent id (default: the configured default agent)")
+    hook.add_argument(
+        wait, metavar="SECONDS", type=_wait_seconds, default=DEFAULT_WAIT,
+        help=f"how long a permission request or question waits for an answer from chat (default {DEFAULT_WAIT}; "
+        "keep it under the hook's timeout in the agent's settings)",
+    )
 
 
 def hook_parser() -> argparse.ArgumentParser:

@@ -29,6 +29,7 @@ from ...model.view import RunState
 from ...store.cards import CardStore
 from ...store.connections import choose_url, connect_quick
 from ..harness_plan import HarnessPlan
+from .command import DEFAULT_WAIT
 
 
 @dataclass(frozen=True)
@@ -118,9 +119,15 @@ class HookContext:
         if headline is not None:
             await self.store.update_activity(owner, headline=headline)
 
-    async def start_run(self, owner: Owner, run_id: str | None = None) -> str:
+    @property
+    def wait(self) -> float:
+        """Seconds a hook that asks in chat waits for the answer (`--wait`)."""
+        return float(getattr(self.args, "wait", None) or DEFAULT_WAIT)
+
+    async def start_run(self, owner: Owner, run_id: str | None = None, *, stoppable: bool = False) -> str:
+        """`stoppable`: this hook acts on a Stop pressed in chat, so chats offer one."""
         run_id = run_id or uuid.uuid4().hex
-        await self.store.start_run(owner, run_id)
+        await self.store.start_run(owner, run_id, stoppable=stoppable)
         return run_id
 
     async def end_active_run(self, owner: Owner, state: RunState) -> bool:

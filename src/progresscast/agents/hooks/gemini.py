@@ -27,10 +27,10 @@ READS = ("session_id", "prompt_response", "tool_input")
 """What the hook reads of an event: a lone surrogate in it refuses the event, naming the field."""
 
 
-async def handle(ctx: HookContext, event: dict[str, Any]) -> None:
+async def handle(ctx: HookContext, event: dict[str, Any]) -> dict[str, Any] | None:
     name = event.get("hook_event_name")
     if name not in _EVENTS and not (name == "AfterTool" and event.get("tool_name") == "write_todos"):
-        return  # not an event this hook shows
+        return None  # not an event this hook shows
     reject_lone_surrogates({field: event[field] for field in READS if field in event})
     owner = ctx.owner(event.get("session_id"))
     if name == "BeforeAgent":
@@ -46,3 +46,4 @@ async def handle(ctx: HookContext, event: dict[str, Any]) -> None:
         tool_input = event.get("tool_input")
         todos = tool_input.get("todos") if isinstance(tool_input, dict) else None
         await ctx.write_plan(owner, map_plan(todos, GEMINI_TODO, field="tool_input.todos"))
+    return None

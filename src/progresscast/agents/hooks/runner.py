@@ -28,24 +28,27 @@ def _event(ctx: HookContext) -> dict[str, Any] | None:
     return event
 
 
-async def _one_event(ctx: HookContext) -> None:
+async def _one_event(ctx: HookContext) -> dict[str, Any] | None:
+    """Apply one event: what the hook prints for its agent (None: nothing)."""
     event = _event(ctx)
     if event is None:
-        return
+        return None
     if ctx.harness == "claude-code":
         from .claude_code import handle
     else:
         from .gemini import handle
-    await handle(ctx, event)
+    return await handle(ctx, event)
 
 
-async def _run(ctx: HookContext, wrapped: list[str]) -> int:
+async def _run(ctx: HookContext, wrapped: list[str], said: list[dict[str, Any]]) -> int:
     try:
         if ctx.harness == "codex":
             from . import codex
 
             return await codex.run(ctx, wrapped)
-        await _one_event(ctx)
+        output = await _one_event(ctx)
+        if output is not None:
+            said.append(output)
         return 0
     finally:
         await ctx.close()
@@ -59,14 +62,17 @@ def run_hook(args: argparse.Namespace) -> int:
         ctx.warn(f"only the codex hook runs a command; ignoring {' '.join(wrapped)}")
         wrapped = []
     status = 0
+    said: list[dict[str, Any]] = []  # the hook's one JSON answer to its agent, if any
     try:
-        status = asyncio.run(_run(ctx, wrapped))
+        status = asyncio.run(_run(ctx, wrapped, said))
     except KeyboardInterrupt:
         status = 130 if wrapped else 0
     except Exception as exc:  # whatever went wrong, the agent carries on
         ctx.warn(_why(exc))
     finally:
-        if args.harness == "gemini":
+        if said:
+            print(json.dumps(said[0], ensure_ascii=False), flush=True)
+        elif args.harness == "gemini":
             print("{}", flush=True)
     return status
 

@@ -1,0 +1,200 @@
+"""Hooks that ask in chat and wait: Claude Code's `PermissionRequest`, `AskUserQuestion`
+and Stop through `PreToolUse`, with Claude Code's own event and answer formats.
+
+Each hook is a real `progresscast hook …` process on a real Redis; the test answers the
+way a chat press does (`store.asks.answer`, the same write path) and reads what the hook
+printed for its agent.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import sys
+import time
+from collections.abc import AsyncIterator, Awaitable, Callable
+from typing import Any
+
+import pytest
+
+import agent_fixtures as fx
+from progresscast.model.asks import Actor, Ask, AskKind, AskState
+from progresscast.model.owners import Owner
+from progresscast.store.cards import CardStore
+
+OWNER = Owner("main", fx.CLAUDE_SESSION)
+ANA = Actor("telegram", "42", "7", "Ana")
+BASH = fx.claude(
+    "PermissionRequest", tool_name="Bash",
+    tool_input={"command": "rm -rf build", "description": "Remove the build folder"},
+    permission_suggestions=[{"type": "addRules", "rules": [{"toolName": "Bash"}], "behavior": "allow"}],
+)
+QUESTIONS = {
+    "questions": [
+        {
+            "question": "Which database should the shop use?", "header": "Database", "multiSelect": False,
+            "options": [
+                {"label": "PostgreSQL", "description": "Relational, runs as a server"},
+                {"label": "SQLite", "description": "One file, no server"},
+            ],
+        },
+        {
+            "question": "Which checks should run before a deploy?", "header": "Checks", "multiSelect": True,
+            "options": [
+                {"label": "Tests", "description": "The whole suite"},
+                {"label": "Lint", "description": "ruff and mypy"},
+                {"label": "Smoke", "description": "A request to the staging site"},
+            ],
+        },
+    ]
+}
+ASK_USER = fx.claude("PreToolUse", tool_name="AskUserQuestion", tool_input=QUESTIONS, tool_use_id="toolu_01")
+
+
+class Running:
+    def __init__(self, proc: asyncio.subprocess.Process) -> None:
+        self.proc = proc
+
+    async def done(self, timeout: float = 30) -> tuple[int, str, str]:
+        out, err = await asyncio.wait_for(self.proc.communicate(), timeout)
+        assert self.proc.returncode is not None
+        return self.proc.returncode, out.decode(), err.decode()
+
+    async def printed(self) -> Any:
+        status, out, err = await self.done()
+        assert status == 0 and err == "", err
+        return json.loads(out)
+
+
+Start = Callable[..., Awaitable[Running]]
+
+
+@pytest.fixture
+async def hook(redis_url: str) -> AsyncIterator[Start]:
+    started: list[asyncio.subprocess.Process] = []
+
+    async def start(harness: str, event: dict[str, Any], *args: str) -> Running:
+        proc = await asyncio.create_subprocess_exec(
+            sys.executable, "-m", "progresscast.cli", "hook", harness, "--redis", redis_url, *args,
+            stdin=asyncio.subprocess.PIPE, stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE,
+            env={k: v for k, v in os.environ.items() if k != "PROGRESSCAST_CONFIG"},
+        )
+        assert proc.stdin is not None
+        proc.stdin.write(json.dumps(event).encode())
+        proc.stdin.close()
+        started.append(proc)
+        return Running(proc)
+
+    yield start
+    for proc in started:
+        if proc.returncode is None:
+            proc.kill()
+            await proc.wait()
+
+
+async def open_asks(store: CardStore, count: int = 1, timeout: float = 20) -> list[Ask]:
+    deadline = time.monotonic() + timeout
+    while len(found := [a for a in (await store.asks.all(OWNER))[0] if a.state is AskState.open]) < count:
+        assert time.monotonic() < deadline, f"the hook opened {len(found)} asks, not {count}"
+        await asyncio.sleep(0.02)
+    return found
+
+
+async def test_a_permission_request_answered_allow(hook: Start, store: CardStore) -> None:
+    running = await hook("claude-code", BASH)
+    [ask] = await open_asks(store)
+    assert ask.kind is AskKind.approval and ask.options == ("Allow", "Deny") and ask.source == "claude-code"
+    assert ask.prompt == "Bash: rm -rf build" and ask.detail == "Remove the build folder"
+    await store.asks.answer(OWNER, ask.ask_id, ANA, options=["Allow"])
+    assert await running.printed() == {
+        "hookSpecificOutput": {"hookEventName": "PermissionRequest", "decision": {"behavior": "allow"}}
+    }
+
+
+async def test_a_permission_request_answered_deny_says_who(hook: Start, store: CardStore) -> None:
+    running = await hook("claude-code", BASH)
+    [ask] = await open_asks(store)
+    await store.asks.answer(OWNER, ask.ask_id, ANA, options=["Deny"])
+    assert await running.printed() == {
+        "hookSpecificOutput": {
+            "hookEventName": "PermissionRequest",
+            "decision": {"behavior": "deny", "message": "Denied from Telegram by Ana"},
+        }
+    }
+
+
+async def test_no_answer_within_wait_prints_nothing_and_withdraws(hook: Start, store: CardStore) -> None:
+    started = time.monotonic()
+    running = await hook("claude-code", BASH, "--wait", "1")
+    [ask] = await open_asks(store)
+    assert (await running.done()) == (0, "", "")
+    assert time.monotonic() - started < 15
+    after, _ = await store.asks.get(OWNER, ask.ask_id)
+    assert after is not None and after.state is AskState.withdrawn
+
+
+async def test_ask_user_question_with_two_questions(hook: Start, store: CardStore) -> None:
+    running = await hook("claude-code", ASK_USER)
+    first, second = await open_asks(store, 2)
+    assert first.prompt == "Database: Which database should the shop use?" and first.options == ("PostgreSQL", "SQLite")
+    assert not first.multi and first.allow_text and first.detail is not None and "One file, no server" in first.detail
+    assert second.multi and second.options == ("Tests", "Lint", "Smoke")
+    await store.asks.answer(OWNER, second.ask_id, ANA, options=["Tests", "Smoke"])
+    await store.asks.answer(OWNER, first.ask_id, Actor("slack", "C1", "U2", "Ben"), options=["SQLite"])
+    assert await running.printed() == {
+        "hookSpecificOutput": {
+            "hookEventName": "PreToolUse",
+            "permissionDecision": "allow",
+            "updatedInput": {
+                **QUESTIONS,
+                "answers": {
+                    "Which database should the shop use?": "SQLite",
+                    "Which checks should run before a deploy?": "Tests, Smoke",
+                },
+            },
+        }
+    }
+
+
+async def test_a_question_answered_only_in_part_leaves_it_to_the_terminal(hook: Start, store: CardStore) -> None:
+    running = await hook("claude-code", ASK_USER, "--wait", "2")
+    first, second = await open_asks(store, 2)
+    await store.asks.answer(OWNER, first.ask_id, ANA, text="MySQL, as the host has it")
+    assert (await running.done()) == (0, "", "")
+    after, _ = await store.asks.get(OWNER, second.ask_id)
+    assert after is not None and after.state is AskState.withdrawn
+
+
+async def test_stop_then_pre_tool_use_stops_claude(hook: Start, store: CardStore) -> None:
+    assert (await (await hook("claude-code", fx.claude("UserPromptSubmit", prompt="Ship it"))).done()) == (0, "", "")
+    assert (await store.view(OWNER)).stoppable
+    bash = fx.claude("PreToolUse", tool_name="Bash", tool_input={"command": "make deploy"}, tool_use_id="toolu_02")
+    assert (await (await hook("claude-code", bash)).done()) == (0, "", "")  # no Stop yet: nothing to say
+    assert (await store.asks.stop(OWNER, ANA))[0] == "ok"
+    assert await (await hook("claude-code", bash)).printed() == {
+        "continue": False, "stopReason": "Stopped from Telegram by Ana"
+    }
+
+
+async def test_stop_pressed_while_a_permission_request_waits_denies_and_interrupts(
+    hook: Start, store: CardStore
+) -> None:
+    assert (await (await hook("claude-code", fx.claude("UserPromptSubmit", prompt="Ship it"))).done())[0] == 0
+    running = await hook("claude-code", BASH)
+    [ask] = await open_asks(store)
+    await store.asks.stop(OWNER, ANA)
+    assert await running.printed() == {
+        "hookSpecificOutput": {
+            "hookEventName": "PermissionRequest",
+            "decision": {"behavior": "deny", "message": "Stopped from Telegram by Ana", "interrupt": True},
+        }
+    }
+    after, _ = await store.asks.get(OWNER, ask.ask_id)
+    assert after is not None and after.state is AskState.withdrawn
+
+
+async def test_a_wait_that_is_not_a_number_of_seconds_is_said_and_exits_0(hook: Start, store: CardStore) -> None:
+    status, out, err = await (await hook("claude-code", BASH, "--wait", "0")).done()
+    assert (status, out) == (0, "") and "--wait: must be a whole number of seconds" in err
+    assert (await store.asks.all(OWNER))[0] == ()
