@@ -10,8 +10,8 @@ write to it, and everything in it readable by its user alone (the server runs un
 umask 077). The socket is `<home>/redis.sock`; a home whose path is too long for a
 socket puts it in this user's private runtime directory (private.py), never under a
 predictable name in a shared one. A server answering on the socket is used only when
-it is this home's: the socket is owned by this user and the home's pid file names a
-running process of this user.
+it is this home's: the socket is owned by this user and the home's server process
+lives (below), a process of this user.
 
 One server per home, always: two on one append-only file would each number revisions
 on its own and lose what the other acknowledged. So a server is replaced only once its
