@@ -8,6 +8,10 @@ about how a Slack message looks, the fallbacks included, is made here.
   `chat.startStream` and is stopped by an edit of its own), falling back to Block Kit.
 - A final answer: one Block Kit message per part, each falling back to its plain text.
 - A `/progresscast card` snapshot: the progress draft, also when the mode shows none.
+- An ask: a mrkdwn section (agent text escaped: it mentions nobody) and, while it is
+  open, an `actions` block of buttons whose `action_id` (and `value`) is the option's
+  control id; once it ended, its outcome and no buttons. A live run its agent can stop
+  shows a Stop button (`STOP_CONTROL`) under its Block Kit draft.
 
 A draft in a thread carries its `thread_ts`: the adapter then finds an unsure post in
 the thread when it looks for it.
@@ -21,12 +25,17 @@ from pathlib import Path
 from typing import Any
 
 from ..config.base import RenderSettings
+from ..model.asks import STOP_CONTROL, Ask, AskState, option_control
 from ..model.needs import Need
-from ..model.view import View
+from ..model.owners import Owner
+from ..model.view import RunState, View
+from .asks import ask_lines, asks_theme, option_label
+from .asks import word as ask_word
 from .ending import ping_text
+from .ir import middle_cut, u16
 from .payload import Payload, present
 from .renderers import DestinationRenderers
-from .slack import escape, render_blocks, render_plan, render_slack_final_answer
+from .slack import MAX_BLOCKS, MAX_TEXT_OBJECT, escape, render_blocks, render_plan, render_slack_final_answer
 from .templates import theme
 
 BLOCKS = "blocks"
@@ -64,6 +73,34 @@ def _payload(call: dict[str, Any] | None, thread_ts: str | None, recipient: Reci
     )
 
 
+MAX_BUTTON_TEXT = 75
+"""Characters of a button's text (Slack's limit)."""
+
+
+def _button(text: str, control: str) -> dict[str, Any]:
+    return {
+        "type": "button", "text": {"type": "plain_text", "text": middle_cut(text, MAX_BUTTON_TEXT), "emoji": True},
+        "action_id": control, "value": control,
+    }
+
+
+def stop_actions(view: View, templates_dir: str | Path | None = None) -> dict[str, Any] | None:
+    """A live run its agent can stop, not stopped yet: the draft's Stop button."""
+    if not view.stoppable or view.run is not RunState.active or view.stop is not None:
+        return None
+    label = asks_theme(templates_dir).word("stop_button")
+    return {"type": "actions", "block_id": "pc-stop", "elements": [_button(label, STOP_CONTROL)]}
+
+
+def _with_actions(call: dict[str, Any] | None, actions: dict[str, Any] | None) -> dict[str, Any] | None:
+    """A Block Kit call with an actions block last (within Slack's 50 blocks); without
+    one, as it is: an edit always sends its blocks, so a button that should go goes."""
+    if call is None or actions is None or "blocks" not in call["params"]:
+        return call
+    blocks = [*call["params"]["blocks"][: MAX_BLOCKS - 1], actions]
+    return {**call, "params": {**call["params"], "blocks": blocks}}
+
+
 def slack_draft(
     view: View,
     settings: RenderSettings,
@@ -78,7 +115,8 @@ def slack_draft(
     if settings.rich and thread_ts and recipient is not None:
         return _payload(render_plan(view, settings, templates_dir=templates_dir), thread_ts, recipient)
     blocks = settings.model_copy(update={"rich": False}) if settings.rich else settings
-    return _payload(render_blocks(view, blocks, templates_dir=templates_dir), thread_ts)
+    call = _with_actions(render_blocks(view, blocks, templates_dir=templates_dir), stop_actions(view, templates_dir))
+    return _payload(call, thread_ts)
 
 
 def slack_answer(markdown: str, *, head: str | None = None, thread_ts: str | None = None) -> list[Payload]:
@@ -99,6 +137,43 @@ def slack_ping(
     if thread_ts:
         params["thread_ts"] = thread_ts
     return Payload("chat.postMessage", params, BLOCKS)
+
+
+def _fitting(lines: list[str]) -> str:
+    """The lines as one escaped mrkdwn text within a section's limit: the longest line
+    is cut (in the middle) until it fits (escapes count, so it is measured escaped)."""
+    lines = list(lines)
+    while u16(text := escape("\n".join(lines))) > MAX_TEXT_OBJECT:
+        i = max(range(len(lines)), key=lambda k: len(lines[k]))
+        lines[i] = middle_cut(lines[i], max(1, len(lines[i]) * 9 // 10))
+    return text
+
+
+def slack_ask(
+    owner: Owner, ask: Ask, *, thread_ts: str | None = None, templates_dir: str | Path | None = None
+) -> Payload:
+    """An ask's message: a section of its lines (escaped mrkdwn, so nothing in it
+    mentions anyone) and, while it is open, its options as buttons; once it ended, its
+    outcome and no buttons. A typed answer is a reply in the message's thread."""
+    hint = ask_word("reply_hint", templates_dir)
+    lines = [
+        theme("slack", templates_dir).word("ask_reply_hint") if line == hint else line
+        for line in ask_lines(ask, owner, templates_dir=templates_dir)
+    ]
+    text = _fitting(lines)
+    blocks: list[dict[str, Any]] = [{"type": "section", "text": {"type": "mrkdwn", "text": text}}]
+    if ask.state is AskState.open and ask.options:
+        blocks.append({
+            "type": "actions", "block_id": "pc-ask",
+            "elements": [_button(option_label(label), option_control(ask.ask_id, i)) for i, label in
+                         enumerate(ask.options)],
+        })
+    params: dict[str, Any] = {"text": escape(lines[0]), "blocks": blocks, "unfurl_links": False,
+                              "unfurl_media": False}
+    fallback: dict[str, Any] = {"text": text, "unfurl_links": False, "unfurl_media": False}
+    if thread_ts:
+        params["thread_ts"] = fallback["thread_ts"] = thread_ts
+    return Payload("chat.postMessage", params, BLOCKS, lambda: Payload("chat.postMessage", fallback, BLOCKS))
 
 
 class SlackRenderers(DestinationRenderers):
@@ -128,6 +203,9 @@ class SlackRenderers(DestinationRenderers):
     def ping(self, view: View, needs: Sequence[Need]) -> Payload | None:
         return slack_ping(view, needs, thread_ts=self.thread_ts, templates_dir=self.templates_dir)
 
+    def ask(self, owner: Owner, ask: Ask) -> Payload | None:
+        return slack_ask(owner, ask, thread_ts=self.thread_ts, templates_dir=self.templates_dir)
+
     def snapshot_settings(self) -> RenderSettings:
         """Block Kit: a snapshot is never the plan display."""
         return super().snapshot_settings().model_copy(update={"rich": False})
@@ -140,6 +218,8 @@ __all__ = [
     "Recipient",
     "SlackRenderers",
     "slack_answer",
+    "slack_ask",
     "slack_draft",
     "slack_ping",
+    "stop_actions",
 ]
