@@ -11,6 +11,7 @@ from redis.asyncio import Redis
 from redis.asyncio.cluster import RedisCluster
 
 from conftest import all_keys
+from progresscast.model.asks import AskInput
 from progresscast.model.card import CardError, CardInput
 from progresscast.model.owners import Owner, resolve_owner
 from progresscast.model.view import RunState
@@ -287,6 +288,7 @@ async def test_every_key_an_owner_writes_shares_one_hash_tag(store: CardStore, r
     await store.update_activity(owner, headline="h", tool="t", answer="a")
     await store.reset(owner)
     await store.put(owner, plan("pending"))
+    await store.asks.open(owner, AskInput.parse({"kind": "approval", "prompt": "ok?"}))
     layout = await store.layout()
     shard = layout.shard(owner)
     written = set(await all_keys(redis)) - {keys.SHARDS}
