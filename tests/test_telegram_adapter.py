@@ -301,6 +301,26 @@ async def test_run_end_in_progress_mode_sends_the_answer_once(api: BotAPIEmulato
     assert [m.message_id for m in h.drafts(PRIVATE)] == [answer.message_id]
 
 
+async def test_a_card_shown_again_after_its_run_ended_is_deleted_by_a_clear(api: BotAPIEmulator, harness) -> None:
+    h = await harness()
+    await h.command(PRIVATE, "/follow t1")
+    await h.store.start_run(OWNER, "r1")
+    await h.store.update_activity(OWNER, headline="Reading the logs", tool="grep error app.log")
+    await h.put(("Reproduce", "completed"), ("Fix", "in_progress"))
+    await h.store.update_activity(OWNER, answer="Fixed the pager.")
+    await h.shows(PRIVATE, "Fix")
+    await h.put(("Reproduce", "completed"), ("Fix", "completed"))
+    await h.store.end_run(OWNER, "r1", RunState.completed)
+    [answer] = await h.shows(PRIVATE, "Fixed the pager.")
+    assert (await h.command(PRIVATE, "/card")).text == "Showing agent:main:t1 again below."
+    [_, again] = await h.shows(PRIVATE, "Fix", count=2)
+    await h.store.clear(OWNER)
+    # The card shown again goes; nothing new holds the ended run's headline or tool line.
+    await api.wait_for(lambda: again.message_id in api.chat(PRIVATE).deleted, 5)
+    await quiet(3.0)
+    assert [m.message_id for m in h.drafts(PRIVATE)] == [answer.message_id], [m.text for m in h.drafts(PRIVATE)]
+
+
 async def test_keep_on_complete_keeps_the_finished_checklist(api: BotAPIEmulator, harness) -> None:
     h = await harness(keepOnComplete=True)
     await h.command(PRIVATE, "/follow t1")

@@ -248,6 +248,13 @@ def decide(state: DraftState, view: View, sit: Situation, renderers: Renderers) 
             s = replace(s, late=True)
         if finished and s.fresh and mode is Mode.progress and not s.late:
             s = replace(s, keep=True)  # /card after the end: show the finished card again
+        if finished and view.card is None and (s.keep or s.late):
+            # The card cleared after its run ended: a draft showing it again is deleted,
+            # not left holding the ended run's headline and tool line (a record
+            # keepOnComplete kept stays as it is, no longer this draft).
+            if s.keep and sit.keep_on_complete and s.message_id is not None:
+                s = replace(s, message_id=None, digest=None, kind=None, revision=None)
+            s = replace(s, keep=False, late=False)
         show = not finished or (mode is Mode.progress and (s.keep or s.late))
         want = renderers.draft(view) if show else None
         if want is not None and (hold := _held(s, view, sit)) is not None:
