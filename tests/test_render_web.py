@@ -6,10 +6,12 @@ import re
 
 from progresscast.config.base import RenderSettings
 from progresscast.model.activity import Activity
+from progresscast.model.asks import Actor, Answer, Ask, AskKind, AskState, StopMark
 from progresscast.model.card import Card, CardInput
 from progresscast.model.owners import Owner
 from progresscast.model.view import RunState, View
 from progresscast.render import render_web
+from progresscast.render.web import RECENT_ENDED_MS
 
 OWNER = Owner("main", "s1")
 
@@ -166,3 +168,83 @@ def test_empty_view_and_activity() -> None:
 
 def test_a_note_of_raw_html_only_reads_as_no_card() -> None:
     assert render_web(view(None, "<div>\nhidden\n</div>"), RenderSettings()) == '<p class="pc-empty">No progress card</p>'
+
+
+# -- asks and Stop ------------------------------------------------------------
+
+NOW = 1_900_000_000_000
+ANA = Actor("web", "web", "ana", "Ana <admin>")
+
+
+def ask(ask_id: str = "a1", **kw: object) -> Ask:
+    base: dict[str, object] = {
+        "kind": AskKind.approval, "prompt": "Run <rm -rf build>?", "options": ("Allow", "Deny"),
+        "created_ms": NOW - 1000, "expires_ms": NOW + 60_000,
+    }
+    return Ask(ask_id, **{**base, **kw})  # type: ignore[arg-type]
+
+
+def test_an_open_ask_comes_first_with_its_options_as_buttons_for_a_viewer_who_may_answer() -> None:
+    detail = "**Why**: <script>alert(1)</script> [x](javascript:y) <img src=x onerror=z>"
+    v = view(PLAN, "note", run=RunState.active, asks=(ask(detail=detail),))
+    html = render_web(v, RenderSettings(), can_answer=True, now_ms=NOW)
+    assert html.startswith('<section class="pc-asks" aria-label="Questions for you">')
+    assert html.index("pc-asks") < html.index("pc-progress") < html.index("pc-note")
+    assert 'data-ask-id="a1"' in html and "Run &lt;rm -rf build&gt;?" in html
+    buttons = re.findall(r'<button type="button" class="pc-ask__option" data-option="([^"]*)" dir="auto">([^<]*)</button>', html)
+    assert buttons == [("Allow", "Allow"), ("Deny", "Deny")]
+    # the detail is Markdown, sanitised as the note is
+    assert '<div class="pc-ask__detail" dir="auto"><p><strong>Why</strong>: ' in html
+    assert "<script" not in html and "<img" not in html and 'href="javascript' not in html and "onerror" not in html
+    assert "pc-ask__form" not in html  # an approval takes no typed answer
+    assert '<time class="pc-clock" datetime="2030-03-17T17:47:40Z">' in html  # when it expires
+
+
+def test_a_viewer_who_may_not_answer_sees_the_ask_and_no_controls() -> None:
+    v = view(PLAN, run=RunState.active, asks=(ask(allow_text=True),), stoppable=True)
+    html = render_web(v, RenderSettings(), now_ms=NOW)
+    assert "Run &lt;rm -rf build&gt;?" in html
+    assert "<button" not in html and "<textarea" not in html and "<form" not in html
+    assert "needs the scope operator.answer" in html
+
+
+def test_text_and_multiple_choice_asks_have_a_form() -> None:
+    text = ask("t1", kind=AskKind.text, prompt="Which branch?", options=(), allow_text=True)
+    multi = ask("m1", kind=AskKind.choice, prompt="Which <tests>?", options=("unit", "e<2>e"), multi=True)
+    html = render_web(view(None, None, asks=(text, multi)), RenderSettings(), can_answer=True, now_ms=NOW)
+    assert '<textarea id="pc-text-t1" class="pc-ask__text" name="text" rows="2" maxlength="2000" dir="auto"></textarea>' in html
+    assert re.findall(r'<input type="checkbox" name="option" value="([^"]*)">', html) == ["unit", "e&lt;2&gt;e"]
+    assert html.count('<button type="submit" class="pc-ask__send">Send</button>') == 2
+    assert "pc-ask__option" not in html  # a multiple choice is ticked, then sent
+    assert "No progress card" not in html  # the asks are what the card shows
+
+
+def test_ended_asks_say_how_they_ended_and_lose_their_controls() -> None:
+    answered = ask("x1", state=AskState.answered, closed_ms=NOW - 5000,
+                   answer=Answer(ANA, NOW - 5000, ("Allow",), "but <b>only</b> once"))
+    withdrawn = ask("x2", state=AskState.withdrawn, closed_ms=NOW - 4000)
+    lapsed = ask("x3", expires_ms=NOW - 1)  # open as stored, past its expiry on the clock
+    old = ask("x4", prompt="Long ago", state=AskState.expired, closed_ms=NOW - RECENT_ENDED_MS - 1)
+    html = render_web(view(PLAN, asks=(answered, withdrawn, lapsed, old)), RenderSettings(), can_answer=True, now_ms=NOW)
+    assert "Answered by Ana &lt;admin&gt;: Allow, but &lt;b&gt;only&lt;/b&gt; once" in html
+    assert "Withdrawn: the agent no longer waits for an answer" in html
+    assert "Expired: no answer came in time" in html
+    assert "Long ago" not in html  # ended long before: no longer shown
+    assert "<button" not in html and "pc-ask--open" not in html
+
+
+def test_the_stop_button_for_a_live_stoppable_run_and_who_pressed_it() -> None:
+    v = view(PLAN, run=RunState.active, stoppable=True)
+    html = render_web(v, RenderSettings(), can_answer=True)
+    assert '<button type="button" class="pc-stop" data-confirm="Press again to stop" data-label="⏹ Stop">⏹ Stop</button>' in html
+    assert "pc-stop" not in render_web(v, RenderSettings())  # not for a read-only viewer
+    assert "pc-stop" not in render_web(view(PLAN, run=RunState.active), RenderSettings(), can_answer=True)  # not stoppable
+    ended = view(PLAN, run=RunState.completed, stoppable=False)
+    assert "pc-stop" not in render_web(ended, RenderSettings(), can_answer=True)
+    stopping = view(PLAN, run=RunState.active, stoppable=True, stop=StopMark(ANA, NOW))
+    html = render_web(stopping, RenderSettings(), can_answer=True)
+    assert '<p class="pc-stopping" role="status">⏹ Stopping — Ana &lt;admin&gt;</p>' in html
+    assert "<button" not in html
+    assert "⏹ Stopping — Ana" in render_web(stopping, RenderSettings())  # every viewer sees it
+    stopped = view(PLAN, run=RunState.canceled, stop=StopMark(ANA, NOW))
+    assert "Run canceled · stopped by Ana &lt;admin&gt;" in render_web(stopped, RenderSettings())

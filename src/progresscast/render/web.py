@@ -18,6 +18,15 @@
   the alert above) and, once it has ended, its final answer (Markdown, sanitised);
 * the activity (`role="status"`: the headline, `paused`, recent tool lines).
 
+First of all come the asks (`pc-asks`): each open one with its prompt, its detail
+(Markdown, sanitised as the note is), its options as buttons (checkboxes and Send for
+a multiple choice) and a text box when it takes text; each one ended in the last
+RECENT_ENDED_MS says how (answered by NAME, expired, withdrawn). A live run its
+agent can stop shows a Stop button (`pc-stop`, its confirming label in
+`data-confirm`), or `⏹ Stopping — NAME` once pressed. The controls are drawn only
+for a viewer who may answer (`can_answer`, the page's input: a read-only token sees
+the ask and no controls); the page's script (static/live.js) sends them.
+
 Pending and active steps of a paused run read `paused`; a blocked step stays
 `blocked`, named in its alert, whether a run is active or not.
 
@@ -33,14 +42,25 @@ from typing import Any, NamedTuple
 from markupsafe import Markup
 
 from ..config.base import RenderSettings
+from ..model.asks import Ask, AskState
 from ..model.card import Status
 from ..model.view import TERMINAL, RunState, View
+from .asks import asks_theme, option_label, stopped_words, stopping_line
 from .fit import PAUSABLE, step_state
 from .ir import plain
 from .markdown import markdown_web_html, note_parts, number_text
-from .templates import template, theme
+from .templates import Theme, template, theme
 
 _RUN_WORDS = {RunState.active: "run_active", RunState.completed: "run_completed", RunState.canceled: "canceled"}
+RECENT_ENDED_MS = 10 * 60 * 1000
+"""How long an ask that ended still shows on the card, saying how it ended."""
+ENDED_SHOWN = 3
+"""Ended asks shown at most (the newest)."""
+# An ask's state drawn with the card's own CSS marks (no emoji font needed).
+_ASK_MARKS = {
+    AskState.open: "blocked", AskState.answered: "completed", AskState.expired: "paused",
+    AskState.withdrawn: "skipped",
+}
 
 
 class WebStep(NamedTuple):
@@ -54,8 +74,91 @@ class WebStep(NamedTuple):
     current: bool
 
 
-def render_web(view: View, settings: RenderSettings, *, templates_dir: str | Path | None = None) -> str:
-    """The card as an HTML fragment (never None: an empty view reads "No progress card")."""
+class WebAsk(NamedTuple):
+    """One ask as the template reads it: text is plain (escaped there), `detail_html` sanitised."""
+
+    ask_id: str
+    state: str
+    mark: str
+    prompt: str
+    detail_html: Markup
+    options: list[str]
+    multi: bool
+    allow_text: bool
+    expires_at: str
+    outcome: str
+
+
+def _iso(ms: int) -> str:
+    from datetime import UTC, datetime
+
+    return datetime.fromtimestamp(ms / 1000, UTC).isoformat(timespec="seconds").replace("+00:00", "Z")
+
+
+def web_asks(view: View, now_ms: int | None, th: Theme) -> list[WebAsk]:
+    """The open asks, then the ones ended in the last RECENT_ENDED_MS (all ended ones
+    when `now_ms` is None), the newest ENDED_SHOWN of them. An open ask past its
+    expiry reads expired (`now_ms` is the store's clock as the page read it)."""
+    shown: list[WebAsk] = []
+    ended: list[WebAsk] = []
+    for ask in view.asks:
+        state = ask.state_at(now_ms) if now_ms is not None else ask.state
+        if state is not AskState.open:
+            closed = ask.closed_ms if ask.closed_ms is not None else ask.expires_ms
+            if now_ms is not None and now_ms - closed > RECENT_ENDED_MS:
+                continue
+        item = _web_ask(ask, state, th)
+        (shown if state is AskState.open else ended).append(item)
+    return shown + ended[-ENDED_SHOWN:]
+
+
+def _web_ask(ask: Ask, state: AskState, th: Theme) -> WebAsk:
+    if state is AskState.answered and ask.answer is not None:
+        outcome = th.word("ask_answered", name=plain(ask.answer.by.shown), answer=plain(ask.answer.words))
+    elif state is AskState.open:
+        outcome = ""
+    else:
+        outcome = th.word(f"ask_{state.value}")
+    is_open = state is AskState.open
+    return WebAsk(
+        ask_id=ask.ask_id,
+        state=state.value,
+        mark=_ASK_MARKS[state],
+        prompt=plain(ask.prompt),
+        # Markup: sanitised by bleach, as the note is; shown only while the ask waits.
+        detail_html=Markup(markdown_web_html(ask.detail)) if ask.detail and is_open else Markup(""),
+        options=[option_label(o) for o in ask.options] if is_open else [],
+        multi=ask.multi,
+        allow_text=ask.allow_text and is_open,
+        expires_at=_iso(ask.expires_ms),
+        outcome=outcome,
+    )
+
+
+def stop_control(view: View, templates_dir: str | Path | None = None) -> dict[str, str] | None:
+    """A live run its agent can stop: the Stop button's words, or the line saying who
+    pressed it; None when there is nothing to stop."""
+    if view.run is not RunState.active:
+        return None
+    if view.stop is not None:
+        return {"kind": "stopping", "text": stopping_line(view.stop, templates_dir)}
+    if not view.stoppable:
+        return None
+    words = asks_theme(templates_dir).words
+    return {"kind": "button", "text": words["stop_button"], "confirm": words["stop_confirm"]}
+
+
+def render_web(
+    view: View,
+    settings: RenderSettings,
+    *,
+    templates_dir: str | Path | None = None,
+    can_answer: bool = False,
+    now_ms: int | None = None,
+) -> str:
+    """The card as an HTML fragment (never None: an empty view reads "No progress card").
+    `can_answer`: the viewer's token may answer asks and stop runs (its controls are
+    drawn); `now_ms`: the clock the asks are read against (None: as stored)."""
     th = theme("web", templates_dir)
     card = view.card
     plan = (card.plan or ()) if card else ()
@@ -104,16 +207,22 @@ def render_web(view: View, settings: RenderSettings, *, templates_dir: str | Pat
     run = None
     if view.run in _RUN_WORDS:
         run = {"kind": view.run.value, "text": th.word(_RUN_WORDS[view.run])}
+        if view.run in TERMINAL and view.stop is not None:
+            run["text"] += " · " + stopped_words(view.stop, templates_dir)
     answer = view.activity.answer if view.run in TERMINAL else None
     answer_html = Markup(markdown_web_html(answer)) if answer else Markup("")
     if view.activity.headline:
         status_parts.append(plain(view.activity.headline))
+    asks = web_asks(view, now_ms, th)
     return template("web/card.j2", templates_dir).render(
         progress=progress,
         steps=steps,
         note_html=note_html,
         note_bar=note_bar,
-        empty=not plan and not note_html and note_bar is None and not answer_html,
+        empty=not plan and not note_html and note_bar is None and not answer_html and not asks,
+        asks=asks,
+        stop=stop_control(view, templates_dir),
+        can_answer=can_answer,
         attention=attention,
         run=run,
         answer_html=answer_html,
