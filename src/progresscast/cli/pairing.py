@@ -164,12 +164,12 @@ async def _run(args: argparse.Namespace, settings: Settings, redis: Redis) -> in
             print(f"cleared {await store.clear_all()} pending {platform} codes")
             return 0
         code = args.code.strip().upper()
-        destination = await store.clear(code)
-        if destination is None:
+        dropped = await store.clear(code)
+        if dropped is None:
             print(f"progresscast: no pending {platform} code {code} (`progresscast pairing list` shows them)",
                   file=sys.stderr)
             return 1
-        print(f"cleared {platform} code {code} (chat {shown(destination)})")
+        print(f"cleared {platform} code {code} (chat {shown(dropped)})")
         return 0
     if args.pairing_command == "approve":
         approved = await store.approve(args.code, list(args.sessions))

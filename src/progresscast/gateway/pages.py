@@ -4,9 +4,10 @@ The page holds the token in a cookie (`HttpOnly`, `SameSite=Strict`, and `Secure
 over https), set by the login form or by opening any page with `?token=…` (which
 then redirects to the same address without it, so the token does not stay in the
 address bar or the history). A `?token=` link signs in only a browser that is not
-signed in, and only when opened directly, not followed from a page (`_link_login`). Its script is a static file: with the
-Content-Security-Policy the app sends, no inline script runs at all, and the only
-HTML it inserts is the fragment the server rendered and sanitized.
+signed in, and only when opened directly, not followed from a page (`_link_login`).
+Its script is a static file: with the Content-Security-Policy the app sends, no
+inline script runs at all, and the only HTML it inserts is the fragment the server
+rendered and sanitized.
 """
 
 from __future__ import annotations
@@ -28,7 +29,7 @@ from ..model.card import CardError
 from ..model.owners import Owner
 from ..model.view import View
 from ..render.templates import loader
-from .auth import COOKIE, READ, Grant, cookie
+from .auth import ANSWER, COOKIE, READ, Grant, bearer, cookie
 from .body import read_body
 from .state import Gateway, gateway_of, raw_path, raw_query, readable_owner
 
@@ -69,13 +70,17 @@ def session_url(owner: Owner) -> str:
 # -- the card fragment --------------------------------------------------------
 
 
-def render_card(gw: Gateway, view: View) -> str:
-    """The web renderer's fragment: escaped and sanitized there, inserted as is here."""
+def render_card(gw: Gateway, view: View, *, can_answer: bool = False, now_ms: int | None = None) -> str:
+    """The web renderer's fragment: escaped and sanitized there, inserted as is here.
+    `can_answer`: the viewer's token may answer asks and stop runs (the page draws the
+    controls; the RPC checks the scope again when they are used)."""
     from ..render import render_web  # imported late: the renderers load templates on first use
 
     # The web card has no line limits, so the chat defaults of RenderSettings do not bite.
     metrics.RENDERS.labels("web").inc()
-    return render_web(view, RenderSettings(), templates_dir=gw.settings.templates.dir)
+    return render_web(
+        view, RenderSettings(), templates_dir=gw.settings.templates.dir, can_answer=can_answer, now_ms=now_ms
+    )
 
 
 @dataclass(frozen=True)
@@ -102,22 +107,23 @@ class CardShown:
         return out
 
 
-async def show(gw: Gateway, owner: Owner, *, history: bool = False) -> CardShown:
-    """The card as the page shows it; with `history`, its timeline too (a session page)."""
+async def show(gw: Gateway, owner: Owner, *, history: bool = False, can_answer: bool = False) -> CardShown:
+    """The card as the page shows it; with `history`, its timeline too (a session page);
+    `can_answer`: with the controls to answer its asks and stop its run."""
     view = await gw.store.view(owner)
     card = view.card
     history_html = None
+    now_ms = int(time.time() * 1000)
     if history:
         from ..render.history import render_web_history
 
         entries = await gw.store.history(owner, limit=HISTORY_SHOWN)
-        now_ms = int(time.time() * 1000)
         # Markup: rendered from plain text by an autoescaping template.
         history_html = Markup(render_web_history(entries, card, now_ms, templates_dir=gw.settings.templates.dir))
     return CardShown(
         owner=owner,
         # Markup: the fragment comes from the web renderer, which escapes and sanitizes.
-        html=Markup(render_card(gw, view)),
+        html=Markup(render_card(gw, view, can_answer=can_answer, now_ms=now_ms)),
         revision=card.revision if card else None,
         # Without a card (cleared), when it was cleared — or last changed otherwise.
         updated_at=card.updatedAt if card else await gw.store.last_change(owner),
@@ -271,7 +277,7 @@ async def index(request: Request) -> Response:
                 assert last is not None
                 more = _next_page(last)
                 break
-            shown.append(await show(gw, owner))
+            shown.append(await show(gw, owner, can_answer=grant.can(ANSWER)))
             last = (ms, display_key)
         scanned += 1
         if scanned >= INDEX_SCAN:
@@ -299,14 +305,18 @@ async def session(request: Request) -> Response:
             "once an agent writes one; check the session key (and the agent)."
         )
         raise PageRefusal(page(gw, "error", 404, title="No such session", message=message, signed_in=True))
-    return page(gw, "session", card=await show(gw, owner, history=True), signed_in=True)
+    shown = await show(gw, owner, history=True, can_answer=grant.can(ANSWER))
+    return page(gw, "session", card=shown, signed_in=True)
 
 
 async def card_fragment(request: Request) -> Response:
     """`GET /v1/card?sessionKey=…[&agentId=…][&history=1]`: the rendered card as JSON,
     for the page (with `history=1`, its timeline too)."""
     gw = gateway_of(request)
-    shown = await show(gw, readable_owner(request), history=request.query_params.get("history") == "1")
+    owner = readable_owner(request)
+    grant = gw.tokens.grant(bearer(request) or cookie(request))  # the one readable_owner accepted
+    can_answer = grant is not None and grant.can(ANSWER)
+    shown = await show(gw, owner, history=request.query_params.get("history") == "1", can_answer=can_answer)
     return JSONResponse({"ok": True, "result": shown.to_json()}, headers={"Cache-Control": "no-store"})
 
 
