@@ -65,6 +65,42 @@ async def test_type_as_a_user_and_see_what_the_bot_shows() -> None:
         await proc.wait()
 
 
+async def test_press_a_button_and_reply_from_the_console() -> None:
+    """`press N` sends the N-th button's callback_query; the bot's answer is printed; `reply
+    TEXT` replies to the message with buttons."""
+    proc = await asyncio.create_subprocess_exec(
+        sys.executable, "-m", "progresscast.cli", "emulator", "telegram", "--chat", "4821",
+        stdin=asyncio.subprocess.PIPE, stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE,
+    )
+    assert proc.stdin is not None and proc.stdout is not None
+    seen: list[str] = []
+    try:
+        base = (await read_until(proc.stdout, r'apiBaseUrl = "(http://127\.0\.0\.1:\d+/bot)"', seen)).group(1)
+        await read_until(proc.stdout, r"Type as the user of chat 4821", seen)
+        async with telegram.Bot(DEFAULT_TOKEN, base_url=base) as bot:
+            keyboard = telegram.InlineKeyboardMarkup([[
+                telegram.InlineKeyboardButton("Allow", callback_data="pc:a:x:0"),
+                telegram.InlineKeyboardButton("Deny", callback_data="pc:a:x:1"),
+            ]])
+            sent = await bot.send_message(4821, "Run rm -rf build?", reply_markup=keyboard)
+            await read_until(proc.stdout, r"\[1: Allow\]  \[2: Deny\]", seen)
+            proc.stdin.write(b"press 2\n")
+            await proc.stdin.drain()
+            await read_until(proc.stdout, rf"you press \[Deny\] on message {sent.message_id}", seen)
+            [update] = await bot.get_updates(timeout=5)
+            assert update.callback_query.data == "pc:a:x:1" and update.callback_query.message.message_id == sent.message_id
+            await bot.answer_callback_query(update.callback_query.id, text="Answered: Deny")
+            await read_until(proc.stdout, r"bot → Answered: Deny", seen)
+            proc.stdin.write(b"reply not now\n")
+            await proc.stdin.drain()
+            await read_until(proc.stdout, rf"you reply to message {sent.message_id} → not now", seen)
+            [update] = await bot.get_updates(offset=update.update_id + 1, timeout=5)
+            assert update.message.reply_to_message.message_id == sent.message_id
+    finally:
+        proc.kill()
+        await proc.wait()
+
+
 async def test_stdin_from_a_file_is_typed_and_the_emulator_keeps_serving(tmp_path: Path) -> None:
     # The event loop cannot watch a regular file or /dev/null; the emulator reads it as it is.
     typed = tmp_path / "typed.txt"

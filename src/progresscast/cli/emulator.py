@@ -1,7 +1,7 @@
 """`progresscast emulator telegram|slack`: a shipped service emulator on its own, so
 anyone can try a channel without a token or a workspace. It prints what to put in the
-config; lines typed on stdin are sent as a person of one chat or channel; what that
-chat or channel shows is printed as it happens."""
+config (or writes a whole one: emulator_config.py); lines typed on stdin are sent as a
+person of one chat or channel; what that chat or channel shows is printed as it happens."""
 
 from __future__ import annotations
 
@@ -16,10 +16,12 @@ import httpx
 from ..testing import BotAPIEmulator, SlackAPIEmulator
 from ..testing.console import ChatConsole
 from ..testing.slack_console import ChannelConsole
-from .emulator_setup import listening, print_config
+from .emulator_config import Emulated, listen_of, offer_config
+from .emulator_setup import listening
 
 SLASH = "/progresscast"
-SERVE = "`progresscast serve --config FILE`"
+GROUP_USER = 424242
+"""Who types in a group chat (in a private chat, its own id)."""
 
 
 async def run_emulator(args: argparse.Namespace, *, out: TextIO | None = None) -> None:
@@ -37,13 +39,25 @@ async def run_emulator(args: argparse.Namespace, *, out: TextIO | None = None) -
 
 async def _run_telegram(args: argparse.Namespace, out: TextIO) -> None:
     chat = args.chat
+    user = chat if chat > 0 else GROUP_USER
     api = BotAPIEmulator(port=args.port, fault_rate=args.fault_rate, fault_seed=args.fault_seed)
     async with listening(api, args.port):
         print(f"Bot API emulator on {api.url}", file=out)
-        print_config(out, "telegram", SERVE, {"token": api.token, "apiBaseUrl": api.base_url})
+        emulated = Emulated("telegram", {"token": api.token, "apiBaseUrl": api.base_url}, "chats", chat)
+        offer_config(out, emulated, args.write_config, args.redis)
+        if chat < 0:
+            if args.admin:
+                api.bot().set_admins(chat, user)  # the first administrator is the group's creator
+            print(
+                f"Chat {chat} is a group: you are "
+                + ("its creator, so you may change what it follows." if args.admin else
+                   "an ordinary member, so a /follow there is refused (--admin makes you its creator)."),
+                file=out,
+            )
         print(
             f"Type as the user of chat {chat}, e.g. /follow ticket-4821 (Enter sends it); what the chat "
-            "shows is printed as it happens. Ctrl-C stops.",
+            "shows is printed as it happens. `press N` presses a message's N-th button, `reply TEXT` answers "
+            "its question. Ctrl-C stops.",
             file=out, flush=True,
         )
         if args.fault_rate:
@@ -53,11 +67,24 @@ async def _run_telegram(args: argparse.Namespace, out: TextIO) -> None:
                 file=out, flush=True,
             )
 
-        async def typed(text: str) -> None:
-            api.send_user_message(chat, text)
-            print(f"  you → {text}", file=out, flush=True)
+        console = ChatConsole(api, chat, out)
 
-        await _serve_typing(ChatConsole(api, chat, out).run, typed, out)
+        async def typed(text: str) -> None:
+            acted = console.act(text, user)
+            if acted is None:
+                api.send_user_message(chat, text, user_id=user)
+                print(f"  you → {text}", file=out, flush=True)
+                return
+            echo, query = acted
+            print(f"  {echo}", file=out, flush=True)
+            if query is not None:
+                try:
+                    await api.wait_for(lambda: console.answer_of(query) is not None, 10)
+                    print(f"  bot → {console.answer_of(query)}", file=out, flush=True)
+                except TimeoutError:
+                    print("  (no answer to the press: is `progresscast serve` running?)", file=out, flush=True)
+
+        await _serve_typing(console.run, typed, out)
 
 
 async def _run_slack(args: argparse.Namespace, out: TextIO) -> None:
@@ -67,9 +94,10 @@ async def _run_slack(args: argparse.Namespace, out: TextIO) -> None:
     async with listening(slack, args.port):
         slack.events_url = f"{app}/slack/events"
         print(f"Slack Web API emulator on {slack.url}", file=out)
-        print_config(out, "slack", SERVE, {
+        emulated = Emulated("slack", {
             "token": slack.token, "signingSecret": slack.signing_secret, "apiBaseUrl": slack.base_url,
-        })  # fmt: skip
+        }, "channels", channel, listen=listen_of(app, "--app"))  # fmt: skip
+        offer_config(out, emulated, args.write_config, args.redis)
         print(
             f"Slash commands and events go to the app at {app} (/slack/commands, /slack/events), signed with "
             "that secret.",

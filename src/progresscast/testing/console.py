@@ -33,7 +33,44 @@ class ChatConsole(CallConsole[Call]):
     def _text_of(self, message_id: int) -> str:
         chat = self.api.chat(self.chat_id)
         shown = chat.messages.get(message_id) or chat.deleted.get(message_id)
-        return shown.text if shown is not None else ""
+        if shown is None:
+            return ""
+        buttons = _buttons(shown.reply_markup)
+        if not buttons or message_id in chat.deleted:
+            return shown.text
+        keys = "  ".join(f"[{i}: {b.get('text', '')}]" for i, b in enumerate(buttons, 1))
+        return f"{shown.text}\n{keys}   (type: press {1 if len(buttons) == 1 else 'N'})"
+
+    def act(self, line: str, user_id: int) -> tuple[str, str | None] | None:
+        """What the person typed, when it is a console action rather than a message:
+        `press N` presses the N-th button of the newest message that has buttons;
+        `reply TEXT` answers the newest message with buttons or an open question, as a
+        reply. Returns what to echo and the press's callback query id (its answer:
+        `answer_of`); None: an ordinary message, for the caller to send."""
+        word, _, rest = line.strip().partition(" ")
+        chat = self.api.chat(self.chat_id)
+        if word == "press":
+            with_buttons = [m for m in chat.visible() if _buttons(m.reply_markup)]
+            if not with_buttons:
+                return "(no message here has buttons)", None
+            target = with_buttons[-1]
+            buttons = _buttons(target.reply_markup)
+            if not rest.strip().isdigit() or not 1 <= int(rest) <= len(buttons):
+                return f"(press 1 to {len(buttons)}: the buttons of message {target.message_id})", None
+            query = self.api.press(self.chat_id, target.message_id, int(rest) - 1, user_id=user_id)
+            return f"you press [{buttons[int(rest) - 1].get('text', '')}] on message {target.message_id}", query
+        if word == "reply" and rest.strip():
+            asks = [m for m in chat.visible() if "asks:" in m.text or _buttons(m.reply_markup)]
+            if not asks:
+                return "(nothing to reply to)", None
+            self.api.send_user_message(self.chat_id, rest, user_id=user_id, reply_to=asks[-1].message_id)
+            return f"you reply to message {asks[-1].message_id} → {rest}", None
+        return None
+
+    def answer_of(self, query_id: str) -> str | None:
+        """The bot's answer to a press (the toast a person sees), once it came."""
+        found = self.api.callback(query_id)
+        return found.text if found.answered else None
 
     def change(self, call: Call) -> tuple[str, str | None] | None:
         if call.chat_id != self.chat_id or not call.ok or not call.applied:
@@ -51,6 +88,12 @@ class ChatConsole(CallConsole[Call]):
     def pending(self, call: Call) -> bool:
         # Only changes of a chat keep their order; a long poll (getUpdates) in flight does not.
         return call.method in SHOWN and call.ok and call.result is None
+
+
+def _buttons(markup: object) -> list[dict[str, object]]:
+    if not isinstance(markup, dict):
+        return []
+    return [b for row in markup.get("inline_keyboard") or [] for b in row if isinstance(b, dict)]
 
 
 __all__ = ["ChatConsole"]
