@@ -2,7 +2,7 @@
 the gateway serves, run together on the caller's event loop.
 
     adapter = SlackAdapter(settings, redis)
-    routes = adapter.routes()          # POST /slack/commands, /slack/events (gateway)
+    routes = adapter.routes()          # POST /slack/commands, /slack/events, /slack/interactions
     await adapter.run()                # until cancelled
 
 `auth.test` first (retried while Slack is unreachable; a bad token stops the

@@ -4,8 +4,10 @@ received over HTTP on the gateway, verified with the app's signing secret.
     POST /slack/commands   a slash command (form-encoded, signed)
     POST /slack/events     the Events API: answers `url_verification`; a `message`
                            event notes where someone else's message landed (the drafts
-                           above it move down with their next update, `events.py`);
+                           above it move down with their next update, `events.py`), and
+                           a reply in an ask's thread is its typed answer (`presses.py`);
                            other events are acknowledged and ignored
+    POST /slack/interactions  a button pressed (`block_actions`, `presses.py`)
 
 A body is read up to 64 KiB (413 past it, before anything else looks at it), then
 checked with `slack_sdk.signature.SignatureVerifier` (`X-Slack-Signature` over
@@ -39,6 +41,7 @@ from ..model.card import SURROGATE_RULE, CardError, escape_lone_surrogates, has_
 from .channel import NO_THREAD, PLATFORM
 from .client import SlackClient
 from .events import landed
+from .presses import SlackPresses, is_group
 from .threads import Threads
 
 log = logging.getLogger("progresscast.slack")
@@ -64,11 +67,6 @@ def _reply(text: str) -> JSONResponse:
     return JSONResponse({"response_type": "ephemeral", "text": escaped})
 
 
-def _group(channel: str) -> bool:
-    """Channels (C…) and private channels (G…) are read by several people; D… is a DM."""
-    return not channel.startswith("D")
-
-
 class SlackCommands:
     def __init__(self, settings: Settings, worker: ChannelWorker, client: SlackClient | None = None) -> None:
         assert settings.channels.slack is not None and settings.channels.slack.signingSecret
@@ -79,11 +77,13 @@ class SlackCommands:
         self.verifier = SignatureVerifier(settings.channels.slack.signingSecret)
         self.threads = Threads(worker)
         self.commands = ChatCommands(worker, SURFACE, places=self.threads)
+        self.presses = SlackPresses(worker, self._verified)
 
     def routes(self) -> list[Route]:
         return [
             Route("/slack/commands", self.command, methods=["POST"]),
             Route("/slack/events", self.event, methods=["POST"]),
+            *self.presses.routes(),
         ]
 
     async def _verified(self, request: Request) -> bytes | None:
@@ -118,7 +118,7 @@ class SlackCommands:
             user=form.get("user_id", ""),
             word=words[0].lower() if words else "help",
             args=tuple(words[1:]),
-            group=_group(channel),
+            group=is_group(channel),
         )
         await self.worker.spoke(channel)
         reply = await self.commands.handle(inv)
@@ -145,6 +145,7 @@ class SlackCommands:
                 for channel, thread, ts in landed(payload.get("event"), own_user=client.bot_user_id,
                                                   own_bot=client.bot_id):
                     await self.worker.heard(channel, thread, ts)
+                self.presses.heard(payload.get("event"), own_user=client.bot_user_id, own_bot=client.bot_id)
             except Exception:  # Redis down: acknowledged anyway (Slack would only send it again)
                 log.exception("noting a Slack message event failed")
         return Response(status_code=200)

@@ -1,5 +1,7 @@
-"""What the emulated Slack sends to the app, signed like Slack: slash commands and
-Events API events (a ``message`` event for every new message, in order, one at a time).
+"""What the emulated Slack sends to the app, signed like Slack: slash commands, Events
+API events (a ``message`` event for every new message, in order, one at a time), and
+``block_actions`` interactions when a person presses a button (``press``), whose
+ephemeral answers through their ``response_url`` are kept (``Interaction``).
 
 Slack signs a request with the app's signing secret: ``X-Slack-Signature`` is ``v0=`` +
 the hex HMAC-SHA256 of ``v0:<X-Slack-Request-Timestamp>:<body>``.
@@ -13,6 +15,7 @@ import hashlib
 import hmac
 import json
 import time
+from dataclasses import dataclass, field
 from typing import Any
 from urllib.parse import urlencode
 
@@ -20,6 +23,7 @@ import httpx
 
 from ._slack import FakeSlack
 from ._slack_state import SlackCall, SlackMessage
+from .slack_blocks import buttons
 
 DEFAULT_SIGNING_SECRET = "8f742231b10e8888abcd99yyyzzz85a5"
 PERSON_ID = "U0PERSON01"
@@ -29,6 +33,30 @@ def sign(secret: str, timestamp: str, body: bytes) -> str:
     """Slack's request signature: ``v0=`` + hex HMAC-SHA256 of ``v0:<timestamp>:<body>``."""
     base = b"v0:" + timestamp.encode() + b":" + body
     return "v0=" + hmac.new(secret.encode(), base, hashlib.sha256).hexdigest()
+
+
+@dataclass
+class Interaction:
+    """A button pressed, sent to the app as a signed `block_actions` interaction."""
+
+    id: str
+    channel: str
+    ts: str
+    action_id: str
+    user: str
+    status: int = 0
+    """The app's HTTP status (0: not answered yet, or it could not be reached)."""
+    sent: bool = False
+    answers: list[dict[str, Any]] = field(default_factory=list)
+    """What the app posted to the interaction's `response_url`."""
+
+    @property
+    def answer(self) -> str | None:
+        """The text of the app's first answer, as the person reads it (entities decoded)."""
+        if not self.answers:
+            return None
+        text = str(self.answers[0].get("text", ""))
+        return text.replace("&lt;", "<").replace("&gt;", ">").replace("&amp;", "&")
 
 
 class SlackRequestSender:
@@ -41,6 +69,9 @@ class SlackRequestSender:
     events_url: str | None
     events: list[tuple[dict[str, Any], int]]
     _outbox: asyncio.Queue[dict[str, Any]]
+    interactions_url: str | None
+    interactions: dict[str, Interaction]
+    _pressing: set[asyncio.Task[None]]
 
     @property
     def url(self) -> str:
@@ -123,6 +154,83 @@ class SlackRequestSender:
         async with httpx.AsyncClient(timeout=timeout) as http:
             return await http.post(url, content=body, headers=headers)
 
+    def press(
+        self, channel_id: str, ts: str, button: str, *, user: str = PERSON_ID, name: str = "tester",
+        forged: bool = False,
+    ) -> Interaction:
+        """A person presses a button of a message: `button` is its text or its
+        `action_id`. Slack sends the app a signed `block_actions` interaction at
+        :attr:`interactions_url` (in the background: wait on the returned
+        `Interaction`'s `status` or `answer`). `forged`: `button` is an action id the
+        message does not carry (a replay, a crafted request signed with a leaked secret)."""
+        if self.interactions_url is None:
+            raise RuntimeError("interactions_url is not set (the app's Interactivity Request URL)")
+        channel = self.workspace.channels[channel_id]
+        msg = channel.messages.get(ts)
+        if msg is None:
+            raise KeyError(f"channel {channel_id} shows no message {ts}")
+        shown = buttons(msg.blocks)
+        found = next(((text, aid) for text, aid in shown if button in (text, aid)), None)
+        if found is None and not forged:
+            raise KeyError(f"message {ts} has no button {button!r}; it has {[t for t, _ in shown]}")
+        text, action_id = found or (button, button)
+        pressed = Interaction(f"I{len(self.interactions) + 1}", channel_id, ts, action_id, user)
+        self.interactions[pressed.id] = pressed
+        container: dict[str, Any] = {"type": "message", "message_ts": ts, "channel_id": channel_id,
+                                     "is_ephemeral": False}
+        if msg.thread_ts:
+            container["thread_ts"] = msg.thread_ts
+        payload = {
+            "type": "block_actions",
+            "user": {"id": user, "username": name, "name": name, "team_id": self.workspace.team_id},
+            "api_app_id": "A0PROGRESS",
+            "token": "verification-token-deprecated",
+            "container": container,
+            "trigger_id": f"{int(time.time())}.{pressed.id}.trigger",
+            "team": {"id": self.workspace.team_id, "domain": "progresscast-test"},
+            "channel": {"id": channel_id, "name": channel.name},
+            "message": msg.to_api(),
+            "response_url": f"{self.url}/response/{pressed.id}",
+            "actions": [{
+                "type": "button", "action_id": action_id, "block_id": "b", "value": action_id,
+                "text": {"type": "plain_text", "text": text, "emoji": True}, "action_ts": f"{time.time():.6f}",
+            }],
+        }
+        task = asyncio.get_running_loop().create_task(self._interact(pressed, payload))
+        self._pressing.add(task)
+        task.add_done_callback(self._pressing.discard)
+        return pressed
+
+    async def _interact(self, pressed: Interaction, payload: dict[str, Any]) -> None:
+        url = self.interactions_url
+        if url is not None:
+            with contextlib.suppress(httpx.HTTPError):
+                pressed.status = (await self.send_interaction(url, payload)).status_code
+        pressed.sent = True
+        self._notify()
+
+    def record_answer(self, rid: str, payload: dict[str, Any]) -> bool:
+        """An answer posted to a press's `response_url` (False: it is no press's)."""
+        pressed = self.interactions.get(rid)
+        if pressed is None:
+            return False
+        pressed.answers.append(payload)
+        return True
+
+    async def send_interaction(
+        self, url: str, payload: dict[str, Any] | str, *, secret: str | None = None, timestamp: int | None = None,
+        timeout: float = 3.0,
+    ) -> httpx.Response:
+        """Slack's interactivity: POST ``payload=<JSON>`` form-encoded, signed; Slack gives
+        the app ``timeout`` seconds (its 3) to answer. A str payload is sent as it is."""
+        raw = payload if isinstance(payload, str) else json.dumps(payload)
+        body = urlencode({"payload": raw}).encode()
+        headers = self._signed(
+            body, secret=secret, timestamp=timestamp, content_type="application/x-www-form-urlencoded"
+        )
+        async with httpx.AsyncClient(timeout=timeout) as http:
+            return await http.post(url, content=body, headers=headers)
+
     async def send_event(
         self,
         url: str,
@@ -140,4 +248,4 @@ class SlackRequestSender:
             return await http.post(url, content=body, headers=headers)
 
 
-__all__ = ["DEFAULT_SIGNING_SECRET", "PERSON_ID", "SlackRequestSender", "sign"]
+__all__ = ["DEFAULT_SIGNING_SECRET", "PERSON_ID", "Interaction", "SlackRequestSender", "sign"]

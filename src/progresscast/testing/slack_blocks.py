@@ -3,9 +3,12 @@
 - :func:`read_mrkdwn` — what a mrkdwn string shows, and the mentions and links Slack
   would make of it (`<@U…>`, `<!channel>`, `<#C…>`, `<url|text>`), entities decoded.
 - :func:`check_blocks` — Block Kit's rules for the block types progresscast sends
-  (section, context, header, divider, rich_text, markdown): at most 50 blocks, text
-  objects at most 3,000 characters, a header at most 150, known element types; a
-  violation raises :class:`InvalidBlocks` with Slack's error lines.
+  (section, context, header, divider, rich_text, markdown, actions): at most 50 blocks,
+  text objects at most 3,000 characters, a header at most 150, known element types, an
+  actions block's 1–25 buttons (text plain, 1–75 characters; `action_id` at most 255 and
+  unique in the message; `value` at most 2,000); a violation raises
+  :class:`InvalidBlocks` with Slack's error lines.
+- :func:`buttons` — the buttons the blocks show, as (text, action_id).
 - :func:`blocks_text` — what the blocks show, as plain text, with every mention and link.
 """
 
@@ -22,6 +25,10 @@ MAX_CONTEXT_ELEMENTS = 10
 MAX_BLOCK_ID = 255
 MAX_MESSAGE_TEXT = 40_000
 MAX_MARKDOWN_BLOCKS = 12_000
+MAX_ACTIONS = 25
+MAX_BUTTON_TEXT = 75
+MAX_ACTION_ID = 255
+MAX_BUTTON_VALUE = 2000
 
 _CONTROL = re.compile(r"<([^<>]*)>")
 _ENTITY = re.compile(r"&(amp|lt|gt);")
@@ -187,6 +194,7 @@ def check_blocks(blocks: Any) -> None:
     if len(blocks) > MAX_BLOCKS:
         raise InvalidBlocks([f"[ERROR] no more than {MAX_BLOCKS} items allowed [json-pointer:/blocks]"])
     ids: set[str] = set()
+    action_ids: set[str] = set()
     markdown = 0
     for i, block in enumerate(blocks):
         where = f"/blocks/{i}"
@@ -219,6 +227,8 @@ def check_blocks(blocks: Any) -> None:
             _text_object(block.get("text"), f"{where}/text", errors, MAX_HEADER, plain_only=True)
         elif kind == "divider":
             pass
+        elif kind == "actions":
+            _actions(block.get("elements"), where, errors, action_ids)
         elif kind == "markdown":
             text = block.get("text")
             if not isinstance(text, str) or not text:
@@ -238,6 +248,47 @@ def check_blocks(blocks: Any) -> None:
         errors.append("[ERROR] markdown blocks may hold at most 12000 characters in all [json-pointer:/blocks]")
     if errors:
         raise InvalidBlocks(errors)
+
+
+def _actions(elements: Any, where: str, errors: list[str], action_ids: set[str]) -> None:
+    if not isinstance(elements, list) or not elements:
+        errors.append(f"[ERROR] must have at least 1 element [json-pointer:{where}/elements]")
+        return
+    if len(elements) > MAX_ACTIONS:
+        errors.append(f"[ERROR] no more than {MAX_ACTIONS} items allowed [json-pointer:{where}/elements]")
+    for k, el in enumerate(elements):
+        at = f"{where}/elements/{k}"
+        if not isinstance(el, dict) or el.get("type") != "button":
+            errors.append(f"[ERROR] unsupported type [json-pointer:{at}/type]")
+            continue
+        _text_object(el.get("text"), f"{at}/text", errors, MAX_BUTTON_TEXT, plain_only=True)
+        action_id = el.get("action_id")
+        if action_id is not None:
+            if not isinstance(action_id, str) or not 0 < len(action_id) <= MAX_ACTION_ID:
+                errors.append(f"[ERROR] must be at most {MAX_ACTION_ID} characters [json-pointer:{at}/action_id]")
+            elif action_id in action_ids:
+                errors.append(f"[ERROR] action_id already exists in this message [json-pointer:{at}/action_id]")
+            action_ids.add(str(action_id))
+        value = el.get("value")
+        if value is not None and (not isinstance(value, str) or len(value) > MAX_BUTTON_VALUE):
+            errors.append(f"[ERROR] must be at most {MAX_BUTTON_VALUE} characters [json-pointer:{at}/value]")
+        if el.get("style") not in (None, "primary", "danger"):
+            errors.append(f"[ERROR] must be one of primary, danger [json-pointer:{at}/style]")
+
+
+def buttons(blocks: list[dict[str, Any]]) -> list[tuple[str, str]]:
+    """The buttons of every actions block: (text, action_id), in order."""
+    out = []
+    for block in blocks:
+        if isinstance(block, dict) and block.get("type") == "actions":
+            for el in block.get("elements") or []:
+                if isinstance(el, dict) and el.get("type") == "button":
+                    out.append((str(_dict_of(el.get("text")).get("text", "")), str(el.get("action_id", ""))))
+    return out
+
+
+def _dict_of(value: Any) -> dict[str, Any]:
+    return value if isinstance(value, dict) else {}
 
 
 def _rich_inline_shown(el: dict[str, Any]) -> Shown:
@@ -319,6 +370,7 @@ __all__ = [
     "InvalidBlocks",
     "Shown",
     "blocks_text",
+    "buttons",
     "check_blocks",
     "read_mrkdwn",
 ]

@@ -20,7 +20,11 @@ other method its tier per workspace — answered with HTTP 429, ``Retry-After`` 
 (:meth:`send_slash_command`, :meth:`send_event`). With :attr:`events_url` set (the
 app's Events API Request URL), every new message — a person's or the app's own — is
 sent to it as a ``message`` event, signed, in the order the messages were posted
-(:attr:`events`: each one sent, with the app's HTTP status).
+(:attr:`events`: each one sent, with the app's HTTP status). Messages keep their
+``actions`` blocks (buttons checked as Slack does); with :attr:`interactions_url` set
+(the app's Interactivity Request URL), :meth:`press` sends a signed ``block_actions``
+interaction, and what the app answers through its ``response_url`` is kept on the
+returned :class:`Interaction`.
 
 It runs on the shared loopback server base (``_loopback.LoopbackServer``: start, stop,
 ``url``, ``wait_for``). ``time_scale`` (default: the shared setting ``PROGRESSCAST_TIME_SCALE``, as the
@@ -49,7 +53,7 @@ from ._faults import take_fault
 from ._loopback import LoopbackServer, end_task
 from ._pacing import Pace, _Bucket
 from ._slack import BOT_USER_ID, TEAM_ID, WRITES, FakeSlack
-from ._slack_requests import DEFAULT_SIGNING_SECRET, PERSON_ID, SlackRequestSender, sign
+from ._slack_requests import DEFAULT_SIGNING_SECRET, PERSON_ID, Interaction, SlackRequestSender, sign
 from ._slack_state import SlackCall, SlackChannel, SlackError, SlackMessage, new_ts
 
 log = logging.getLogger(__name__)
@@ -132,6 +136,11 @@ class SlackAPIEmulator(LoopbackServer, SlackRequestSender):
         self._sender: asyncio.Task[None] | None = None
         self.responses: list[dict[str, Any]] = []
         """What the app posted to slash commands' ``response_url``."""
+        self.interactions_url: str | None = None
+        """The app's Interactivity Request URL: presses are sent there."""
+        self.interactions: dict[str, Interaction] = {}
+        """Every press, by id, with the app's answers to it."""
+        self._pressing: set[asyncio.Task[None]] = set()
         self.workspace = FakeSlack(channels, on_post=self._posted)
         self._buckets: dict[object, _Bucket] = {}
         self._faults: list[_Fault] = []
@@ -150,6 +159,8 @@ class SlackAPIEmulator(LoopbackServer, SlackRequestSender):
         return self
 
     async def stop(self) -> None:
+        for task in list(self._pressing):
+            await end_task(task)
         await end_task(self._sender)
         self._sender = None
         await super().stop()
@@ -318,7 +329,9 @@ class SlackAPIEmulator(LoopbackServer, SlackRequestSender):
             payload = json.loads(await request.body())
         except ValueError:
             return JSONResponse({"ok": False, "error": "invalid_json"}, status_code=400)
-        self.responses.append(payload if isinstance(payload, dict) else {"payload": payload})
+        payload = payload if isinstance(payload, dict) else {"payload": payload}
+        if not self.record_answer(request.path_params["rid"], payload):
+            self.responses.append(payload)
         self._notify()
         return JSONResponse({"ok": True})
 
@@ -362,6 +375,7 @@ __all__ = [
     "PERSON_ID",
     "TEAM_ID",
     "TIERS",
+    "Interaction",
     "SlackAPIEmulator",
     "sign",
 ]
