@@ -90,7 +90,7 @@ async def test_a_strangers_channel_pairs_and_follows_once_approved(
     assert first.startswith("This channel is not paired with progresscast yet. Pairing code: ")
     assert f"progresscast pairing approve discord {code}" in first
     await silent(discord, "help", STRANGER)  # one code an hour; nothing else meanwhile
-    assert await stranger_keys(redis) == [keys.access_pending("discord")]
+    assert await stranger_keys(redis) == sorted([keys.access_pending("discord"), keys.access_issued("discord")])
     assert message_calls(discord) == []  # the code went only to the person, in the interaction
     listed = pairing(redis_url, "list", "discord")
     assert listed.returncode == 0 and f"discord\tpending\t{code}\tchat {STRANGER}" in listed.stdout, listed.stderr
