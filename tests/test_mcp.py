@@ -74,7 +74,7 @@ async def raw_card(redis: Redis, owner: Owner) -> tuple[dict[str, str], str | No
 async def test_lists_both_tools_with_their_schemas_and_no_session_fields(redis_url: str, tmp_path: Path) -> None:
     async with stdio_mcp(server_env(redis_url, tmp_path), "--session", "t-list") as mcp:
         tools = {t.name: t for t in (await mcp.list_tools()).tools}
-    assert set(tools) == {"progress_card", "update_plan"}
+    assert set(tools) == {"progress_card", "update_plan", "ask_person"}
     card = tools["progress_card"].input_schema
     assert set(card["properties"]) == {"plan", "markdown"} and card["additionalProperties"] is False
     item = card["properties"]["plan"]["items"]
@@ -85,9 +85,14 @@ async def test_lists_both_tools_with_their_schemas_and_no_session_fields(redis_u
     assert plan["properties"]["steps"]["items"]["properties"]["state"]["enum"] == [
         "pending", "active", "done", "blocked", "skipped"
     ]
+    assert set(tools["ask_person"].input_schema["properties"]) == {
+        "prompt", "options", "allowText", "detail", "timeoutSeconds"
+    }
     for tool in tools.values():
         schema = json.dumps(tool.input_schema)
         assert "sessionKey" not in schema and "agentId" not in schema and "session" not in schema
+        assert tool.output_schema is not None
+    for tool in (tools["progress_card"], tools["update_plan"]):
         assert "at least two meaningful sequential steps" in tool.description
         assert "never for greetings" in tool.description
         assert tool.output_schema is not None
@@ -287,7 +292,7 @@ async def test_streamable_http_lists_and_calls_the_tools(redis_url: str, tmp_pat
                 async with ClientSession(read, write) as mcp:
                     await mcp.initialize()
                     tools = {t.name: t for t in (await mcp.list_tools()).tools}
-                    assert set(tools) == {"progress_card", "update_plan"}
+                    assert set(tools) == {"progress_card", "update_plan", "ask_person"}
                     assert set(tools["progress_card"].input_schema["properties"]) == {"plan", "markdown"}
                     result = await mcp.call_tool("progress_card", {"plan": PLAN})
                     assert text_of(result) == "Progress card updated (rev 1, 1/3 done)"
@@ -460,3 +465,78 @@ async def test_a_run_already_active_is_the_one_the_agent_writes_in(
         view = await store.view(owner)
         assert view.run is RunState.active and view.run_id != "hook-run" and not view.paused
     await wait_until(lambda: _ended(store, owner))
+
+
+# -- ask_person and Stop -------------------------------------------------------------
+
+
+async def open_ask(store: CardStore, owner: Owner, timeout: float = 20) -> Any:
+    deadline = time.monotonic() + timeout
+    while not (asks := [a for a in (await store.asks.all(owner))[0] if a.state.value == "open"]):
+        assert time.monotonic() < deadline, "no ask was opened"
+        await asyncio.sleep(0.02)
+    return asks[0]
+
+
+async def test_ask_person_is_answered_from_the_chat(redis_url: str, tmp_path: Path, store: CardStore) -> None:
+    from progresscast.model.asks import Actor
+
+    owner = Owner("main", "t-ask")
+    async with stdio_mcp(server_env(redis_url, tmp_path), "--session", "t-ask") as mcp:
+        asking = asyncio.create_task(mcp.call_tool(
+            "ask_person", {"prompt": "Which database?", "options": ["Postgres", "SQLite"], "allowText": True}
+        ))
+        ask = await open_ask(store, owner)
+        assert ask.kind.value == "choice" and ask.options == ("Postgres", "SQLite") and ask.source == "mcp"
+        assert ask.allow_text
+        await store.asks.answer(owner, ask.ask_id, Actor("telegram", "42", "7", "Ana"), options=["SQLite"])
+        result = await asking
+        assert not result.is_error and text_of(result) == "Answered from Telegram by Ana: SQLite"
+        assert result.structured_content == {"state": "answered", "options": ["SQLite"], "text": None, "by": "Ana"}
+
+        typed = asyncio.create_task(mcp.call_tool("ask_person", {"prompt": "Name the release?"}))
+        ask = await open_ask(store, owner)
+        assert ask.kind.value == "text"
+        await store.asks.answer(owner, ask.ask_id, Actor("slack", "C1", "U2", "Ben"), text="Heron")
+        assert text_of(await typed) == "Answered from Slack by Ben: Heron"
+
+        none = await mcp.call_tool("ask_person", {"prompt": "Deploy now?", "options": ["Yes", "No"], "timeoutSeconds": 1})
+        assert not none.is_error and none.structured_content == {"state": "none"}
+        assert "No answer came within 1 s. Decide yourself, and say in your reply what you decided" in text_of(none)
+
+        bad = await mcp.call_tool("ask_person", {"prompt": "Which?", "options": ["x" * 41]})
+        assert bad.is_error and text_of(bad).startswith("options: [0] must be at most 40 characters")
+    assert len((await store.asks.all(owner))[0]) == 3
+
+
+async def test_stop_pressed_on_the_run_is_told_to_the_model(redis_url: str, tmp_path: Path, store: CardStore) -> None:
+    from progresscast.model.asks import Actor
+
+    owner = Owner("main", "t-stop")
+    async with stdio_mcp(server_env(redis_url, tmp_path), "--session", "t-stop") as mcp:
+        first = await mcp.call_tool("progress_card", {"plan": PLAN})
+        assert text_of(first) == "Progress card updated (rev 1, 1/3 done)" and "stop" not in first.structured_content
+        assert (await store.view(owner)).stoppable  # the run the server holds offers Stop
+        assert (await store.asks.stop(owner, Actor("telegram", "42", "7", "Ana")))[0] == "ok"
+        after = await mcp.call_tool("update_plan", {"steps": [{"label": "Ship", "state": "active"}]})
+        assert text_of(after).startswith("Plan updated. Stopped from Telegram by Ana: the person pressed Stop")
+        assert after.structured_content["stop"] == "Stopped from Telegram by Ana"
+        asked = await mcp.call_tool("ask_person", {"prompt": "Go on?", "options": ["Yes", "No"]})
+        assert asked.structured_content == {"state": "stopped", "by": "Ana"}
+
+
+async def test_ask_person_through_a_gateway(redis_url: str, tmp_path: Path, store: CardStore) -> None:
+    from progresscast.model.asks import Actor
+
+    owner = Owner("main", "gw-ask")
+    async with running_gateway(redis_url, tmp_path) as url:
+        env = server_env(redis_url, tmp_path, PROGRESSCAST_TOKEN="writer-token")
+        async with stdio_mcp(env, "--gateway", url, "--session", "gw-ask") as mcp:
+            asking = asyncio.create_task(mcp.call_tool("ask_person", {"prompt": "Ship it?", "options": ["Yes", "No"]}))
+            ask = await open_ask(store, owner)
+            await store.asks.answer(owner, ask.ask_id, Actor("discord", "9", "5", "Cy"), options=["Yes"])
+            assert text_of(await asking) == "Answered from Discord by Cy: Yes"
+            none = await mcp.call_tool("ask_person", {"prompt": "Now?", "options": ["Yes"], "timeoutSeconds": 1})
+            assert none.structured_content == {"state": "none"}
+    states = [a.state.value for a in (await store.asks.all(owner))[0]]
+    assert states[0] == "answered" and states[1] in ("expired", "withdrawn")  # nothing left open

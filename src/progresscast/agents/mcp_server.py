@@ -1,8 +1,9 @@
 """`progresscast mcp`: the agent tools as a Model Context Protocol server.
 
-Two tools, `progress_card` (the card's own input) and `update_plan` (a harness-shaped
-plan), on the `mcp` SDK's low-level server so each tool's JSON schema is exactly the
-one written here. The server binds the owner (session and agent) when it starts; the
+Three tools, `progress_card` (the card's own input), `update_plan` (a harness-shaped
+plan) and `ask_person` (a question to the people following the session, mcp_ask.py),
+on the `mcp` SDK's low-level server so each tool's JSON schema is exactly the one
+written here. The server binds the owner (session and agent) when it starts; the
 model only supplies the tool's arguments, so it can never write another session's
 card. A write of the wrong shape is a failed tool result (`isError`) naming the field
 and the rule, with nothing stored, so the model can read it and retry.
@@ -39,10 +40,11 @@ from ..model.card import (
 from ..model.owners import Owner, resolve_owner
 from .harness_plan import CODEX_PLAN, MAX_HARNESS_STEPS, MAX_LABEL_CHARS, PROGRESS_V1, PlanShapeError, map_plan
 from .held_run import HeldRun
+from .mcp_ask import ASK_PERSON_TOOL, ask_person, with_stop
 from .mcp_input import REFUSED_META_KEY, GuardedLines
 from .sinks import CardSink, Gateway, GatewaySink, SinkError, StoreSink
 
-TOOL_NAMES = ("progress_card", "update_plan")
+TOOL_NAMES = ("progress_card", "update_plan", "ask_person")
 
 _WHEN = (
     "Use it only for substantial work with at least two meaningful sequential steps — never for "
@@ -141,6 +143,7 @@ RESULT_SCHEMA: dict[str, Any] = {
             ]
         },
         "cleared": {"type": "boolean"},
+        "stop": {"type": "string", "description": "Set when Stop was pressed on the run: who, and where."},
     },
     "required": ["revision", "steps"],
 }
@@ -153,7 +156,7 @@ TOOLS = {
         ("progress_card", "Progress card", PROGRESS_CARD_DESCRIPTION, PROGRESS_CARD_SCHEMA),
         ("update_plan", "Update plan", UPDATE_PLAN_DESCRIPTION, UPDATE_PLAN_SCHEMA),
     )
-}
+} | {"ask_person": ASK_PERSON_TOOL}
 
 
 def _failed(text: str) -> types.CallToolResult:
@@ -187,10 +190,16 @@ class AgentTools:
                 raise CardError(refused_field, SURROGATE_RULE)
             reject_lone_surrogates(arguments or {})
             await self.run.before_write()
+            if name == "ask_person":
+                return await ask_person(self.sink, arguments or {})
             if name == "progress_card":
-                return await self.progress_card(arguments or {}, arrived)
-            return await self.update_plan(arguments or {}, arrived)
+                result = await self.progress_card(arguments or {}, arrived)
+            else:
+                result = await self.update_plan(arguments or {}, arrived)
+            return with_stop(result, await self.sink.stop_mark())
         except CardError as exc:
+            if name == "ask_person":
+                return _failed(f"{exc}. Nothing was asked; fix it and ask again.")
             whole = "card" if name == "progress_card" else "plan"
             return _failed(f"{exc}. Nothing was stored; fix it and send the whole {whole} again.")
         except SinkError as exc:

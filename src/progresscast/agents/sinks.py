@@ -18,10 +18,12 @@ from typing import TYPE_CHECKING, Any, Protocol
 
 from redis.exceptions import RedisError
 
+from ..model.asks import Actor, Answer, Ask, AskInput, AskKind, AskState, StopMark
 from ..model.card import CardError, CardInput, Step, StepCounts, WriteResult
 from ..model.owners import Owner
 from ..model.view import RunState
 from ..store.cards import CardStore, StoreError
+from .asking import Waited, ask_and_wait
 
 if TYPE_CHECKING:  # the hooks never talk to a gateway: they need not pay for importing httpx
     import httpx
@@ -65,6 +67,14 @@ class CardSink(Protocol):
         """End the run if it is still the current one (else nothing)."""
         ...
 
+    async def ask(self, body: AskInput, wait: float) -> Waited:
+        """Ask the session's followers and wait up to `wait` seconds (asking.ask_and_wait)."""
+        ...
+
+    async def stop_mark(self) -> StopMark | None:
+        """The Stop pressed on the current run, where this path can tell (None: none, or not known)."""
+        ...
+
 
 class StoreSink:
     def __init__(self, store: CardStore, owner: Owner) -> None:
@@ -104,14 +114,26 @@ class StoreSink:
             raise SinkError(f"the card store is not answering: {exc}") from None
 
     async def start_run(self, run_id: str) -> None:
-        try:
-            await self.store.start_run(self.owner, run_id)
+        try:  # stoppable: a Stop pressed in chat is told to the agent (`stop_mark`)
+            await self.store.start_run(self.owner, run_id, stoppable=True)
         except RedisError as exc:
             raise SinkError(f"the card store is not answering: {exc}") from None
 
     async def end_run(self, run_id: str, state: RunState) -> None:
         try:
             await self.store.end_run(self.owner, run_id, state)
+        except RedisError as exc:
+            raise SinkError(f"the card store is not answering: {exc}") from None
+
+    async def ask(self, body: AskInput, wait: float) -> Waited:
+        try:
+            return await ask_and_wait(self.store, self.owner, [body], wait)
+        except RedisError as exc:
+            raise SinkError(f"the card store is not answering: {exc}") from None
+
+    async def stop_mark(self) -> StopMark | None:
+        try:
+            return await self.store.asks.stop_mark(self.owner)
         except RedisError as exc:
             raise SinkError(f"the card store is not answering: {exc}") from None
 
@@ -209,3 +231,35 @@ class GatewaySink:
             await self.gateway.call("run.end", {**self._owner_params(), "runId": run_id, "state": state.value})
         except SinkError:
             pass  # not the current run any more (409), or the gateway is gone: nothing to end
+
+    async def ask(self, body: AskInput, wait: float) -> Waited:
+        """`progressCard.ask`, then `waitAnswer` (at most a minute a call) until the ask
+        ends or `wait` passes; an ask still open then is withdrawn."""
+        import time
+
+        deadline = time.monotonic() + wait
+        params = {**self._owner_params(), **body.model_dump(exclude_none=True), "kind": body.kind.value}
+        made = await self.gateway.call("progressCard.ask", params)
+        ask_id = made["askId"]
+        got: dict[str, Any] = {"state": "open"}
+        try:
+            while got.get("state") == "open" and (left := deadline - time.monotonic()) > 0:
+                waiting = {**self._owner_params(), "askId": ask_id, "timeoutSeconds": min(60, left)}
+                got = await self.gateway.call("progressCard.waitAnswer", waiting)
+        finally:
+            if got.get("state") == "open":
+                await self.gateway.call("progressCard.withdraw", {**self._owner_params(), "askId": ask_id})
+        answer = got.get("answer")
+        if got.get("state") != "answered" or not isinstance(answer, dict):
+            return Waited()
+        return Waited(answered=(Ask(
+            ask_id=ask_id, kind=AskKind(body.kind.value), prompt=body.prompt, state=AskState.answered,
+            answer=Answer(
+                by=Actor.from_json(answer.get("by")), at_ms=0,
+                options=tuple(str(o) for o in answer.get("options") or ()),
+                text=answer.get("text") if isinstance(answer.get("text"), str) else None,
+            ),
+        ),))
+
+    async def stop_mark(self) -> StopMark | None:
+        return None  # no RPC method reads it: through a gateway, runs are not offered a Stop
