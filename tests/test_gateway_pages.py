@@ -11,7 +11,9 @@ import httpx
 import pytest
 from redis.asyncio import Redis
 
+from progresscast.config.gateway import GatewayToken
 from progresscast.gateway import create_app
+from progresscast.model.asks import AskInput
 from progresscast.model.card import CardInput
 from progresscast.model.owners import Owner
 from progresscast.model.view import RunState
@@ -315,3 +317,96 @@ async def test_an_unknown_session_is_a_404_page_not_an_empty_card(client: httpx.
     # So is one with only a run or activity so far.
     await store.start_run(Owner("main", "just-started"), "r1")
     assert (await client.get("/sessions/just-started")).status_code == 200
+
+
+# -- answering from the page ----------------------------------------------------
+
+
+@pytest.fixture
+async def answering(redis: Redis) -> AsyncIterator[httpx.AsyncClient]:
+    """The gateway with Ana's token besides the test tokens: it may read and answer."""
+    settings = gateway_settings()
+    settings.gateway.tokens.append(GatewayToken(token="ana", name="Ana", scopes=["operator.read", "operator.answer"]))
+    app = create_app(settings, redis)
+    async with httpx.AsyncClient(transport=httpx.ASGITransport(app=app), base_url="http://gw") as c:
+        yield c
+
+
+PAGE_CALL = {"X-Progresscast": "1", "Sec-Fetch-Site": "same-origin", "Origin": "http://gw"}
+"""What the page's script sends with an RPC call (the browser adds the last two)."""
+
+
+async def page_rpc(client: httpx.AsyncClient, method: str, headers: dict[str, str] = PAGE_CALL, **params: object) -> httpx.Response:
+    return await client.post("/v1/rpc", json={"method": method, "params": params}, headers=headers)
+
+
+async def test_the_page_draws_answer_controls_only_for_a_token_that_may_answer(
+    answering: httpx.AsyncClient, store: CardStore
+) -> None:
+    owner = Owner("main", "ticket-1")
+    await put(store, "ticket-1")
+    await store.start_run(owner, "r1", stoppable=True)
+    await store.asks.open(owner, AskInput.parse({"kind": "approval", "prompt": "Deploy <prod>?"}))
+    for path in ("/sessions/ticket-1", "/"):
+        shown = (await signed_in(answering, "ana").get(path)).text
+        assert "Deploy &lt;prod&gt;?" in shown and 'class="pc-ask__option" data-option="Allow"' in shown
+        assert 'class="pc-stop"' in shown
+        shown = (await signed_in(answering, "reader").get(path)).text
+        assert "Deploy &lt;prod&gt;?" in shown and "pc-ask__option" not in shown and "pc-stop" not in shown
+    fragment = (await signed_in(answering, "ana").get("/v1/card", params={"sessionKey": "ticket-1"})).json()["result"]
+    assert 'data-option="Deny"' in fragment["html"]
+    fragment = (await signed_in(answering, "reader").get("/v1/card", params={"sessionKey": "ticket-1"})).json()["result"]
+    assert "Deploy &lt;prod&gt;?" in fragment["html"] and "pc-ask__option" not in fragment["html"]
+
+
+async def test_the_page_answers_with_its_cookie_and_a_read_token_cannot(answering: httpx.AsyncClient, store: CardStore) -> None:
+    owner = Owner("main", "ticket-1")
+    await put(store, "ticket-1")
+    ask = await store.asks.open(owner, AskInput.parse({"kind": "approval", "prompt": "Deploy?"}))
+    answer = {"sessionKey": "ticket-1", "askId": ask.ask_id, "options": ["Allow"]}
+
+    refused = await page_rpc(signed_in(answering, "reader"), "progressCard.answer", **answer)
+    assert refused.status_code == 403 and "operator.answer" in refused.json()["error"]["message"]
+    assert (await store.asks.get(owner, ask.ask_id))[0].state.value == "open"  # type: ignore[union-attr]
+
+    answered = await page_rpc(signed_in(answering, "ana"), "progressCard.answer", **answer)
+    assert answered.status_code == 200 and answered.json()["result"]["answered"] is True
+    stored, _ = await store.asks.get(owner, ask.ask_id)
+    assert stored is not None and stored.answer is not None
+    assert stored.answer.options == ("Allow",) and stored.answer.by.name == "Ana"
+
+
+@pytest.mark.parametrize(
+    ("headers", "why"),
+    [
+        ({}, "no header: a plain form post from anywhere"),
+        ({"X-Progresscast": "0"}, "not the page's header"),
+        ({"X-Progresscast": "1", "Sec-Fetch-Site": "cross-site"}, "another site"),
+        ({"X-Progresscast": "1", "Sec-Fetch-Site": "same-site"}, "another origin of the same site"),
+        ({"X-Progresscast": "1", "Origin": "http://evil.example"}, "another origin (no Sec-Fetch-Site)"),
+    ],
+)
+async def test_the_cookie_is_no_credential_for_rpc_without_the_pages_own_call(
+    answering: httpx.AsyncClient, store: CardStore, headers: dict[str, str], why: str
+) -> None:
+    owner = Owner("main", "ticket-1")
+    ask = await store.asks.open(owner, AskInput.parse({"kind": "approval", "prompt": "Deploy?"}))
+    response = await page_rpc(
+        signed_in(answering, "ana"), "progressCard.answer", headers, sessionKey="ticket-1", askId=ask.ask_id, options=["Allow"]
+    )
+    assert response.status_code == 401, why
+    assert (await store.asks.get(owner, ask.ask_id))[0].state.value == "open", why  # type: ignore[union-attr]
+
+
+async def test_the_cookie_calls_only_the_pages_methods(answering: httpx.AsyncClient, store: CardStore) -> None:
+    response = await page_rpc(signed_in(answering, "writer"), "progressCard.put", sessionKey="ticket-1", markdown="x")
+    assert response.status_code == 403
+    assert response.json()["error"]["message"].startswith("method: is not one the page may call with its sign-in")
+    assert await store.get(Owner("main", "ticket-1")) is None
+    # Stop, though, is one of them.
+    owner = Owner("main", "ticket-1")
+    await store.start_run(owner, "r1", stoppable=True)
+    stopped = await page_rpc(signed_in(answering, "ana"), "run.stop", sessionKey="ticket-1")
+    assert stopped.status_code == 200 and stopped.json()["result"]["stop"]["by"]["name"] == "Ana"
+    mark = await store.asks.stop_mark(owner, "r1")
+    assert mark is not None and mark.by.name == "Ana"

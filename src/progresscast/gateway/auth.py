@@ -2,8 +2,11 @@
 
 A request carries a token either as `Authorization: Bearer <token>` (API clients)
 or in the `progresscast_token` cookie (the web page, and the EventSource and
-fetches it makes). The RPC endpoint takes the header only: it is the one place that
-writes, and a cookie there would invite cross-site request forgery.
+fetches it makes). The RPC endpoint takes the header, and the cookie only for the
+page's own buttons (`page_token`): PAGE_METHODS, sent by the page's script with the
+header `X-Progresscast: 1` from this origin — a cross-site form cannot set that
+header, a cross-origin script cannot send it without a CORS preflight nobody
+answers, and the cookie is `SameSite=Strict` besides (docs/security.md).
 
 Session patterns are shell globs (`fnmatch`, case-sensitive). A pattern that starts
 with `agent:` is matched against the owner's display key `agent:<agentId>:<key>`, so
@@ -17,6 +20,7 @@ from __future__ import annotations
 import hmac
 import ipaddress
 from dataclasses import dataclass
+from urllib.parse import urlsplit
 
 from starlette.requests import HTTPConnection
 
@@ -124,3 +128,27 @@ def bearer(conn: HTTPConnection) -> str | None:
 
 def cookie(conn: HTTPConnection) -> str | None:
     return conn.cookies.get(COOKIE) or None
+
+
+PAGE_HEADER = "x-progresscast"
+"""The header the page's script sends with an RPC call made with the cookie."""
+PAGE_METHODS = frozenset({"progressCard.answer", "run.stop"})
+"""The RPC methods the cookie may call: the web card's buttons, nothing else."""
+
+
+def page_token(conn: HTTPConnection) -> str | None:
+    """The cookie's token for an RPC call from the page's own script: it sends
+    `X-Progresscast: 1`, and the browser says the call comes from this origin
+    (`Sec-Fetch-Site: same-origin`; where a browser does not send that, an `Origin`,
+    if any, naming this host). None otherwise: the cookie is not a credential here."""
+    if conn.headers.get(PAGE_HEADER) != "1":
+        return None
+    site = conn.headers.get("sec-fetch-site")
+    if site is not None:
+        if site != "same-origin":
+            return None
+    else:
+        origin = conn.headers.get("origin")
+        if origin is not None and urlsplit(origin).netloc != conn.headers.get("host", ""):
+            return None
+    return cookie(conn)

@@ -34,7 +34,7 @@ from ..model.history import DEFAULT_LIMIT, MAX_LIMIT
 from ..model.owners import Owner
 from ..model.view import TERMINAL, RunState
 from . import errors
-from .auth import ANSWER, READ, WRITE, Grant, bearer
+from .auth import ANSWER, PAGE_METHODS, READ, WRITE, Grant, bearer, page_token
 from .body import MAX_BODY, parse_json, read_body
 from .errors import ApiError
 from .state import Gateway, gateway_of
@@ -371,7 +371,9 @@ async def rpc(request: Request) -> Response:
     arrived = time.monotonic()
     gw = gateway_of(request)
     # Who first: an unauthenticated caller learns nothing, not even about its JSON.
-    grant = gw.tokens.grant(bearer(request))
+    token = bearer(request)
+    from_page = token is None and (token := page_token(request)) is not None
+    grant = gw.tokens.grant(token)
     if grant is None:
         raise errors.unauthorized()
     body = await read_body(request, MAX_BODY)
@@ -384,6 +386,9 @@ async def rpc(request: Request) -> Response:
             400, "unknown_method", f"method: '{method}' is not one of {', '.join(sorted(METHODS))}",
             field="method", rule="is not a known method",
         )
+    if from_page and method not in PAGE_METHODS:
+        rule = f"is not one the page may call with its sign-in ({', '.join(sorted(PAGE_METHODS))})"
+        raise ApiError(403, "forbidden", f"method: {rule}; send an Authorization header", field="method", rule=rule)
     scope, handler = METHODS[method]
     if scope is not None and not grant.can(scope):
         raise errors.missing_scope(scope)

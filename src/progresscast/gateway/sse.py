@@ -1,7 +1,8 @@
 """`GET /v1/events?sessionKey=…[&agentId=…]`: Server-Sent Events for one owner.
 
 Each event is a refresh hint, named by its type (`progressCard.changed`, and also
-`activity.changed`, `run.started`, `run.ended`), with JSON data
+`activity.changed`, `run.started`, `run.ended`, `ask.changed`, `run.stop`: every type
+the owner's stream carries, none filtered), with JSON data
 `{sessionKey, agentId, displayKey, revision}` and the stream entry id as the SSE id.
 A comment goes out every `heartbeat` seconds of silence: writing to a closed client
 is how a server notices it behind proxies that never report the close.

@@ -4,10 +4,16 @@
 // (`GET /v1/card` → result.html and result.historyHtml), through the one Trusted Types
 // policy the Content-Security-Policy allows. Everything else (times, durations,
 // notices) goes in as text.
+//
+// The card's controls (an ask's buttons and text box, the run's Stop) are drawn by the
+// server only for a viewer who may use them; this script sends them as RPC calls with
+// the sign-in cookie and the header `X-Progresscast: 1` (the server takes the cookie
+// for those two methods only with it). Stop asks to be pressed again within 10 s.
 'use strict';
 
 (() => {
-  const EVENTS = ['progressCard.changed', 'activity.changed', 'run.started', 'run.ended'];
+  const EVENTS = ['progressCard.changed', 'activity.changed', 'run.started', 'run.ended', 'ask.changed', 'run.stop'];
+  const STOP_CONFIRM_MS = 10000;
   const FIRST_RETRY_MS = 1000;
   const MAX_RETRY_MS = 30000;
 
@@ -65,6 +71,133 @@
     }
   }
 
+  // -- the card's controls: answers and Stop ---------------------------------
+
+  const controls = {
+    // What to do once a control was used: the live page re-reads its card; a page
+    // without one (the session list) reloads.
+    after: () => window.location.reload(),
+    stopArmedUntil: 0,
+    stopTimer: null,
+    // A refresh redraws the card: a Stop pressed once stays armed for its 10 s.
+    rearm(root) {
+      const armed = Date.now() < controls.stopArmedUntil;
+      for (const button of root.querySelectorAll('button.pc-stop')) {
+        button.textContent = armed ? button.dataset.confirm : button.dataset.label;
+        button.classList.toggle('pc-stop--armed', armed);
+      }
+    },
+  };
+
+  function ownerOf(el) {
+    const holder = el.closest('[data-session-key]');
+    return holder ? { sessionKey: holder.dataset.sessionKey, agentId: holder.dataset.agentId } : null;
+  }
+
+  async function call(method, params) {
+    const response = await fetch('/v1/rpc', {
+      method: 'POST',
+      credentials: 'same-origin',
+      cache: 'no-store',
+      headers: { 'Content-Type': 'application/json', Accept: 'application/json', 'X-Progresscast': '1' },
+      body: JSON.stringify({ method, params }),
+    });
+    let body = null;
+    try {
+      body = await response.json();
+    } catch (_) {
+      body = null;
+    }
+    if (!response.ok || !body || !body.ok) {
+      throw new Error(body && body.error ? body.error.message : 'HTTP ' + response.status);
+    }
+    return body.result;
+  }
+
+  function say(askEl, text) {
+    const status = askEl.querySelector('.pc-ask__status');
+    if (!status) return;
+    status.textContent = text;
+    status.hidden = !text;
+  }
+
+  function busy(askEl, on) {
+    for (const el of askEl.querySelectorAll('button, input, textarea')) el.disabled = on;
+    askEl.setAttribute('aria-busy', on ? 'true' : 'false');
+  }
+
+  async function answer(askEl, params) {
+    const owner = ownerOf(askEl);
+    if (!owner) return;
+    busy(askEl, true);
+    say(askEl, '');
+    try {
+      const result = await call('progressCard.answer', { ...owner, askId: askEl.dataset.askId, ...params });
+      if (!result.answered) {
+        const ask = result.ask || {};
+        const by = ask.answer && ask.answer.by ? ask.answer.by.name || ask.answer.by.user : null;
+        say(askEl, by ? 'Already answered by ' + by + '.' : 'This question has ended (' + (ask.state || 'closed') + ').');
+      }
+      controls.after();
+    } catch (err) {
+      busy(askEl, false);
+      say(askEl, 'Not sent: ' + (err && err.message ? err.message : 'network error'));
+    }
+  }
+
+  async function stop(button) {
+    const owner = ownerOf(button);
+    if (!owner) return;
+    if (Date.now() >= controls.stopArmedUntil) {
+      // The first press only asks to be sure.
+      controls.stopArmedUntil = Date.now() + STOP_CONFIRM_MS;
+      clearTimeout(controls.stopTimer);
+      controls.stopTimer = setTimeout(() => controls.rearm(document), STOP_CONFIRM_MS);
+      controls.rearm(document);
+      return;
+    }
+    controls.stopArmedUntil = 0;
+    clearTimeout(controls.stopTimer);
+    button.disabled = true;
+    try {
+      await call('run.stop', owner);
+    } catch (err) {
+      button.disabled = false;
+      button.textContent = 'Not stopped: ' + (err && err.message ? err.message : 'network error');
+      return;
+    }
+    controls.after();
+  }
+
+  function onClick(event) {
+    const target = event.target instanceof Element ? event.target : null;
+    if (!target) return;
+    const option = target.closest('button.pc-ask__option');
+    if (option) {
+      answer(option.closest('.pc-ask'), { options: [option.dataset.option] });
+      return;
+    }
+    const stopButton = target.closest('button.pc-stop');
+    if (stopButton) stop(stopButton);
+  }
+
+  function onSubmit(event) {
+    const form = event.target instanceof Element ? event.target.closest('form.pc-ask__form') : null;
+    if (!form) return;
+    event.preventDefault();
+    const params = {};
+    const chosen = Array.from(form.querySelectorAll('input[name=option]:checked'), (box) => box.value);
+    if (chosen.length) params.options = chosen;
+    const box = form.querySelector('textarea[name=text]');
+    if (box && box.value.trim()) params.text = box.value;
+    const askEl = form.closest('.pc-ask');
+    if (!params.options && !params.text) {
+      say(askEl, box ? 'Type an answer first.' : 'Choose at least one answer first.');
+      return;
+    }
+    answer(askEl, params);
+  }
+
   function live(root) {
     const card = document.getElementById('pc-card');
     const history = document.getElementById('pc-history');
@@ -88,7 +221,20 @@
     }
 
     function show(result) {
+      // A refresh must not lose an answer being typed, nor the focus in it.
+      const typed = new Map();
+      for (const box of card.querySelectorAll('.pc-ask__text')) typed.set(box.id, box.value);
+      const focused = document.activeElement && card.contains(document.activeElement) ? document.activeElement.id : null;
       card.innerHTML = policy.createHTML(result.html);
+      for (const box of card.querySelectorAll('.pc-ask__text')) {
+        if (typed.has(box.id)) box.value = typed.get(box.id);
+      }
+      if (focused) {
+        const again = document.getElementById(focused);
+        if (again) again.focus();
+      }
+      localizeTimes(card);
+      controls.rearm(card);
       if (history && typeof result.historyHtml === 'string') {
         history.innerHTML = policy.createHTML(result.historyHtml);
         localizeTimes(history);
@@ -177,6 +323,7 @@
     }
 
     window.progresscast = { refresh };
+    controls.after = refresh;
     connect();
     // The active step's running time stays current between changes.
     if (history) setInterval(() => tickDurations(history), 10000);
@@ -184,6 +331,8 @@
 
   function start() {
     localizeTimes(document);
+    document.addEventListener('click', onClick);
+    document.addEventListener('submit', onSubmit);
     const root = document.getElementById('pc-live');
     if (root) live(root);
   }
