@@ -59,6 +59,11 @@ async def test_demo_plays_the_example_to_a_real_adapter_and_prints_what_the_chat
     # run's end line heading its answer.
     assert "    │ ⛔ Needs you — demo-ticket-4821: Fix and add a regression test" in text, text
     assert re.search(r"    │ ✅ demo-ticket-4821 · (4/4 )?done\n", text), text  # "4/4" when read before the clear
+    # An approval answered from the chat: the ask's buttons, the press, the agent handed the answer.
+    assert "asks: Run the index migration on production?" in text and "[1: Allow]  [2: Deny]" in text, text
+    assert "you press [Allow]" in text and "bot → Answered: Allow" in text, text
+    assert "agent: progressCard.waitAnswer → answered: Allow (by Dana, from the chat)" in text, text
+    assert "✅ Run the index migration on production? — Dana answered: Allow" in text, text
     assert "run.end → completed" in text and "progressCard.put → Progress card cleared" in text
     # What the chat shows, as a person reads it: the draft is sent, edited, deleted at the
     # run's end, and the answer is posted — never raw HTML.

@@ -18,6 +18,8 @@ Entries of the example (`examples/session.json`), in order:
     {"activity": {...}}               activity.put (headline, tool, answer)
     {"run": {"state": "completed"}}   run.end of the demo run (completed|failed|canceled)
     {"reset": true}                   progressCard.reset
+    {"ask": {...}, "press": "Allow"}  progressCard.ask, the chat's person presses that button,
+                                      and progressCard.waitAnswer hands the agent the answer
 """
 
 from __future__ import annotations
@@ -119,13 +121,18 @@ def demo_settings(settings: Settings, token: str, api: BotAPIEmulator) -> Settin
     return with_demo_token(own, token)
 
 
+Press = Callable[[str], Awaitable[None]]
+"""The chat's person presses the button of this label on the newest ask (the demo's part)."""
+
+
 async def play(
     rpc: Rpc, owner: Owner, *, delay: float, out: TextIO, run_id: str = RUN_ID,
-    pinged: Callable[[], Awaitable[None]] | None = None,
+    pinged: Callable[[], Awaitable[None]] | None = None, press: Press | None = None,
 ) -> None:
     """Play the example through the gateway; the chat's changes are printed meanwhile.
     `pinged`: after a card with a blocked step, wait until the chat shows its ping (at
-    the chat's pace the next write would otherwise unblock it before the ping leaves)."""
+    the chat's pace the next write would otherwise unblock it before the ping leaves).
+    `press`: how the chat's person answers an ask (without it, asks are skipped)."""
 
     def say(text: str = "") -> None:
         print(text, file=out, flush=True)
@@ -158,6 +165,19 @@ async def play(
         elif entry.get("reset"):
             result = await rpc("progressCard.reset", **who)
             what = f"progressCard.reset → {result['receipt']}"
+        elif "ask" in entry:
+            if press is None:
+                continue
+            made = await rpc("progressCard.ask", **who, **entry["ask"], source="demo")
+            say(f"[{number}] agent: progressCard.ask → {made['askId'][:8]}…: {entry['ask']['prompt']} (waits)")
+            await press(str(entry.get("press", made["options"][0])))
+            waited = await rpc("progressCard.waitAnswer", **who, askId=made["askId"], timeoutSeconds=30)
+            answer = waited.get("answer") or {}
+            by = (answer.get("by") or {}).get("name", "?")
+            say(f"    agent: progressCard.waitAnswer → {waited['state']}: {', '.join(answer.get('options', []))} "
+                f"(by {by}, from the chat)")
+            await asyncio.sleep(delay)
+            continue
         else:
             raise DemoError(f"example entry {number}: expected card, activity, run or reset")
         say(f"[{number}] agent: {what}")
@@ -170,6 +190,23 @@ async def _shown(api: BotAPIEmulator, text: str) -> None:
         await api.wait_for(lambda: any(text in t for t in api.chat(CHAT).texts()), PING_SECONDS)
     except TimeoutError:
         pass
+
+
+async def _press(api: BotAPIEmulator, label: str, out: TextIO) -> None:
+    """The chat's person presses `label` on the ask as soon as it shows (as a person
+    would, from the phone), and sees the bot's answer to the press."""
+    def ask() -> int | None:
+        for message in reversed(api.chat(CHAT).visible()):
+            buttons = [b.get("text") for row in (message.reply_markup or {}).get("inline_keyboard", []) for b in row]
+            if label in buttons:
+                return message.message_id
+        return None
+
+    message_id = await api.wait_for(ask, PING_SECONDS)
+    query = api.press(CHAT, message_id, label, first_name="Dana")
+    print(f"  you press [{label}] on message {message_id}", file=out, flush=True)
+    await api.wait_for(lambda: api.callback(query).answered, PING_SECONDS)
+    print(f"  bot → {api.callback(query).text}", file=out, flush=True)
 
 
 async def _enter_pressed() -> None:
@@ -257,7 +294,7 @@ async def _play_demo(
                 # A new run id each time: the chat's draft state remembers runs it finished.
                 await play(
                     Rpc(client), owner, delay=delay, out=out, run_id=f"{RUN_ID}-{secrets.token_hex(4)}",
-                    pinged=lambda: _shown(api, NEEDS_YOU),
+                    pinged=lambda: _shown(api, NEEDS_YOU), press=lambda label: _press(api, label, out),
                 )
             answer = next(e["activity"]["answer"] for e in example_session() if "answer" in e.get("activity", {}))
             try:
