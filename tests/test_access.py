@@ -278,10 +278,10 @@ async def test_allowlist_refuses_once_an_hour_and_keeps_its_meaning(bot, redis: 
     assert not CODE.search(refusal)
 
 
-async def test_a_misspelt_command_gets_the_help(bot) -> None:
+async def test_a_misspelt_command_names_the_nearest_one(bot) -> None:
     h = await bot(access="open")
     text = (await h.command(PRIVATE, "/folow shop")).text
-    assert text.startswith("progresscast shows an AI agent's progress card here") and "/follow SESSION" in text
+    assert text.startswith("Unknown command /folow — did you mean /follow?") and "/follow SESSION" in text
 
 
 # --- a destination that refuses the bot --------------------------------------------------
