@@ -198,3 +198,76 @@ async def test_a_wait_that_is_not_a_number_of_seconds_is_said_and_exits_0(hook: 
     status, out, err = await (await hook("claude-code", BASH, "--wait", "0")).done()
     assert (status, out) == (0, "") and "--wait: must be a whole number of seconds" in err
     assert (await store.asks.all(OWNER))[0] == ()
+
+
+# -- the `hook codex` wrapper's Stop ------------------------------------------------------
+
+CODEX = Owner("main", "thread-stop")
+FAKE_CODEX = """\
+import json, signal, sys, time
+mark, ignore = sys.argv[1], sys.argv[2] == "ignore"
+def interrupted(*_):
+    open(mark, "w").write("SIGINT")
+    if not ignore:
+        print(json.dumps({"type": "turn.failed", "error": {"message": "interrupted"}}), flush=True)
+        sys.exit(130)
+signal.signal(signal.SIGINT, interrupted)
+for event in ({"type": "thread.started", "thread_id": "thread-stop"}, {"type": "turn.started"},
+              {"type": "item.started", "item": {"id": "i1", "type": "command_execution", "command": "make"}}):
+    print(json.dumps(event), flush=True)
+while True:
+    time.sleep(0.05)
+"""
+
+
+async def wrapped_codex(redis_url: str, tmp_path: Any, mode: str) -> tuple[asyncio.subprocess.Process, Any]:
+    script = tmp_path / "codex.py"
+    script.write_text(FAKE_CODEX)
+    mark = tmp_path / "interrupted"
+    proc = await asyncio.create_subprocess_exec(
+        sys.executable, "-m", "progresscast.cli", "hook", "codex", "--redis", redis_url, "--",
+        sys.executable, str(script), str(mark), mode,
+        stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE,
+    )
+    return proc, mark
+
+
+async def until_running(store: CardStore, owner: Owner, timeout: float = 20) -> None:
+    deadline = time.monotonic() + timeout
+    while (view := await store.view(owner)).run.value != "active" or not view.activity.tools:
+        assert time.monotonic() < deadline, "the wrapped command's run did not start"
+        await asyncio.sleep(0.02)
+    assert view.stoppable
+
+
+async def test_stop_interrupts_the_wrapped_codex(redis_url: str, tmp_path: Any, store: CardStore) -> None:
+    proc, mark = await wrapped_codex(redis_url, tmp_path, "exit")
+    try:
+        await until_running(store, CODEX)
+        await store.asks.stop(CODEX, ANA)
+        out, err = await asyncio.wait_for(proc.communicate(), 20)
+    finally:
+        if proc.returncode is None:
+            proc.kill()
+    assert proc.returncode == 130 and mark.read_text() == "SIGINT"
+    assert b'"turn.failed"' in out and b"Stopped from Telegram by Ana" in err
+    view = await store.view(CODEX)
+    assert view.run.value == "canceled" and view.stop is not None and view.stop.by.name == "Ana"
+
+
+async def test_a_codex_that_ignores_the_interrupt_is_terminated(redis_url: str, tmp_path: Any, store: CardStore) -> None:
+    from progresscast.agents.hooks.codex import STOP_GRACE
+
+    proc, mark = await wrapped_codex(redis_url, tmp_path, "ignore")
+    try:
+        await until_running(store, CODEX)
+        await store.asks.stop(CODEX, ANA)
+        pressed = time.monotonic()
+        _, err = await asyncio.wait_for(proc.communicate(), STOP_GRACE + 20)
+    finally:
+        if proc.returncode is None:
+            proc.kill()
+    assert mark.read_text() == "SIGINT" and time.monotonic() - pressed >= STOP_GRACE
+    assert proc.returncode == 128 + 15 and b"terminating it" in err
+    view = await store.view(CODEX)
+    assert view.run.value == "canceled"

@@ -15,12 +15,18 @@ line by line and whose exit status it exits with. The events, as Codex defines t
 
 Writing never holds the output up: events queue for a writer task, and once the store
 fails to answer the rest are dropped (said once on stderr).
+
+Wrapping the command, the hook can stop it: its runs start stoppable (chats offer Stop),
+and a Stop pressed on the current run interrupts the command as Ctrl-C would (SIGINT),
+then ends it (SIGTERM) if it is still running `STOP_GRACE` seconds later. Its run ends
+canceled.
 """
 
 from __future__ import annotations
 
 import asyncio
 import json
+import signal
 import sys
 import time
 from collections.abc import AsyncIterator
@@ -33,13 +39,20 @@ from ..harness_plan import map_checklist
 from .context import HookContext
 
 _END = object()
+STOP_POLL = 1.0
+"""Seconds between looks at the run's Stop while the wrapped command runs."""
+STOP_GRACE = 10.0
+"""Seconds the command has to end after SIGINT before it is sent SIGTERM."""
 
 
 class CodexSession:
     """What one `codex exec` stream has told so far."""
 
-    def __init__(self, ctx: HookContext) -> None:
+    def __init__(self, ctx: HookContext, *, stoppable: bool = False) -> None:
         self.ctx = ctx
+        self.stoppable = stoppable
+        """The hook runs the command, so it can act on a Stop pressed in chat."""
+        self.stopped = False
         self.owner: Owner | None = None
         self.run_id: str | None = None
         self.answers: list[str] = []
@@ -60,10 +73,11 @@ class CodexSession:
                 self.ctx.warn("events before thread.started and no --session: they are not shown")
             return
         if kind == "turn.started":
-            self.run_id = await self.ctx.start_run(self.owner)
+            self.run_id = await self.ctx.start_run(self.owner, stoppable=self.stoppable)
             self.answers = []
         elif kind in ("turn.completed", "turn.failed"):
-            await self._end(RunState.completed if kind == "turn.completed" else RunState.failed)
+            ended = RunState.failed if kind == "turn.failed" and not self.stopped else RunState.canceled
+            await self._end(RunState.completed if kind == "turn.completed" else ended)
         elif kind == "error":
             self.failed = True
         elif kind in ("item.started", "item.updated", "item.completed") and isinstance(event.get("item"), dict):
@@ -93,7 +107,8 @@ class CodexSession:
     async def finish(self, exit_status: int) -> None:
         """The stream ended: a turn still open did not complete."""
         if self.run_id is not None:
-            await self._end(RunState.failed if self.failed or exit_status != 0 else RunState.canceled)
+            failed = not self.stopped and (self.failed or exit_status != 0)
+            await self._end(RunState.failed if failed else RunState.canceled)
 
 
 async def _stdin_lines() -> AsyncIterator[bytes]:
@@ -128,9 +143,35 @@ async def _writer(ctx: HookContext, session: CodexSession, queue: asyncio.Queue[
     return not down
 
 
+async def _watch_stop(ctx: HookContext, session: CodexSession, process: asyncio.subprocess.Process) -> None:
+    """Interrupt the command once Stop is pressed on its current run."""
+    from ..asking import stopped_by
+
+    while process.returncode is None:
+        await asyncio.sleep(STOP_POLL)
+        owner, run_id = session.owner, session.run_id
+        if owner is None or run_id is None:
+            continue
+        try:
+            mark = await ctx.store.asks.stop_mark(owner, run_id)
+        except Exception:  # the store is down: the writer says so; the command runs on
+            continue
+        if mark is None:
+            continue
+        session.stopped = True
+        ctx.warn(f"{stopped_by(mark)}; interrupting {process.pid}")
+        process.send_signal(signal.SIGINT)
+        try:
+            await asyncio.wait_for(asyncio.shield(process.wait()), STOP_GRACE)
+        except TimeoutError:
+            ctx.warn(f"still running {STOP_GRACE:g} s after the interrupt; terminating it")
+            process.terminate()
+        return
+
+
 async def run(ctx: HookContext, command: list[str]) -> int:
     """Follow the stream; the exit status is the wrapped command's (0 when reading stdin)."""
-    session = CodexSession(ctx)
+    session = CodexSession(ctx, stoppable=bool(command))
     queue: asyncio.Queue[Any] = asyncio.Queue()
     writer = asyncio.create_task(_writer(ctx, session, queue))
     status = 0
@@ -143,11 +184,16 @@ async def run(ctx: HookContext, command: list[str]) -> int:
                 ctx.warn(f"cannot run {command[0]}: {exc.strerror or exc}")
                 return 127
             assert process.stdout is not None
-            while line := await process.stdout.readline():
-                sys.stdout.buffer.write(line)
-                sys.stdout.buffer.flush()
-                queue.put_nowait(line)
-            status = await process.wait()
+            watch = asyncio.create_task(_watch_stop(ctx, session, process))
+            try:
+                while line := await process.stdout.readline():
+                    sys.stdout.buffer.write(line)
+                    sys.stdout.buffer.flush()
+                    queue.put_nowait(line)
+                status = await process.wait()
+            finally:
+                watch.cancel()
+            status = 128 - status if status < 0 else status  # killed by signal N: 128 + N, as a shell says
         else:
             async for line in _stdin_lines():
                 queue.put_nowait(line)
