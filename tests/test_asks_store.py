@@ -132,3 +132,15 @@ async def test_stop_is_recorded_once_on_the_active_run(store: CardStore) -> None
     assert view.stop is None and not view.stoppable
     kinds = [e.event["kind"] for e in await store.history(OWNER) if e.event]
     assert kinds == ["stop"]
+
+
+async def test_a_write_after_stop_carries_it(store: CardStore) -> None:
+    from progresscast.model.card import CardInput, Status, Step
+
+    await store.start_run(OWNER, "r1", stoppable=True)
+    first = await store.put(OWNER, CardInput(plan=[Step(step="Build", status=Status.in_progress)]))
+    assert first.stop is None and "stop" not in first.to_json()
+    await store.asks.stop(OWNER, ANA)
+    later = await store.put(OWNER, CardInput(plan=[Step(step="Build", status=Status.completed)]))
+    assert later.stop is not None and later.to_json()["stop"]["by"]["name"] == "Ana"
+    assert later.receipt == "Progress card updated (rev 2, 1/1 done)"  # the receipt's words stay

@@ -255,9 +255,14 @@ class Card(BaseModel):
 class WriteResult(BaseModel):
     """What an accepted write answers: the receipt text and the structured result."""
 
+    model_config = ConfigDict(arbitrary_types_allowed=True)
+
     revision: int
     steps: StepCounts | None = None
     cleared: bool = False
+    stop: Any = None
+    """The Stop pressed on the owner's active run (`model.asks.StopMark`), if any: the
+    writer's agent should stop."""
 
     @property
     def receipt(self) -> str:
@@ -277,4 +282,6 @@ class WriteResult(BaseModel):
         }
         if self.cleared:
             out["cleared"] = True
+        if self.stop is not None:
+            out["stop"] = self.stop.to_json()
         return out

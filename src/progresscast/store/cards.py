@@ -22,6 +22,7 @@ from redis.commands.core import AsyncScript
 from redis.exceptions import RedisError
 
 from ..model.activity import Activity
+from ..model.asks import StopMark
 from ..model.card import Card, CardError, CardInput, Step, StepCounts, WriteResult
 from ..model.history import HistoryEntry
 from ..model.owners import Owner
@@ -145,7 +146,8 @@ class CardStore:
         except RedisError:
             self._count("error")
             raise
-        status, value, cleared = cast("list[str | int]", reply)
+        status, value, cleared, *more = cast("list[str | int]", reply)
+        stop = StopMark.from_stored(str(more[0])) if more and more[0] else None
         if status != "ok":
             self._count("conflict")
         if status == "revision":
@@ -158,10 +160,10 @@ class CardStore:
             raise StoreError("sessionKey", "the card was reset after this write was admitted")
         self._count("ok")
         if int(cleared):
-            return WriteResult(revision=int(value), cleared=True)
+            return WriteResult(revision=int(value), cleared=True, stop=stop)
         steps = card.plan or []
         counts = StepCounts(completed=sum(s.done for s in steps), total=len(steps)) if steps else None
-        return WriteResult(revision=int(value), steps=counts)
+        return WriteResult(revision=int(value), steps=counts, stop=stop)
 
     def _count(self, outcome: str) -> None:
         if self.metrics:

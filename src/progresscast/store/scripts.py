@@ -216,7 +216,11 @@ if keep_note then markdown = nil end
 if not is_reset and plan == '' and (markdown or '') == '' and rev == 0 then return {'ok', 0, 1} end
 local cleared
 rev, cleared = write_card(plan, markdown, is_reset, now_us, ms)
-return {'ok', rev, cleared and 1 or 0}
+-- A Stop pressed on the active run rides on every later receipt: the writer learns it.
+local run = redis.call('HMGET', run_key, 'state', 'stop')
+local stop = ''
+if run[1] == 'active' and run[2] then stop = run[2] end
+return {'ok', rev, cleared and 1 or 0, stop}
 """
 
 ACTIVITY = PRELUDE + """
