@@ -176,9 +176,9 @@ def add_commands(commands: Any, common: argparse.ArgumentParser) -> None:
     add_doctor(commands, common)
 
     mcp = commands.add_parser(
-        "mcp", help="MCP server with the progress_card and update_plan tools", parents=[common],
-        description="Serve the MCP tools progress_card and update_plan to an agent, over stdio (what an agent "
-        "starts) or streamable HTTP; each call writes the session's card.",
+        "mcp", help="MCP server with the progress_card, update_plan and ask_person tools", parents=[common],
+        description="Serve the MCP tools progress_card, update_plan and ask_person to an agent, over stdio (what an "
+        "agent starts) or streamable HTTP; each call writes the session's card or asks its followers.",
         epilog=example("progresscast mcp --session ticket-4821", "progresscast mcp --http 127.0.0.1:8788"),
     )
     mcp.add_argument(
@@ -188,7 +188,7 @@ def add_commands(commands: Any, common: argparse.ArgumentParser) -> None:
     mcp.add_argument("--http", metavar="HOST:PORT", help="serve streamable HTTP on HOST:PORT instead of stdio")
     mcp.add_argument("--gateway", metavar="URL", help="write through this gateway's RPC instead of the store")
     mcp.add_argument("--token", metavar="T", help="gateway token (default: $PROGRESSCAST_TOKEN)")
-    mcp.add_argument("--tools", metavar="NAMES", help="tools to offer (default: progress_card,update_plan)")
+    mcp.add_argument("--tools", metavar="NAMES", help="tools to offer (default: progress_card,update_plan,ask_person)")
 
     add_hook(commands, common)
 
@@ -280,6 +280,19 @@ def add_commands(commands: Any, common: argparse.ArgumentParser) -> None:
         "--timeout", type=_seconds(MAX_TIMEOUT), default=DEFAULT_TIMEOUT, metavar="SECONDS",
         help=f"how long to wait (1 to {MAX_TIMEOUT}; default {DEFAULT_TIMEOUT}); the ask expires then",
     )
+
+    acp = commands.add_parser(
+        "acp", help="run an ACP agent for an editor, showing its plan in chat (Stop and approvals too)",
+        parents=[common],
+        usage="progresscast acp [-h] --session KEY [--agent ID] -- AGENT_COMMAND [ARGS ...]",
+        description="Put this in the editor's agent settings in place of the agent: it starts AGENT_COMMAND and "
+        "passes every Agent Client Protocol message both ways unchanged, while the session's card shows the "
+        "agent's plan, tool calls and answer; permission requests are asked in chat too, and Stop in chat "
+        "cancels the turn. Exits with the agent's exit status.",
+        epilog=example("progresscast acp --session shop -- gemini --experimental-acp"),
+    )
+    acp.required_argument("--session", metavar="KEY", help="the session key whose card the agent writes")
+    acp.add_argument("--agent", metavar="ID", help="the agent owning the session (default: agents.default)")
 
     discord_commands = commands.add_parser(
         "discord", help="Discord: register the /progresscast command", parents=[common],
