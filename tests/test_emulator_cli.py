@@ -16,6 +16,7 @@ from progresscast.channels.worker import WorkerOptions
 from progresscast.config.settings import Settings
 from progresscast.gateway.app import create_app
 from progresscast.gateway.server import serve_app
+from progresscast.model.asks import AskInput
 from progresscast.model.card import CardInput
 from progresscast.model.owners import Owner
 from progresscast.slack.adapter import SlackAdapter, SlackOptions
@@ -167,6 +168,13 @@ async def test_emulator_slack_prints_its_settings_takes_slash_commands_and_shows
         proc.stdin.write(b"hello from a person\n")
         await proc.stdin.drain()
         await read_until(proc.stdout, r"you → hello from a person", seen)
+        # An ask's buttons are shown; `press N` presses one, and the app's answer, seen only
+        # by the presser, is printed.
+        await CardStore(redis).asks.open(Owner("main", "t1"), AskInput.parse({"kind": "approval", "prompt": "Go?"}))
+        await read_until(proc.stdout, r"\[1: Allow\]  \[2: Deny\]", seen)
+        proc.stdin.write(b"press 1\n")
+        await proc.stdin.drain()
+        await read_until(proc.stdout, r"app \(only you see it\) → Answered: Allow", seen)
     finally:
         for task in tasks:
             task.cancel()

@@ -16,6 +16,7 @@ import httpx
 from ..testing import BotAPIEmulator, SlackAPIEmulator
 from ..testing.console import ChatConsole
 from ..testing.slack_console import ChannelConsole
+from ..testing.slackapi import PERSON_ID
 from .emulator_config import Emulated, listen_of, offer_config
 from .emulator_setup import listening
 
@@ -93,32 +94,46 @@ async def _run_slack(args: argparse.Namespace, out: TextIO) -> None:
     app = args.app.rstrip("/")
     async with listening(slack, args.port):
         slack.events_url = f"{app}/slack/events"
+        slack.interactions_url = f"{app}/slack/interactions"
         print(f"Slack Web API emulator on {slack.url}", file=out)
         emulated = Emulated("slack", {
             "token": slack.token, "signingSecret": slack.signing_secret, "apiBaseUrl": slack.base_url,
         }, "channels", channel, listen=listen_of(app, "--app"))  # fmt: skip
         offer_config(out, emulated, args.write_config, args.redis)
         print(
-            f"Slash commands and events go to the app at {app} (/slack/commands, /slack/events), signed with "
-            "that secret.",
+            f"Slash commands, events and presses go to the app at {app} (/slack/commands, /slack/events, "
+            "/slack/interactions), signed with that secret.",
             file=out,
         )
         print(
             f"Type as a person in channel {channel}: {SLASH} follow ticket-4821 is a slash command (its "
-            "answer, seen only by you, is printed); any other line is a message in the channel. What the "
+            "answer, seen only by you, is printed); `press N` presses a message's N-th button, `reply TEXT` "
+            "answers its question in its thread; any other line is a message in the channel. What the "
             "channel shows is printed as it happens. Ctrl-C stops.",
             file=out, flush=True,
         )
+        console = ChannelConsole(slack, channel, out)
 
         async def typed(text: str) -> None:
             if text == SLASH or text.startswith(SLASH + " "):
                 print(f"  you → {text}", file=out, flush=True)
                 await _slash(slack, app, channel, text.removeprefix(SLASH).strip(), out)
-            else:
+                return
+            acted = console.act(text, PERSON_ID)
+            if acted is None:
                 slack.post_as_user(channel, text)
                 print(f"  you → {text}", file=out, flush=True)
+                return
+            echo, pressed = acted
+            print(f"  {echo}", file=out, flush=True)
+            if pressed is not None:
+                try:
+                    await slack.wait_for(lambda: pressed.answer is not None, 10)
+                    print(f"  app (only you see it) → {pressed.answer}", file=out, flush=True)
+                except TimeoutError:
+                    print("  (no answer to the press: is `progresscast serve` running?)", file=out, flush=True)
 
-        await _serve_typing(ChannelConsole(slack, channel, out).run, typed, out)
+        await _serve_typing(console.run, typed, out)
 
 
 async def _slash(slack: SlackAPIEmulator, app: str, channel: str, text: str, out: TextIO) -> None:

@@ -1,6 +1,7 @@
 """What a channel on the Slack emulator shows, printed as it happens: each message the
 app posts, updates or deletes, with its text as a person reads it (Block Kit and
-mrkdwn read as Slack shows them, a plan display as its tasks). Used by
+mrkdwn read as Slack shows them, a plan display as its tasks, buttons as `[1: text]`), and
+what the person does besides writing: `press N`, `reply TEXT`. Used by
 `progresscast emulator slack`, as `ChatConsole` is for Telegram."""
 
 from __future__ import annotations
@@ -9,7 +10,9 @@ from collections.abc import Sequence
 from typing import TextIO
 
 from ._console import CallConsole
+from ._slack_requests import Interaction
 from ._slack_state import SlackCall
+from .slack_blocks import buttons
 from .slackapi import SlackAPIEmulator
 
 POSTS = ("chat.postMessage", "chat.startStream")
@@ -32,7 +35,36 @@ class ChannelConsole(CallConsole[SlackCall]):
     def _text_of(self, ts: str) -> str:
         channel = self.slack.channel(self.channel_id)
         shown = channel.messages.get(ts) or channel.deleted.get(ts)
-        return shown.visible_text if shown is not None else ""
+        if shown is None:
+            return ""
+        keys = "  ".join(f"[{i}: {text}]" for i, (text, _) in enumerate(buttons(shown.blocks), 1))
+        return f"{shown.visible_text}\n{keys}" if keys else shown.visible_text
+
+    def act(self, line: str, user: str) -> tuple[str, Interaction | None] | None:
+        """What the person typed, when it is a console action rather than a message:
+        `press N` presses the N-th button of the newest message that has buttons;
+        `reply TEXT` answers the newest question in its thread. Returns what to echo and
+        the press (its answer: `Interaction.answer`); None: an ordinary message."""
+        word, _, rest = line.strip().partition(" ")
+        shown = self.slack.channel(self.channel_id).visible()
+        if word == "press":
+            with_buttons = [m for m in shown if buttons(m.blocks)]
+            if not with_buttons:
+                return "(no message here has buttons)", None
+            target = with_buttons[-1]
+            keys = buttons(target.blocks)
+            if not rest.strip().isdigit() or not 1 <= int(rest) <= len(keys):
+                return f"(press 1 to {len(keys)}: the buttons of message {target.ts})", None
+            text, action_id = keys[int(rest) - 1]
+            pressed = self.slack.press(self.channel_id, target.ts, action_id, user=user)
+            return f"you press [{text}] on message {target.ts}", pressed
+        if word == "reply" and rest.strip():
+            asks = [m for m in shown if "asks:" in m.visible_text or buttons(m.blocks)]
+            if not asks:
+                return "(nothing to reply to)", None
+            self.slack.post_as_user(self.channel_id, rest, user=user, thread_ts=asks[-1].thread_ts or asks[-1].ts)
+            return f"you reply in the thread of message {asks[-1].ts} → {rest}", None
+        return None
 
     def change(self, call: SlackCall) -> tuple[str, str | None] | None:
         if call.channel != self.channel_id or not call.ok or not call.applied or call.result is None:
