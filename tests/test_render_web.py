@@ -236,15 +236,15 @@ def test_ended_asks_say_how_they_ended_and_lose_their_controls() -> None:
 def test_the_stop_button_for_a_live_stoppable_run_and_who_pressed_it() -> None:
     v = view(PLAN, run=RunState.active, stoppable=True)
     html = render_web(v, RenderSettings(), can_answer=True)
-    assert '<button type="button" class="pc-stop" data-confirm="Press again to stop" data-label="⏹ Stop">⏹ Stop</button>' in html
+    assert '<button type="button" class="pc-stop" data-confirm="Press again to stop" data-label="Stop">Stop</button>' in html
     assert "pc-stop" not in render_web(v, RenderSettings())  # not for a read-only viewer
     assert "pc-stop" not in render_web(view(PLAN, run=RunState.active), RenderSettings(), can_answer=True)  # not stoppable
     ended = view(PLAN, run=RunState.completed, stoppable=False)
     assert "pc-stop" not in render_web(ended, RenderSettings(), can_answer=True)
     stopping = view(PLAN, run=RunState.active, stoppable=True, stop=StopMark(ANA, NOW))
     html = render_web(stopping, RenderSettings(), can_answer=True)
-    assert '<p class="pc-stopping" role="status">⏹ Stopping — Ana &lt;admin&gt;</p>' in html
+    assert '<p class="pc-stopping" role="status">Stopping — Ana &lt;admin&gt;</p>' in html
     assert "<button" not in html
-    assert "⏹ Stopping — Ana" in render_web(stopping, RenderSettings())  # every viewer sees it
+    assert "Stopping — Ana" in render_web(stopping, RenderSettings())  # every viewer sees it
     stopped = view(PLAN, run=RunState.canceled, stop=StopMark(ANA, NOW))
     assert "Run canceled · stopped by Ana &lt;admin&gt;" in render_web(stopped, RenderSettings())

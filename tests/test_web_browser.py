@@ -5,15 +5,25 @@ Skipped (with the reason) when chromium is not installed; `.ci/run` installs it.
 
 from __future__ import annotations
 
+import asyncio
 import os
 import re
 from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
 from pathlib import Path
 from typing import Any
 
 import pytest
 from redis.asyncio import Redis
 
+from progresscast.config.gateway import GatewayToken
+from progresscast.gateway import create_app
+from progresscast.gateway.server import address, bind, serve_app
+from progresscast.model.asks import AskInput, AskState
+from progresscast.model.card import CardInput
+from progresscast.model.owners import Owner
+from progresscast.store.cards import CardStore
+from test_gateway_rpc import gateway_settings
 from test_gateway_sse import Live, rpc, serving
 
 CHROMIUM = "/usr/bin/chromium"
@@ -242,5 +252,106 @@ async def test_the_history_timeline_reads_in_local_time_and_the_active_step_keep
     await expect(timeline.locator("li").first).to_contain_text("<img src=x", timeout=5000)
     assert await page.evaluate("typeof window.__pwned") == "undefined"
     assert await page.locator("#pc-history img").count() == 0
+    policy_errors = [e for e in page.console_errors if "Content Security Policy" in e or "TrustedHTML" in e]
+    assert policy_errors == []
+
+
+# -- answering from the card ------------------------------------------------------
+
+ASK_SCREENSHOT = Path(__file__).resolve().parents[1] / "docs" / "web-card-ask.png"
+
+
+@asynccontextmanager
+async def serving_with_ana(redis: Redis) -> AsyncIterator[Live]:
+    """The test gateway with Ana's token besides the test tokens: she may read and answer."""
+    settings = gateway_settings()
+    settings.gateway.tokens.append(GatewayToken(token="ana", name="Ana", scopes=["operator.read", "operator.answer"]))
+    app = create_app(settings, redis)
+    sock = bind("127.0.0.1:0")
+    started = asyncio.Event()
+    task = asyncio.create_task(serve_app(app, sock, started=started))
+    await asyncio.wait_for(started.wait(), 10)
+    try:
+        yield Live(address(sock), app)
+    finally:
+        task.cancel()
+        await asyncio.gather(task, return_exceptions=True)
+
+
+async def test_a_person_answers_and_stops_from_the_card(redis: Redis, store: CardStore, page: Any, tmp_path: Path) -> None:
+    """Ana's page: the ask's buttons answer it (the store has her answer, the card says
+    so), a typed answer survives the card redrawing under it, Stop takes two presses.
+    A read token's page shows the ask without controls. UPDATE_SCREENSHOTS=1 refreshes
+    the picture in docs/."""
+    owner = Owner("main", "deploy-42")
+    async with serving_with_ana(redis) as live:
+        await store.start_run(owner, "r1", stoppable=True)
+        await store.put(owner, CardInput.parse({
+            "plan": plan(("Build the release", "completed"), ("Run the migrations", "in_progress"), ("Switch traffic", "pending")),
+            "markdown": "Migrations are ready for **production**.",
+        }))
+        await store.update_activity(owner, headline="Waiting for approval", tool="Bash: alembic upgrade head")
+        detail = f"`alembic upgrade head` on **prod-db** (3 migrations, ~2 min of locks). {HOSTILE}"
+        approval = await store.asks.open(owner, AskInput.parse({"kind": "approval", "prompt": "Run the migrations on production?", "detail": detail}))
+
+        await page.goto(f"{live.base}/sessions/deploy-42?token=ana")
+        card = page.locator("#pc-card")
+        first = card.locator(f'.pc-ask[data-ask-id="{approval.ask_id}"]')
+        await expect(first.locator(".pc-ask__prompt")).to_have_text("Run the migrations on production?")
+        await expect(first.locator(".pc-ask__detail strong")).to_have_text("prod-db")
+        await expect(first.locator("button.pc-ask__option")).to_have_text(["Allow", "Deny"])
+        await expect(card.locator("button.pc-stop")).to_have_text("Stop")
+        await page.evaluate("window.__marker = 'same document'")
+
+        # A second ask arrives while the page is open (an `ask.changed` over the event stream).
+        text_ask = await store.asks.open(owner, AskInput.parse({"kind": "text", "prompt": "Which maintenance window?"}))
+        second = card.locator(f'.pc-ask[data-ask-id="{text_ask.ask_id}"]')
+        await expect(second.locator("textarea")).to_be_visible(timeout=5000)
+        shot = ASK_SCREENSHOT if os.environ.get("UPDATE_SCREENSHOTS") == "1" else tmp_path / ASK_SCREENSHOT.name
+        shot.parent.mkdir(parents=True, exist_ok=True)
+        await card.screenshot(path=str(shot))
+
+        # Press Allow: the store has Ana's answer, and the card says so.
+        await first.locator("button", has_text="Allow").click()
+        await expect(first.locator(".pc-ask__outcome")).to_have_text("Answered by Ana: Allow", timeout=5000)
+        assert await first.locator("button").count() == 0
+        answered, _ = await store.asks.get(owner, approval.ask_id)
+        assert answered is not None and answered.state is AskState.answered and answered.answer is not None
+        assert answered.answer.options == ("Allow",) and answered.answer.by.name == "Ana"
+
+        # Half-typed, the card redraws (the agent writes): the text stays; then it is sent.
+        box = second.locator("textarea")
+        await box.fill("Tonight at")
+        await store.update_activity(owner, headline="Still waiting for the window")
+        await expect(card.locator(".pc-activity__headline")).to_have_text("Still waiting for the window", timeout=5000)
+        await expect(box).to_have_value("Tonight at")
+        await box.press_sequentially(" 22:00")
+        await second.locator("button.pc-ask__send").click()
+        await expect(second.locator(".pc-ask__outcome")).to_have_text("Answered by Ana: Tonight at 22:00", timeout=5000)
+        typed, _ = await store.asks.get(owner, text_ask.ask_id)
+        assert typed is not None and typed.answer is not None and typed.answer.text == "Tonight at 22:00"
+
+        # Stop: the first press only asks to be sure; the second records it.
+        stop = card.locator("button.pc-stop")
+        await stop.click()
+        await expect(stop).to_have_text("Press again to stop")
+        assert await store.asks.stop_mark(owner) is None
+        await stop.click()
+        await expect(card.locator(".pc-stopping")).to_have_text("Stopping — Ana", timeout=5000)
+        mark = await store.asks.stop_mark(owner, "r1")
+        assert mark is not None and mark.by.name == "Ana"
+        assert await card.locator("button").count() == 0
+        assert await page.evaluate("window.__marker") == "same document"
+        assert await page.evaluate("typeof window.__pwned") == "undefined"
+
+        # A read token's page: the ask, no controls.
+        third = await store.asks.open(owner, AskInput.parse({"kind": "choice", "prompt": "Notify the team?", "options": ["Yes", "No"]}))
+        reader = await page.context.browser.new_page()
+        await reader.goto(f"{live.base}/sessions/deploy-42?token=reader")
+        waiting = reader.locator(f'#pc-card .pc-ask[data-ask-id="{third.ask_id}"]')
+        await expect(waiting.locator(".pc-ask__prompt")).to_have_text("Notify the team?")
+        await expect(waiting.locator(".pc-ask__read-only")).to_be_visible()
+        assert await reader.locator("#pc-card button").count() == 0
+        await reader.close()
     policy_errors = [e for e in page.console_errors if "Content Security Policy" in e or "TrustedHTML" in e]
     assert policy_errors == []

@@ -23,7 +23,7 @@ First of all come the asks (`pc-asks`): each open one with its prompt, its detai
 a multiple choice) and a text box when it takes text; each one ended in the last
 RECENT_ENDED_MS says how (answered by NAME, expired, withdrawn). A live run its
 agent can stop shows a Stop button (`pc-stop`, its confirming label in
-`data-confirm`), or `⏹ Stopping — NAME` once pressed. The controls are drawn only
+`data-confirm`), or `Stopping — NAME` once pressed (its ⏹ a CSS mark). The controls are drawn only
 for a viewer who may answer (`can_answer`, the page's input: a read-only token sees
 the ask and no controls); the page's script (static/live.js) sends them.
 
@@ -45,7 +45,7 @@ from ..config.base import RenderSettings
 from ..model.asks import Ask, AskState
 from ..model.card import Status
 from ..model.view import TERMINAL, RunState, View
-from .asks import asks_theme, option_label, stopped_words, stopping_line
+from .asks import asks_theme, option_label, stopped_words
 from .fit import PAUSABLE, step_state
 from .ir import plain
 from .markdown import markdown_web_html, note_parts, number_text
@@ -135,17 +135,18 @@ def _web_ask(ask: Ask, state: AskState, th: Theme) -> WebAsk:
     )
 
 
-def stop_control(view: View, templates_dir: str | Path | None = None) -> dict[str, str] | None:
+def stop_control(view: View, th: Theme, templates_dir: str | Path | None = None) -> dict[str, str] | None:
     """A live run its agent can stop: the Stop button's words, or the line saying who
-    pressed it; None when there is nothing to stop."""
+    pressed it (`Stopping — NAME`, the chats' wording; its ⏹ drawn by CSS as the
+    card's other marks); None when there is nothing to stop."""
     if view.run is not RunState.active:
         return None
+    asks_th = asks_theme(templates_dir)
     if view.stop is not None:
-        return {"kind": "stopping", "text": stopping_line(view.stop, templates_dir)}
+        return {"kind": "stopping", "text": asks_th.word("stopping", name=plain(view.stop.by.shown))}
     if not view.stoppable:
         return None
-    words = asks_theme(templates_dir).words
-    return {"kind": "button", "text": words["stop_button"], "confirm": words["stop_confirm"]}
+    return {"kind": "button", "text": th.word("stop_button"), "confirm": asks_th.word("stop_confirm")}
 
 
 def render_web(
@@ -221,7 +222,7 @@ def render_web(
         note_bar=note_bar,
         empty=not plan and not note_html and note_bar is None and not answer_html and not asks,
         asks=asks,
-        stop=stop_control(view, templates_dir),
+        stop=stop_control(view, th, templates_dir),
         can_answer=can_answer,
         attention=attention,
         run=run,
