@@ -229,3 +229,21 @@ async def test_the_emulator_refuses_buttons_slack_refuses(slack: SlackAPIEmulato
                 "channel": C, "text": "x", "blocks": [{"type": "actions", "elements": elements}],
             })
             assert reply.json()["error"] == "invalid_blocks", json.dumps(elements)[:80]
+
+
+async def test_in_a_follows_own_thread_a_reply_there_answers_its_one_open_question(
+    slack: SlackAPIEmulator, harness: Any
+) -> None:
+    h: Harness = await harness(richMessages=True, notify=[])
+    slack.events_url = f"{h.url}/slack/events"
+    await h.store.start_run(OWNER, "r1")
+    await h.put(("Fix", "in_progress"))
+    await h.command("follow t1")
+    [anchor, _] = await h.shows("[in_progress] Fix", count=2)
+    ask_id = await open_ask(h, kind="text", prompt="Which branch?")
+    msg = await slack.wait_for(lambda: ask_message(slack, C, "Which branch?"), 5)
+    assert msg.thread_ts == anchor.ts and msg.reply_broadcast  # a reply in the follow's thread, shown in the channel
+    slack.post_as_user(C, "main", thread_ts=anchor.ts, user="U0ANA")
+    await slack.wait_for(lambda: "U0ANA answered: main" in slack.channel(C).messages[msg.ts].visible_text, 5)
+    ask, _ = await h.store.asks.get(OWNER, ask_id)
+    assert ask is not None and ask.answer is not None and ask.answer.text == "main"
