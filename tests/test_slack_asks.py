@@ -14,7 +14,6 @@ import time
 from typing import Any
 
 import httpx
-import pytest
 
 from progresscast.model.asks import STOP_CONTROL, AskInput, AskState, option_control
 from progresscast.model.owners import Owner
@@ -22,7 +21,7 @@ from progresscast.model.view import RunState
 from progresscast.testing import SlackAPIEmulator, SlackMessage
 from progresscast.testing.slack_blocks import buttons
 from progresscast.testing.slackapi import Interaction
-from test_slack_adapter import C, OTHER, OWNER, Harness, fast, harness, slack  # noqa: F401
+from test_slack_adapter import OTHER, OWNER, C, Harness, fast, harness, slack  # noqa: F401
 
 
 def ask_message(slack: SlackAPIEmulator, channel: str, prompt: str) -> SlackMessage | None:
