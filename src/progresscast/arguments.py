@@ -178,7 +178,7 @@ def program() -> tuple[Parser, Parser, Any]:
 
 
 def parse(parser: argparse.ArgumentParser, argv: list[str], wrapped: list[str]) -> argparse.Namespace:
-    """Parse `argv`; `wrapped` is what followed `--` (only `hook` takes it)."""
+    """Parse `argv`; `wrapped` is what followed `--` (only `hook` and `acp` take it)."""
     try:
         args = parser.parse_args(argv)
     except SystemExit as exc:
@@ -186,7 +186,7 @@ def parse(parser: argparse.ArgumentParser, argv: list[str], wrapped: list[str]) 
         if exc.code == 2 and "hook" in argv:
             raise SystemExit(0) from None
         raise
-    if wrapped and args.command != "hook":
+    if wrapped and args.command not in ("hook", "acp"):
         fail(f"unexpected arguments after --: {' '.join(wrapped)}")
     args.wrapped = wrapped
     args.redis = getattr(args, "redis", None)

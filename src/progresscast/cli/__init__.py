@@ -111,6 +111,10 @@ def main(argv: list[str] | None = None) -> None:
             status = ask_command(args, settings)
             sys.stdout.flush()
             raise SystemExit(status)
+        elif args.command == "acp":
+            from ..agents.acp.proxy import acp_command
+
+            raise SystemExit(acp_command(args, settings))
         elif args.command == "pairing":
             from .pairing import pairing_command
 

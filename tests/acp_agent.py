@@ -1,0 +1,116 @@
+"""A tiny ACP agent written with the `agent-client-protocol` SDK, run as a process on
+stdio: `python tests/acp_agent.py RECORD_DIR`. It records the bytes it reads and writes
+(`agent_in.bin`, `agent_out.bin`) and the permission outcomes it got (`outcomes.jsonl`).
+
+What a prompt's text asks it to do:
+- `plan`: an unknown notification with `_meta`, a plan (with `_meta`), a tool call, a
+  message in two chunks; then `end_turn`;
+- `permission`: ask for permission to run a command, say the option it got; `end_turn`;
+- `wait`: a plan, then wait for `session/cancel`; `cancelled`;
+- `refuse`: `refusal`.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import sys
+from pathlib import Path
+from typing import Any
+
+from acp import (
+    InitializeResponse,
+    NewSessionResponse,
+    PromptResponse,
+    plan_entry,
+    start_tool_call,
+    update_agent_message_text,
+    update_plan,
+)
+from acp.agent.connection import AgentSideConnection
+from acp.schema import PermissionOption, ToolCallUpdate
+
+from acp_wire import LIMIT, Recorded
+
+PLAN = [
+    ("Read the failing test", "completed"),
+    ("Fix the parser", "in_progress"),
+    ("Run the tests", "in_progress"),
+    ("Write the changelog " + "x" * 200, "pending"),
+]
+
+
+class TinyAgent:
+    def __init__(self, record: Path) -> None:
+        self.record = record
+        self.conn: AgentSideConnection | None = None
+        self.cancelled = asyncio.Event()
+
+    def on_connect(self, conn: AgentSideConnection) -> None:
+        self.conn = conn
+
+    async def initialize(self, protocol_version: int, **kwargs: Any) -> InitializeResponse:
+        return InitializeResponse(protocol_version=protocol_version)
+
+    async def new_session(self, cwd: str, **kwargs: Any) -> NewSessionResponse:
+        return NewSessionResponse(session_id="sess-1")
+
+    async def prompt(self, session_id: str, prompt: list[Any], **kwargs: Any) -> PromptResponse:
+        assert self.conn is not None
+        text = "".join(getattr(block, "text", "") for block in prompt)
+        if text == "plan":
+            await self.conn.ext_notification("example.com/ping", {"n": 1, "_meta": {"trace": "t-1"}})
+            entries = [plan_entry(content, status=status) for content, status in PLAN]  # type: ignore[arg-type]
+            await self.conn.session_update(session_id, update_plan(entries), trace="t-2")
+            await self.conn.session_update(session_id, start_tool_call("call-1", "Run pytest -q", kind="execute"))
+            await self.conn.session_update(session_id, update_agent_message_text("The parser "))
+            await self.conn.session_update(session_id, update_agent_message_text("is fixed."))
+            return PromptResponse(stop_reason="end_turn")
+        if text == "permission":
+            options = [
+                PermissionOption(option_id="allow", name="Allow once", kind="allow_once"),
+                PermissionOption(option_id="always", name="Always allow", kind="allow_always"),
+                PermissionOption(option_id="reject", name="Reject", kind="reject_once"),
+            ]
+            tool = ToolCallUpdate(tool_call_id="call-2", title="rm -rf build")
+            response = await self.conn.request_permission(session_id, tool, options)
+            outcome = response.outcome.model_dump(by_alias=True, exclude_none=True)
+            with (self.record / "outcomes.jsonl").open("a") as f:
+                f.write(json.dumps(outcome) + "\n")
+            await self.conn.session_update(session_id, update_agent_message_text(f"got {outcome}"))
+            return PromptResponse(stop_reason="end_turn")
+        if text == "wait":
+            entries = [plan_entry("Wait for Stop", status="in_progress")]
+            await self.conn.session_update(session_id, update_plan(entries))
+            await self.cancelled.wait()
+            self.cancelled.clear()
+            return PromptResponse(stop_reason="cancelled")
+        return PromptResponse(stop_reason="refusal")
+
+    async def cancel(self, session_id: str, **kwargs: Any) -> None:
+        self.cancelled.set()
+
+
+async def main(record: Path) -> None:
+    loop = asyncio.get_running_loop()
+    reader = asyncio.StreamReader(limit=LIMIT)
+    await loop.connect_read_pipe(lambda: asyncio.StreamReaderProtocol(reader), sys.stdin)
+    transport, protocol = await loop.connect_write_pipe(asyncio.streams.FlowControlMixin, sys.stdout)
+    writer = asyncio.StreamWriter(transport, protocol, None, loop)
+    files = {"in": (record / "agent_in.bin").open("ab"), "out": (record / "agent_out.bin").open("ab")}
+
+    def keep(direction: str, data: bytes) -> None:
+        files[direction].write(data)
+        files[direction].flush()
+
+    async def write(data: bytes) -> None:
+        writer.write(data)
+        await writer.drain()
+
+    agent = TinyAgent(record)
+    conn = AgentSideConnection(agent, Recorded(reader, write, keep), listening=False)  # type: ignore[arg-type]
+    await conn.listen()
+
+
+if __name__ == "__main__":
+    asyncio.run(main(Path(sys.argv[1])))
