@@ -355,3 +355,16 @@ async def test_a_person_answers_and_stops_from_the_card(redis: Redis, store: Car
         await reader.close()
     policy_errors = [e for e in page.console_errors if "Content Security Policy" in e or "TrustedHTML" in e]
     assert policy_errors == []
+
+
+async def test_an_ask_that_runs_out_reads_expired_without_a_reload(redis: Redis, store: CardStore, page: Any) -> None:
+    """Nothing is written when an ask's time runs out; the page looks again then."""
+    owner = Owner("main", "deploy-43")
+    async with serving_with_ana(redis) as live:
+        await store.put(owner, CardInput.parse({"markdown": "Waiting."}))
+        short = await store.asks.open(owner, AskInput.parse({"kind": "approval", "prompt": "Quick?", "timeoutSeconds": 2}))
+        await page.goto(f"{live.base}/sessions/deploy-43?token=ana")
+        ask_el = page.locator(f'#pc-card .pc-ask[data-ask-id="{short.ask_id}"]')
+        await expect(ask_el.locator("button.pc-ask__option")).to_have_count(2)
+        await expect(ask_el.locator(".pc-ask__outcome")).to_have_text("Expired: no answer came in time", timeout=8000)
+        assert await ask_el.locator("button").count() == 0

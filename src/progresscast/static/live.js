@@ -235,6 +235,7 @@
       }
       localizeTimes(card);
       controls.rearm(card);
+      expiryRefresh();
       if (history && typeof result.historyHtml === 'string') {
         history.innerHTML = policy.createHTML(result.historyHtml);
         localizeTimes(history);
@@ -248,6 +249,18 @@
         updated.removeAttribute('datetime');
         updated.textContent = 'none yet';
       }
+    }
+
+    // An ask's expiry writes nothing until someone presses: look again when the
+    // first open one runs out, so the card says it expired.
+    let expiryTimer = null;
+    function expiryRefresh() {
+      clearTimeout(expiryTimer);
+      const ends = Array.from(card.querySelectorAll('.pc-ask--open .pc-ask__expires time[datetime]'),
+        (el) => new Date(el.getAttribute('datetime')).getTime()).filter((t) => !Number.isNaN(t));
+      if (!ends.length) return;
+      const wait = Math.min(...ends) - Date.now() + 1000;
+      if (wait > 0 && wait < 2147483647) expiryTimer = setTimeout(refresh, wait);
     }
 
     // One refresh at a time; a change arriving meanwhile asks for one more after it.
