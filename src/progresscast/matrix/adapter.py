@@ -76,6 +76,7 @@ class MatrixAdapter:
         self.channel = MatrixChannel(settings, redis, self.client, pace, fence=fence)
         self.worker = ChannelWorker(self.channel, redis, options=self.options.worker, log=log)
         self.commands = ChatCommands(self.worker, SURFACE)
+        self.worker.presses.noun = SURFACE.noun  # "Only this room's administrators …"
         self.sync = MatrixSync(
             self.nio, redis, self.channel, self.worker, self.commands, matrix.userId, check=check,
             poll_ms=self.options.poll_ms, backoff=self.options.backoff,

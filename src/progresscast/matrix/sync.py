@@ -21,6 +21,8 @@ the holder of the account's lease), turning room events into what the adapter do
   sent (`conduct.under`).
 - A live draft someone else redacted is shown again as a new message (edits of a
   redacted event would go nowhere).
+- A reaction, or a reply, someone else sent may answer an ask or stop a run
+  (`matrix.presses`).
 - A room that is (or becomes) end-to-end encrypted is told once that the bot does not
   take part in encrypted rooms; its follows end and the bot leaves it. Encrypted
   messages cannot be read without keys, which the bot does not keep.
@@ -57,6 +59,7 @@ from ..config.base import Access
 from ..store import keys
 from .channel import NO_THREAD, PLATFORM, MatrixChannel
 from .client import Check, unfenced
+from .presses import MatrixPresses
 
 log = logging.getLogger("progresscast.matrix")
 
@@ -172,6 +175,13 @@ class MatrixSync:
     check: Check = unfenced
     poll_ms: int = POLL_MS
     backoff: Backoff = field(default_factory=Backoff)
+    presses: MatrixPresses = field(init=False)
+
+    def __post_init__(self) -> None:
+        self.presses = MatrixPresses(
+            self.nio, self.worker, self.user_id, self._may_change, check=self.check,
+            templates_dir=self.channel.settings.templates.dir,
+        )
 
     async def run(self) -> None:
         """Sync and handle until cancelled. A failing /sync (or Redis) is retried with
@@ -208,6 +218,8 @@ class MatrixSync:
             for thread, mark in self._heard(timeline).items():
                 await self._guarded(self.worker.heard(room_id, thread, mark), "a message in room %r", room_id)
             for event in timeline:
+                if parse_command(event, self.user_id) is None:
+                    await self._guarded(self.presses.handle(room_id, event), "an answer in room %r", room_id)
                 await self._guarded(self._command(room_id, event), "a command in room %r", room_id)
                 await self._guarded(self._redacted(room_id, event), "a redaction in room %r", room_id)
 

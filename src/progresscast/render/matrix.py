@@ -16,7 +16,9 @@ state's mark (✅ ▶️ ⬜ ⛔ ⏭️ ⏸️, from `templates/matrix/theme.j2`
 `<strong>`, a skipped step's text `<del>`; the note's Markdown becomes `<strong>`,
 `<em>`, `<del>`, `<code>`, `<pre><code class="language-…">`, `<blockquote>` and
 `<a href>` (http and https links written as Markdown links only). Every piece of
-agent text is escaped, so `<script>` arrives as text.
+agent text is escaped, so `<script>` arrives as text. A live run its agent can stop
+ends with an italic `React ⏹️ to stop` (Matrix has no buttons: the reaction is the
+control), counted in the draft's characters.
 
 `"m.mentions": {}` says the event mentions nobody: clients and servers that honour
 intentional mentions (the spec since v1.7, Synapse) then ignore `@room`, user ids
@@ -46,12 +48,12 @@ from typing import Any
 import bleach
 
 from ..config.base import RenderSettings
-from ..model.view import View
+from ..model.view import RunState, View
 from .answer import answer_lines, split_answer
 from .draft import compose
 from .ending import head_lines
-from .ir import Line, Span, merge_runs
-from .templates import theme
+from .ir import Line, Span, merge_runs, u16
+from .templates import Theme, theme
 
 EVENT_TYPE = "m.room.message"
 NOTICE = "m.notice"
@@ -228,6 +230,14 @@ def _call(content: dict[str, Any]) -> dict[str, Any]:
     }
 
 
+def stop_hint(view: View, matrix_theme: Theme) -> str:
+    """How to stop a live run its agent can stop, not stopped yet (Matrix has no
+    buttons: a reaction on the draft, `matrix.presses`); "" otherwise."""
+    if not view.stoppable or view.run is not RunState.active or view.stop is not None:
+        return ""
+    return matrix_theme.word("stop_hint")
+
+
 def render_matrix(
     view: View, settings: RenderSettings, *, templates_dir: str | Path | None = None
 ) -> dict[str, Any] | None:
@@ -235,11 +245,16 @@ def render_matrix(
     when the draft should not exist. No room, thread or event id: the adapter adds them
     (and turns a send into an edit of an existing draft)."""
     matrix_theme = theme("matrix", templates_dir)
+    hint = stop_hint(view, matrix_theme)
     budget = DRAFT_BUDGET
     while True:
-        lines = compose(view, settings, matrix_theme, budget=budget)
+        # The hint is the draft's last line, as a Stop button is under a draft elsewhere:
+        # outside the card's rows, inside its characters.
+        lines = compose(view, settings, matrix_theme, budget=budget - (u16(hint) + 1 if hint else 0))
         if not lines:
             return None
+        if hint:
+            lines = [*lines, Line((Span(hint, ("i",)),), kind="hint")]
         for links in (True, False):
             content = content_of(lines, NOTICE, links)
             if fits(content):
@@ -286,5 +301,6 @@ __all__ = [
     "render_matrix",
     "render_matrix_final_answer",
     "sanitize",
+    "stop_hint",
     "to_html",
 ]

@@ -7,6 +7,10 @@ about how a Matrix message looks, the fallbacks included, is made here.
 - A `!pc card` snapshot: the progress draft, also when the room's mode shows none.
 - A command's reply: an `m.notice` of plain text, its HTML the same text escaped
   (`notice_html`): nothing a person typed and the reply repeats becomes markup.
+- An ask: an `m.text` (it notifies; it mentions nobody) of the shared ask lines, its
+  options numbered while it is open (Matrix has no buttons: a person reacts with the
+  number or replies with it, `matrix.presses`), its outcome once it ended (the
+  adapter edits it with `m.replace`). Its HTML is its text escaped, as a reply's.
 
 In a thread (`m.thread`) every message carries the thread relation (with the reply
 fallback to the thread's root that clients without threads show); an edit does not
@@ -21,8 +25,11 @@ from pathlib import Path
 from typing import Any
 
 from ..config.base import RenderSettings
+from ..model.asks import Ask
 from ..model.needs import Need
+from ..model.owners import Owner
 from ..model.view import View
+from .asks import ask_lines
 from .ending import ping_text
 from .matrix import EVENT_TYPE, HTML_FORMAT, NOTICE, TEXT, render_matrix, render_matrix_final_answer
 from .payload import Payload, present
@@ -90,6 +97,18 @@ def matrix_notice(text: str, *, thread_root: str | None = None) -> Payload:
     return Payload(EVENT_TYPE, in_thread(content, thread_root), KIND)
 
 
+def matrix_ask(
+    owner: Owner, ask: Ask, *, thread_root: str | None = None, templates_dir: str | Path | None = None
+) -> Payload:
+    """An ask's message: its options numbered and how to answer while it is open, its
+    outcome once it ended; an `m.text`, which notifies, that mentions nobody."""
+    text = "\n".join(ask_lines(ask, owner, numbered=True, templates_dir=templates_dir))
+    content = {
+        "msgtype": TEXT, "body": text, "format": HTML_FORMAT, "formatted_body": notice_html(text), "m.mentions": {},
+    }
+    return Payload(EVENT_TYPE, in_thread(content, thread_root), KIND)
+
+
 class MatrixRenderers(DestinationRenderers):
     """`channels.drafts.Renderers` for one Matrix destination (room, thread)."""
 
@@ -110,12 +129,16 @@ class MatrixRenderers(DestinationRenderers):
     def ping(self, view: View, needs: Sequence[Need]) -> Payload | None:
         return matrix_ping(view, needs, thread_root=self.thread_root, templates_dir=self.templates_dir)
 
+    def ask(self, owner: Owner, ask: Ask) -> Payload | None:
+        return matrix_ask(owner, ask, thread_root=self.thread_root, templates_dir=self.templates_dir)
+
 
 __all__ = [
     "KIND",
     "MatrixRenderers",
     "in_thread",
     "matrix_answer",
+    "matrix_ask",
     "matrix_draft",
     "matrix_notice",
     "matrix_ping",
