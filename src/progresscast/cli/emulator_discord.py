@@ -15,7 +15,8 @@ import httpx
 
 from ..testing import DiscordAPIEmulator
 from ..testing.discord_markdown import read_markdown
-from .emulator_setup import listening, print_config
+from .emulator_config import Emulated, listen_of, offer_config
+from .emulator_setup import listening
 
 SHOWN = ("create_message", "edit_message", "delete_message")
 
@@ -30,13 +31,15 @@ async def run_discord_emulator(args: argparse.Namespace, *, out: TextIO | None =
             print(text, file=out, flush=True)
 
         say(f"Discord emulator on {discord.url}")
-        print_config(out, "discord", "`progresscast serve` and `progresscast discord register`", {
+        emulated = Emulated("discord", {
             "token": discord.token, "applicationId": discord.application_id, "publicKey": discord.public_key,
             "apiBaseUrl": discord.base_url,
-        })  # fmt: skip
-        say("  [[channels.discord.channels]]")
-        say(f'  id = "{channel}"')
-        say('  sessions = ["*"]')
+        }, "channels", channel, listen=listen_of(args.interactions, "--interactions"),
+            then=["progresscast discord register --config {config} --guild " + discord.guild_id])  # fmt: skip
+        offer_config(out, emulated, args.write_config, args.redis)
+        if args.write_config is None:
+            say("Then run `progresscast serve` and `progresscast discord register --guild "
+                f"{discord.guild_id}` with that config.")
         say(f"Type /progresscast commands as a member of channel {channel} (sent to {args.interactions}); "
             "what the channel shows is printed as it happens. Ctrl-C stops.")
         printer = asyncio.create_task(_print_channel(discord, channel, out))

@@ -1,12 +1,11 @@
 """What every `progresscast emulator …` command does alike: run the emulator on its
-port (a port in use is a mistake of the command line), and print the config section
-that points an adapter at it."""
+port (a port in use is a mistake of the command line)."""
 
 from __future__ import annotations
 
 import contextlib
 from collections.abc import AsyncIterator, Awaitable
-from typing import Protocol, TextIO
+from typing import Protocol
 
 from ..config.errors import ConfigError
 
@@ -30,12 +29,4 @@ async def listening(emulator: Emulator, port: int) -> AsyncIterator[None]:
         await emulator.stop()
 
 
-def print_config(out: TextIO, platform: str, then: str, values: dict[str, str]) -> None:
-    """`[channels.<platform>]` with `values` (strings), and how to go on (`then`)."""
-    print(f"Point the {platform.capitalize()} adapter at it (then run {then}):", file=out)
-    print(f"  [channels.{platform}]", file=out)
-    for name, value in values.items():
-        print(f'  {name} = "{value}"', file=out)
-
-
-__all__ = ["Emulator", "listening", "print_config"]
+__all__ = ["Emulator", "listening"]
