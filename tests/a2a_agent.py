@@ -125,14 +125,15 @@ class Agent:
     """The running agent: its URL, its executor, its task store."""
 
     def __init__(
-        self, script: list[Action], *, binding: str = "JSONRPC", port: int = 0, tasks: InMemoryTaskStore | None = None
+        self, script: list[Action], *, binding: str = "JSONRPC", port: int = 0, tasks: InMemoryTaskStore | None = None,
+        executor: AgentExecutor | None = None,
     ) -> None:
         self.sock = socket.socket()
         self.sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
         self.sock.bind(("127.0.0.1", port))
         self.port = self.sock.getsockname()[1]
         self.url = f"http://127.0.0.1:{self.port}"
-        self.executor = ScriptedExecutor(script)
+        self.executor: Any = executor or ScriptedExecutor(script)
         self.tasks = tasks if tasks is not None else InMemoryTaskStore()
         interfaces = {
             "JSONRPC": pb.AgentInterface(url=f"{self.url}/rpc", protocol_binding="JSONRPC", protocol_version="1.0"),

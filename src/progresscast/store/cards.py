@@ -54,6 +54,8 @@ class StatusWrite:
     headline: str | None = None
     attention: str | None = None
     ended: RunState | None = None
+    stoppable: bool = False
+    """A run this update starts offers Stop: its follower cancels the task when pressed."""
 
 
 def _ago(arrived: float) -> int:
@@ -196,6 +198,7 @@ class CardStore:
                     write.headline or "",
                     write.attention or "",
                     write.ended.value if write.ended else "",
+                    "1" if write.stoppable else "0",
                 ],
                 arrived=arrived,
             ),

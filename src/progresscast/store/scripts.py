@@ -266,7 +266,7 @@ A2A_STATUS = PRELUDE + """
 -- compared as strings; '' = untimed (the caller allows it).
 local ago, ts, latest, task_id = tonumber(ARGV[6]), ARGV[7], ARGV[8], ARGV[9]
 local has_plan, plan = ARGV[10] == '1', ARGV[11]
-local headline, attention, ended = ARGV[12], ARGV[13], ARGV[14]
+local headline, attention, ended, stoppable = ARGV[12], ARGV[13], ARGV[14], ARGV[15]
 
 local now_us, ms = clock()
 -- `latest`: the newest timestamp allowed, the server's clock plus the allowed skew
@@ -296,6 +296,8 @@ if do_status then
   run_state = run[2]
   if run[1] ~= task_id or (run_state ~= 'active' and ended == '') then
     start_run(task_id, ms)
+    -- the follower cancels the task when Stop is pressed in chat
+    if stoppable == '1' then redis.call('HSET', run_key, 'stoppable', '1') end
     redis.call('HDEL', order_key, 'artifact', 'artifactDone')
     run_state = 'active'
   end

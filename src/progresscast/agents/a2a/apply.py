@@ -111,8 +111,11 @@ class UpdateApplier:
             lane=self.agent_id,
         )
 
-    async def apply(self, update: Update, source: Source, *, arrived: float | None = None) -> Applied:
-        """Apply one update; `arrived` (a `time.monotonic()` reading) is when it came in."""
+    async def apply(
+        self, update: Update, source: Source, *, arrived: float | None = None, stoppable: bool = False
+    ) -> Applied:
+        """Apply one update; `arrived` (a `time.monotonic()` reading) is when it came in;
+        `stoppable`: the caller cancels the task when Stop is pressed (a run it starts offers Stop)."""
         if arrived is None:
             arrived = time.monotonic()
         owner = self.owner_of(update)
@@ -127,11 +130,13 @@ class UpdateApplier:
             )
             applied = Applied(Outcome(outcome), owner)
         else:
-            applied = await self._apply_status(owner, update, source, arrived)
+            applied = await self._apply_status(owner, update, source, arrived, stoppable)
         metrics.A2A_UPDATES.labels(applied.outcome.value).inc()
         return applied
 
-    async def _apply_status(self, owner: Owner, change: StatusChange, source: Source, arrived: float) -> Applied:
+    async def _apply_status(
+        self, owner: Owner, change: StatusChange, source: Source, arrived: float, stoppable: bool
+    ) -> Applied:
         # `a2a ingest` names each line's problem itself: the log is for the other sources.
         if change.plan_problem and source is not Source.file and self._once.first(("plan", change.task_id)):
             log.warning("A2A task %r: plan not applied: %r", change.task_id, change.plan_problem)
@@ -146,6 +151,7 @@ class UpdateApplier:
             headline=change.headline,
             attention=change.attention,
             ended=change.run_end,
+            stoppable=stoppable,
         )
         outcome = await self.store.apply_status(owner, write, arrived=arrived, max_skew=self.max_clock_skew)
         if outcome == Outcome.future and self._once.first(("future", change.task_id)):

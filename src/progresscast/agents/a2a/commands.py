@@ -20,6 +20,8 @@ from .mapping import AnswerChunk, StatusChange, Update
 if TYPE_CHECKING:  # the a2a-sdk client is imported only when following
     from a2a.types import a2a_pb2
 
+    from .follow import Follower
+
 
 class CommandError(Exception):
     """Bad input on the command line or in a file (exit 2)."""
@@ -141,22 +143,29 @@ async def _follow(args: argparse.Namespace, settings: Settings, applier: UpdateA
     allowed = next((a.allowedHosts for a in settings.a2a.agents if a.url == args.url), [])
     async with agent_client(args.url, idle_timeout=pacing.idle_timeout, allowed_hosts=allowed) as client:
         follower = Follower(client, applier, report=report, pacing=pacing)
-        if args.context:
-            await follower.follow_context(args.context)
-            return
-        if args.send is not None:
-            if args.push:
-                push = _push_config(args)
-                task_id, _ = await follower.send(args.send, push=push)
-                await follower.watch_with_push(task_id)
-            else:
-                await follower.send(args.send)
-            return
+        try:
+            await _follow_with(follower, args)
+        finally:
+            await follower.close()
+
+
+async def _follow_with(follower: Follower, args: argparse.Namespace) -> None:
+    if args.context:
+        await follower.follow_context(args.context)
+        return
+    if args.send is not None:
         if args.push:
-            await follower.register_push(args.task, args.push, args.push_token)
-            await follower.watch_with_push(args.task)
+            push = _push_config(args)
+            task_id, _ = await follower.send(args.send, push=push)
+            await follower.watch_with_push(task_id)
         else:
-            await follower.follow_task(args.task)
+            await follower.send(args.send)
+        return
+    if args.push:
+        await follower.register_push(args.task, args.push, args.push_token)
+        await follower.watch_with_push(args.task)
+    else:
+        await follower.follow_task(args.task)
 
 
 def _push_config(args: argparse.Namespace) -> a2a_pb2.TaskPushNotificationConfig:

@@ -3,7 +3,8 @@
 The client resolves the agent card, speaks JSON-RPC or HTTP+JSON (whichever the card
 offers first), and sends `A2A-Version: 1.0` and `A2A-Extensions: <progress/v1>`.
 Every event goes through `UpdateApplier`, so what a stream, a poll and a push deliver
-can be mixed: only the newest status ever shows.
+can be mixed: only the newest status ever shows. A task waiting for input is asked in
+chat and the answer sent back; Stop pressed on its run cancels it (controls.py).
 
 A stream that ends before a terminal state dropped: the follower subscribes again,
 with backoff; so is one that brought no event for `idle_timeout`. When subscribing is
@@ -37,7 +38,8 @@ from ...failure_log import FailureLog
 from ...model.card import CardError
 from ...stopping import still_wanted
 from ...supervise import spawn
-from .apply import Applied, Source, UpdateApplier
+from .apply import Applied, Outcome, Source, UpdateApplier
+from .controls import Controls
 from .guard import CONNECT_TIMEOUT, CappedTransport, CardRefused, check_card
 from .mapping import EXTENSION_URI, RUN_END, StatusChange, TaskState, Update, UpdateError, parse_timestamp, parse_update
 
@@ -68,6 +70,8 @@ class Pacing:
     """Tasks of one agent subscribed to at once; more are followed by ListTasks alone."""
     max_pages: int = 100
     """ListTasks pages read in one listing; an agent whose page tokens go on is cut short."""
+    stop_poll: float = 1.0
+    """How often a live task's run is looked at for a Stop pressed in chat."""
 
 
 Report = Callable[[Update, Applied], None]
@@ -133,11 +137,17 @@ class Follower:
         *,
         report: Report = _quiet,
         pacing: Pacing = Pacing(),
+        chat: bool = True,
     ) -> None:
+        """`chat`: a task waiting for input is asked in chat and the answer sent back, and
+        Stop pressed on a task's run cancels the task (controls.py)."""
         self.client = client
         self.applier = applier
         self.report = report
         self.pacing = pacing
+        self.controls = (
+            Controls(applier.store, reply=self.reply, cancel=self.cancel, stop_poll=pacing.stop_poll) if chat else None
+        )
         self.failures = FailureLog(log)
         self.subscribed: dict[str, asyncio.Task[None]] = {}
         """The live tasks subscribed to (at most `pacing.max_tasks`), across contexts."""
@@ -158,12 +168,47 @@ class Follower:
         if update is None:
             return None
         try:
-            applied = await self.applier.apply(update, source)
+            applied = await self.applier.apply(update, source, stoppable=self.controls is not None)
         except CardError as exc:  # an owner we may not write: say so, keep following
             log.warning("A2A update of task %r not applied: %r", getattr(update, "task_id", "?"), str(exc))
             return None
         self.report(update, applied)
+        current = applied.outcome in (Outcome.applied, Outcome.duplicate)
+        if self.controls is not None and current and isinstance(update, StatusChange):
+            self.controls.seen(applied.owner, update)
         return update.state if isinstance(update, StatusChange) else None
+
+    async def reply(self, task_id: str, context_id: str | None, text: str) -> None:
+        """Send the person's answer to a task waiting for input (a user message on that
+        task and context), applying what the agent streams back."""
+        message = pb.Message(message_id=str(uuid.uuid4()), role=pb.Role.ROLE_USER, parts=[pb.Part(text=text)],
+                             task_id=task_id)
+        if context_id:
+            message.context_id = context_id
+        stream = self.client.send_message(pb.SendMessageRequest(message=message))
+        try:
+            async with aclosing(self._events(stream, task_id)) as events:
+                async for event in events:
+                    state = await self.handle(to_json(event), Source.stream)
+                    if state in TERMINAL or state in (TaskState.input_required, TaskState.auth_required):
+                        return
+        except (A2AError, httpx.HTTPError, OSError) as exc:
+            log.warning("A2A task %r: sending the answer from chat failed: %r", task_id, _reason(exc))
+
+    async def cancel(self, task_id: str, why: str) -> None:
+        """Cancel a task (Stop pressed in chat: `why` says who), applying the task it returns."""
+        log.info("A2A task %r: %s; canceling it", task_id, why)
+        try:
+            task = await self._call(self.client.cancel_task(pb.CancelTaskRequest(id=task_id)))
+        except (A2AError, httpx.HTTPError, OSError, TimeoutError) as exc:
+            log.warning("A2A task %r: canceling it failed: %r", task_id, _reason(exc))
+            return
+        await self.handle({"task": to_json(task)}, Source.poll)
+
+    async def close(self) -> None:
+        """Withdraw the asks still open and stop watching for Stop."""
+        if self.controls is not None:
+            await self.controls.close()
 
     async def poll_task(self, task_id: str) -> TaskState | None:
         task = await self._call(self.client.get_task(pb.GetTaskRequest(id=task_id)))

@@ -93,6 +93,8 @@ class StatusChange:
     """Steps past the 20th, left out."""
     headline: str | None = None
     """`status.message` text; None keeps the current headline."""
+    message: str | None = None
+    """`status.message` text in full, its lines kept (what an ask in chat shows)."""
 
     @property
     def session_key(self) -> str:
@@ -183,6 +185,9 @@ def _status(body: dict[str, Any], kind: Kind, where: str, *, id_field: str) -> S
     state = _state(status.get("state"), f"{where}.status.state")
     timestamp = parse_timestamp(status.get("timestamp"), f"{where}.status.timestamp")
     headline = message_text(status.get("message"), f"{where}.status.message")
+    message = None
+    if headline is not None:  # message_text read the parts: they have the right shape
+        message = parts_text(status["message"].get("parts"), f"{where}.status.message.parts", joiner="\n").strip()
     plan: tuple[Step, ...] | None = None
     problem: str | None = None
     demoted = dropped = 0
@@ -211,6 +216,7 @@ def _status(body: dict[str, Any], kind: Kind, where: str, *, id_field: str) -> S
         demoted=demoted,
         dropped=dropped,
         headline=headline,
+        message=message or None,
     )
 
 

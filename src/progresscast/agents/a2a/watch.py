@@ -101,7 +101,11 @@ async def follow_agent(agent: A2AAgentSettings, settings: Settings, redis: Redis
         async with connecting as client:
             log.info("A2A: following %s (contexts %s)", agent.url, ", ".join(agent.contexts))
             retry.succeeded()
-            await _follow_contexts(Follower(client, applier, pacing=pacing), agent, redis, base)
+            follower = Follower(client, applier, pacing=pacing)
+            try:
+                await _follow_contexts(follower, agent, redis, base)
+            finally:
+                await follower.close()
 
     while True:
         await retry.run(follow, retry_on=(AgentUnavailable,))
