@@ -15,6 +15,7 @@ from urllib.parse import quote
 import pytest
 
 from matrix_room import CLIENT, SHOP, Harness, Person, room_harness, until
+from progresscast.matrix.presses import is_stop, option_number, replied_to, without_fallback
 from progresscast.model.asks import Ask, AskInput, AskState
 from progresscast.model.view import RunState
 from synapse_server import Synapse
@@ -201,3 +202,29 @@ async def test_two_stop_reactions_stop_the_run(harness: Harness) -> None:
 
     await h.store.end_run(SHOP, "run-1", RunState.canceled)
     await told(h, room, f"stopped by {stop.by.name}")
+
+
+@pytest.mark.parametrize(
+    ("key", "number"),
+    [("1️⃣", 1), ("1⃣", 1), ("9️⃣", 9), ("🔟", 10), ("2", 2), ("10", 10), ("0", None), ("11", None), ("²", None),
+     ("👍", None), ("⏹️", None)],
+)
+def test_a_reaction_key_names_an_option(key: str, number: int | None) -> None:
+    assert option_number(key) == number
+
+
+def test_stop_keys() -> None:
+    assert is_stop("⏹️") and is_stop("⏹") and is_stop("🛑") and not is_stop("⏸️") and not is_stop("1️⃣")
+
+
+def test_a_reply_is_read_without_its_fallback_and_only_when_it_is_one() -> None:
+    assert without_fallback("> <@bot:pc.test> Run it?\n> 1. Allow\n\n2") == "2"
+    assert without_fallback("2") == "2" and without_fallback("a\n> b") == "a\n> b"
+    reply = {"m.in_reply_to": {"event_id": "$ask"}}
+    assert replied_to({"m.relates_to": reply}) == "$ask"
+    # In a thread, the reply a message carries is only the fallback unless it says otherwise.
+    thread = {"rel_type": "m.thread", "event_id": "$root", **reply}
+    assert replied_to({"m.relates_to": {**thread, "is_falling_back": True}}) is None
+    assert replied_to({"m.relates_to": {**thread, "is_falling_back": False}}) == "$ask"
+    assert replied_to({"m.relates_to": {"rel_type": "m.replace", "event_id": "$x"}, "m.new_content": {}}) is None
+    assert replied_to({}) is None
