@@ -123,6 +123,12 @@ async def test_telegram_config_serves_the_console_chat(trial: Trial) -> None:
     await follow_and_see(
         emulator, trial, "/follow ticket-4821", r"Following agent:main:ticket-4821", r"│ .*Fix the login page"
     )
+    status = trial.run("status", "--config", str(trial.config))
+    assert status.returncode == 0, status.stderr
+    assert re.search(r"^serve     running, pid \d+", status.stdout, re.M), status.stdout
+    assert "channels  telegram\n" in status.stdout
+    assert "follows   telegram bot 123456: an adapter holds its lease" in status.stdout
+    assert re.search(r"^follows   telegram 4821: .*ticket-4821", status.stdout, re.M), status.stdout
 
 
 @pytest.mark.parametrize("admin", [True, False])

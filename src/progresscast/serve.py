@@ -21,6 +21,7 @@ but does not answer is waited for: never two servers on one home).
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 import pickle
 import resource
@@ -71,14 +72,18 @@ class Part(StrEnum):
 def run_serve(settings: Settings, url: str, part: Part = Part.every, *, parent: int | None = None) -> None:
     """`serve` until Ctrl-C or SIGTERM, on uvloop when it is installed (it comes with
     `uvicorn[standard]`): its C event loop costs less per request and per socket call."""
+    from .store.serving import announced
+
     main = serve(settings, url, part, parent=parent)
-    try:
-        import uvloop
-    except ImportError:
-        asyncio.run(main)
-        return
-    with asyncio.Runner(loop_factory=uvloop.new_event_loop) as runner:
-        runner.run(main)
+    # The whole `serve` (not its adapters' child) says which store it serves: see store/serving.py.
+    with announced(url, settings._source) if part is Part.every else contextlib.nullcontext():
+        try:
+            import uvloop
+        except ImportError:
+            asyncio.run(main)
+            return
+        with asyncio.Runner(loop_factory=uvloop.new_event_loop) as runner:
+            runner.run(main)
 
 
 def run_adapters_process() -> None:

@@ -17,6 +17,8 @@ from typing import NoReturn
 from ..arguments import UsageError, fail, parse
 
 _ARGUMENTS = {"card_file": "CARD.json"}
+STORE_COMMANDS = ("card", "pairing", "a2a")
+"""Commands that read or write the store a `serve` uses: they say when theirs is another."""
 
 
 def _runs_hook(argv: list[str]) -> bool:
@@ -89,7 +91,16 @@ def main(argv: list[str] | None = None) -> None:
     import asyncio
 
     try:
-        if args.command == "card":
+        if args.command in STORE_COMMANDS:
+            from ..store.connections import redis_url
+            from .store_notice import say_other_store
+
+            say_other_store(redis_url(args.redis, settings), settings)
+        if args.command == "status":
+            from .status import status_command
+
+            status_command(args, settings, sys.stdout)
+        elif args.command == "card":
             from .card import card_command
 
             card_command(args, settings)

@@ -175,6 +175,10 @@ def add_commands(commands: Any, common: argparse.ArgumentParser) -> None:
 
     add_doctor(commands, common)
 
+    from .status import add_status
+
+    add_status(commands, common)
+
     mcp = commands.add_parser(
         "mcp", help="MCP server with the progress_card, update_plan and ask_person tools", parents=[common],
         description="Serve the MCP tools progress_card, update_plan and ask_person to an agent, over stdio (what an "

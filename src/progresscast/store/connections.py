@@ -33,7 +33,7 @@ from redis.exceptions import ConnectionError as RedisConnectionError
 
 from ..config.errors import ConfigError
 from . import retention, sharding
-from .embedded import ensure_embedded
+from .embedded import ensure_embedded, home_dir, socket_path
 
 if TYPE_CHECKING:  # a hook connects without building the settings models (see connect_quick)
     from ..config.settings import Settings
@@ -73,12 +73,13 @@ class UrlError(ValueError):
     pass
 
 
-def redis_url(cli_url: str | None = None, settings: Settings | None = None) -> str:
-    """The URL to use; raises ConfigError naming where a malformed one came from."""
-    return choose_url(cli_url, settings.store.url if settings is not None else None)
+def redis_url(cli_url: str | None = None, settings: Settings | None = None, *, start: bool = True) -> str:
+    """The URL to use; raises ConfigError naming where a malformed one came from.
+    `start=False`: the embedded Redis' URL without starting it (to name it, not use it)."""
+    return choose_url(cli_url, settings.store.url if settings is not None else None, start=start)
 
 
-def choose_url(cli_url: str | None, store_url: str | None) -> str:
+def choose_url(cli_url: str | None, store_url: str | None, *, start: bool = True) -> str:
     """`redis_url` given the config's `store.url` itself."""
     for source, url in (
         ("--redis", cli_url),
@@ -89,7 +90,7 @@ def choose_url(cli_url: str | None, store_url: str | None) -> str:
             if not url.startswith(URL_SCHEMES):
                 raise ConfigError(f"{source}: {url!r} is not a Redis URL (it must start with {', '.join(URL_SCHEMES)})")
             return url
-    return ensure_embedded()
+    return ensure_embedded() if start else f"unix://{socket_path(home_dir())}"
 
 
 # A client made by `connect` decodes every reply to str, which redis-py's annotations
