@@ -73,8 +73,8 @@ _CARD = 1
 def inputs_of(read: DraftRead) -> tuple[object, ...]:
     """What a decision about a draft depends on besides its stored state, compared by
     value: the same inputs and state decide the same. The card by revision and write
-    time; the activity last, as tool lines and a headline are the one change that is
-    not urgent (`urgent_change`)."""
+    time; the activity last, as tool lines, a headline and a live run's minute are the
+    one change that is not urgent (`urgent_change`)."""
     view, renderers = read.view, read.renderers.inner
     card = (view.card.revision, view.card.updatedAt) if view.card is not None else None
     settings = (getattr(renderers, "settings", renderers), getattr(renderers, "recipient", None))
@@ -82,7 +82,8 @@ def inputs_of(read: DraftRead) -> tuple[object, ...]:
     return (
         read.following, card, view.run, view.run_id, view.paused, view.after_end, view.previous, settings,
         view.asks, view.stop, view.stoppable,
-        (activity.headline, activity.tools, activity.answer, activity.attention),
+        # the minute a live run's times are shown at: with the activity, never urgent
+        (activity.headline, activity.tools, activity.answer, activity.attention, view.now),
     )
 
 

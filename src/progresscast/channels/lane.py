@@ -10,6 +10,7 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import Protocol
 
+from ..model.timing import MINUTE
 from ..render.payload import Payload
 from ..supervise import spawn
 from .draft_read import Settled
@@ -77,6 +78,8 @@ class Lane:
         """Drafts to look at, in turn, and what their touches said changed."""
         self.outbox: deque[OneOff] = deque()
         self.timers: dict[DraftKey, asyncio.TimerHandle] = {}
+        self.ticks: dict[DraftKey, asyncio.TimerHandle] = {}
+        """Per settled draft of a live run: when its times are next looked at (`tick`)."""
         self.seen: Settled = {}
         """Per draft: the stored state and the inputs (`inputs_of`) it was last settled
         with — what it shows then needs no new decision. Memory only, gone with the lane."""
@@ -104,6 +107,25 @@ class Lane:
         self.timers.pop(key, None)
         self.touch(key)
 
+    def tick(self, key: DraftKey, delay: float) -> None:
+        """Look at a settled draft again in `delay` seconds for its times alone (the run's
+        next minute): not counted as work (`idle`), and skipped while the chat is busy."""
+        old = self.ticks.pop(key, None)
+        if old is not None:
+            old.cancel()
+        self.ticks[key] = asyncio.get_running_loop().call_later(delay, self._tick_due, key)
+
+    def _tick_due(self, key: DraftKey) -> None:
+        self.ticks.pop(key, None)
+        if self.closed:
+            return
+        if self.pending or self.outbox or not self.ctx.pacer.free(self.destination):
+            # The chat's budget is busy: its times wait for the next minute (anything
+            # else the draft shows meanwhile brings them along).
+            self.tick(key, MINUTE)
+            return
+        self.touch(key, True)  # as a tool line: never urgent, read at its slot
+
     def say(self, item: OneOff) -> None:
         self.outbox.append(item)
         self.wake.set()
@@ -119,7 +141,7 @@ class Lane:
                 self.wake.clear()
                 with contextlib.suppress(TimeoutError):
                     await asyncio.wait_for(self.wake.wait(), self.ctx.options.lane_idle)
-                if self.idle and not self.wake.is_set():
+                if self.idle and not self.ticks and not self.wake.is_set():
                     # Nothing for a while: end; `ChannelWorker.lane` makes a new one on
                     # demand. No await between the check and the removal: nothing is lost.
                     self.closed = True
@@ -159,9 +181,10 @@ class Lane:
         # The flag as well as the cancel: a library call may swallow a CancelledError
         # (Python 3.11's wait_for race), and the loop must still end.
         self.closed = True
-        for timer in self.timers.values():
+        for timer in (*self.timers.values(), *self.ticks.values()):
             timer.cancel()
         self.timers.clear()
+        self.ticks.clear()
         self.wake.set()
         self.task.cancel()
         try:

@@ -183,13 +183,18 @@ class Pacer:
 
     # --- the bot-wide slot ----------------------------------------------------------------
 
+    def free(self, destination: Hashable) -> bool:
+        """Is a slot for `destination` free this moment (it may be called and nobody
+        queues for the bot)? What `take` spends; a timed re-render asks it first."""
+        return not self._queue and self._bot_next <= self.clock() and self.ready_in(destination) <= 0
+
     def take(self, destination: Hashable) -> bool:
         """Spend a slot for one call to `destination` if one is free this moment (the
         destination may be called and nobody queues for the bot): no wait, so what the
         caller read just before is as new as a read at the slot. False: `acquire`."""
-        now = self.clock()
-        if self._queue or self._bot_next > now or self.ready_in(destination) > 0:
+        if not self.free(destination):
             return False
+        now = self.clock()
         self._bot_next = now + self.budgets.bot_spacing
         self._next[destination] = max(self._next_at(destination), now) + self.budgets.spacing(destination)
         metrics.PACING_WAIT.observe(0.0)

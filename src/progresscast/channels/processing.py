@@ -18,6 +18,7 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, replace
 from functools import partial
 
+from ..model.timing import next_minute
 from ..model.view import View
 from ..store.cards import CardStore
 from .conduct import Conduct, conduct_of
@@ -53,6 +54,7 @@ class DraftProcessor:
         settled_of: Callable[[Id], Settled],
         replies_waiting: Callable[[Id], bool],
         read_hook: Callable[[DraftRead], Awaitable[None]] | None = None,
+        ticker: Callable[[DraftKey, float], None] | None = None,
     ) -> None:
         self.ctx = ctx
         self.log = ctx.log
@@ -62,6 +64,8 @@ class DraftProcessor:
         """What the destination's lane remembers its drafts were settled with (`Lane.seen`)."""
         self._replies_waiting = replies_waiting
         self._read_hook = read_hook
+        self._ticker = ticker
+        """Looks at a settled draft again at its run's next minute (`Lane.tick`)."""
         """Told every view read (the destination's ask messages follow it: `channels.asks`)."""
         """Whether the destination's lane holds one-off messages to send (`Lane.outbox`)."""
         self.requests: dict[DraftKey, DraftRequest] = {}
@@ -184,6 +188,7 @@ class DraftProcessor:
                 await self.ctx.state.save_draft(key, new)
             await self.ended_done(key)
             seen[key] = (new, inputs_of(read))
+            self._tick(key, read, new)
             return None
         if new != state:
             await self.ctx.state.save_draft(key, new)
@@ -201,6 +206,7 @@ class DraftProcessor:
         state with the view it shows (a lane holds one Redis connection at a time: 10,000
         lanes share a bounded pool)."""
         view, replies = await self.store.view_with(key.owner, partial(self.ctx.state.queue_draft_following, key))
+        view = view.at(self.ctx.clock())  # a live run's times, on its last whole minute
         state, following, prefs, below, mark = self.ctx.state.draft_following_of(replies)
         renderers = await self.ctx.channel.renderers(key, prefs)
         read = DraftRead(key, state, following, view, RenderedOnce(renderers), below, mark)
@@ -287,8 +293,19 @@ class DraftProcessor:
                     await self.ctx.state.save_draft(key, after)
                 await self.ended_done(key)
                 seen[key] = (after, inputs_of(read))
+                self._tick(key, read, after)
                 return None
         return delay
+
+    def _tick(self, key: DraftKey, read: DraftRead, state: DraftState) -> None:
+        """A settled draft that shows a live run's times is looked at again when they
+        change: at the run's next whole minute (docs/renderers.md)."""
+        view = read.view
+        if self._ticker is None or not read.following or state.message_id is None:
+            return
+        if view.now is None or view.started_at is None:
+            return
+        self._ticker(key, next_minute(view.started_at, self.ctx.clock()))
 
 
 __all__ = ["DraftProcessor", "DraftRequest"]

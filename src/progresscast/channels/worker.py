@@ -83,7 +83,7 @@ class ChannelWorker:
         """What a press or a typed answer does (a platform's transport hands them over)."""
         self.drafts = DraftProcessor(
             self.ctx, self.store, self.effects, settled_of=self._settled_of, replies_waiting=self._replies_waiting,
-            read_hook=self._asks_read,
+            read_hook=self._asks_read, ticker=self._tick,
         )
         self.one_offs = OneOffSender(self.ctx, self.effects)
         self.intake = Intake(self.ctx, redis, touch=self.touch, follow=self.follow, ended=self._hand_ended)
@@ -133,6 +133,10 @@ class ChannelWorker:
         if lane is None or lane.closed:
             lane = self._lanes[destination] = Lane(self.ctx, self, destination)
         return lane
+
+    def _tick(self, key: DraftKey, delay: float) -> None:
+        """Look at a draft again for its times alone (`Lane.tick`)."""
+        self.lane(key.chat_id).tick(key, delay)
 
     def lane_ended(self, lane: Lane) -> None:
         """An idle lane ended: forget it and what only it needed."""

@@ -123,7 +123,8 @@ async def show(gw: Gateway, owner: Owner, *, history: bool = False, can_answer: 
     return CardShown(
         owner=owner,
         # Markup: the fragment comes from the web renderer, which escapes and sanitizes.
-        html=Markup(render_card(gw, view, can_answer=can_answer, now_ms=now_ms)),
+        # the live run's times as of this read (renderers read no clock)
+        html=Markup(render_card(gw, view.at(now_ms / 1000), can_answer=can_answer, now_ms=now_ms)),
         revision=card.revision if card else None,
         # Without a card (cleared), when it was cleared — or last changed otherwise.
         updated_at=card.updatedAt if card else await gw.store.last_change(owner),

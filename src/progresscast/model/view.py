@@ -2,13 +2,14 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from enum import StrEnum
 
 from .activity import Activity
 from .asks import Ask, AskState, StopMark
 from .card import Card
 from .owners import Owner
+from .timing import StepTime, Usage, minute_of
 
 
 class RunState(StrEnum):
@@ -53,10 +54,38 @@ class View:
     """Stop pressed on the current (or just ended) run: by whom, when."""
     stoppable: bool = False
     """The current run's agent acts on a Stop pressed in chat."""
+    ended_at: float | None = None
+    """When the current run ended (seconds since the epoch, the store's clock)."""
+    step_times: tuple[StepTime | None, ...] = ()
+    """Per step of the card's plan (same order), when it became active and was done;
+    () when the store has no times for this plan."""
+    usage: Usage | None = None
+    """What the current run used, as its agent told it at the end."""
+    now: float | None = None
+    """The time a live run's draft is rendered for (`timing.minute_of` of the reader's
+    clock); None: show no live times. Renderers read no clock of their own."""
 
     @property
     def open_asks(self) -> tuple[Ask, ...]:
         return tuple(a for a in self.asks if a.state is AskState.open)
+
+    def at(self, clock: float) -> View:
+        """This view rendered at `clock` (the reader's time): a live run's times on its
+        last whole minute, none for a run that is not live."""
+        live = self.run is RunState.active and not self.paused
+        now = minute_of(self.started_at, clock) if live else None
+        return self if now == self.now else replace(self, now=now)
+
+    def step_time(self, index: int) -> StepTime | None:
+        return self.step_times[index] if index < len(self.step_times) else None
+
+    @property
+    def elapsed(self) -> float | None:
+        """How long the run has taken: till its end, or till `now` while it is live."""
+        if self.started_at is None:
+            return None
+        end = self.ended_at if self.run in TERMINAL else self.now if self.run is RunState.active else None
+        return None if end is None else max(0.0, end - self.started_at)
 
     @property
     def empty(self) -> bool:

@@ -22,6 +22,7 @@ from .fit import PAUSABLE, Omitted, Priority, Rank, best, cap_lines, ranks_of
 from .ir import Line, Span, plain
 from .markdown import NoteBar, note_summary
 from .templates import Theme
+from .times import run_time, step_time
 
 # Display order of the line kinds (steps then sort by their plan position).
 _HEADER, _ATTENTION, _HEADLINE, _TOOL, _STEP, _SUMMARY, _BAR, _NOTE = range(8)
@@ -125,6 +126,8 @@ def card_lines(
             parts.append(theme.word("more_blocked", count=hidden_blocked))
         if paused:
             parts.append(theme.word("paused"))
+        if (elapsed := run_time(view, theme)) is not None:  # a live run's time: `· 5 m`
+            parts.append(elapsed)
         if has_header:
             count = joiner.join((count, *parts))
     tail: tuple[Span, ...] = ()
@@ -140,7 +143,9 @@ def card_lines(
         elif kind == _ATTENTION:
             lines.append(attention_line(attention[ref], theme, cap, end))
         elif kind == _STEP:
-            lines.append(step_line(ref, plan[ref], view.paused, theme, cap, end))
+            took = step_time(view, ref, plan[ref], theme)  # `▶ Run the tests · 2 m`, `✅ Build · 40 s`
+            step_end = (*end, Span(joiner + took)) if took else end
+            lines.append(step_line(ref, plan[ref], view.paused, theme, cap, step_end))
         elif kind == _HEADLINE:
             lines.append(marked_line("headline", theme.marks.get("headline", ""), activity.headline or "", cap))
         elif kind == _TOOL:

@@ -1,7 +1,8 @@
 """The two one-line messages every chat channel sends besides drafts and answers, in
 each channel's wording (its theme):
 
-- the line that says how a run ended — `✅ shop · 3/3 done`, `❌ shop · failed · ⛔
+- the line that says how a run ended — `✅ shop · 3/3 done · 4 m · $0.12` (how long it
+  took and what it used, when known: `render/times.py`), `❌ shop · failed · ⛔
   Confirm access`, `⏹️ shop · canceled` — the head of the run's answer, or a message
   of its own when there is none; in `partial`/`block` drafts, the head of the preview;
 - a ping, the separate message that notifies when the work needs a person —
@@ -22,6 +23,7 @@ from ..model.view import RunState, View
 from .asks import stopped_words
 from .ir import Line, Span, middle_cut, plain
 from .templates import Theme
+from .times import ended_extras
 
 MAX_ITEM = 120
 """Units of one named item (a step, what the agent waits for) before a middle `…`."""
@@ -57,6 +59,8 @@ def end_line(view: View, theme: Theme) -> str | None:
     if view.stop is not None:  # Stop pressed in chat: the run ends `⏹ shop · stopped by Ana`
         stopped = theme.word("joiner").join((session, stopped_words(view.stop)))
         line = _with_mark(theme.marks.get("ended_canceled", ""), stopped)
+    for extra in ended_extras(view, theme):  # `· 4 m · $0.12`
+        line += theme.word("joiner") + extra
     items = _items(needs(view), theme)
     if items:
         line += theme.word("joiner") + _with_mark(theme.marks.get("needs_you", ""), items)

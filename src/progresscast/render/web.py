@@ -44,12 +44,14 @@ from markupsafe import Markup
 from ..config.base import RenderSettings
 from ..model.asks import Ask, AskState
 from ..model.card import Status
+from ..model.timing import MINUTE
 from ..model.view import TERMINAL, RunState, View
 from .asks import asks_theme, option_label, stopped_words
 from .fit import PAUSABLE, step_state
 from .ir import plain
 from .markdown import markdown_web_html, note_parts, number_text
 from .templates import Theme, template, theme
+from .times import ended_extras, run_time, step_time
 
 _RUN_WORDS = {RunState.active: "run_active", RunState.completed: "run_completed", RunState.canceled: "canceled"}
 RECENT_ENDED_MS = 10 * 60 * 1000
@@ -72,6 +74,8 @@ class WebStep(NamedTuple):
     note: str
     aria: str
     current: bool
+    took: str
+    """How long the step has been active, or took (`2 min`); '' when not shown."""
 
 
 class WebAsk(NamedTuple):
@@ -174,13 +178,14 @@ def render_web(
             "total": total,
         }
     steps = []
-    for step in plan:
+    for index, step in enumerate(plan):
         state = step_state(step, view.paused)
         text = plain(step.step)
         words = th.word(state)
         note = plain(step.note) if step.note else ""
         aria = th.word("step", step=text, state=words)
-        steps.append(WebStep(state, words, text, note, aria, step.status is Status.in_progress))
+        took = step_time(view, index, step, th) or ""
+        steps.append(WebStep(state, words, text, note, aria, step.status is Status.in_progress, took))
     bar, rest = note_parts(card.markdown) if card and card.markdown else (None, "")
     note_bar = None
     if bar is not None:
@@ -207,9 +212,15 @@ def render_web(
     # its final answer once it has ended.
     run = None
     if view.run in _RUN_WORDS:
-        run = {"kind": view.run.value, "text": th.word(_RUN_WORDS[view.run])}
+        run = {"kind": view.run.value, "text": th.word(_RUN_WORDS[view.run]), "refresh_at": ""}
         if view.run in TERMINAL and view.stop is not None:
             run["text"] += " · " + stopped_words(view.stop, templates_dir)
+        extras = ended_extras(view, th) if view.run in TERMINAL else [run_time(view, th) or ""]
+        for extra in filter(None, extras):  # `Working · 5 min`, `Run completed · 4 min · $0.12`
+            run["text"] += th.word("joiner") + extra
+        if view.run is RunState.active and view.now is not None and view.started_at is not None:
+            # the page asks again when the times it shows change (static/live.js)
+            run["refresh_at"] = _iso(int((view.now + MINUTE) * 1000))
     answer = view.activity.answer if view.run in TERMINAL else None
     answer_html = Markup(markdown_web_html(answer)) if answer else Markup("")
     if view.activity.headline:

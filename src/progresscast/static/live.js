@@ -236,6 +236,7 @@
       localizeTimes(card);
       controls.rearm(card);
       expiryRefresh();
+      minuteRefresh();
       if (history && typeof result.historyHtml === 'string') {
         history.innerHTML = policy.createHTML(result.historyHtml);
         localizeTimes(history);
@@ -261,6 +262,17 @@
       if (!ends.length) return;
       const wait = Math.min(...ends) - Date.now() + 1000;
       if (wait > 0 && wait < 2147483647) expiryTimer = setTimeout(refresh, wait);
+    }
+
+    // A live run's times change once a minute and write nothing: look again then.
+    let minuteTimer = null;
+    function minuteRefresh() {
+      clearTimeout(minuteTimer);
+      const el = card.querySelector('.pc-run[data-refresh-at]');
+      if (!el) return;
+      const wait = new Date(el.getAttribute('data-refresh-at')).getTime() - Date.now() + 1000;
+      if (wait > 0 && wait < 2147483647) minuteTimer = setTimeout(refresh, wait);
+      else if (wait <= 0) minuteTimer = setTimeout(refresh, 60000);
     }
 
     // One refresh at a time; a change arriving meanwhile asks for one more after it.

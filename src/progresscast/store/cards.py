@@ -26,6 +26,7 @@ from ..model.asks import StopMark
 from ..model.card import Card, CardError, CardInput, Step, StepCounts, WriteResult
 from ..model.history import HistoryEntry
 from ..model.owners import Owner
+from ..model.timing import Usage
 from ..model.view import TERMINAL, RunState, View
 from . import keys, scripts
 from .asks import AskStore
@@ -246,16 +247,20 @@ class CardStore:
         `stoppable`: the caller acts on a Stop pressed in chat, so chats offer one."""
         await self._run_script(owner, run_id, RunState.active, stoppable=stoppable)
 
-    async def end_run(self, owner: Owner, run_id: str, state: RunState) -> bool:
-        """End the active run; False when `run_id` is not the current run."""
+    async def end_run(self, owner: Owner, run_id: str, state: RunState, *, usage: Usage | None = None) -> bool:
+        """End the active run, with what it used when its agent knows; False when
+        `run_id` is not the current run."""
         if state not in TERMINAL:
             raise CardError("state", "must be one of completed, failed, canceled")
-        return bool(await self._run_script(owner, run_id, state))
+        return bool(await self._run_script(owner, run_id, state, usage=usage))
 
-    async def _run_script(self, owner: Owner, run_id: str, state: RunState, *, stoppable: bool = False) -> int:
+    async def _run_script(
+        self, owner: Owner, run_id: str, state: RunState, *, stoppable: bool = False, usage: Usage | None = None
+    ) -> int:
         if not isinstance(run_id, str) or not run_id.strip() or len(run_id) > 200:
             raise CardError("runId", "must be a non-empty string of at most 200 characters")
-        args = [run_id, state.value, "1" if stoppable else "0"]
+        used = json.dumps(usage.to_json(), separators=(",", ":")) if usage is not None and not usage.empty else ""
+        args = [run_id, state.value, "1" if stoppable else "0", used]
         return int(cast("int", await self.call(self._run, owner, args)))
 
     @property

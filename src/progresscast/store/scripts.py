@@ -21,9 +21,12 @@ is the store's retention in ms (`retention_arg`, store/retention.py): publishing
 change gives every key of the owner that time to live (`retain`; 0: for ever), so an
 owner untouched that long is gone with all it has.
 
-The card is kept as two hash fields, `plan` (the steps as JSON text, made in Python) and
+The card is kept as hash fields, `plan` (the steps as JSON text, made in Python) and
 `markdown`, so a write that keeps the note sets the plan alone; nothing here builds a
-card. A card written by an earlier version kept both in one JSON `body`: it is read,
+card. Beside the plan, `times` holds when each step last became active and was done
+(`[[sinceMs, doneMs], …]`, one pair per step, 0 for not known), kept by the same write
+that changes a status: a reader learns a step's time with the card, not from the
+history. A card written by an earlier version kept both in one JSON `body`: it is read,
 and the next write replaces it.
 """
 
@@ -87,38 +90,56 @@ local function reset_since(ago, now_us)
   return reset_at > now_us - ago and reset_at <= now_us
 end
 
--- The stored card: its steps (decoded, or nil) and its note (or nil).
+-- The stored card: its steps (decoded, or nil), its note (or nil) and its steps' times
+-- (decoded, or nil).
 local function stored_card()
-  local f = redis.call('HMGET', card_key, 'plan', 'markdown', 'body')
+  local f = redis.call('HMGET', card_key, 'plan', 'markdown', 'body', 'times')
   if f[3] then
     local old = cjson.decode(f[3])
     local steps, note = old['plan'], old['markdown']
     if type(steps) ~= 'table' then steps = nil end
     if type(note) ~= 'string' then note = nil end
-    return steps, note
+    return steps, note, nil
   end
-  local steps = nil
+  local steps, times = nil, nil
   if f[1] then steps = cjson.decode(f[1]) end
-  return steps, f[2] or nil
+  if f[4] then times = cjson.decode(f[4]) end
+  return steps, f[2] or nil, times
 end
 
 -- What changed from one plan to the next, step by step: a step is matched by its text
 -- (the n-th step of a text with the n-th of the same text); `from` is nil for a step
 -- added, `to` nil for a step removed. (Counted per text in tables, not keyed by joined
--- strings: this runs on every write.)
-local function step_changes(old, new)
-  local before = {}   -- text -> the statuses of its steps, in order
-  for _, s in ipairs(old or {}) do
-    local statuses = before[s.step]
-    if statuses then statuses[#statuses + 1] = s.status else before[s.step] = {s.status} end
+-- strings: this runs on every write.) Also each new step's times, `{sinceMs, doneMs}`
+-- (0: not known), carried from its match in `old` (`old_times`, in `old`'s order): a
+-- step that becomes active starts now; one done straight after being active ends now.
+local function step_changes(old, new, old_times, ms)
+  local before = {}   -- text -> the indexes of its steps in `old`, in order
+  for i, s in ipairs(old or {}) do
+    local at = before[s.step]
+    if at then at[#at + 1] = i else before[s.step] = {i} end
   end
-  local out, seen = {}, {}
-  for _, s in ipairs(new or {}) do
+  local out, seen, times = {}, {}, {}
+  for k, s in ipairs(new or {}) do
     local n = (seen[s.step] or 0) + 1
     seen[s.step] = n
-    local statuses = before[s.step]
-    local was = statuses and statuses[n]
+    local at = before[s.step]
+    local i = at and at[n]
+    local was = i and old[i].status
     if was ~= s.status then out[#out + 1] = {s.step, was, s.status} end
+    local t = i and old_times and old_times[i]
+    local since, done = 0, 0
+    if type(t) == 'table' then since, done = tonumber(t[1]) or 0, tonumber(t[2]) or 0 end
+    if s.status == 'in_progress' then
+      if was ~= 'in_progress' or since == 0 then since = ms end
+      done = 0
+    elseif s.status == 'completed' then
+      if was == 'in_progress' and since > 0 then done = ms
+      elseif was ~= 'completed' then since, done = 0, 0 end
+    else
+      since, done = 0, 0
+    end
+    times[k] = '[' .. string.format('%d', since) .. ',' .. string.format('%d', done) .. ']'
   end
   local again = {}
   for _, s in ipairs(old or {}) do
@@ -126,7 +147,7 @@ local function step_changes(old, new)
     again[s.step] = n
     if n > (seen[s.step] or 0) then out[#out + 1] = {s.step, s.status, nil} end
   end
-  return out
+  return out, '[' .. table.concat(times, ',') .. ']'
 end
 
 local function json_or_null(v)
@@ -151,7 +172,7 @@ end
 -- when nothing is left), what changed pushed onto the history (newest first, capped),
 -- and the change published. Returns the revision and whether the card is now empty.
 local function write_card(plan, markdown, is_reset, now_us, ms)
-  local old_steps, old_note = stored_card()
+  local old_steps, old_note, old_times = stored_card()
   if markdown == nil then markdown = old_note or '' end
   local rev = redis.call('INCR', rev_key)
   if is_reset then redis.call('SET', reset_at_key, string.format('%d', now_us)) end
@@ -161,10 +182,12 @@ local function write_card(plan, markdown, is_reset, now_us, ms)
   if not cleared then
     local fields = {'revision', rev, 'updatedAt', ms}
     if plan ~= '' then
+      local times
+      changes, times = step_changes(old_steps, cjson.decode(plan), old_times, ms)
       fields[#fields + 1] = 'plan'; fields[#fields + 1] = plan
-      changes = step_changes(old_steps, cjson.decode(plan))
+      fields[#fields + 1] = 'times'; fields[#fields + 1] = times
     else
-      changes = step_changes(old_steps, nil)
+      changes = step_changes(old_steps, nil, nil, ms)
     end
     if markdown ~= '' then fields[#fields + 1] = 'markdown'; fields[#fields + 1] = markdown end
     redis.call('HSET', card_key, unpack(fields))
@@ -194,9 +217,10 @@ local function start_run(run_id, ms)
   publish('run.started', '', 'active')
 end
 
--- End the current run as `state`.
-local function end_run(state, ms)
+-- End the current run as `state`; `usage` is what it used (JSON text, '' for not known).
+local function end_run(state, ms, usage)
   redis.call('HSET', run_key, 'state', state, 'endedAt', ms, 'endRevision', redis.call('GET', rev_key) or '0')
+  if usage and usage ~= '' then redis.call('HSET', run_key, 'usage', usage) end
   publish('run.ended', '', state)
 end
 """
@@ -244,7 +268,8 @@ return 1
 
 RUN = PRELUDE + """
 -- state 'active' starts a run; anything else ends run_id if it is the current one
-local run_id, state, stoppable = ARGV[6], ARGV[7], ARGV[8]
+-- (with what it used: `usage`, JSON text or '')
+local run_id, state, stoppable, usage = ARGV[6], ARGV[7], ARGV[8], ARGV[9]
 
 local _, ms = clock()
 if state == 'active' then
@@ -253,7 +278,7 @@ if state == 'active' then
   if stoppable == '1' then redis.call('HSET', run_key, 'stoppable', '1') end
 else
   if redis.call('HGET', run_key, 'runId') ~= run_id then return 0 end
-  end_run(state, ms)
+  end_run(state, ms, usage)
 end
 -- (No index_owner: starting or ending a run leaves the owner's place in listings.)
 return 1

@@ -13,6 +13,7 @@ from ..model.activity import Activity
 from ..model.asks import StopMark, asks_of
 from ..model.card import Card, Status, Step
 from ..model.owners import Owner
+from ..model.timing import StepTime, Usage, step_times_of
 from ..model.view import TERMINAL, EndedRun, RunState, View
 from .keys import Layout
 
@@ -65,6 +66,28 @@ def card_of(owner: Owner, raw: dict[str, str]) -> Card:
     )
 
 
+@lru_cache(maxsize=4096)
+def _times(raw: str, steps: int) -> tuple[StepTime | None, ...]:
+    # Parsed once per stored text: the times change only with a status, read per edit.
+    try:
+        return step_times_of(json.loads(raw), steps)
+    except ValueError:
+        return ()
+
+
+def _usage(raw: str | None) -> Usage | None:
+    if not raw:
+        return None
+    try:
+        return Usage.parse(json.loads(raw))
+    except ValueError:  # CardError is a ValueError too: a stored shape we do not know
+        return None
+
+
+def _ms(raw: object) -> float | None:
+    return int(str(raw)) / 1000 if raw is not None and str(raw).isdigit() else None
+
+
 def activity_of(fields: dict[str, str], tools: tuple[str, ...]) -> Activity:
     """The stored activity hash and tool lines as an `Activity`."""
     # Validated when it was written, as the card.
@@ -99,7 +122,10 @@ def view_of(owner: Owner, replies: list[Any]) -> View:
         paused=paused,
         after_end=after_end,
         previous=previous,
-        started_at=int(run["startedAt"]) / 1000 if str(run.get("startedAt", "")).isdigit() else None,
+        started_at=_ms(run.get("startedAt")),
+        ended_at=_ms(run.get("endedAt")),
+        step_times=_times(raw_card["times"], len(card.plan)) if card and card.plan and "times" in raw_card else (),
+        usage=_usage(run.get("usage")),
         asks=asks_of(asks) if asks else (),
         stop=StopMark.from_stored(run.get("stop")),
         stoppable=state is RunState.active and run.get("stoppable") == "1",
