@@ -21,6 +21,7 @@ from redis.exceptions import RedisError
 from ..model.asks import Actor, Answer, Ask, AskInput, AskKind, AskState, StopMark
 from ..model.card import CardError, CardInput, Step, StepCounts, WriteResult
 from ..model.owners import Owner
+from ..model.timing import Usage
 from ..model.view import RunState
 from ..store.cards import CardStore, StoreError
 from .asking import Waited, ask_and_wait
@@ -63,8 +64,8 @@ class CardSink(Protocol):
 
     async def start_run(self, run_id: str) -> None: ...
 
-    async def end_run(self, run_id: str, state: RunState) -> None:
-        """End the run if it is still the current one (else nothing)."""
+    async def end_run(self, run_id: str, state: RunState, usage: Usage | None = None) -> None:
+        """End the run if it is still the current one (else nothing), with what it used."""
         ...
 
     async def ask(self, body: AskInput, wait: float) -> Waited:
@@ -119,9 +120,9 @@ class StoreSink:
         except RedisError as exc:
             raise SinkError(f"the card store is not answering: {exc}") from None
 
-    async def end_run(self, run_id: str, state: RunState) -> None:
+    async def end_run(self, run_id: str, state: RunState, usage: Usage | None = None) -> None:
         try:
-            await self.store.end_run(self.owner, run_id, state)
+            await self.store.end_run(self.owner, run_id, state, usage=usage)
         except RedisError as exc:
             raise SinkError(f"the card store is not answering: {exc}") from None
 
@@ -226,9 +227,12 @@ class GatewaySink:
     async def start_run(self, run_id: str) -> None:
         await self.gateway.call("run.start", {**self._owner_params(), "runId": run_id})
 
-    async def end_run(self, run_id: str, state: RunState) -> None:
+    async def end_run(self, run_id: str, state: RunState, usage: Usage | None = None) -> None:
+        params = {**self._owner_params(), "runId": run_id, "state": state.value}
+        if usage is not None and not usage.empty:
+            params["usage"] = usage.to_json()
         try:
-            await self.gateway.call("run.end", {**self._owner_params(), "runId": run_id, "state": state.value})
+            await self.gateway.call("run.end", params)
         except SinkError:
             pass  # not the current run any more (409), or the gateway is gone: nothing to end
 

@@ -32,6 +32,7 @@ from ..model.card import (
 )
 from ..model.history import DEFAULT_LIMIT, MAX_LIMIT
 from ..model.owners import Owner
+from ..model.timing import Usage
 from ..model.view import TERMINAL, RunState
 from . import errors
 from .auth import ANSWER, PAGE_METHODS, READ, WRITE, Grant, bearer, page_token
@@ -235,14 +236,15 @@ async def run_start(gw: Gateway, grant: Grant, params: Params, arrived: float) -
 
 
 async def run_end(gw: Gateway, grant: Grant, params: Params, arrived: float) -> Any:
-    _only(params, OWNER_FIELDS | {"runId", "state"})
+    _only(params, OWNER_FIELDS | {"runId", "state", "usage"})
     owner = _owner(gw, grant, params)
     state = params.get("state")
     ended = [s.value for s in RunState if s in TERMINAL]
     if state not in ended:
         raise _bad("state", f"must be one of {', '.join(ended)}")
     run_id = _run_id(params)
-    if not await gw.store.end_run(owner, run_id, RunState(state)):
+    usage = Usage.parse(params["usage"]) if params.get("usage") is not None else None  # CardError → 400
+    if not await gw.store.end_run(owner, run_id, RunState(state), usage=usage):
         rule = f"'{run_id}' is not the current run of this session"
         raise ApiError(409, "conflict", f"runId: {rule}", field="runId", rule=rule)
     return {"runId": run_id, "state": state}

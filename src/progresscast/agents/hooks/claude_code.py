@@ -4,7 +4,8 @@ Claude Code's hooks reference (https://code.claude.com/docs/en/hooks): every eve
 carries `session_id`, `transcript_path`, `cwd` and `hook_event_name`; `PostToolUse`
 adds `tool_name`, `tool_input` and `tool_response`.
 
-- `UserPromptSubmit` starts a run; `Stop` ends it completed; `SessionEnd` ends a run
+- `UserPromptSubmit` starts a run; `Stop` ends it completed (with the tokens its
+  transcript says the run used: `claude_usage.py`); `SessionEnd` ends a run
   still active as canceled.
 - `PostToolUse` of `TodoWrite` (`{todos: [{content, status, activeForm}]}`) writes the
   list as the card, with the `activeForm` of the step in progress as the headline.
@@ -38,6 +39,7 @@ from typing import Any
 from ...model.card import reject_lone_surrogates
 from ...model.view import RunState
 from ..harness_plan import CLAUDE_TASK, CLAUDE_TODO, map_plan
+from .claude_usage import transcript_usage
 from .context import HookContext
 from .tasks import TaskList, created_task_id
 
@@ -70,7 +72,9 @@ async def handle(ctx: HookContext, event: dict[str, Any]) -> dict[str, Any] | No
         prompt_id = event.get("prompt_id")
         await ctx.start_run(owner, prompt_id if isinstance(prompt_id, str) and prompt_id else None, stoppable=True)
     elif name == "Stop":
-        await ctx.end_active_run(owner, RunState.completed)
+        # what the run used, summed from its transcript since it started (tokens only)
+        path = event.get("transcript_path")
+        await ctx.end_active_run(owner, RunState.completed, lambda view: transcript_usage(path, view.started_at))
     elif name == "SessionEnd":
         await ctx.end_active_run(owner, RunState.canceled)
     elif name == "PostToolUse":

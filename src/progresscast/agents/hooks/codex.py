@@ -6,7 +6,8 @@ line by line and whose exit status it exits with. The events, as Codex defines t
 (openai/codex `codex-rs/exec/src/exec_events.rs`, docs/exec.md):
 
 - `thread.started` `{thread_id}` names the session (unless `--session` is given);
-- `turn.started` starts a run; `turn.completed` ends it completed, `turn.failed`
+- `turn.started` starts a run; `turn.completed` ends it completed (with its `usage`,
+  the tokens in and out, shown on the line that ends the run), `turn.failed`
   `{error: {message}}` ends it failed;
 - `item.started` / `item.updated` / `item.completed` carry an `item` `{id, type, …}`:
   a `todo_list` `{items: [{text, completed}]}` (the first item not completed is in
@@ -34,6 +35,7 @@ from typing import Any
 
 from ...model.card import CardError, reject_lone_surrogates
 from ...model.owners import Owner
+from ...model.timing import Usage
 from ...model.view import RunState
 from ..harness_plan import map_checklist
 from .context import HookContext
@@ -77,7 +79,8 @@ class CodexSession:
             self.answers = []
         elif kind in ("turn.completed", "turn.failed"):
             ended = RunState.failed if kind == "turn.failed" and not self.stopped else RunState.canceled
-            await self._end(RunState.completed if kind == "turn.completed" else ended)
+            usage = codex_usage(event.get("usage")) if kind == "turn.completed" else None
+            await self._end(RunState.completed if kind == "turn.completed" else ended, usage)
         elif kind == "error":
             self.failed = True
         elif kind in ("item.started", "item.updated", "item.completed") and isinstance(event.get("item"), dict):
@@ -99,9 +102,9 @@ class CodexSession:
         elif item_type == "command_execution" and kind == "item.started" and isinstance(item.get("command"), str):
             await self.ctx.store.update_activity(self.owner, tool=f"$ {item['command']}")
 
-    async def _end(self, state: RunState) -> None:
+    async def _end(self, state: RunState, usage: Usage | None = None) -> None:
         if self.owner is not None and self.run_id is not None:
-            await self.ctx.store.end_run(self.owner, self.run_id, state)
+            await self.ctx.store.end_run(self.owner, self.run_id, state, usage=usage)
         self.run_id = None
 
     async def finish(self, exit_status: int) -> None:
@@ -109,6 +112,20 @@ class CodexSession:
         if self.run_id is not None:
             failed = not self.stopped and (self.failed or exit_status != 0)
             await self._end(RunState.failed if failed else RunState.canceled)
+
+
+def codex_usage(raw: Any) -> Usage | None:
+    """`turn.completed`'s `usage` `{input_tokens, cached_input_tokens, output_tokens}` as
+    the run's usage (tokens only: Codex says no price); None when it has none or is bad."""
+    if not isinstance(raw, dict):
+        return None
+    pairs = (("inputTokens", raw.get("input_tokens")), ("outputTokens", raw.get("output_tokens")))
+    tokens = {name: value for name, value in pairs if type(value) is int}
+    try:
+        usage = Usage.parse(tokens)
+    except CardError:
+        return None
+    return None if usage.empty else usage
 
 
 async def _stdin_lines() -> AsyncIterator[bytes]:

@@ -18,14 +18,15 @@ import os
 import sys
 import time
 import uuid
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 from redis.asyncio import Redis
 
 from ...model.card import Step
 from ...model.owners import DEFAULT_AGENT, Owner, resolve_owner
-from ...model.view import RunState
+from ...model.timing import Usage
+from ...model.view import RunState, View
 from ...store.cards import CardStore
 from ...store.connections import choose_url, connect_quick
 from ..harness_plan import HarnessPlan
@@ -130,10 +131,13 @@ class HookContext:
         await self.store.start_run(owner, run_id, stoppable=stoppable)
         return run_id
 
-    async def end_active_run(self, owner: Owner, state: RunState) -> bool:
+    async def end_active_run(
+        self, owner: Owner, state: RunState, usage_of: Callable[[View], Usage | None] | None = None
+    ) -> bool:
         """End whatever run is active for the owner (hooks run in separate processes, so
-        the run id is read back from the store)."""
+        the run id is read back from the store), with what `usage_of` says it used."""
         view = await self.store.view(owner)
         if view.run is not RunState.active or view.run_id is None:
             return False
-        return await self.store.end_run(owner, view.run_id, state)
+        usage = usage_of(view) if usage_of is not None else None
+        return await self.store.end_run(owner, view.run_id, state, usage=usage)
