@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import json
 import os
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -21,6 +21,7 @@ from progresscast.config.base import Mode, RenderSettings
 from progresscast.model.activity import Activity
 from progresscast.model.card import Card, CardInput
 from progresscast.model.owners import Owner
+from progresscast.model.timing import StepTime, Usage
 from progresscast.model.view import RunState, View
 from progresscast.render import render_final_answer_messages, render_telegram, render_text, render_web
 from progresscast.testing.telegram_html import parse
@@ -86,7 +87,23 @@ ANSWER = Activity(
     answer="The timeout comes from a **missing index**.\n\n" + "Details follow. " * 40 + "\n\n```py\nslow_query()\n```"
 )
 
+# Times on the card, fixed: the run started at T0, the reader's clock is T0 + 7 min 20 s
+# (`View.at` puts it on the run's last whole minute: 7 min).
+T0 = 1_780_000_000.0
+STEP_TIMES = (StepTime(T0, T0 + 42), StepTime(T0 + 42, T0 + 185), StepTime(T0 + 185), None)
+TIMED = View(
+    OWNER, card(FOUR, "Ticket **#4821**: reproduced."), ACTIVE, RunState.active, started_at=T0, step_times=STEP_TIMES,
+).at(T0 + 440)
+TIMED_ENDED = View(
+    OWNER, card([(s, "completed") for s, *_ in FOUR]), ANSWER, RunState.completed, paused=True, started_at=T0,
+    ended_at=T0 + 250, step_times=STEP_TIMES[:2] + (StepTime(T0 + 185, T0 + 230), StepTime(T0 + 230, T0 + 249)),
+    usage=Usage(12_000, 3_400, 0.1234),
+).at(T0 + 9_999)
+
 CASES: dict[str, Case] = {
+    "timed": Case(TIMED),
+    "timed_tight": Case(TIMED, RenderSettings(maxLines=2, maxLineChars=40)),
+    "timed_ended": Case(TIMED_ENDED, RenderSettings(mode=Mode.partial)),
     "plan": Case(View(OWNER, card(FOUR, "Ticket **#4821**: reproduced."), ACTIVE, RunState.active)),
     "all_states": Case(View(OWNER, card(ALL_STATES, NOTE), Activity(), RunState.active), RenderSettings(maxLines=12)),
     "paused": Case(View(OWNER, card(ALL_STATES, NOTE), Activity(), RunState.completed, paused=True), RenderSettings(maxLines=12)),
@@ -170,3 +187,18 @@ def test_golden_final_answer() -> None:
     answer = "# Done\n\nThe fix is in **#4822**.\n\n" + "\n\n".join(f"Paragraph {i}: " + "words " * 120 for i in range(8))
     messages = render_final_answer_messages(answer)
     check("final_answer", "telegram.json", json.dumps(messages, ensure_ascii=False, indent=2) + "\n")
+
+
+def test_golden_timed_end_lines() -> None:
+    """How a run ended, with how long it took and what it used: the cost when known,
+    else the tokens; every channel's wording."""
+    from progresscast.render.ending import end_line
+    from progresscast.render.templates import theme
+
+    tokens_only = replace(TIMED_ENDED, usage=Usage(12_000, 3_400))
+    lines = [
+        f"{channel}: {end_line(view, theme(channel))}"
+        for channel in ("telegram", "slack", "discord", "matrix", "text")
+        for view in (TIMED_ENDED, tokens_only)
+    ]
+    check("timed_end_lines", "txt", "\n".join(lines) + "\n")
