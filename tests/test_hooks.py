@@ -14,6 +14,7 @@ import socket
 import subprocess
 import sys
 import time
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
@@ -23,6 +24,7 @@ import agent_fixtures as fx
 from progresscast.cli import main
 from progresscast.model.card import CardInput
 from progresscast.model.owners import Owner
+from progresscast.model.timing import Usage
 from progresscast.model.view import RunState, View
 from progresscast.store import keys
 from progresscast.store.cards import CardStore
@@ -205,6 +207,37 @@ CODEX = Owner("main", fx.CODEX_THREAD)
 CODEX_STEPS = ["Read the failing test", "Patch the parser", "Run the suite"]
 
 
+def test_claude_code_stop_sums_the_runs_tokens_from_its_transcript(hook: Hook, redis_url: str, tmp_path: Path) -> None:
+    def line(kind: str, at: str, message: dict[str, Any]) -> str:
+        return json.dumps({"type": kind, "timestamp": at, "message": message}) + "\n"
+
+    def usage(i: int, o: int) -> dict[str, int]:
+        return {"input_tokens": i, "cache_creation_input_tokens": 100, "cache_read_input_tokens": 1000, "output_tokens": o}
+
+    now = datetime.now(UTC)
+    later = (now + timedelta(seconds=5)).isoformat().replace("+00:00", "Z")
+    transcript = tmp_path / "session.jsonl"
+    transcript.write_text(
+        # an earlier turn: not this run's
+        line("assistant", "2020-01-01T00:00:00Z", {"id": "msg_old", "role": "assistant", "usage": usage(9, 9)})
+        + line("user", later, {"role": "user", "content": "fix it"})
+        # one message written as two lines (one per content block): counted once, as last written
+        + line("assistant", later, {"id": "msg_1", "role": "assistant", "usage": usage(10, 1)})
+        + line("assistant", later, {"id": "msg_1", "role": "assistant", "usage": usage(10, 50)})
+        + line("assistant", later, {"id": "msg_2", "role": "assistant", "usage": usage(20, 30)})
+        + "not json\n",
+        encoding="utf-8",
+    )
+    events = [fx.claude("UserPromptSubmit", prompt="fix it"), fx.claude("Stop", stop_hook_active=False)]
+    for event in events:
+        event["transcript_path"] = str(transcript)
+        assert hook("claude-code", event)[0] == 0
+    view = view_of(redis_url, CLAUDE)
+    assert view.run is RunState.completed
+    # input counts the cached prompt too (2 × (10|20 + 100 + 1000)); the transcript has no price
+    assert view.usage == Usage(input_tokens=2230, output_tokens=80)
+
+
 def codex_lines(events: list[dict[str, Any]]) -> bytes:
     return "".join(json.dumps(e) + "\n" for e in events).encode()
 
@@ -231,6 +264,7 @@ def test_a_codex_exec_json_transcript_on_stdin(hook: Hook, redis_url: str) -> No
     assert view.activity.answer == "Patched the parser; the suite passes."
     assert view.activity.tools == ("$ bash -lc 'pytest -x'",)
     assert view.card is not None and view.card.revision == 4
+    assert view.usage == Usage(input_tokens=24763, output_tokens=122)  # turn.completed's tokens, no cost
 
 
 def test_a_failed_codex_turn_ends_the_run_failed(hook: Hook, redis_url: str) -> None:

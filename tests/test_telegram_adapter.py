@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import asyncio
 import itertools
+import re
 import time
 from typing import Any
 
@@ -21,6 +22,7 @@ from conftest import all_keys
 from progresscast.config.settings import Settings
 from progresscast.model.card import CardInput
 from progresscast.model.owners import Owner
+from progresscast.model.timing import Usage
 from progresscast.model.view import RunState
 from progresscast.store import keys
 from progresscast.store.cards import CardStore
@@ -299,6 +301,23 @@ async def test_run_end_in_progress_mode_sends_the_answer_once(api: BotAPIEmulato
     await quiet(2.0)
     assert len(h.draft_sends(PRIVATE)) == sends
     assert [m.message_id for m in h.drafts(PRIVATE)] == [answer.message_id]
+
+
+async def test_the_line_that_ends_a_run_says_how_long_it_took_and_what_it_used(api: BotAPIEmulator, harness) -> None:
+    h = await harness()
+    await h.command(PRIVATE, "/follow t1")
+    await h.store.start_run(OWNER, "r1")
+    await h.put(("Reproduce", "in_progress"), ("Fix", "pending"))
+    await h.shows(PRIVATE, "Reproduce")
+    await h.put(("Reproduce", "completed"), ("Fix", "completed"))
+    await h.store.update_activity(OWNER, answer="Fixed the pager.")
+    await h.store.end_run(OWNER, "r1", RunState.completed, usage=Usage(1000, 234))
+    [answer] = await h.shows(PRIVATE, "Fixed the pager")
+    head = answer.text.splitlines()[0]
+    assert re.fullmatch(r"✅ t1 · 2/2 done · \d+ s · 1.2k tokens", head), head
+    view = await h.store.view(OWNER)
+    assert view.started_at is not None and view.ended_at is not None
+    assert [bool(t and t.took is not None) for t in view.step_times] == [True, False]  # Fix was never active
 
 
 async def test_a_card_shown_again_after_its_run_ended_is_deleted_by_a_clear(api: BotAPIEmulator, harness) -> None:
