@@ -93,9 +93,9 @@ async def hook(redis_url: str) -> AsyncIterator[Start]:
             await proc.wait()
 
 
-async def open_asks(store: CardStore, count: int = 1, timeout: float = 20) -> list[Ask]:
+async def open_asks(store: CardStore, count: int = 1, timeout: float = 20, owner: Owner = OWNER) -> list[Ask]:
     deadline = time.monotonic() + timeout
-    while len(found := [a for a in (await store.asks.all(OWNER))[0] if a.state is AskState.open]) < count:
+    while len(found := [a for a in (await store.asks.all(owner))[0] if a.state is AskState.open]) < count:
         assert time.monotonic() < deadline, f"the hook opened {len(found)} asks, not {count}"
         await asyncio.sleep(0.02)
     return found
@@ -192,6 +192,58 @@ async def test_stop_pressed_while_a_permission_request_waits_denies_and_interrup
     }
     after, _ = await store.asks.get(OWNER, ask.ask_id)
     assert after is not None and after.state is AskState.withdrawn
+
+
+# -- Gemini CLI: BeforeTool with --ask-tools ------------------------------------------------
+
+GEMINI = Owner("main", fx.GEMINI_SESSION_ID)
+SHELL = fx.gemini("BeforeTool", 5, tool_name="run_shell_command",
+                  tool_input={"command": "rm -rf build", "description": "Remove the build folder", "dir_path": "."})
+ASK_SHELL = ("--ask-tools", "run_shell_command|write_file|replace")
+
+
+async def test_gemini_before_tool_answered_allow(hook: Start, store: CardStore) -> None:
+    running = await hook("gemini", SHELL, *ASK_SHELL)
+    [ask] = await open_asks(store, owner=GEMINI)
+    assert ask.kind is AskKind.approval and ask.source == "gemini"
+    assert ask.prompt == "run_shell_command: rm -rf build" and ask.detail == "Remove the build folder"
+    await store.asks.answer(GEMINI, ask.ask_id, ANA, options=["Allow"])
+    assert await running.printed() == {"decision": "allow"}
+
+
+async def test_gemini_before_tool_answered_deny_says_who(hook: Start, store: CardStore) -> None:
+    running = await hook("gemini", SHELL, *ASK_SHELL)
+    [ask] = await open_asks(store, owner=GEMINI)
+    await store.asks.answer(GEMINI, ask.ask_id, ANA, options=["Deny"])
+    assert await running.printed() == {"decision": "deny", "reason": "Denied from Telegram by Ana"}
+
+
+async def test_gemini_no_answer_within_wait_leaves_it_to_gemini(hook: Start, store: CardStore) -> None:
+    running = await hook("gemini", SHELL, *ASK_SHELL, "--wait", "1")
+    [ask] = await open_asks(store, owner=GEMINI)
+    assert await running.printed() == {}
+    after, _ = await store.asks.get(GEMINI, ask.ask_id)
+    assert after is not None and after.state is AskState.withdrawn
+
+
+async def test_gemini_asks_only_about_the_tools_named(hook: Start, store: CardStore) -> None:
+    read = fx.gemini("BeforeTool", 6, tool_name="read_file", tool_input={"absolute_path": "/tmp/x"})
+    assert await (await hook("gemini", read, *ASK_SHELL)).printed() == {}
+    assert await (await hook("gemini", SHELL)).printed() == {}  # without --ask-tools: nothing asked
+    assert (await store.asks.all(GEMINI))[0] == ()
+
+
+async def test_stop_then_before_tool_stops_gemini(hook: Start, store: CardStore) -> None:
+    start = fx.gemini("BeforeAgent", 1, prompt="Ship it")
+    assert await (await hook("gemini", start, *ASK_SHELL)).printed() == {}
+    assert (await store.view(GEMINI)).stoppable
+    read = fx.gemini("BeforeTool", 6, tool_name="read_file", tool_input={"absolute_path": "/tmp/x"})
+    assert await (await hook("gemini", read, *ASK_SHELL)).printed() == {}  # no Stop yet
+    assert (await store.asks.stop(GEMINI, ANA))[0] == "ok"
+    why = "Stopped from Telegram by Ana"
+    assert await (await hook("gemini", read, *ASK_SHELL)).printed() == {
+        "decision": "deny", "reason": why, "continue": False, "stopReason": why
+    }
 
 
 async def test_a_wait_that_is_not_a_number_of_seconds_is_said_and_exits_0(hook: Start, store: CardStore) -> None:

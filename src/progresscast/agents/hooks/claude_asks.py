@@ -56,24 +56,10 @@ def _timeout(ctx: HookContext) -> int:
 
 
 async def _permission(ctx: HookContext, owner: Owner, event: dict[str, Any]) -> dict[str, Any] | None:
-    tool = str(event.get("tool_name") or "a tool")
-    tool_input = event.get("tool_input")
-    said = summary(tool_input)
-    detail = [_fence(said)] if len(said) > 120 or "\n" in said else []
-    if isinstance(tool_input, dict) and isinstance(tool_input.get("description"), str):
-        detail.insert(0, tool_input["description"])
-    body: dict[str, Any] = {
-        "kind": "approval", "prompt": _cut(f"{tool}: {said}", MAX_PROMPT_CHARS), "source": "claude-code",
-        "timeoutSeconds": _timeout(ctx),
-    }
-    if detail:
-        body["detail"] = _cut_detail("\n\n".join(detail))
-    try:
-        ask = AskInput.parse(body)
-    except CardError as exc:
-        ctx.warn(f"the permission request could not be asked in chat ({exc}); the terminal decides")
+    ask = tool_approval(ctx, event, "claude-code")
+    if ask is None:
         return None
-    waited = await _wait(ctx, owner, [ask])
+    waited = await wait_for(ctx, owner, [ask])
     if waited is None:
         return None
     if waited.stop is not None:
@@ -87,6 +73,28 @@ async def _permission(ctx: HookContext, owner: Owner, event: dict[str, Any]) -> 
         else:
             decision = {"behavior": "deny", "message": f"Denied from {where}"}
     return {"hookSpecificOutput": {"hookEventName": "PermissionRequest", "decision": decision}}
+
+
+def tool_approval(ctx: HookContext, event: dict[str, Any], source: str) -> AskInput | None:
+    """A tool call (`tool_name`, `tool_input`) as an approval ask naming the tool and what
+    it does; None (said on stderr) when it cannot be asked."""
+    tool = str(event.get("tool_name") or "a tool")
+    tool_input = event.get("tool_input")
+    said = summary(tool_input)
+    detail = [_fence(said)] if len(said) > 120 or "\n" in said else []
+    if isinstance(tool_input, dict) and isinstance(tool_input.get("description"), str):
+        detail.insert(0, tool_input["description"])
+    body: dict[str, Any] = {
+        "kind": "approval", "prompt": _cut(f"{tool}: {said}", MAX_PROMPT_CHARS), "source": source,
+        "timeoutSeconds": _timeout(ctx),
+    }
+    if detail:
+        body["detail"] = _cut_detail("\n\n".join(detail))
+    try:
+        return AskInput.parse(body)
+    except CardError as exc:
+        ctx.warn(f"the permission request could not be asked in chat ({exc}); the terminal decides")
+        return None
 
 
 def _cut_detail(text: str) -> str:
@@ -107,7 +115,7 @@ async def _questions(ctx: HookContext, owner: Owner, tool_input: Any) -> dict[st
     except (CardError, TypeError, AttributeError) as exc:
         ctx.warn(f"the question could not be asked in chat ({exc}); the terminal asks it")
         return None
-    waited = await _wait(ctx, owner, asks)
+    waited = await wait_for(ctx, owner, asks)
     if waited is None:
         return None
     if waited.stop is not None:
@@ -157,7 +165,7 @@ def _question_ask(ctx: HookContext, q: Any) -> tuple[AskInput, dict[str, str]]:
     return AskInput.parse(body), shown
 
 
-async def _wait(ctx: HookContext, owner: Owner, asks: list[AskInput]) -> Any:
+async def wait_for(ctx: HookContext, owner: Owner, asks: list[AskInput]) -> Any:
     """Ask and wait up to `--wait`; None when no answer came (or the asks could not be
     opened: five are open already), which leaves the decision to the terminal."""
     try:

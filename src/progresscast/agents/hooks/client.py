@@ -31,11 +31,12 @@ HARNESSES = ("claude-code", "codex", "gemini")
 """Every `progresscast hook` harness (the command line's choices)."""
 GLOBAL_OPTIONS = ("--redis", "--config")
 """The options before a command, each with a value."""
-HOOK_OPTIONS = ("--session", "--agent", "--wait")
+HOOK_OPTIONS = ("--session", "--agent", "--wait", "--ask-tools")
 """The hook's own options, each with a value."""
 BLOCKING = (b'"PermissionRequest"', b'"AskUserQuestion"')
 """Events that may wait for an answer from chat (up to `--wait`): they run in their own
-process, never on the server, which takes one call at a time."""
+process, never on the server, which takes one call at a time. So does Gemini CLI's
+`BeforeTool` when the hook asks about tools (`--ask-tools`)."""
 
 GREETING_TIMEOUT = 2.0
 """Seconds to wait for the server to greet (it serves one call at a time), and to send
@@ -94,7 +95,8 @@ def call_server(argv: list[str], harness: str) -> tuple[int | None, bool]:
     # Read before connecting, so the server never waits on a slow writer of stdin; a
     # call the server does not run gets it back to read as ever.
     stdin = sys.stdin.buffer.read()
-    if any(word in stdin for word in BLOCKING):
+    asks_tools = b'"BeforeTool"' in stdin and any(w.startswith("--ask-tools") for w in argv)
+    if asks_tools or any(word in stdin for word in BLOCKING):
         status, start = None, False
     else:
         status, start = _exchange(path, argv, harness, cwd, stdin)

@@ -4,6 +4,7 @@ hook server alike (which runs each call it takes in its own process)."""
 from __future__ import annotations
 
 import argparse
+import re
 import sys
 from collections.abc import Sequence
 from typing import Any
@@ -27,6 +28,13 @@ def _wait_seconds(raw: str) -> int:
     return value
 
 
+def _pattern(raw: str) -> re.Pattern[str]:
+    try:
+        return re.compile(raw)
+    except re.error as exc:
+        raise argparse.ArgumentTypeError(f"must be a regular expression ({exc})") from None
+
+
 def add_hook(commands: Any, common: argparse.ArgumentParser) -> None:
     hook = commands.add_parser(
         "hook",
@@ -34,11 +42,12 @@ def add_hook(commands: Any, common: argparse.ArgumentParser) -> None:
         description="Run as an agent's hook (Claude Code, Codex, Gemini CLI): read one event's JSON on stdin and "
         "update the session's card; it never fails the agent.",
         usage=f"progresscast hook {'|'.join(HARNESSES)} [--session KEY] [--agent ID] [--wait SECONDS] "
+        "[--ask-tools REGEX] "
         "[-- codex exec --json …]",
         parents=[common],
         epilog=example("progresscast hook claude-code < event.json"),
     )
-    session, agent, wait = HOOK_OPTIONS  # the warm hook server's client skips their values too
+    session, agent, wait, ask_tools = HOOK_OPTIONS  # the warm hook server's client skips their values too
     hook.add_argument("harness", choices=HARNESSES, help="whose events these are")
     hook.add_argument(session, metavar="KEY", help="session key (default: the agent's own session id)")
     hook.add_argument(agent, metavar="ID", help="agent id (default: the configured default agent)")
@@ -46,6 +55,10 @@ def add_hook(commands: Any, common: argparse.ArgumentParser) -> None:
         wait, metavar="SECONDS", type=_wait_seconds, default=DEFAULT_WAIT,
         help=f"how long a permission request or question waits for an answer from chat (default {DEFAULT_WAIT}; "
         "keep it under the hook's timeout in the agent's settings)",
+    )
+    hook.add_argument(
+        ask_tools, metavar="REGEX", type=_pattern,
+        help="gemini: a BeforeTool call of a tool whose whole name matches is asked in chat (Allow / Deny)",
     )
 
 
