@@ -238,6 +238,8 @@ class Ask:
     closed_ms: int | None = None
     answer: Answer | None = None
     run_id: str | None = None
+    seq: int = field(default=0, compare=False)
+    """When it was opened, in µs on the store's clock: the order of asks opened within one ms."""
     extra: dict[str, Any] = field(default_factory=dict, compare=False)
 
     def state_at(self, now_ms: int) -> AskState:
@@ -260,6 +262,8 @@ class Ask:
             out["answer"] = self.answer.to_json()
         if self.run_id:
             out["runId"] = self.run_id
+        if self.seq:
+            out["seq"] = self.seq
         return json.dumps(out, ensure_ascii=False, separators=(",", ":"))
 
     @classmethod
@@ -282,6 +286,7 @@ class Ask:
                 closed_ms=int(d["closedAt"]) if d.get("closedAt") is not None else None,
                 answer=Answer.from_json(d["answer"]) if isinstance(d.get("answer"), dict) else None,
                 run_id=d.get("runId"),
+                seq=int(d.get("seq") or 0),
             )
         except (ValueError, KeyError, TypeError, AttributeError):
             return None
@@ -390,7 +395,7 @@ def parse_control(raw: str) -> tuple[str, str | None, int | None] | None:
 def asks_of(raw: dict[str, str]) -> tuple[Ask, ...]:
     """The stored asks hash as asks, oldest first."""
     asks = [a for a in map(Ask.from_stored, raw.values()) if a is not None]
-    return tuple(sorted(asks, key=lambda a: (a.created_ms, a.ask_id)))
+    return tuple(sorted(asks, key=lambda a: (a.created_ms, a.seq, a.ask_id)))
 
 
 __all__ = [

@@ -416,7 +416,7 @@ ASK_OPEN = ASK_PRELUDE + """
 -- A new ask: refused when the owner has `max_open` open already.
 local ask_json, timeout_ms, max_open, keep_ms = ARGV[6], tonumber(ARGV[7]), tonumber(ARGV[8]), tonumber(ARGV[9])
 
-local _, ms = clock()
+local now_us, ms = clock()
 settle_asks(ms, keep_ms)
 local open = 0
 for _, raw in ipairs(redis.call('HVALS', asks_key)) do
@@ -425,6 +425,7 @@ end
 if open >= max_open then return {'full', open} end
 local ask = cjson.decode(ask_json)
 ask.createdAt = ms
+ask.seq = now_us  -- asks opened within one ms keep their order (one script at a time)
 ask.expiresAt = ms + timeout_ms
 ask.state = 'open'
 local run = redis.call('HMGET', run_key, 'runId', 'state')
