@@ -9,7 +9,8 @@ REST only (`rest.py`; no gateway WebSocket: drafts need none, and commands arriv
 HTTP interactions). `GET /users/@me` first (retried while Discord
 is unreachable; a refused token stops the adapter), then the worker:
 `[[channels.discord.channels]]` follows are subscribed, every follow is looked at once
-(a restart catches up), and then every change event. State lives in Redis, so a
+(a restart catches up), and then every change event. Buttons pressed on asks and on a
+draft's Stop arrive as interactions too (`presses.py`). State lives in Redis, so a
 restarted adapter keeps editing the same messages.
 """
 
@@ -31,8 +32,9 @@ from ..config.settings import Settings
 from .breaker import Breaker, BreakerSettings
 from .channel import DiscordChannel, DiscordPace
 from .client import DiscordClient
-from .commands import DiscordCommands
+from .commands import SURFACE, DiscordCommands
 from .interactions import DiscordInteractions
+from .presses import DiscordPresses
 from .rest import DiscordHTTPError, DiscordREST
 
 log = logging.getLogger("progresscast.discord")
@@ -59,7 +61,9 @@ class DiscordAdapter:
         self.channel = DiscordChannel(settings, redis, self.client, self.options.pace)
         self.worker = ChannelWorker(self.channel, redis, options=self.options.worker, log=log)
         self.commands = DiscordCommands(self.worker)
-        self.interactions = DiscordInteractions(discord.publicKey, self.commands.answer)
+        self.worker.presses.noun = SURFACE.noun  # "Only this channel's administrators …"
+        self.presses = DiscordPresses(self.worker, settings.templates.dir)
+        self.interactions = DiscordInteractions(discord.publicKey, self.commands.answer, self.presses.receive)
         self.started = asyncio.Event()
 
     def routes(self) -> list[Route]:

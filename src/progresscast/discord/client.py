@@ -107,8 +107,9 @@ def _texts(components: Sequence[Mapping[str, Any]]) -> list[str]:
 
 
 def _same(message: Mapping[str, Any], params: Mapping[str, Any]) -> bool:
-    """Does `message` show exactly what `params` sent?"""
-    if "components" in params:
+    """Does `message` show exactly what `params` sent? (A plain message may carry
+    buttons too: the Components V2 flag says which text to compare.)"""
+    if int(params.get("flags", 0) or 0) & IS_COMPONENTS_V2:
         return _texts(message.get("components") or ()) == _texts(params["components"])
     return str(message.get("content") or "") == str(params.get("content", ""))
 

@@ -10,7 +10,8 @@ option values), handed to the command handler (`commands.py`); its answer goes b
 once as an ephemeral message (type 4, flag 64) — within Discord's 3 seconds, as no
 command waits on Discord. When the handler says nothing (a stranger's channel that
 already has a pairing code pending), the answer is an empty 204: Discord then shows
-the person only that the app did not respond.
+the person only that the app did not respond. A button pressed or a modal submitted
+(types 3 and 5) goes to the presses handler (`presses.py`).
 """
 
 from __future__ import annotations
@@ -43,7 +44,7 @@ MAX_SKEW = 300
 """Seconds a signed timestamp may be off: an old signed body replayed is refused."""
 COMMAND = "progresscast"
 
-PING, APPLICATION_COMMAND = 1, 2
+PING, APPLICATION_COMMAND, MESSAGE_COMPONENT, MODAL_SUBMIT = 1, 2, 3, 5
 PONG, CHANNEL_MESSAGE = 1, 4
 EPHEMERAL = 1 << 6
 ADMINISTRATOR, MANAGE_CHANNELS = 1 << 3, 1 << 4
@@ -51,6 +52,8 @@ MAX_REPLY = 2000
 
 Handler = Callable[[Invocation], Awaitable[str | None]]
 """The answer to one command (plain text), or None: say nothing."""
+PressHandler = Callable[[dict[str, Any]], Awaitable[Response]]
+"""The response to a signed button press or modal submit."""
 
 
 def _refuse(status: int, message: str) -> JSONResponse:
@@ -67,7 +70,7 @@ def reply(text: str) -> JSONResponse:
     return JSONResponse({"type": CHANNEL_MESSAGE, "data": data})
 
 
-def _manages_channels(member: dict[str, Any]) -> bool:
+def manages_channels(member: dict[str, Any]) -> bool:
     """Manage Channels (or Administrator) in the channel, as the interaction's
     `member.permissions` says (Discord computes them for that channel)."""
     try:
@@ -77,7 +80,7 @@ def _manages_channels(member: dict[str, Any]) -> bool:
     return bool(permissions & (MANAGE_CHANNELS | ADMINISTRATOR))
 
 
-def _answer(value: bool) -> MayChange:
+def answer_of(value: bool) -> MayChange:
     async def may_change() -> bool:
         return value
 
@@ -109,14 +112,15 @@ def invocation(payload: dict[str, Any]) -> Invocation | str:
         word=str(sub.get("name", "help")),
         args=args,
         group=group,
-        may_change=_answer(_manages_channels(member) if isinstance(member, dict) else True),
+        may_change=answer_of(manages_channels(member) if isinstance(member, dict) else True),
     )
 
 
 class DiscordInteractions:
-    def __init__(self, public_key: str, handler: Handler) -> None:
+    def __init__(self, public_key: str, handler: Handler, presses: PressHandler | None = None) -> None:
         self.verify_key = VerifyKey(bytes.fromhex(public_key))
         self.handler = handler
+        self.presses = presses
 
     def routes(self) -> list[Route]:
         return [Route(PATH, self.receive, methods=["POST"])]
@@ -148,6 +152,8 @@ class DiscordInteractions:
         kind = payload.get("type")
         if kind == PING:
             return JSONResponse({"type": PONG})
+        if kind in (MESSAGE_COMPONENT, MODAL_SUBMIT) and self.presses is not None:
+            return await self.presses(payload)
         if kind != APPLICATION_COMMAND:
             return _refuse(400, f"interaction type {kind!r} is not handled")
         found = invocation(payload)
@@ -157,4 +163,7 @@ class DiscordInteractions:
         return Response(status_code=204) if answer is None else reply(answer)
 
 
-__all__ = ["PATH", "DiscordInteractions", "invocation", "reply"]
+__all__ = [
+    "MESSAGE_COMPONENT", "MODAL_SUBMIT", "PATH", "DiscordInteractions", "answer_of", "invocation", "manages_channels",
+    "reply",
+]

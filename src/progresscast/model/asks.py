@@ -240,7 +240,6 @@ class Ask:
     run_id: str | None = None
     seq: int = field(default=0, compare=False)
     """When it was opened, in µs on the store's clock: the order of asks opened within one ms."""
-    extra: dict[str, Any] = field(default_factory=dict, compare=False)
 
     def state_at(self, now_ms: int) -> AskState:
         """The state at `now_ms` on the store's clock: an open ask past its expiry is expired."""

@@ -8,6 +8,14 @@ about how a Discord message looks, the fallbacks included, is made here.
   message): the shared lifecycle replaces it.
 - A final answer: one `content` message per part of the one answer splitter.
 - A `/progresscast card` snapshot: the progress draft, also when the mode shows none.
+- On a live run its agent can stop, the draft's Stop button (an action row after the
+  container, or under the plain message's text); every draft says its buttons
+  (`components`, `[]` for none), as an edit that leaves them out keeps the old ones.
+- An ask (`channels.asks`): a plain `content` message that notifies, its agent text
+  escaped, with a row of buttons per option (and "Type an answer…", which opens a
+  modal, where it takes text) while it is open; once it ended, its outcome and no
+  buttons. Plain, not Components V2: nothing in it can be refused, and it needs no
+  fallback.
 """
 
 from __future__ import annotations
@@ -17,10 +25,24 @@ from pathlib import Path
 from typing import Any
 
 from ..config.base import RenderSettings
+from ..model.asks import MAX_ANSWER_CHARS, STOP_CONTROL, Ask, AskState, option_control, text_control
 from ..model.needs import Need
-from ..model.view import View
-from .discord import content_message, escape, render_content, render_discord, render_discord_final_answer
+from ..model.owners import Owner
+from ..model.view import RunState, View
+from .asks import ask_lines, asks_theme, option_label
+from .discord import (
+    IS_COMPONENTS_V2,
+    MAX_COMPONENTS,
+    MAX_CONTENT,
+    content_message,
+    count_components,
+    escape,
+    render_content,
+    render_discord,
+    render_discord_final_answer,
+)
 from .ending import ping_text
+from .ir import middle_cut
 from .payload import Payload, present
 from .renderers import DestinationRenderers
 from .templates import theme
@@ -28,22 +50,96 @@ from .templates import theme
 COMPONENTS = "components"
 CONTENT = "content"
 
+ACTION_ROW, BUTTON, TEXT_INPUT = 1, 2, 4
+PRIMARY, SECONDARY, DANGER = 1, 2, 4
+ROW_BUTTONS = 5
+MAX_LABEL = 80
+MAX_MODAL_TITLE = 45
+MODAL_PREFIX = "pc:m:"
+"""A typed answer's modal: `pc:m:<the ask message's id>` (≤ 100 characters)."""
+ANSWER_INPUT = "answer"
+
 
 def _payload(call: dict[str, Any] | None) -> Payload | None:
     if call is None:
         return None
     params = dict(call["params"])
-    kind = COMPONENTS if "components" in params else CONTENT
+    v2 = bool(int(params.get("flags", 0) or 0) & IS_COMPONENTS_V2)
     fallback = call.get("fallback")
-    return Payload(str(call["method"]), params, kind, (lambda: _payload(fallback)) if fallback else None)
+    return Payload(str(call["method"]), params, COMPONENTS if v2 else CONTENT,
+                   (lambda: _payload(fallback)) if fallback else None)
+
+
+def _draft(call: dict[str, Any] | None, stop: dict[str, Any] | None) -> Payload | None:
+    """A draft with its buttons: the Stop row `stop`, or none (`components` always
+    said, as an edit that leaves it out keeps the buttons the message had)."""
+    if call is None:
+        return None
+    params = dict(call["params"])
+    fallback = call.get("fallback")
+    rows = [stop] if stop is not None else []
+    if params.get("flags", 0) & IS_COMPONENTS_V2:
+        if count_components([*params["components"], *rows]) > MAX_COMPONENTS:
+            return _draft(fallback, stop)  # no room for the button: the plain message has
+        params["components"] = [*params["components"], *rows]
+        return Payload(str(call["method"]), params, COMPONENTS, (lambda: _draft(fallback, stop)) if fallback else None)
+    return Payload(str(call["method"]), {**params, "components": rows}, CONTENT)
+
+
+def _button(label: str, custom_id: str, style: int) -> dict[str, Any]:
+    return {"type": BUTTON, "style": style, "label": middle_cut(label, MAX_LABEL), "custom_id": custom_id}
+
+
+def stop_row(view: View, templates_dir: str | Path | None = None) -> dict[str, Any] | None:
+    """A live run its agent can stop, not stopped yet: the draft's Stop button."""
+    if not view.stoppable or view.run is not RunState.active or view.stop is not None:
+        return None
+    label = asks_theme(templates_dir).word("stop_button")
+    return {"type": ACTION_ROW, "components": [_button(label, STOP_CONTROL, DANGER)]}
 
 
 def discord_draft(view: View, settings: RenderSettings, *, templates_dir: str | Path | None = None) -> Payload | None:
     """The draft for this view in a destination with these settings (None: no draft):
     Components V2 when `settings.rich` (richMessages), else the plain message."""
+    stop = stop_row(view, templates_dir)
     if settings.rich:
-        return _payload(render_discord(view, settings, templates_dir=templates_dir))
-    return _payload(render_content(view, settings, templates_dir=templates_dir))
+        return _draft(render_discord(view, settings, templates_dir=templates_dir), stop)
+    return _draft(render_content(view, settings, templates_dir=templates_dir), stop)
+
+
+def discord_ask(owner: Owner, ask: Ask, *, templates_dir: str | Path | None = None) -> Payload:
+    """An ask's message: its text escaped, notifying; while open, a button per option
+    (five to a row) and "Type an answer…" where it takes text; once ended, no buttons."""
+    th = asks_theme(templates_dir)
+    # No "reply to answer": the bot reads no messages on Discord; the text button opens a modal.
+    lines = [line for line in ask_lines(ask, owner, templates_dir=templates_dir) if line != th.word("reply_hint")]
+    text = escape("\n".join(lines))
+    buttons: list[dict[str, Any]] = []
+    if ask.state is AskState.open:
+        buttons = [
+            _button(option_label(label), option_control(ask.ask_id, i), PRIMARY if i == 0 else SECONDARY)
+            for i, label in enumerate(ask.options)
+        ]
+        if ask.allow_text:
+            buttons.append(_button(th.word("text_button"), text_control(ask.ask_id), SECONDARY))
+    rows = [
+        {"type": ACTION_ROW, "components": buttons[i : i + ROW_BUTTONS]} for i in range(0, len(buttons), ROW_BUTTONS)
+    ]
+    params = {**content_message(middle_cut(text, MAX_CONTENT), silent=False), "components": rows}
+    return Payload("createMessage", params, CONTENT)
+
+
+def answer_modal(message_id: str, templates_dir: str | Path | None = None) -> dict[str, Any]:
+    """The modal (interaction response type 9) a "Type an answer…" press opens: one
+    text input; its `custom_id` names the ask message, as a typed answer replies to it."""
+    title = middle_cut(asks_theme(templates_dir).word("text_button"), MAX_MODAL_TITLE)
+    label = middle_cut(theme("discord", templates_dir).word("answer_label"), MAX_MODAL_TITLE)
+    field = {
+        "type": TEXT_INPUT, "custom_id": ANSWER_INPUT, "label": label, "style": 2,
+        "min_length": 1, "max_length": MAX_ANSWER_CHARS, "required": True,
+    }
+    return {"custom_id": f"{MODAL_PREFIX}{message_id}", "title": title,
+            "components": [{"type": ACTION_ROW, "components": [field]}]}
 
 
 def discord_answer(markdown: str, *, head: str | None = None) -> list[Payload]:
@@ -75,7 +171,11 @@ class DiscordRenderers(DestinationRenderers):
     def ping(self, view: View, needs: Sequence[Need]) -> Payload | None:
         return discord_ping(view, needs, templates_dir=self.templates_dir)
 
+    def ask(self, owner: Owner, ask: Ask) -> Payload | None:
+        return discord_ask(owner, ask, templates_dir=self.templates_dir)
+
 
 __all__ = [
-    "COMPONENTS", "CONTENT", "DiscordRenderers", "discord_answer", "discord_draft", "discord_ping",
+    "ANSWER_INPUT", "COMPONENTS", "CONTENT", "MODAL_PREFIX", "DiscordRenderers", "answer_modal", "discord_answer",
+    "discord_ask", "discord_draft", "discord_ping", "stop_row",
 ]

@@ -1,9 +1,13 @@
 """Interactions as Discord sends them: signed with the application's Ed25519 key.
 
 The emulator's half of the HTTP interactions endpoint: a `PING` (what the developer
-portal sends when the URL is saved) and a slash command typed by a member of a
-channel, built from the registered command definition, POSTed to the app's
-interactions URL with `X-Signature-Ed25519` over `X-Signature-Timestamp` + the body.
+portal sends when the URL is saved), a slash command typed by a member of a
+channel, built from the registered command definition, a button pressed on a message
+(`MESSAGE_COMPONENT`) and a modal the app opened, filled in and submitted
+(`MODAL_SUBMIT`) — each POSTed to the app's interactions URL with `X-Signature-Ed25519`
+over `X-Signature-Timestamp` + the body. What the app answered each is kept
+(:attr:`InteractionSender.responses`); a modal it answered with (type 9) is shown to
+the person who pressed, until they submit it.
 """
 
 from __future__ import annotations
@@ -20,6 +24,11 @@ from ._discord_state import DiscordChannel, snowflake
 PERSON_ID = "400000000000000001"
 ALL_PERMISSIONS = str((1 << 47) - 1)
 MANAGE_CHANNELS = 1 << 4
+MEMBER_PERMISSIONS = str((1 << 10) | (1 << 11))
+"""View Channel and Send Messages: a member who may read and write, nothing more."""
+MESSAGE_COMPONENT, MODAL_SUBMIT = 3, 5
+MODAL = 9
+BUTTON, TEXT_INPUT = 2, 4
 
 
 class InteractionSender:
@@ -31,6 +40,10 @@ class InteractionSender:
     guild_id: str
     commands: dict[str | None, list[dict[str, Any]]]
     interactions: list[tuple[dict[str, Any], int]]
+    responses: list[tuple[dict[str, Any], Any]]
+    """Every interaction sent, with the JSON the app answered (None: no JSON)."""
+    modals: dict[tuple[str, str], tuple[dict[str, Any], str | None]]
+    """The modal each (channel, user) sees, with the message it was opened from."""
     _channels: dict[str, DiscordChannel]
 
     def _notify(self) -> None:
@@ -65,6 +78,16 @@ class InteractionSender:
         async with httpx.AsyncClient(timeout=timeout) as http:
             response = await http.post(target, content=raw, headers=sent)
         self.interactions.append((payload, response.status_code))
+        try:
+            answered = response.json()
+        except ValueError:
+            answered = None
+        self.responses.append((payload, answered))
+        if isinstance(answered, dict) and answered.get("type") == MODAL and payload.get("channel_id"):
+            user = (payload.get("member") or payload).get("user") or {}
+            message = payload.get("message") or {}
+            shown = (answered.get("data") or {}, message.get("id"))
+            self.modals[str(payload["channel_id"]), str(user.get("id"))] = shown
         self._notify()
         return response
 
@@ -104,6 +127,81 @@ class InteractionSender:
         payload = self._interaction(2, data, channel_id, user_id, str(permissions), guild=guild)
         return await self.send_interaction(payload, url, headers=headers)
 
+    async def press(
+        self,
+        channel_id: str,
+        message_id: str,
+        wanted: str,
+        *,
+        user_id: str = PERSON_ID,
+        name: str = "Tester",
+        nick: str | None = None,
+        manage_channels: bool = True,
+        guild: bool = True,
+        forged: bool = False,
+        url: str | None = None,
+    ) -> httpx.Response:
+        """A person presses the button whose `custom_id` or label is `wanted` on a
+        message. `manage_channels`: whether they hold Manage Channels there (else a
+        member who may only read and write). `forged`: send `wanted` as the
+        `custom_id` whatever the message holds (a crafted interaction)."""
+        channel = self._channels[channel_id]
+        msg = channel.messages.get(message_id)
+        button = msg.button(wanted) if msg is not None else None
+        if button is None and not forged:
+            raise ValueError(f"message {message_id} has no button {wanted!r}")
+        custom_id = str(button["custom_id"]) if button is not None and not forged else wanted
+        data = {"custom_id": custom_id, "component_type": BUTTON}
+        payload = self._interaction(
+            MESSAGE_COMPONENT, data, channel_id, user_id, self._permissions(manage_channels), guild=guild,
+            name=name, nick=nick,
+        )
+        payload["message"] = self._message_api(channel, message_id)
+        return await self.send_interaction(payload, url)
+
+    async def submit_modal(
+        self,
+        channel_id: str,
+        text: str,
+        *,
+        user_id: str = PERSON_ID,
+        name: str = "Tester",
+        nick: str | None = None,
+        manage_channels: bool = True,
+        guild: bool = True,
+        custom_id: str | None = None,
+        url: str | None = None,
+    ) -> httpx.Response:
+        """The person fills the modal the app showed them with `text` and submits it
+        (`custom_id`: a crafted submit, no modal needed)."""
+        shown, message_id = self.modals.pop((channel_id, user_id), ({}, None))
+        if custom_id is None and not shown:
+            raise ValueError(f"user {user_id} has no modal open in channel {channel_id}")
+        inputs = [c for c in _walk(shown.get("components") or []) if c.get("type") == TEXT_INPUT]
+        field_id = str(inputs[0]["custom_id"]) if inputs else "answer"
+        data = {
+            "custom_id": custom_id if custom_id is not None else str(shown.get("custom_id")),
+            "components": [{"type": 1, "components": [{"type": TEXT_INPUT, "custom_id": field_id, "value": text}]}],
+        }
+        payload = self._interaction(
+            MODAL_SUBMIT, data, channel_id, user_id, self._permissions(manage_channels), guild=guild,
+            name=name, nick=nick,
+        )
+        if message_id is not None:
+            payload["message"] = self._message_api(self._channels[channel_id], message_id)
+        return await self.send_interaction(payload, url)
+
+    @staticmethod
+    def _permissions(manage_channels: bool) -> str:
+        return ALL_PERMISSIONS if manage_channels else MEMBER_PERMISSIONS
+
+    def _message_api(self, channel: DiscordChannel, message_id: str) -> dict[str, Any]:
+        msg = channel.messages.get(message_id)
+        if msg is None:
+            return {"id": message_id, "channel_id": channel.id}
+        return {"id": msg.id, "channel_id": channel.id, "content": msg.content, "components": msg.components,
+                "flags": msg.flags, "author": {"id": msg.author_id}}
+
     def _definition(self, command: str) -> dict[str, Any]:
         for scope in (self.guild_id, None):
             for definition in self.commands.get(scope, []):
@@ -120,8 +218,10 @@ class InteractionSender:
         permissions: str,
         *,
         guild: bool = True,
+        name: str = "Tester",
+        nick: str | None = None,
     ) -> dict[str, Any]:
-        user = {"id": user_id, "username": "tester", "discriminator": "0", "global_name": "Tester", "avatar": None}
+        user = {"id": user_id, "username": "tester", "discriminator": "0", "global_name": name, "avatar": None}
         payload: dict[str, Any] = {
             "id": snowflake(),
             "application_id": self.application_id,
@@ -144,6 +244,7 @@ class InteractionSender:
                 "user": user,
                 "roles": [],
                 "permissions": permissions,
+                "nick": nick,
                 "joined_at": "2026-01-01T00:00:00+00:00",
             }
         else:
@@ -151,4 +252,16 @@ class InteractionSender:
         return payload
 
 
-__all__ = ["ALL_PERMISSIONS", "MANAGE_CHANNELS", "PERSON_ID", "InteractionSender"]
+def _walk(components: list[Any]) -> list[dict[str, Any]]:
+    """Every component, nested ones included (a row's, a label's `component`)."""
+    out: list[dict[str, Any]] = []
+    for c in components:
+        if isinstance(c, dict):
+            out.append(c)
+            out += _walk(c.get("components") or [])
+            if isinstance(c.get("component"), dict):
+                out += _walk([c["component"]])
+    return out
+
+
+__all__ = ["ALL_PERMISSIONS", "MANAGE_CHANNELS", "MEMBER_PERMISSIONS", "PERSON_ID", "InteractionSender"]

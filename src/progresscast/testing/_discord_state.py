@@ -24,6 +24,13 @@ MAX_CONTENT = 2000
 MAX_COMPONENTS = 40
 MAX_TEXT = 4000
 CONTAINER, TEXT_DISPLAY, SEPARATOR = 17, 10, 14
+ACTION_ROW, BUTTON = 1, 2
+LINK_STYLE = 5
+MAX_ROWS = 5
+"""Action rows in a message without Components V2."""
+MAX_ROW_BUTTONS = 5
+MAX_CUSTOM_ID = 100
+MAX_LABEL = 80
 V2_TYPES = frozenset({9, 10, 11, 12, 13, 14, 17})
 CONTAINER_CHILDREN = frozenset({1, 9, 10, 12, 13, 14})
 
@@ -144,6 +151,14 @@ class DiscordMessage:
         out.text = "\n".join(parts)
         return out
 
+    def buttons(self) -> list[dict[str, Any]]:
+        """Its buttons in order (action rows at the top or in a container)."""
+        return _buttons(self.components)
+
+    def button(self, wanted: str) -> dict[str, Any] | None:
+        """The button whose `custom_id` or label is `wanted`."""
+        return next((b for b in self.buttons() if wanted in (b.get("custom_id"), b.get("label"))), None)
+
     @property
     def accent(self) -> int | None:
         for component in self.components:
@@ -204,6 +219,52 @@ class DiscordChannel:
 # --- a message body ------------------------------------------------------------------------
 
 
+def _buttons(components: list[Any]) -> list[dict[str, Any]]:
+    out: list[dict[str, Any]] = []
+    for c in components:
+        if isinstance(c, dict):
+            if c.get("type") == BUTTON:
+                out.append(c)
+            out += _buttons(c.get("components") or [])
+    return out
+
+
+def _check_row(c: dict[str, Any], path: str, ids: set[str]) -> None:
+    """An action row of buttons, as Discord checks it: 1-5 buttons, a label of at most
+    80 characters, a `custom_id` of 1-100 unique in the message (a link button a URL)."""
+    inner = c.get("components")
+    if not isinstance(inner, list) or not 1 <= len(inner) <= MAX_ROW_BUTTONS:
+        raise invalid_form(f"{path}.components", "BASE_TYPE_BAD_LENGTH", "Must be between 1 and 5 in length.")
+    for i, b in enumerate(inner):
+        at = f"{path}.components.{i}"
+        if not isinstance(b, dict) or b.get("type") != BUTTON:
+            raise invalid_form(f"{at}.type", "UI_TYPE_INVALID", "Invalid component type")
+        style = b.get("style")
+        if not isinstance(style, int) or isinstance(style, bool) or not 1 <= style <= LINK_STYLE:
+            raise invalid_form(f"{at}.style", "BASE_TYPE_CHOICES", "Value must be one of {1, 2, 3, 4, 5}.")
+        label = b.get("label")
+        if label is None and b.get("emoji") is None:
+            raise invalid_form(f"{at}.label", "BASE_TYPE_REQUIRED", "This field is required")
+        if label is not None and (not isinstance(label, str) or _units(label) > MAX_LABEL):
+            raise invalid_form(f"{at}.label", "BASE_TYPE_MAX_LENGTH", f"Must be {MAX_LABEL} or fewer in length.")
+        if style == LINK_STYLE:
+            if not isinstance(b.get("url"), str) or "custom_id" in b:
+                raise invalid_form(f"{at}.url", "BUTTON_COMPONENT_URL_REQUIRED", "A link button needs a url only")
+            continue
+        custom_id = b.get("custom_id")
+        if not isinstance(custom_id, str) or not custom_id:
+            raise invalid_form(f"{at}.custom_id", "BASE_TYPE_REQUIRED", "This field is required")
+        if len(custom_id) > MAX_CUSTOM_ID:
+            raise invalid_form(
+                f"{at}.custom_id", "BASE_TYPE_MAX_LENGTH", f"Must be {MAX_CUSTOM_ID} or fewer in length."
+            )
+        if custom_id in ids:
+            raise invalid_form(
+                f"{at}.custom_id", "COMPONENT_CUSTOM_ID_DUPLICATED", "Component custom id cannot be duplicated"
+            )
+        ids.add(custom_id)
+
+
 def _text_size(components: list[Any]) -> int:
     total = 0
     for c in components:
@@ -230,11 +291,13 @@ def _units(text: str) -> int:
     return len(text.encode("utf-16-le", "surrogatepass")) // 2
 
 
-def _check_component(c: Any, path: str, top: bool) -> None:
+def _check_component(c: Any, path: str, top: bool, ids: set[str]) -> None:
     if not isinstance(c, dict) or not isinstance(c.get("type"), int):
         raise invalid_form(f"{path}.type", "BASE_TYPE_REQUIRED", "This field is required")
     kind = c["type"]
-    if kind == TEXT_DISPLAY:
+    if kind == ACTION_ROW:
+        _check_row(c, path, ids)
+    elif kind == TEXT_DISPLAY:
         content = c.get("content")
         if not isinstance(content, str) or not content:
             raise invalid_form(f"{path}.content", "BASE_TYPE_REQUIRED", "This field is required")
@@ -254,7 +317,7 @@ def _check_component(c: Any, path: str, top: bool) -> None:
         for i, child in enumerate(inner):
             if not isinstance(child, dict) or child.get("type") not in CONTAINER_CHILDREN:
                 raise invalid_form(f"{path}.components.{i}.type", "UI_TYPE_INVALID", "Invalid component type")
-            _check_component(child, f"{path}.components.{i}", False)
+            _check_component(child, f"{path}.components.{i}", False, ids)
     elif kind == SEPARATOR:
         pass
     else:
@@ -334,10 +397,11 @@ def check_body(
         if not edit and not components:
             raise error(EMPTY_MESSAGE)
         comps = components or []
+        ids: set[str] = set()
         for i, c in enumerate(comps):
-            if not isinstance(c, dict) or c.get("type") not in (CONTAINER, TEXT_DISPLAY, SEPARATOR):
+            if not isinstance(c, dict) or c.get("type") not in (CONTAINER, TEXT_DISPLAY, SEPARATOR, ACTION_ROW):
                 raise invalid_form(f"components.{i}.type", "UI_TYPE_INVALID", "Invalid component type")
-            _check_component(c, f"components.{i}", True)
+            _check_component(c, f"components.{i}", True, ids)
         if _count(comps) > MAX_COMPONENTS:
             raise invalid_form("components", "BASE_TYPE_MAX_LENGTH", f"Must be {MAX_COMPONENTS} or fewer in length.")
         if _text_size(comps) > MAX_TEXT:
@@ -345,18 +409,24 @@ def check_body(
                 "components", "MESSAGE_TEXT_TOO_LONG", f"Total text must be {MAX_TEXT} or fewer in length."
             )
         return flags, "", _with_ids(comps)
-    if components:
-        if any(isinstance(c, dict) and c.get("type") in V2_TYPES for c in components):
-            raise invalid_form(
-                "components.0.type", "UI_TYPE_INVALID", "Components V2 types require the IS_COMPONENTS_V2 flag"
-            )
-        raise invalid_form("components", "UNSUPPORTED", "This emulator takes no action-row components")
+    rows = components or []
+    if any(isinstance(c, dict) and c.get("type") in V2_TYPES for c in rows):
+        raise invalid_form(
+            "components.0.type", "UI_TYPE_INVALID", "Components V2 types require the IS_COMPONENTS_V2 flag"
+        )
+    if len(rows) > MAX_ROWS:
+        raise invalid_form("components", "BASE_TYPE_MAX_LENGTH", f"Must be {MAX_ROWS} or fewer in length.")
+    ids = set()
+    for i, c in enumerate(rows):
+        if not isinstance(c, dict) or c.get("type") != ACTION_ROW:
+            raise invalid_form(f"components.{i}.type", "UI_TYPE_INVALID", "Invalid component type")
+        _check_row(c, f"components.{i}", ids)
     text = content or ""
     if _units(text) > MAX_CONTENT:
         raise invalid_form("content", "BASE_TYPE_MAX_LENGTH", f"Must be {MAX_CONTENT} or fewer in length.")
-    if not edit and not text.strip():
+    if not edit and not text.strip() and not rows:
         raise error(EMPTY_MESSAGE)
-    return flags, text, []
+    return flags, text, list(rows)
 
 
 def pings(body: dict[str, Any], read: Read) -> list[str]:

@@ -25,8 +25,13 @@ with the mentions a sent text makes and those ``allowed_mentions`` would let pin
 Interactions: the emulator holds an Ed25519 key it generates (:attr:`public_key`,
 hex, as the developer portal shows it) and sends interactions signed like Discord —
 ``X-Signature-Ed25519`` over ``X-Signature-Timestamp`` + body — to the
-interactions URL: :meth:`ping`, and :meth:`slash_command` ("a person types
-``/progresscast follow ticket-1``", built from the registered command's options).
+interactions URL: :meth:`ping`, :meth:`slash_command` ("a person types
+``/progresscast follow ticket-1``", built from the registered command's options),
+:meth:`press` (a person presses a message's button, by label or ``custom_id``) and
+:meth:`submit_modal` (they fill in the modal the app answered a press with). Buttons
+are checked as Discord checks them: action rows of 1-5 buttons, at most 5 rows in a
+plain message, a ``custom_id`` of 1-100 characters unique in the message, a label of
+at most 80.
 
 ``time_scale`` (default ``PROGRESSCAST_TIME_SCALE``) makes every window that many
 times shorter; the emulator says its windows in its own seconds (a 5 s window at 0.05
@@ -134,6 +139,8 @@ class DiscordAPIEmulator(LoopbackServer, InteractionSender):
         self.calls: list[DiscordCall] = []
         self.interactions: list[tuple[dict[str, Any], int]] = []
         """Every interaction sent, with the status the app answered."""
+        self.responses: list[tuple[dict[str, Any], Any]] = []
+        self.modals: dict[tuple[str, str], tuple[dict[str, Any], str | None]] = {}
         self.commands: dict[str | None, list[dict[str, Any]]] = {}
         """Registered command definitions: None for global ones, else per guild id."""
         self._channels: dict[str, DiscordChannel] = {}
@@ -381,8 +388,11 @@ class DiscordAPIEmulator(LoopbackServer, InteractionSender):
         if msg.components_v2:
             if "components" in body:
                 msg.components = components
-        elif "content" in body:
-            msg.content = content
+        else:
+            if "content" in body:
+                msg.content = content
+            if "components" in body:  # `[]` takes a message's buttons away
+                msg.components = components
         if "flags" in body:
             msg.flags = (msg.flags & ~0b100) | (flags & 0b100) | (msg.flags & V2_FLAG)
         msg.edits += 1
