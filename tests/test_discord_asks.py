@@ -17,7 +17,7 @@ from progresscast.model.asks import AskInput, AskState, option_control
 from progresscast.model.owners import Owner
 from progresscast.model.view import RunState
 from progresscast.testing import DiscordAPIEmulator, DiscordMessage, read_markdown
-from test_discord_adapter import C, OTHER, OWNER, Harness, discord, fast, harness  # noqa: F401
+from test_discord_adapter import OTHER, OWNER, C, Harness, discord, fast, harness  # noqa: F401
 
 PROMPT = "Run rm -rf build?"
 BYSTANDER = "400000000000031337"
