@@ -96,7 +96,7 @@ TIMED = View(
 ).at(T0 + 440)
 TIMED_ENDED = View(
     OWNER, card([(s, "completed") for s, *_ in FOUR]), ANSWER, RunState.completed, paused=True, started_at=T0,
-    ended_at=T0 + 250, step_times=STEP_TIMES[:2] + (StepTime(T0 + 185, T0 + 230), StepTime(T0 + 230, T0 + 249)),
+    ended_at=T0 + 250, step_times=(*STEP_TIMES[:2], StepTime(T0 + 185, T0 + 230), StepTime(T0 + 230, T0 + 249)),
     usage=Usage(12_000, 3_400, 0.1234),
 ).at(T0 + 9_999)
 
