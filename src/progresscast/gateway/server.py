@@ -239,9 +239,12 @@ async def run_gateway(
 async def serve_app(app: Starlette, sock: socket.socket, *, started: asyncio.Event | None = None) -> None:
     """Run `app` under uvicorn on a bound socket until cancelled; `started` is set once
     it accepts connections. (Tests and the demo use this to serve on a free port.)"""
+    # The gateway's own app carries its settings; another app (an emulator's, a test's)
+    # gets the defaults' limits.
+    gateway = getattr(app.state, "gateway", None)
     config = limited_config(
         app,
-        app.state.gateway.settings.gateway,
+        gateway.settings.gateway if gateway is not None else GatewaySettings(),
         lifespan="on",
         # Live event streams never end by themselves: give them a moment, then close.
         timeout_graceful_shutdown=2,
@@ -259,7 +262,8 @@ async def serve_app(app: Starlette, sock: socket.socket, *, started: asyncio.Eve
         await asyncio.shield(task)
     except asyncio.CancelledError:
         # Cancelled from outside: end open event streams, then shut uvicorn down cleanly.
-        await app.state.gateway.hub.close()
+        if gateway is not None:
+            await gateway.hub.close()
         server.should_exit = True
         with contextlib.suppress(asyncio.CancelledError):
             await task
