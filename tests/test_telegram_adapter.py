@@ -307,6 +307,11 @@ async def test_the_line_that_ends_a_run_says_how_long_it_took_and_what_it_used(a
     h = await harness()
     await h.command(PRIVATE, "/follow t1")
     await h.store.start_run(OWNER, "r1")
+    # The run began four minutes ago (on the store's clock): a run's time shows from its
+    # first whole minute, and a test does not wait that long.
+    layout = await layout_of(h.redis)
+    started = int(await h.redis.hget(layout.run(OWNER), "startedAt"))
+    await h.redis.hset(layout.run(OWNER), "startedAt", started - 4 * 60_000)
     await h.put(("Reproduce", "in_progress"), ("Fix", "pending"))
     await h.shows(PRIVATE, "Reproduce")
     await h.put(("Reproduce", "completed"), ("Fix", "completed"))
@@ -314,7 +319,7 @@ async def test_the_line_that_ends_a_run_says_how_long_it_took_and_what_it_used(a
     await h.store.end_run(OWNER, "r1", RunState.completed, usage=Usage(1000, 234))
     [answer] = await h.shows(PRIVATE, "Fixed the pager")
     head = answer.text.splitlines()[0]
-    assert re.fullmatch(r"✅ t1 · 2/2 done · \d+ s · 1.2k tokens", head), head
+    assert re.fullmatch(r"✅ t1 · 2/2 done · 4 m · 1.2k tokens", head), head
     view = await h.store.view(OWNER)
     assert view.started_at is not None and view.ended_at is not None
     assert [bool(t and t.took is not None) for t in view.step_times] == [True, False]  # Fix was never active

@@ -3,8 +3,8 @@ its active step have taken, how long a finished step took, what an ended run use
 
 Pure: the times come in the view (`View.now`, `View.step_times`, `View.elapsed`); the
 durations are worded by `duration_words`, the one wording of a duration. A live time
-shows from its first whole minute (it changes once a minute: docs/renderers.md); a
-finished one as it was, seconds too.
+shows from its first whole minute (it changes once a minute: docs/renderers.md), and so
+does an ended run's; a finished step's as it was, seconds too.
 """
 
 from __future__ import annotations
@@ -25,11 +25,12 @@ def run_time(view: View, theme: Theme) -> str | None:
 
 
 def ended_time(view: View, theme: Theme) -> str | None:
-    """How long an ended run took (`4 m`, `35 s`), None when not known."""
+    """How long an ended run took (`4 m`), None when not known or under a minute: a
+    quick turn's end line says how it ended, not `0 s`."""
     if view.run is RunState.active or view.ended_at is None:
         return None
     elapsed = view.elapsed
-    return duration_words(theme, elapsed) if elapsed is not None else None
+    return duration_words(theme, elapsed) if elapsed is not None and elapsed >= MINUTE else None
 
 
 def step_time(view: View, index: int, step: Step, theme: Theme) -> str | None:
