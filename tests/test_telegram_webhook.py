@@ -141,7 +141,7 @@ async def post(url: str, body: Any, secret: str | None = SECRET, **kw: Any) -> h
 async def test_follow_by_webhook_then_the_draft_appears(api: BotAPIEmulator, running: Running, redis: Any) -> None:
     _, base = await one_gateway_with_the_bot(running, api)
     assert api.webhook is not None
-    assert (api.webhook.url, api.webhook.secret_token, api.webhook.allowed_updates) == (base + PATH, SECRET, ["message"])
+    assert (api.webhook.url, api.webhook.secret_token, api.webhook.allowed_updates) == (base + PATH, SECRET, ["message", "callback_query"])
     reply = await running.command("/follow s1")
     assert reply.text.startswith("Following agent:main:s1")
     await CardStore(redis).put(Owner("main", "s1"), CardInput.parse({"plan": [{"step": "Reproduce", "status": "in_progress"}]}))

@@ -71,7 +71,8 @@ class Controls:
         self.stop_poll = stop_poll
         self.ask_seconds = ask_seconds
         self.tasks: dict[str, _Task] = {}
-        self.replies: set[asyncio.Task[None]] = set()
+        self.pending: set[asyncio.Task[None]] = set()
+        """Answers on their way and jobs cancelled: awaited by `close`."""
 
     def seen(self, owner: Owner, change: StatusChange) -> None:
         """A status of the task that is current (applied, or a duplicate of the last)."""
@@ -87,14 +88,21 @@ class Controls:
         waiting = change.state is TaskState.input_required
         if waiting and tracked.asked != (change.timestamp_us, change.message):
             if tracked.asking is not None:
-                tracked.asking.cancel()
+                self._cancelled(tracked.asking)
             tracked.asked = (change.timestamp_us, change.message)
             tracked.asking = asyncio.create_task(self._ask(tracked, change), name=f"A2A ask of {task_id}")
         elif not waiting:
             tracked.asked = None
             if tracked.asking is not None:
-                tracked.asking.cancel()  # answered elsewhere: the ask is withdrawn
+                self._cancelled(tracked.asking)  # answered elsewhere: the ask is withdrawn
                 tracked.asking = None
+
+    def _cancelled(self, job: asyncio.Task[None]) -> None:
+        """Cancel `job`; `close` awaits it (it may still be withdrawing its ask, on a Redis
+        connection that must outlive it)."""
+        job.cancel()
+        self.pending.add(job)
+        job.add_done_callback(self.pending.discard)
 
     async def _ask(self, tracked: _Task, change: StatusChange) -> None:
         try:
@@ -110,8 +118,8 @@ class Controls:
         # The answer is on its way: the task going back to work must not cancel the sending.
         tracked.asking = None
         job = asyncio.create_task(self.reply(change.task_id, change.context_id, text))
-        self.replies.add(job)
-        job.add_done_callback(self.replies.discard)
+        self.pending.add(job)
+        job.add_done_callback(self.pending.discard)
 
     async def _watch_stop(self, owner: Owner, task_id: str) -> None:
         while True:
@@ -128,13 +136,13 @@ class Controls:
     def _end(self, tracked: _Task) -> None:
         for job in (tracked.stop_watch, tracked.asking):
             if job is not None and job is not asyncio.current_task():  # a cancel ending its own watch
-                job.cancel()
+                self._cancelled(job)
 
     async def close(self) -> None:
         """Withdraw the open asks and stop watching (the follower stops)."""
         jobs = [t.stop_watch for t in self.tasks.values()]
         jobs += [t.asking for t in self.tasks.values() if t.asking is not None]
-        jobs += list(self.replies)
+        jobs += list(self.pending)
         self.tasks.clear()
         for job in jobs:
             job.cancel()

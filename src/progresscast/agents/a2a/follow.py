@@ -146,7 +146,9 @@ class Follower:
         self.report = report
         self.pacing = pacing
         self.controls = (
-            Controls(applier.store, reply=self.reply, cancel=self.cancel, stop_poll=pacing.stop_poll) if chat else None
+            Controls(applier.store, reply=self.reply, cancel=self.cancel, stop_poll=pacing.stop_poll)
+            if chat and applier is not None
+            else None
         )
         self.failures = FailureLog(log)
         self.subscribed: dict[str, asyncio.Task[None]] = {}
