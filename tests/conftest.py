@@ -363,6 +363,17 @@ def store(redis: Any) -> CardStore:
 
 
 @pytest.fixture(autouse=True)
+def _a_runtime_directory_of_its_own(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
+    """Each test's own private runtime directory (short: sockets live there): a `serve`
+    another test runs meanwhile records itself there for the store notice, and must not
+    make this test's commands say they use another store."""
+    path = Path(tempfile.mkdtemp(prefix="pc-run-", dir="/tmp"))
+    monkeypatch.setenv("XDG_RUNTIME_DIR", str(path))
+    yield
+    shutil.rmtree(path, ignore_errors=True)
+
+
+@pytest.fixture(autouse=True)
 def _hook_calls_run_in_their_own_process(monkeypatch: pytest.MonkeyPatch) -> None:
     """Hook calls in tests run in their own process, as with no warm hook server: one
     would outlive the test. The tests of the server ask for one (`hook_servers`)."""

@@ -8,11 +8,11 @@ interactions route served on a real port, a real Redis."""
 from __future__ import annotations
 
 import asyncio
-import sys
 from typing import Any
 
 import httpx
 
+from ask_cli import CLI_PROMPT, ask_and_press
 from progresscast.model.asks import AskInput, AskState, option_control
 from progresscast.model.owners import Owner
 from progresscast.model.view import RunState
@@ -209,20 +209,12 @@ async def test_a_plain_draft_has_the_stop_button_too(discord: DiscordAPIEmulator
 
 async def test_the_cli_waits_for_the_press(discord: DiscordAPIEmulator, harness: Any, redis_url: str) -> None:
     h = await followed(harness)
-    proc = await asyncio.create_subprocess_exec(
-        sys.executable, "-m", "progresscast", "--redis", redis_url, "ask", "--session", "t1", "Deploy?",
-        "--option", "Now", "--option", "Later", "--timeout", "30",
-        stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE,
-    )
-    try:
-        msg = await discord.wait_for(lambda: ask_message(discord, C, "Deploy?"), 10)
+
+    async def press() -> None:
+        msg = await discord.wait_for(lambda: ask_message(discord, C, CLI_PROMPT), 10)
         assert said(await discord.press(C, msg.id, "Later")) == "Answered: Later"
-        out, err = await asyncio.wait_for(proc.communicate(), 10)
-    finally:
-        if proc.returncode is None:
-            proc.kill()
-    assert proc.returncode == 0, err
-    assert out.decode() == "Later\n"
+
+    assert await ask_and_press(redis_url, press) == "Later\n"
     assert (await h.store.history(Owner("main", "t1")))[0].event["kind"] == "answer"  # type: ignore[index]
 
 

@@ -252,7 +252,7 @@ def test_history_on_the_command_line(cli: CLI, tmp_path: Path) -> None:  # noqa:
 
 def test_the_limits_named_on_the_command_line_are_the_historys() -> None:
     with pytest.raises(argparse.ArgumentTypeError, match=rf"^must be between 1 and {MAX_LIMIT}, not '500'$"):
-        cli_module._history_limit("500")
+        cli_module._whole(MAX_LIMIT)("500")
 
 
 def reference_changes(old: list[tuple[str, str]], new: list[tuple[str, str]]) -> list[dict[str, Any]]:

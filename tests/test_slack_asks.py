@@ -7,14 +7,13 @@ Slack emulator, a real Redis."""
 
 from __future__ import annotations
 
-import asyncio
 import json
-import sys
 import time
 from typing import Any
 
 import httpx
 
+from ask_cli import CLI_PROMPT, ask_and_press
 from progresscast.model.asks import STOP_CONTROL, AskInput, AskState, option_control
 from progresscast.model.owners import Owner
 from progresscast.model.view import RunState
@@ -173,20 +172,12 @@ async def test_stop_asks_to_confirm_then_stops_the_run(slack: SlackAPIEmulator, 
 
 async def test_the_cli_waits_for_the_press(slack: SlackAPIEmulator, harness: Any, redis_url: str) -> None:
     h = await followed(harness)
-    proc = await asyncio.create_subprocess_exec(
-        sys.executable, "-m", "progresscast", "--redis", redis_url, "ask", "--session", "t1", "Deploy?",
-        "--option", "Now", "--option", "Later", "--timeout", "30",
-        stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE,
-    )
-    try:
-        msg = await slack.wait_for(lambda: ask_message(slack, C, "Deploy?"), 10)
+
+    async def press() -> None:
+        msg = await slack.wait_for(lambda: ask_message(slack, C, CLI_PROMPT), 10)
         await answered(slack, slack.press(C, msg.ts, "Later"))
-        out, err = await asyncio.wait_for(proc.communicate(), 10)
-    finally:
-        if proc.returncode is None:
-            proc.kill()
-    assert proc.returncode == 0, err
-    assert out.decode() == "Later\n"
+
+    assert await ask_and_press(redis_url, press) == "Later\n"
     assert (await h.store.history(Owner("main", "t1")))[0].event["kind"] == "answer"  # type: ignore[index]
 
 

@@ -6,13 +6,12 @@ the Bot API emulator, a real Redis."""
 
 from __future__ import annotations
 
-import asyncio
-import sys
 from typing import Any
 
 import pytest
 from redis.asyncio import Redis
 
+from ask_cli import CLI_PROMPT, ask_and_press
 from progresscast.model.asks import AskInput, AskState, option_control
 from progresscast.model.owners import Owner
 from progresscast.model.view import RunState
@@ -180,20 +179,12 @@ async def test_stop_asks_to_confirm_then_stops_the_run(api: BotAPIEmulator, harn
 
 async def test_the_cli_waits_for_the_press(api: BotAPIEmulator, harness: Any, redis_url: str) -> None:
     h = await followed(harness)
-    proc = await asyncio.create_subprocess_exec(
-        sys.executable, "-m", "progresscast", "--redis", redis_url, "ask", "--session", "t1", "Deploy?",
-        "--option", "Now", "--option", "Later", "--timeout", "30",
-        stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE,
-    )
-    try:
-        msg = await api.wait_for(lambda: ask_message(api, PRIVATE, "Deploy?"), 10)
+
+    async def press() -> None:
+        msg = await api.wait_for(lambda: ask_message(api, PRIVATE, CLI_PROMPT), 10)
         await answered(api, api.press(PRIVATE, msg.message_id, "Later"))
-        out, err = await asyncio.wait_for(proc.communicate(), 10)
-    finally:
-        if proc.returncode is None:
-            proc.kill()
-    assert proc.returncode == 0, err
-    assert out.decode() == "Later\n"
+
+    assert await ask_and_press(redis_url, press) == "Later\n"
     assert (await h.store.history(Owner("main", "t1")))[0].event["kind"] == "answer"  # type: ignore[index]
 
 

@@ -12,12 +12,17 @@ from __future__ import annotations
 import gc
 import os
 import sys
-from typing import NoReturn
+from typing import TYPE_CHECKING, NoReturn
 
 from ..arguments import UsageError, fail, parse
 
+if TYPE_CHECKING:
+    import argparse
+
+    from ..config.settings import Settings
+
 _ARGUMENTS = {"card_file": "CARD.json"}
-STORE_COMMANDS = ("card", "pairing", "a2a")
+STORE_COMMANDS = ("card", "pairing", "a2a", "ask")
 """Commands that read or write the store a `serve` uses: they say when theirs is another."""
 
 
@@ -91,11 +96,6 @@ def main(argv: list[str] | None = None) -> None:
     import asyncio
 
     try:
-        if args.command in STORE_COMMANDS:
-            from ..store.connections import redis_url
-            from .store_notice import say_other_store
-
-            say_other_store(redis_url(args.redis, settings), settings)
         if args.command == "status":
             from .status import status_command
 
@@ -158,7 +158,12 @@ def main(argv: list[str] | None = None) -> None:
             from .emulator import run_emulator
 
             asyncio.run(run_emulator(args))
+        _store_notice(args, settings)
         sys.stdout.flush()  # here, so a closed pipe is caught below rather than at exit
+    except SystemExit as exc:
+        if exc.code != 2:  # a command's own status (ask's 0, 3, 4): it did use the store
+            _store_notice(args, settings)
+        raise
     except (CardError, UsageError, ConfigError) as exc:
         fail(str(exc))
     except (RedisError, EmbeddedRedisError) as exc:
@@ -170,6 +175,17 @@ def main(argv: list[str] | None = None) -> None:
         # `progresscast render … | head`: the reader left; say nothing more, as cat would.
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
         raise SystemExit(141) from None
+
+
+def _store_notice(args: argparse.Namespace, settings: Settings) -> None:
+    """After a command that used a store other than a running `serve`'s: one line on
+    stderr saying so (never with a refusal of bad input: that stays one line)."""
+    if args.command not in STORE_COMMANDS:
+        return
+    from ..store.connections import redis_url
+    from .store_notice import say_other_store
+
+    say_other_store(redis_url(args.redis, settings), settings)
 
 
 if __name__ == "__main__":

@@ -28,20 +28,8 @@ def _slack_channel(raw: str) -> str:
     return raw
 
 
-def _history_limit(raw: str) -> int:
-    from ..model.history import MAX_LIMIT
-
-    try:
-        value = int(raw)
-    except ValueError:
-        value = 0
-    if not 1 <= value <= MAX_LIMIT:
-        raise argparse.ArgumentTypeError(f"must be between 1 and {MAX_LIMIT}, not {raw!r}")
-    return value
-
-
-def _seconds(most: int) -> Any:
-    """A whole number of seconds from 1 to `most`."""
+def _whole(most: int, what: str = "") -> Any:
+    """A whole number from 1 to `most` (argparse turns the error into a one-line usage error)."""
 
     def parse(raw: str) -> int:
         try:
@@ -49,7 +37,8 @@ def _seconds(most: int) -> Any:
         except ValueError:
             value = 0
         if not 1 <= value <= most:
-            raise argparse.ArgumentTypeError(f"must be a whole number of seconds from 1 to {most}, not {raw!r}")
+            kind = f"{what} " if what else ""
+            raise argparse.ArgumentTypeError(f"must be {kind}between 1 and {most}, not {raw!r}")
         return value
 
     return parse
@@ -111,7 +100,7 @@ def add_commands(commands: Any, common: argparse.ArgumentParser) -> None:
             )
         if name == "history":
             sub.add_argument(
-                "--limit", type=_history_limit, default=None, metavar="N",
+                "--limit", type=_whole(HISTORY_MAX), default=None, metavar="N",
                 help=f"at most N entries (1 to {HISTORY_MAX}; default {HISTORY_DEFAULT})",
             )
             sub.add_argument(
@@ -281,7 +270,8 @@ def add_commands(commands: Any, common: argparse.ArgumentParser) -> None:
     ask.add_argument("--multi", action="store_true", help="several options may be chosen")
     ask.add_argument("--detail", metavar="TEXT", help="more about the question (Markdown, at most 2,000 characters)")
     ask.add_argument(
-        "--timeout", type=_seconds(MAX_TIMEOUT), default=DEFAULT_TIMEOUT, metavar="SECONDS",
+        "--timeout", type=_whole(MAX_TIMEOUT, "a whole number of seconds"), default=DEFAULT_TIMEOUT,
+        metavar="SECONDS",
         help=f"how long to wait (1 to {MAX_TIMEOUT}; default {DEFAULT_TIMEOUT}); the ask expires then",
     )
 
