@@ -146,7 +146,11 @@ class AskStore:
         (None: no such ask). Polls the ask's one field: cheap, and any process may answer."""
         deadline = time.monotonic() + max(0.0, timeout)
         pause = 0.05
+        me = asyncio.current_task()
         while True:
+            # A cancellation a Redis call swallowed (it can, mid-command) still ends the wait.
+            if me is not None and me.cancelling():
+                raise asyncio.CancelledError
             ask, now = await self.get(owner, ask_id)
             if ask is None:
                 return None
