@@ -29,10 +29,9 @@ from progresscast.render.matrix_payload import notice_html
 from progresscast.store.cards import CardStore
 from progresscast.store.connections import connect
 from progresscast.store.embedded import ensure_embedded, stop_embedded
-from synapse_server import Account, Synapse
+from progresscast.testing.synapse import CLIENT, Account, Synapse
 
 SHOP = Owner("main", "shop")
-CLIENT = "/_matrix/client/v3"
 
 
 def is_draft(content: dict[str, Any]) -> bool:
