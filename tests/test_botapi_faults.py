@@ -3,6 +3,8 @@ refused call does not count against the flood limits."""
 
 from __future__ import annotations
 
+import asyncio
+import time
 from collections import Counter
 from typing import Any
 
@@ -111,3 +113,21 @@ async def test_bad_settings_are_refused() -> None:
     api.fail_randomly(0.3)
     api.clear_faults()
     assert api.random_faults is None
+
+
+async def test_latency_holds_every_answer_without_holding_the_others() -> None:
+    latency, chats = 0.4, 20
+    async with BotAPIEmulator(latency=latency) as api, httpx.AsyncClient(limits=httpx.Limits(max_connections=chats)) as client:
+        began = time.monotonic()
+        answers = await asyncio.gather(*(send(client, api, f"m{i}", chat=PRIVATE + i) for i in range(chats)))
+        took = time.monotonic() - began
+        assert [a.status_code for a in answers] == [200] * chats
+        # each answer held the latency, all of them at once: not one after another
+        assert all(c.answered - c.at >= latency for c in api.calls)
+        assert latency <= took < 3 * latency
+        assert all(api.chat(PRIVATE + i).visible() for i in range(chats))
+
+
+def test_a_negative_latency_is_refused() -> None:
+    with pytest.raises(ValueError, match="latency: must be 0 or more"):
+        BotAPIEmulator(latency=-0.1)

@@ -86,7 +86,10 @@ class BotAPIEmulator(LoopbackServer):
     second), a group ``group_pace`` (a burst of 20, then 20 per minute), the bot as a
     whole ``bot_pace`` (30 per second); pass None to switch a limit off. ``count``
     chooses how "message is too long" counts: "utf16" (strict, default) or
-    "codepoints" (what TDLib itself counts).
+    "codepoints" (what TDLib itself counts). ``latency``: seconds every answer takes
+    (a server far from Telegram's data centres: real round trips are 0.02–0.3 s); the
+    call lands on arrival and its answer is held, each call on its own, none waiting
+    for another's.
     """
 
     name = "Bot API emulator"
@@ -107,7 +110,12 @@ class BotAPIEmulator(LoopbackServer):
         webhook_timeout: float = 5.0,
         fault_rate: float = 0.0,
         fault_seed: int = 0,
+        latency: float = 0.0,
     ) -> None:
+        if latency < 0:
+            raise ValueError(f"latency: must be 0 or more seconds, not {latency!r}")
+        self.latency = latency
+        """Seconds every answer is held (the round trip of a distant server)."""
         self._paces = (private_pace, group_pace, bot_pace)
         self._count = count
         self._local_mode = local_mode
@@ -448,6 +456,7 @@ class BotAPIEmulator(LoopbackServer):
             error = ApiError(500, "Internal Server Error")
             call.status, call.description, body = error.status, error.description, error.envelope()
         self._notify()
+        hold += self.latency
         if hold:
             with contextlib.suppress(TimeoutError):
                 await asyncio.wait_for(self.telegram.closing.wait(), timeout=hold)
