@@ -31,6 +31,11 @@ async def run_emulator(args: argparse.Namespace, *, out: TextIO | None = None) -
 
         await run_discord_emulator(args, out=out)
         return
+    if args.emulator == "matrix":
+        from .emulator_matrix import run_matrix_emulator
+
+        await run_matrix_emulator(args, out=out)
+        return
     out = out or sys.stdout
     if args.emulator == "slack":
         await _run_slack(args, out)

@@ -249,6 +249,14 @@ def add_commands(commands: Any, common: argparse.ArgumentParser) -> None:
         help="the channel you type in (default: 200000000000000001)",
     )
 
+    _emulator_parser(
+        emulators, common, "matrix", help="a private Synapse homeserver (test extra); type in a room as a person",
+        description="A Synapse homeserver on this machine, as the tests run it (matrix-synapse comes with the test "
+        "extra), with a bot account, a person and a room of theirs: point channels.matrix at it, type `!pc …` "
+        "commands as the person and see what the room shows. --port is Synapse's.",
+        epilog=example("progresscast emulator matrix --write-config progresscast.toml"),
+    )
+
     from ..model.asks import DEFAULT_TIMEOUT, MAX_TIMEOUT
 
     ask = commands.add_parser(
