@@ -18,7 +18,8 @@ from progresscast.agents.a2a.follow import Follower, Pacing, agent_client
 from progresscast.config.agents import AgentSettings
 from progresscast.config.gateway import GatewaySettings, GatewayToken
 from progresscast.config.settings import Settings
-from progresscast.gateway.server import address, bind, run_gateway
+from progresscast.gateway.server import run_gateway
+from progresscast.http.server import address, bind
 from progresscast.model.card import Status
 from progresscast.model.owners import Owner
 from progresscast.model.view import RunState

@@ -20,8 +20,8 @@ from progresscast.config.agents import AgentSettings
 from progresscast.config.gateway import GatewaySettings, GatewayToken
 from progresscast.config.settings import Settings
 from progresscast.gateway import create_app
-from progresscast.gateway.auth import Tokens
-from progresscast.gateway.body import MAX_BODY
+from progresscast.http.auth import Tokens
+from progresscast.http.body import MAX_BODY
 from progresscast.model.card import CardInput
 from progresscast.model.owners import Owner
 from progresscast.model.view import RunState

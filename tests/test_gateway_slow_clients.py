@@ -21,7 +21,8 @@ from redis.asyncio import Redis
 from progresscast.config.settings import Settings
 from progresscast.discord.adapter import DiscordAdapter
 from progresscast.gateway.app import create_app
-from progresscast.gateway.server import address, bind, serve_app
+from progresscast.gateway.server import serve_app
+from progresscast.http.server import address, bind
 from progresscast.slack.adapter import SlackAdapter
 from progresscast.store.embedded import stop_embedded
 from test_gateway_rpc import gateway_settings

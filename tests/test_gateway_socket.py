@@ -12,7 +12,7 @@ import socket
 
 import pytest
 
-from progresscast.gateway.server import bind
+from progresscast.http.server import bind
 
 
 @pytest.mark.parametrize("listen", ["127.0.0.1:0", "[::1]:0"])

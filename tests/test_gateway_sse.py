@@ -16,7 +16,8 @@ from redis.asyncio import Redis
 from starlette.applications import Starlette
 
 from progresscast.gateway import create_app
-from progresscast.gateway.server import address, bind, serve_app
+from progresscast.gateway.server import serve_app
+from progresscast.http.server import address, bind
 from progresscast.model.card import CardInput
 from progresscast.model.owners import Owner
 from progresscast.store.cards import CardStore

@@ -5,7 +5,7 @@ from __future__ import annotations
 import asyncio
 from typing import Any
 
-from progresscast.gateway.server import _CoalescingTransport
+from progresscast.http.server import _CoalescingTransport
 
 
 class Recorder(asyncio.Transport):

@@ -19,8 +19,8 @@ from progresscast.config.errors import ConfigError
 from progresscast.config.load import load_settings
 from progresscast.config.settings import Settings
 from progresscast.gateway import run_gateway
-from progresscast.gateway.server import address, bind
 from progresscast.gateway.telegram_webhook import MAX_UPDATE_BYTES
+from progresscast.http.server import address, bind
 from progresscast.model.card import CardInput
 from progresscast.model.owners import Owner
 from progresscast.store import keys

@@ -18,7 +18,8 @@ from redis.asyncio import Redis
 
 from progresscast.config.gateway import GatewayToken
 from progresscast.gateway import create_app
-from progresscast.gateway.server import address, bind, serve_app
+from progresscast.gateway.server import serve_app
+from progresscast.http.server import address, bind
 from progresscast.model.asks import AskInput, AskState
 from progresscast.model.card import CardInput
 from progresscast.model.owners import Owner

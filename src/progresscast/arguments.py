@@ -10,7 +10,8 @@ import sys
 from collections.abc import Sequence
 from typing import Any, NoReturn
 
-from .agents.hooks.client import GLOBAL_OPTIONS
+GLOBAL_OPTIONS = ("--redis", "--config")
+"""The options before a command, each with a value (a hook call skips them to find `hook`)."""
 
 
 class UsageError(Exception):

@@ -44,8 +44,9 @@ import httpx
 from .config.gateway import GatewaySettings, GatewayToken
 from .config.settings import ChannelSettings, Settings
 from .config.telegram import ChatSettings, TelegramSettings
-from .gateway.auth import READ, WRITE, check_token_strength
-from .gateway.server import address, bind, run_gateway
+from .gateway.server import run_gateway
+from .http.auth import READ, WRITE, check_token_strength
+from .http.server import address, bind
 from .model.owners import Owner
 from .stopping import stop_on_sigterm
 from .store.connections import connect

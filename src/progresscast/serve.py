@@ -115,8 +115,8 @@ async def serve(settings: Settings, url: str, part: Part = Part.every, *, parent
         await _run([*_adapter_jobs(settings, redis), *watch], redis)
         return
     from .gateway import run_gateway
-    from .gateway.auth import check_token_strength
-    from .gateway.server import bind
+    from .http.auth import check_token_strength
+    from .http.server import bind
 
     listen = settings.gateway.listen
     for warning in check_token_strength(settings, listen):

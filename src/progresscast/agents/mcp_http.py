@@ -30,9 +30,9 @@ from starlette.types import ASGIApp, Receive, Scope, Send
 
 from ..config.errors import ConfigError
 from ..config.settings import Settings
-from ..gateway import errors
-from ..gateway.auth import WRITE, Tokens, bearer, check_token_strength, is_loopback
-from ..gateway.errors import ApiError
+from ..http import errors
+from ..http.auth import WRITE, Tokens, bearer, check_token_strength, is_loopback
+from ..http.errors import ApiError
 from ..model.owners import Owner
 from .mcp_input import GuardedBodies
 
@@ -116,7 +116,7 @@ async def serve_http(server: Server[Any], settings: Settings, owner: Owner, list
     """Serve `server` on `listen` until the process is stopped (check_tokens first)."""
     import uvicorn
 
-    from ..gateway.server import address, bind, limited_config
+    from ..http.server import address, bind, limited_config
 
     host, port = listen
     sock = bind(_host_port(host, port))

@@ -94,7 +94,7 @@ class GuardedBodies:
         if scope["type"] != "http" or scope.get("method") != "POST":
             await self.app(scope, receive, send)
             return
-        from ..gateway.body import read_asgi_body
+        from ..http.body import read_asgi_body
 
         body = await read_asgi_body(scope, receive, self.limit)  # raises ApiError, 413 past the limit
         try:

@@ -14,7 +14,7 @@ import os
 import sys
 from typing import TYPE_CHECKING, NoReturn
 
-from ..arguments import UsageError, fail, parse
+from ..arguments import GLOBAL_OPTIONS, UsageError, fail, parse
 
 if TYPE_CHECKING:
     import argparse
@@ -28,8 +28,6 @@ STORE_COMMANDS = ("card", "pairing", "a2a", "ask")
 
 def _runs_hook(argv: list[str]) -> bool:
     """Whether the command is `hook`: the first word past the global --redis / --config."""
-    from ..agents.hooks.client import GLOBAL_OPTIONS
-
     i = 0
     while i < len(argv) and argv[i].split("=", 1)[0] in GLOBAL_OPTIONS:
         i += 1 if "=" in argv[i] else 2

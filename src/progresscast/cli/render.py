@@ -63,8 +63,8 @@ def render_command(args: argparse.Namespace, settings: Settings) -> None:
 
 def _as_shown(payload: dict[str, Any]) -> str:
     """A payload as a person reads it: Telegram's visible text, the text card, the web HTML."""
-    from ..testing._rich import rich_text
     from ..testing.telegram_html import parse
+    from ..testing.telegram_rich import rich_text
 
     if "html" in payload:
         return str(payload["html"])
@@ -93,7 +93,7 @@ def _as_shown(payload: dict[str, Any]) -> str:
 
 
 def _list_text(block: dict[str, Any]) -> str:
-    from ..testing._rich import rich_text
+    from ..testing.telegram_rich import rich_text
 
     lines = []
     for item in block.get("items", []):

@@ -29,8 +29,8 @@ from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
 
 from ..channels.commands import Invocation, MayChange
-from ..gateway.body import read_body
-from ..gateway.errors import ApiError
+from ..http.body import read_body
+from ..http.errors import ApiError
 from ..model.card import escape_lone_surrogates
 from ..render.discord import escape
 from .channel import NO_THREAD, PLATFORM

@@ -25,9 +25,9 @@ from starlette.responses import JSONResponse, Response
 
 from ..agents.a2a.apply import Source, UpdateApplier
 from ..agents.a2a.mapping import parse_update
-from . import errors
-from .auth import WRITE, bearer
-from .body import MAX_BODY, parse_json, read_body
+from ..http import errors
+from ..http.auth import WRITE, bearer
+from ..http.body import MAX_BODY, parse_json, read_body
 from .state import gateway_of
 
 

@@ -20,12 +20,13 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 from uvicorn.middleware.proxy_headers import ProxyHeadersMiddleware
 
 from ..config.settings import Settings
+from ..http import errors
+from ..http.auth import Tokens
+from ..http.body import DeclaredLimit
+from ..http.errors import ApiError
 from ..model.card import CardError
 from ..store.cards import CardStore
-from . import a2a_push, errors, health, pages, rpc, sse
-from .auth import Tokens
-from .body import DeclaredLimit
-from .errors import ApiError
+from . import a2a_push, health, pages, rpc, sse
 from .hub import EventHub
 from .state import Gateway, StreamSlots
 from .telegram_webhook import MAX_UPDATE_BYTES, TelegramWebhooks

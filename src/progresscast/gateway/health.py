@@ -27,11 +27,11 @@ from starlette.responses import JSONResponse, Response
 
 from .. import metrics
 from ..config.settings import Settings
+from ..http import errors
+from ..http.auth import bearer
 from ..store import keys
 from ..store.lease import INSTANCE
 from ..store.sharding import layout_of
-from . import errors
-from .auth import bearer
 from .state import gateway_of
 
 log = logging.getLogger("progresscast.gateway")

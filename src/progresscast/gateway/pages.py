@@ -25,12 +25,12 @@ from starlette.responses import HTMLResponse, JSONResponse, RedirectResponse, Re
 
 from .. import metrics
 from ..config.base import RenderSettings
+from ..http.auth import ANSWER, COOKIE, READ, Grant, bearer, cookie
+from ..http.body import read_body
 from ..model.card import CardError
 from ..model.owners import Owner
 from ..model.view import View
 from ..render.templates import loader
-from .auth import ANSWER, COOKIE, READ, Grant, bearer, cookie
-from .body import read_body
 from .state import Gateway, gateway_of, raw_path, raw_query, readable_owner
 
 LOGIN_BODY = 8 * 1024

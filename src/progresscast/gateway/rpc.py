@@ -19,6 +19,10 @@ from typing import Any
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 
+from ..http import errors
+from ..http.auth import ANSWER, PAGE_METHODS, READ, WRITE, Grant, bearer, page_token
+from ..http.body import MAX_BODY, parse_json, read_body
+from ..http.errors import ApiError
 from ..model.activity import MAX_TOOL_LINES
 from ..model.asks import Actor, AskInput
 from ..model.card import (
@@ -34,10 +38,6 @@ from ..model.history import DEFAULT_LIMIT, MAX_LIMIT
 from ..model.owners import Owner
 from ..model.timing import Usage
 from ..model.view import TERMINAL, RunState
-from . import errors
-from .auth import ANSWER, PAGE_METHODS, READ, WRITE, Grant, bearer, page_token
-from .body import MAX_BODY, parse_json, read_body
-from .errors import ApiError
 from .state import Gateway, gateway_of
 
 

@@ -24,9 +24,9 @@ from starlette.requests import Request
 from starlette.responses import Response, StreamingResponse
 from starlette.types import Receive, Scope, Send
 
+from ..http.auth import bearer, cookie
 from ..model.owners import Owner
 from ..store.events import Event
-from .auth import bearer, cookie
 from .state import Gateway, gateway_of, readable_owner
 
 _ENTRY_ID = re.compile(r"\d{1,20}-\d{1,20}")

@@ -4,16 +4,17 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from typing import Any
-from urllib.parse import parse_qsl, unquote
+from urllib.parse import unquote
 
 from starlette.requests import HTTPConnection
 
 from ..config.settings import Settings
+from ..http import errors
+from ..http.auth import READ, Tokens, bearer, cookie
+from ..http.body import raw_form
+from ..http.errors import ApiError
 from ..model.owners import Owner, resolve_owner
 from ..store.cards import CardStore
-from . import errors
-from .auth import READ, Tokens, bearer, cookie
-from .errors import ApiError
 from .hub import EventHub
 
 
@@ -102,12 +103,6 @@ def raw_query(conn: HTTPConnection) -> dict[str, str]:
     """The query parameters as sent (the last of each name wins, as in Starlette)."""
     query: bytes = conn.scope.get("query_string", b"")
     return raw_form(query)
-
-
-def raw_form(data: bytes) -> dict[str, str]:
-    """Form-encoded `data` (a query, a form body), bytes that are not UTF-8 kept as lone
-    surrogates (the last of each name wins)."""
-    return dict(parse_qsl(data.decode("latin-1"), keep_blank_values=True, errors="surrogateescape"))
 
 
 def gateway_of(conn: HTTPConnection) -> Gateway:

@@ -19,9 +19,9 @@ from starlette.responses import JSONResponse, Response
 
 from ..config.settings import Settings, telegram_bots
 from ..config.telegram import TelegramWebhookSettings
+from ..http.body import parse_json, read_body
+from ..http.errors import ApiError
 from ..telegram.webhook import UpdateInbox, bot_of_path
-from .body import parse_json, read_body
-from .errors import ApiError
 
 MAX_UPDATE_BYTES = 256 * 1024
 """A message update is a few KiB (4,096 characters of text and their entities)."""

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import json
 from typing import Any
+from urllib.parse import parse_qsl
 
 from starlette.datastructures import Headers
 from starlette.requests import Request
@@ -99,4 +100,18 @@ def parse_json(body: bytes) -> Any:
         raise ApiError(400, "invalid_json", "the request body is nested too deeply") from None
 
 
-__all__ = ["MAX_BODY", "DeclaredLimit", "parse_json", "read_asgi_body", "read_body", "too_large"]
+def raw_form(data: bytes) -> dict[str, str]:
+    """Form-encoded `data` (a query, a form body), bytes that are not UTF-8 kept as lone
+    surrogates (the last of each name wins)."""
+    return dict(parse_qsl(data.decode("latin-1"), keep_blank_values=True, errors="surrogateescape"))
+
+
+__all__ = [
+    "MAX_BODY",
+    "DeclaredLimit",
+    "parse_json",
+    "raw_form",
+    "read_asgi_body",
+    "read_body",
+    "too_large",
+]

@@ -35,8 +35,7 @@ from starlette.routing import Route
 from ..channels.commands import ChatCommands, Invocation, Surface
 from ..channels.worker import ChannelWorker
 from ..config.settings import Settings
-from ..gateway.body import MAX_BODY, read_body
-from ..gateway.state import raw_form
+from ..http.body import MAX_BODY, raw_form, read_body
 from ..model.card import SURROGATE_RULE, CardError, escape_lone_surrogates, has_lone_surrogate, reject_lone_surrogates
 from .channel import NO_THREAD, PLATFORM
 from .client import SlackClient

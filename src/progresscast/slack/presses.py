@@ -33,7 +33,7 @@ from starlette.routing import Route
 
 from ..channels.asks import Press
 from ..channels.worker import ChannelWorker
-from ..gateway.state import raw_form
+from ..http.body import raw_form
 from ..model.asks import AskState
 from ..model.card import CardError, escape_lone_surrogates, reject_lone_surrogates
 from .channel import NO_THREAD, PLATFORM

@@ -19,10 +19,10 @@ from ..timescale import time_scale
 from . import telegram_html as html
 from ._html_lexer import TelegramHTMLError
 from ._params import int_param, require_chat_id, text_param
-from ._rich import RichContent, check_rich
 from ._state import ApiError, ChatState, ShownMessage, default_chat_type, message_to_api, now, refusal
 from ._updates import UpdateQueue
 from ._webhook import Webhook, check_set_webhook
+from .telegram_rich import RichContent, check_rich
 
 NOT_MODIFIED = (
     "Bad Request: message is not modified: specified new message content and reply markup are exactly "

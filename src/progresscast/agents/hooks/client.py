@@ -21,6 +21,7 @@ import time
 from pathlib import Path
 from typing import TextIO
 
+from ...arguments import GLOBAL_OPTIONS
 from . import wire
 
 ONE_EVENT = ("claude-code", "gemini")
@@ -29,8 +30,6 @@ stream for as long as it runs (piped in or wrapped): it gains nothing from a ser
 that would be busy with it throughout, so it always runs in its own process."""
 HARNESSES = ("claude-code", "codex", "gemini")
 """Every `progresscast hook` harness (the command line's choices)."""
-GLOBAL_OPTIONS = ("--redis", "--config")
-"""The options before a command, each with a value."""
 HOOK_OPTIONS = ("--session", "--agent", "--wait", "--ask-tools")
 """The hook's own options, each with a value."""
 BLOCKING = (b'"PermissionRequest"', b'"AskUserQuestion"')
