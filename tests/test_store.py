@@ -359,6 +359,17 @@ async def test_activity_merges_and_keeps_recent_tool_lines(store: CardStore) -> 
     assert (await store.activity(OWNER)).empty
 
 
+async def test_a_tool_line_that_changed_takes_its_old_lines_place(store: CardStore) -> None:
+    for line in ("run  pytest", "read a.py", "run  pytest"):
+        await store.update_activity(OWNER, tool=line)
+    # The newest equal line is replaced (compared as stored: cleaned), in place.
+    activity = await store.update_activity(OWNER, tool="run pytest ✓", replaces="run  pytest")
+    assert activity.tools == ("run pytest", "read a.py", "run pytest ✓")
+    # A line no longer there (trimmed away) is appended instead.
+    activity = await store.update_activity(OWNER, tool="edit b.py ✗", replaces="edit b.py")
+    assert activity.tools == ("run pytest", "read a.py", "run pytest ✓", "edit b.py ✗")
+
+
 async def test_entries_without_an_owner_are_skipped_and_acknowledged(store: CardStore, redis: Redis) -> None:
     group = EventGroup(redis, "junk", "c1")
     await group.ensure()

@@ -278,15 +278,20 @@ class CardStore:
         tool: str | None = None,
         answer: str | None = None,
         replace: bool = False,
+        replaces: str | None = None,
     ) -> Activity:
         """Merge into the owner's activity: a given headline or answer replaces the old one
-        (an empty string removes it), a tool line is appended to the recent ones."""
+        (an empty string removes it), a tool line is appended to the recent ones — or, with
+        `replaces`, takes the place of the newest line equal to that (a tool call that
+        changed: appended when the old line is gone)."""
         from ..model.activity import MAX_TOOL_LINES
 
         # Validate through the model first so nothing half-written reaches Redis.
         checked = Activity.parse(
             {"headline": headline, "tools": [tool] if tool is not None else [], "answer": answer}
         )
+        # Cleaned as the stored line was, so it compares equal.
+        old = Activity.parse({"tools": [replaces]}).tools if replaces is not None else ()
 
         def arg(given: str | None, clean: str | None) -> str:
             if given is None:
@@ -301,6 +306,7 @@ class CardStore:
                 arg(answer, checked.answer),
                 MAX_TOOL_LINES,
                 "1" if replace else "0",
+                old[0] if old else "",
             ],
         )
         return await self.activity(owner)

@@ -248,15 +248,21 @@ return {'ok', rev, cleared and 1 or 0, stop}
 """
 
 ACTIVITY = PRELUDE + """
--- headline / answer: '' keeps, '\\0' clears
+-- headline / answer: '' keeps, '\\0' clears; a tool line with `replaces` takes the
+-- place of the newest line equal to it (appended when that one is gone)
 local headline, tool, answer, max_tools, replace = ARGV[6], ARGV[7], ARGV[8], tonumber(ARGV[9]), ARGV[10]
+local replaces = ARGV[11] or ''
 
 if replace == '1' then redis.call('DEL', activity_key, tools_key) end
 for field, v in pairs({headline = headline, answer = answer}) do
   if v == '\\0' then redis.call('HDEL', activity_key, field)
   elseif v ~= '' then redis.call('HSET', activity_key, field, v) end
 end
-if tool ~= '' then
+local at = false
+if tool ~= '' and replaces ~= '' then at = redis.call('LPOS', tools_key, replaces, 'RANK', -1) end
+if at then
+  redis.call('LSET', tools_key, at, tool)
+elseif tool ~= '' then
   redis.call('RPUSH', tools_key, tool)
   redis.call('LTRIM', tools_key, -max_tools, -1)
 end
