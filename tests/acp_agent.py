@@ -7,6 +7,9 @@ What a prompt's text asks it to do:
   message in two chunks; then `end_turn`;
 - `permission`: ask for permission to run a command, say the option it got; `end_turn`;
 - `wait`: a plan, then wait for `session/cancel`; `cancelled`;
+- `steps`: a plan of three steps and a tool call; for each of the first two steps a
+  permission request, after whose answer the step is done (the tool call too) and the
+  plan sent again; then `end_turn`;
 - `refuse`: `refusal`.
 """
 
@@ -26,6 +29,7 @@ from acp import (
     start_tool_call,
     update_agent_message_text,
     update_plan,
+    update_tool_call,
 )
 from acp.agent.connection import AgentSideConnection
 from acp.schema import PermissionOption, ToolCallUpdate
@@ -79,6 +83,9 @@ class TinyAgent:
                 f.write(json.dumps(outcome) + "\n")
             await self.conn.session_update(session_id, update_agent_message_text(f"got {outcome}"))
             return PromptResponse(stop_reason="end_turn")
+        if text == "steps":
+            await self._steps(session_id)
+            return PromptResponse(stop_reason="end_turn")
         if text == "wait":
             entries = [plan_entry("Wait for Stop", status="in_progress")]
             await self.conn.session_update(session_id, update_plan(entries))
@@ -86,6 +93,31 @@ class TinyAgent:
             self.cancelled.clear()
             return PromptResponse(stop_reason="cancelled")
         return PromptResponse(stop_reason="refusal")
+
+    async def _steps(self, session_id: str) -> None:
+        assert self.conn is not None
+        names = ["Edit the parser", "Run the tests", "Write the changelog"]
+        options = [
+            PermissionOption(option_id="yes", name="Yes, go ahead", kind="allow_once"),
+            PermissionOption(option_id="no", name="No, stop", kind="reject_once"),
+        ]
+
+        async def plan(done: int) -> None:
+            states = ["completed"] * done + ["in_progress"] + ["pending"] * (len(names) - done - 1)
+            entries = [plan_entry(n, status=st) for n, st in zip(names, states, strict=False)]  # type: ignore[arg-type]
+            await self.conn.session_update(session_id, update_plan(entries))  # type: ignore[union-attr]
+
+        await plan(0)
+        await self.conn.session_update(session_id, start_tool_call("call-e", "Edit parser.py", kind="edit"))
+        for done, name in enumerate(names[:2]):
+            tool = ToolCallUpdate(tool_call_id=f"call-{done}", title=name)
+            response = await self.conn.request_permission(session_id, tool, options)
+            outcome = response.outcome.model_dump(by_alias=True, exclude_none=True)
+            with (self.record / "outcomes.jsonl").open("a") as f:
+                f.write(json.dumps(outcome) + "\n")
+            if done == 0:
+                await self.conn.session_update(session_id, update_tool_call("call-e", status="completed"))
+            await plan(done + 1)
 
     async def cancel(self, session_id: str, **kwargs: Any) -> None:
         self.cancelled.set()

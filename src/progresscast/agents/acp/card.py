@@ -8,7 +8,9 @@ are written as they stand when their turn comes, so a burst of updates is one wr
 
 ACP shapes (agentclientprotocol.com, schema v1): a `plan` update is the full list each
 time, `entries: [{content, priority, status: pending|in_progress|completed}]`; a
-`tool_call` has a `title`; an `agent_message_chunk` a `content` block (text is shown).
+`tool_call` has a `toolCallId` and a `title`, a `tool_call_update` the same id and only
+what changed (`title`, `status: pending|in_progress|completed|failed`); an
+`agent_message_chunk` a `content` block (text is shown).
 """
 
 from __future__ import annotations
@@ -20,8 +22,8 @@ from collections.abc import Awaitable, Callable
 from typing import Any, TypeVar
 
 from ...failure_log import Once
-from ...model.activity import MAX_ANSWER_CHARS
-from ...model.card import CardError, Step
+from ...model.activity import MAX_ANSWER_CHARS, MAX_TOOL_LINE_CHARS
+from ...model.card import CardError, Step, clean_text, cut
 from ...model.owners import Owner
 from ...model.view import RunState
 from ...store.cards import CardStore
@@ -29,6 +31,11 @@ from ..harness_plan import TODO_STATES, ItemShape, map_plan
 
 ACP_PLAN = ItemShape(label="content", state="status", states=TODO_STATES)
 """An ACP plan entry: `{content, priority, status}` (the priority is not shown; order is kept)."""
+
+TOOL_MARKS = {"completed": "✓", "failed": "✗"}
+"""A tool call that ended: its line gets this mark after its title."""
+MAX_TOOL_CALLS = 200
+"""Tool calls whose line is remembered (for their updates); the oldest are forgotten."""
 
 STOP_REASONS = {"end_turn": RunState.completed, "cancelled": RunState.canceled}
 """How a prompt turn's `stopReason` ends the run; any other (`refusal`, `max_tokens`,
@@ -66,6 +73,8 @@ class CardWriter:
         self._said = Once()
         self._queue: asyncio.Queue[Write] = asyncio.Queue(MAX_QUEUED)
         self._plan: list[Step] | None = None
+        self._tools: dict[str, tuple[str, str]] = {}
+        """A tool call's id → its title and the line shown for it."""
         self._answer = ""
         self._answer_run: str | None = None
         self._answer_pending = False
@@ -97,15 +106,36 @@ class CardWriter:
         kind = update.get("sessionUpdate")
         if kind == "plan":
             self._plan_update(update.get("entries"))
-        elif kind == "tool_call":
-            title = update.get("title")
-            if isinstance(title, str) and title.strip():
-                line = title
-                self._queue_write(lambda store: store.update_activity(self.owner, tool=line))
+        elif kind in ("tool_call", "tool_call_update"):
+            self._tool(update)
         elif kind == "agent_message_chunk":
             content = update.get("content")
             if isinstance(content, dict) and content.get("type") == "text" and isinstance(content.get("text"), str):
                 self._answer_chunk(content["text"])
+
+    def _tool(self, update: dict[str, Any]) -> None:
+        """A tool call's line: its title, then the same line changed in place when an
+        update brings a new title or an end (`✓` completed, `✗` failed)."""
+        call_id = update.get("toolCallId")
+        key = call_id if isinstance(call_id, str) else None
+        shown = self._tools.get(key) if key is not None else None
+        title = update.get("title")
+        if not isinstance(title, str) or not title.strip():
+            if shown is None:
+                return  # an update of a call we never saw, without a title: nothing to show
+            title = shown[0]
+        title = " ".join(clean_text(title).split())
+        mark = TOOL_MARKS.get(update.get("status"), "")  # type: ignore[arg-type]
+        line = f"{cut(title, MAX_TOOL_LINE_CHARS - 2)} {mark}" if mark else title
+        if shown is not None and shown[1] == line:
+            return
+        if key is not None:
+            self._tools.pop(key, None)
+            self._tools[key] = (title, line)
+            while len(self._tools) > MAX_TOOL_CALLS:
+                del self._tools[next(iter(self._tools))]
+        old = shown[1] if shown is not None else None
+        self._queue_write(lambda store: store.update_activity(self.owner, tool=line, replaces=old))
 
     def _plan_update(self, entries: Any) -> None:
         try:
