@@ -130,43 +130,39 @@ class Intake:
         await retry.run(look)
 
     async def _consume(self, group: EventGroup) -> None:
-        failures = 0
+        retry = Retrying("reading the change stream failed", log=self.ctx.failures, backoff=self.ctx.options.backoff)
         while not self._closing:
-            try:
-                events = await group.read(count=200, block_ms=1000)
-                if events:
-                    changed = coalesce(events)
-                    owners = list(changed)
-                    # Who follows the owners, and the batch acknowledged: one round trip.
-                    # Acknowledged before the touches, which only hand drafts to lanes in
-                    # memory (a restart's catch-up looks at every draft anyway).
-                    async with self.redis.pipeline(transaction=False) as pipe:
-                        self.ctx.state.queue_followers(pipe, owners)
-                        group.queue_ack(pipe, events)
-                        replies = await pipe.execute()
-                    group.acked(events)
-                    for key in self.ctx.state.followers_from(owners, replies[: len(owners)]):
-                        self._touch(key, activity_only=changed[key.owner])
-                if time.monotonic() - self._ended_checked >= 1.0:
-                    await self.ended()
-                failures = 0
-            except asyncio.CancelledError:
-                raise
-            except Exception as exc:
-                delay = self.ctx.options.backoff.delay(failures)
-                failures += 1
-                if "NOGROUP" in str(exc) or "no longer exists" in str(exc):
-                    # The stream or the group is gone (a flushed or restarted Redis without
-                    # persistence): create them again and look at every draft once more,
-                    # since the events in between are lost.
-                    self.ctx.log.warning("the change stream or its consumer group is gone: recreating it")
-                    with contextlib.suppress(Exception):
-                        await group.ensure()
-                        self.catch_up()
-                    await asyncio.sleep(delay)
-                    continue
-                self.ctx.failures.exception(f"change stream: {type(exc).__name__}", "reading the change stream failed")
-                await asyncio.sleep(delay)
+            await retry.run(lambda: self._batch(group))
+
+    async def _batch(self, group: EventGroup) -> None:
+        """Read one batch of changes and touch every draft following them."""
+        try:
+            events = await group.read(count=200, block_ms=1000)
+        except Exception as exc:
+            if "NOGROUP" in str(exc) or "no longer exists" in str(exc):
+                # The stream or the group is gone (a flushed or restarted Redis without
+                # persistence): create them again and look at every draft once more,
+                # since the events in between are lost.
+                self.ctx.log.warning("the change stream or its consumer group is gone: recreating it")
+                with contextlib.suppress(Exception):
+                    await group.ensure()
+                    self.catch_up()
+            raise
+        if events:
+            changed = coalesce(events)
+            owners = list(changed)
+            # Who follows the owners, and the batch acknowledged: one round trip.
+            # Acknowledged before the touches, which only hand drafts to lanes in
+            # memory (a restart's catch-up looks at every draft anyway).
+            async with self.redis.pipeline(transaction=False) as pipe:
+                self.ctx.state.queue_followers(pipe, owners)
+                group.queue_ack(pipe, events)
+                replies = await pipe.execute()
+            group.acked(events)
+            for key in self.ctx.state.followers_from(owners, replies[: len(owners)]):
+                self._touch(key, activity_only=changed[key.owner])
+        if time.monotonic() - self._ended_checked >= 1.0:
+            await self.ended()
 
     async def _pruning(self) -> None:
         """Destinations whose follows expired leave the set read at start-up (retention.py)."""
