@@ -103,6 +103,9 @@ class FleetResult:
     """CPU seconds `serve` used until every chat showed its first draft."""
     idle_cpu: float = float("nan")
     """Share of one core `serve` used while nothing changed."""
+    in_flight: float = float("nan")
+    """Draft calls open at the emulator at once, on average, from the first write to the
+    last (their time from arrival to answer, summed, over that time)."""
     log_lines: int = 0
     log_problems: int = 0
     log_kinds: Counter[str] = field(default_factory=Counter)
@@ -178,19 +181,20 @@ async def run_fleet(
     serve_toml: str = "",
     direct: bool = False,
     settle: float | None = None,
+    latency: float = 0.0,
 ) -> FleetResult:
     """Start `serve` for `chats` chats, wait for every first draft, write `rate` cards a
     second to each chat for `seconds`, wait until every chat shows its last card.
     `serve_toml`: more top-level config (a `[serve]` table); `direct`: write through
     `CardStore.put` from this process instead of the gateway (one round trip each);
     `settle`: the longest wait for convergence after the writes (writes not shown by
-    then are counted unresolved)."""
+    then are counted unresolved); `latency`: seconds the emulator holds every answer."""
     limit = max(1.0, chats / bot_rate)
     res = FleetResult(chats, rate, seconds, limit, bot_rate)
     flush(url)
     await prewrite(url, chats, steps)
     bot_pace = Pace(burst=bot_rate, per_second=bot_rate)
-    async with BotAPIEmulator(bot_pace=bot_pace) as api:
+    async with BotAPIEmulator(bot_pace=bot_pace, latency=latency) as api:
         serve = Serve(url, serve_toml + config_toml(api, chats, extra_toml), env=serve_env)
         async with serve:
             proc = psutil.Process(serve.pid)
@@ -235,6 +239,9 @@ async def run_fleet(
                 w0, w1 = res.writing
                 writing = sum(1 for c in api.calls if c.method in DRAFT_METHODS and c.ok and w0 <= c.at <= w1)
                 res.edits_while_writing = writing / (w1 - w0) if w1 > w0 else float("nan")
+                held = sum(min(c.answered, w1) - max(c.at, w0) for c in api.calls
+                           if c.method in DRAFT_METHODS and c.answered is not None and c.at < w1 and c.answered > w0)
+                res.in_flight = held / (w1 - w0) if w1 > w0 else float("nan")
             res.rss_end_mb = proc.memory_info().rss / 2**20
         lines = serve.lines
     res.log_lines = len(lines)

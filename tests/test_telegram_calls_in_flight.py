@@ -91,6 +91,20 @@ def test_the_permit_is_the_connection_pools_size() -> None:
     assert AdapterOptions(connection_pool_size=PERMIT).worker().calls_in_flight == PERMIT
 
 
+def test_by_default_the_pool_carries_the_bot_wide_budget_at_a_distant_round_trip(api: BotAPIEmulator) -> None:
+    """Each call holds a connection for its round trip: a pool sized for Telegram's 30 a
+    second would cap a raised budget at a fraction of it when the Bot API is far away
+    (16 connections at 0.15 s: ≈ 100 calls a second of 1,000)."""
+    options = AdapterOptions()
+    assert options.pool_size(None) == 16  # 30 a second × 0.3 s is fewer: the floor
+    raised = settings(api).channels.telegram
+    assert raised is not None
+    raised = raised.model_copy(update={"botCallsPerSecond": 1000.0})
+    assert options.pool_size(raised) == 300
+    assert options.worker(raised).calls_in_flight == 300
+    assert AdapterOptions(connection_pool_size=PERMIT).pool_size(raised) == PERMIT  # set on purpose: kept
+
+
 async def test_no_more_calls_open_at_once_than_the_permit(api: BotAPIEmulator, redis: Redis) -> None:
     async with following(api, redis):
         api.timeout_next("sendMessage", len(CHATS), delay=HOLD)  # applied, answered late

@@ -51,7 +51,7 @@ def build_application(telegram: TelegramSettings, options: AdapterOptions) -> Ap
     builder = builder.request(
         FencedRequest(
             options.fence,
-            connection_pool_size=options.connection_pool_size,
+            connection_pool_size=options.pool_size(telegram),
             read_timeout=options.read_timeout,
             write_timeout=options.write_timeout,
             connect_timeout=options.connect_timeout,

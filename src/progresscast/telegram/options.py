@@ -7,13 +7,19 @@ timeouts); tests shorten only the timeouts they provoke, and scale pacing with
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+import math
+from dataclasses import dataclass, field, replace
 
 from ..backoff import Backoff
 from ..channels.worker import WorkerOptions
+from ..config.telegram import TelegramSettings
 from ..store import keys
 from ..store.lease import Fence
 from .pacing import Pace
+
+MIN_POOL = 16
+"""The fewest connections to the Bot API (python-telegram-bot's own pool, before it was
+sized from the budget)."""
 
 
 @dataclass(frozen=True)
@@ -24,8 +30,14 @@ class AdapterOptions:
     write_timeout: float = 5.0
     connect_timeout: float = 5.0
     pool_timeout: float = 3.0
-    connection_pool_size: int = 16
-    """Concurrent Bot API requests besides long polling (one per busy chat)."""
+    connection_pool_size: int | None = None
+    """Concurrent Bot API requests besides long polling (one per busy chat). None: enough
+    for the bot-wide budget at `round_trip` (`pool_size`), at least `MIN_POOL`."""
+    round_trip: float = 0.3
+    """Seconds a call holds its connection (from the read at its slot to its answer)
+    that still let the calls in flight carry the whole bot-wide budget: each holds one
+    for a round trip, so 30 calls a second at 0.15 s keep ≈ 5 open, 1,000 ≈ 150. Real
+    round trips to the Bot API are 0.02–0.3 s."""
     poll_timeout: int = 10
     """Long-polling timeout of getUpdates, in seconds."""
     settle: float = 3.0
@@ -55,7 +67,21 @@ class AdapterOptions:
     setting: str = "channels.telegram"
     """Where the bot is configured, for error messages (`channels.telegram.bots[0]`)."""
 
-    def worker(self) -> WorkerOptions:
+    def paced(self, telegram: TelegramSettings | None) -> Pace:
+        """The pace with the bot-wide budget the config sets (`botCallsPerSecond`)."""
+        if telegram is not None and telegram.botCallsPerSecond is not None:  # raised (or lowered) on purpose
+            return replace(self.pace, bot_rate=telegram.botCallsPerSecond)
+        return self.pace
+
+    def pool_size(self, telegram: TelegramSettings | None) -> int:
+        """Connections to the Bot API, and calls in flight: the budget's calls a second
+        times `round_trip`, so a distant Bot API (each call open longer) never caps the
+        calls below the budget; the budget, not the connections, paces them."""
+        if self.connection_pool_size is not None:
+            return self.connection_pool_size
+        return max(MIN_POOL, math.ceil(self.paced(telegram).bot_rate * self.round_trip))
+
+    def worker(self, telegram: TelegramSettings | None = None) -> WorkerOptions:
         return WorkerOptions(
             settle=self.settle,
             max_probes=self.max_probes,
@@ -65,5 +91,5 @@ class AdapterOptions:
             group=self.group,
             consumer=self.consumer,
             catch_up=self.catch_up,
-            calls_in_flight=self.connection_pool_size,
+            calls_in_flight=self.pool_size(telegram),
         )

@@ -9,7 +9,6 @@ from __future__ import annotations
 import logging
 import time
 from collections.abc import Callable
-from dataclasses import replace
 
 from redis.asyncio import Redis
 from telegram import Bot
@@ -40,11 +39,9 @@ class TelegramChannel(PlatformChannel[TelegramSettings]):
 
     def __init__(self, settings: Settings, redis: Redis, bot: Bot, options: AdapterOptions) -> None:
         telegram = settings.channels.telegram
-        pace = options.pace
-        if telegram is not None and telegram.botCallsPerSecond is not None:  # raised (or lowered) on purpose
-            pace = replace(pace, bot_rate=telegram.botCallsPerSecond)
         super().__init__(
-            settings, redis, telegram, TelegramState(redis, options.namespace, fence=options.fence), pace.budgets(),
+            settings, redis, telegram, TelegramState(redis, options.namespace, fence=options.fence),
+            options.paced(telegram).budgets(),
             setting=options.setting,
         )
         self.bot = bot
@@ -83,7 +80,8 @@ def telegram_worker(
     """The shared worker on one bot's channel."""
     options = options or AdapterOptions()
     worker = ChannelWorker(
-        TelegramChannel(settings, redis, bot, options), redis, options=options.worker(), clock=clock, log=log
+        TelegramChannel(settings, redis, bot, options), redis, options=options.worker(settings.channels.telegram),
+        clock=clock, log=log,
     )
     fence = options.fence
     if fence is not None and fence.number > 1:
