@@ -3,8 +3,9 @@ stdio: `python tests/acp_agent.py RECORD_DIR`. It records the bytes it reads and
 (`agent_in.bin`, `agent_out.bin`) and the permission outcomes it got (`outcomes.jsonl`).
 
 What a prompt's text asks it to do:
-- `plan`: an unknown notification with `_meta`, a plan (with `_meta`), a tool call, a
-  message in two chunks; then `end_turn`;
+- `plan`: an unknown notification with `_meta`, a plan (with `_meta`), a tool call and
+  its update (a new title, failed), a message in two chunks, the session's cost so far
+  (`usage_update`, 0.05 USD more each time); then `end_turn` with the turn's tokens;
 - `permission`: ask for permission to run a command, say the option it got; `end_turn`;
 - `wait`: a plan, then wait for `session/cancel`; `cancelled`;
 - `steps`: a plan of three steps and a tool call; for each of the first two steps a
@@ -32,7 +33,7 @@ from acp import (
     update_tool_call,
 )
 from acp.agent.connection import AgentSideConnection
-from acp.schema import PermissionOption, ToolCallUpdate
+from acp.schema import Cost, PermissionOption, ToolCallUpdate, Usage, UsageUpdate
 
 from acp_wire import LIMIT, Recorded
 
@@ -49,6 +50,7 @@ class TinyAgent:
         self.record = record
         self.conn: AgentSideConnection | None = None
         self.cancelled = asyncio.Event()
+        self.cost = 0.0
 
     def on_connect(self, conn: AgentSideConnection) -> None:
         self.conn = conn
@@ -67,9 +69,17 @@ class TinyAgent:
             entries = [plan_entry(content, status=status) for content, status in PLAN]  # type: ignore[arg-type]
             await self.conn.session_update(session_id, update_plan(entries), trace="t-2")
             await self.conn.session_update(session_id, start_tool_call("call-1", "Run pytest -q", kind="execute"))
+            failed = update_tool_call("call-1", title="Run pytest -q tests/", status="failed")
+            await self.conn.session_update(session_id, failed)
             await self.conn.session_update(session_id, update_agent_message_text("The parser "))
             await self.conn.session_update(session_id, update_agent_message_text("is fixed."))
-            return PromptResponse(stop_reason="end_turn")
+            self.cost += 0.05
+            cost = Cost(amount=round(self.cost, 2), currency="USD")
+            await self.conn.session_update(
+                session_id, UsageUpdate(session_update="usage_update", used=1200, size=200_000, cost=cost)
+            )
+            usage = Usage(total_tokens=1500, input_tokens=1200, output_tokens=300)
+            return PromptResponse(stop_reason="end_turn", usage=usage)
         if text == "permission":
             options = [
                 PermissionOption(option_id="allow", name="Allow once", kind="allow_once"),

@@ -30,6 +30,7 @@ from conftest import redis_server_binary
 from progresscast.model.asks import Actor, AskState
 from progresscast.model.card import Status
 from progresscast.model.owners import Owner
+from progresscast.model.timing import Usage
 from progresscast.model.view import RunState
 from progresscast.store.cards import CardStore
 
@@ -155,7 +156,7 @@ async def test_the_editor_reads_exactly_what_the_agent_wrote_and_the_card_follow
     s: Session = await acp(redis_url)
     session_id = await s.start()
     assert await s.prompt(session_id, "plan") == "end_turn"
-    await until(lambda: _tools_are(store, ("Run pytest -q",)))
+    await until(lambda: _tools_are(store, ("Run pytest -q tests/ ✗",)))  # its update, in its place
     assert await s.prompt(session_id, "nonsense") == "refusal"
     assert await s.close() == 0
 
@@ -177,16 +178,20 @@ async def test_the_editor_reads_exactly_what_the_agent_wrote_and_the_card_follow
     assert (await store.view(OWNER)).run is RunState.failed  # the second turn was a refusal
 
 
-async def test_a_turn_ending_well_completes_the_run_with_its_answer(
+async def test_a_turn_ending_well_completes_the_run_with_its_answer_and_usage(
     acp: Any, redis_url: str, store: CardStore
 ) -> None:
     s: Session = await acp(redis_url)
     session_id = await s.start()
     assert await s.prompt(session_id, "plan") == "end_turn"
+    await until(lambda: _run_is(store, RunState.completed))
+    assert (await store.activity(OWNER)).answer == "The parser is fixed."
+    # The second turn: its own tokens, and what the session's cost grew by (0.05 → 0.10).
+    assert await s.prompt(session_id, "plan") == "end_turn"
     assert await s.close() == 0
     view = await store.view(OWNER)
     assert view.run is RunState.completed
-    assert (await store.activity(OWNER)).answer == "The parser is fixed."
+    assert view.usage == Usage(input_tokens=1200, output_tokens=300, cost_usd=0.05)
 
 
 async def test_permission_answered_in_chat_reaches_the_agent_and_the_editors_later_answer_is_dropped(

@@ -11,11 +11,17 @@ time, `entries: [{content, priority, status: pending|in_progress|completed}]`; a
 `tool_call` has a `toolCallId` and a `title`, a `tool_call_update` the same id and only
 what changed (`title`, `status: pending|in_progress|completed|failed`); an
 `agent_message_chunk` a `content` block (text is shown).
+
+Usage (both still marked unstable in the SDK's schema): a `session/prompt` result may
+carry `usage {inputTokens, outputTokens, …}` for the turn, and a `usage_update` the
+session's cumulative `cost {amount, currency}`; a run's cost is what that grew by during
+its turn, shown in US dollars only.
 """
 
 from __future__ import annotations
 
 import asyncio
+import math
 import sys
 import uuid
 from collections.abc import Awaitable, Callable
@@ -25,6 +31,7 @@ from ...failure_log import Once
 from ...model.activity import MAX_ANSWER_CHARS, MAX_TOOL_LINE_CHARS
 from ...model.card import CardError, Step, clean_text, cut
 from ...model.owners import Owner
+from ...model.timing import Usage
 from ...model.view import RunState
 from ...store.cards import CardStore
 from ..harness_plan import TODO_STATES, ItemShape, map_plan
@@ -73,6 +80,10 @@ class CardWriter:
         self._said = Once()
         self._queue: asyncio.Queue[Write] = asyncio.Queue(MAX_QUEUED)
         self._plan: list[Step] | None = None
+        self._cost: dict[str, float] = {}
+        """A session's cumulative cost in US dollars, as its agent last said."""
+        self._cost_before: dict[str, tuple[str, float | None]] = {}
+        """A live run → its session and that session's cost when the run began."""
         self._tools: dict[str, tuple[str, str]] = {}
         """A tool call's id → its title and the line shown for it."""
         self._answer = ""
@@ -90,13 +101,43 @@ class CardWriter:
         run_id = uuid.uuid4().hex
         self.run_id, self.run_session = run_id, session_id
         self._answer, self._answer_run = "", run_id
+        self._cost_before[run_id] = (session_id, self._cost.get(session_id))
         self._queue_write(lambda store: store.start_run(self.owner, run_id, stoppable=True))
         return run_id
 
-    def prompt_ended(self, run_id: str, state: RunState) -> None:
+    def prompt_ended(self, run_id: str, state: RunState, response: dict[str, Any] | None = None) -> None:
         if self.run_id == run_id:
             self.run_id = self.run_session = None
-        self._queue_write(lambda store: store.end_run(self.owner, run_id, state))
+        usage = self._usage(run_id, response)
+        self._queue_write(lambda store: store.end_run(self.owner, run_id, state, usage=usage))
+
+    def _usage(self, run_id: str, response: dict[str, Any] | None) -> Usage | None:
+        """The turn's tokens from its response, its cost from the session's cumulative
+        cost; None where the agent said neither (or said it wrong: logged once)."""
+        session, before = self._cost_before.pop(run_id, (None, None))
+        result = response.get("result") if response is not None else None
+        raw = result.get("usage") if isinstance(result, dict) else None
+        data: dict[str, Any] = {}
+        if isinstance(raw, dict):
+            data = {name: raw[name] for name in ("inputTokens", "outputTokens") if name in raw}
+        after = self._cost.get(session) if session is not None else None
+        if after is not None and after != before:
+            data["costUsd"] = round(max(0.0, after - (before or 0.0)), 6)
+        if not data:
+            return None
+        try:
+            return Usage.parse(data)
+        except CardError as exc:
+            self.say_once(f"usage:{exc.field}", f"a turn's usage was not shown: {exc}")
+            return None
+
+    def _cost_update(self, params: dict[str, Any], update: dict[str, Any]) -> None:
+        session, cost = params.get("sessionId"), update.get("cost")
+        if not isinstance(session, str) or not isinstance(cost, dict) or cost.get("currency") != "USD":
+            return  # another currency is not converted
+        amount = cost.get("amount")
+        if isinstance(amount, (int, float)) and not isinstance(amount, bool) and math.isfinite(amount) and amount >= 0:
+            self._cost[session] = float(amount)
 
     def update(self, params: Any) -> None:
         """A `session/update` notification's params."""
@@ -108,6 +149,8 @@ class CardWriter:
             self._plan_update(update.get("entries"))
         elif kind in ("tool_call", "tool_call_update"):
             self._tool(update)
+        elif kind == "usage_update":
+            self._cost_update(params, update)
         elif kind == "agent_message_chunk":
             content = update.get("content")
             if isinstance(content, dict) and content.get("type") == "text" and isinstance(content.get("text"), str):

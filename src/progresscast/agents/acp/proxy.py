@@ -208,7 +208,7 @@ class Proxy:
             elif method is None and "id" in message:
                 run_id = self.prompts.pop(_key(message["id"]), None)
                 if run_id is not None:
-                    self.card.prompt_ended(run_id, run_end(message))
+                    self.card.prompt_ended(run_id, run_end(message), message)
         except Exception as exc:
             self.card.say_once(f"observe:{type(exc).__name__}", f"a message from the agent was not observed: {exc}")
 
