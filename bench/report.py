@@ -75,7 +75,10 @@ adapters in a child process of their own), in the same run. *Edits a second whil
 writing*: draft calls the emulator answered from the first write to the last, against
 the writes a second (target ≥ 0.9 × them: 450 at 1,000 chats); p99 staleness as in
 figure 1, a write never shown counting as infinitely stale (target ≤ 2 s); CPU of
-`serve` and its children.""",
+`serve` and its children. Each layout runs twice: the emulator answering at once, and
+after 150 ms (a server far from Telegram's data centres: each call holds a connection
+that long); *calls in flight*: draft calls open at the emulator at once, on average,
+while writing; *first drafts a second*: from the first chat shown to the last.""",
     "7": """**Hooks.** One `progresscast hook claude-code` call (the console script) for a
 `TodoWrite` event, from spawning the process to its exit, on the bench Redis, against the
 same interpreter doing nothing (`python -c pass`) and importing redis-py (`python -c
