@@ -26,8 +26,8 @@ from progresscast.render.draft import compose
 from progresscast.render.fit import NEXT_STEPS
 from progresscast.render.ir import Line, plain
 from progresscast.render.templates import theme
-from progresscast.testing._rich import rich_text
 from progresscast.testing.telegram_html import parse, utf16_len
+from progresscast.testing.telegram_rich import rich_text
 from test_render_properties import PROPS, views
 
 OWNER = Owner("main", "ticket-4821")

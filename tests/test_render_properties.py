@@ -26,8 +26,8 @@ from progresscast.model.view import RunState, View
 from progresscast.render import render_final_answer_messages, render_telegram, render_text, render_web
 from progresscast.render.ir import plain
 from progresscast.render.markdown import markdown_lines
-from progresscast.testing._rich import check_rich, rich_text
 from progresscast.testing.telegram_html import parse, utf16_len, visible_length
+from progresscast.testing.telegram_rich import check_rich, rich_text
 
 TELEGRAM_TAGS = {"b", "i", "u", "s", "code", "pre", "blockquote", "a"}
 ICONS = {"in_progress": "▶️", "paused": "⏸️"}

@@ -13,8 +13,8 @@ from progresscast.model.owners import Owner
 from progresscast.model.view import RunState, View
 from progresscast.render import render_final_answer_messages, render_telegram, render_text
 from progresscast.render.markdown import markdown_lines
-from progresscast.testing._rich import check_rich, rich_text
 from progresscast.testing.telegram_html import parse, visible_length
+from progresscast.testing.telegram_rich import check_rich, rich_text
 
 OWNER = Owner("main", "ticket-4821")
 
