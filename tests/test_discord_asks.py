@@ -13,7 +13,7 @@ from typing import Any
 import httpx
 
 from ask_cli import CLI_PROMPT, ask_and_press
-from progresscast.model.asks import AskInput, AskState, option_control
+from progresscast.model.asks import STOP_CONTROL, AskInput, AskState, option_control
 from progresscast.model.owners import Owner
 from progresscast.model.view import RunState
 from progresscast.testing import DiscordAPIEmulator, DiscordMessage, read_markdown
@@ -182,9 +182,9 @@ async def test_stop_asks_to_confirm_then_stops_the_run(discord: DiscordAPIEmulat
     [shown] = await h.shows("Build")
     assert labels(shown) == ["⏹ Stop"] and shown.components_v2
 
-    assert "again within 10 s" in said(await discord.press(C, shown.id, "⏹ Stop", name="Ana"))
+    assert "again within 10 s" in said(await discord.press(C, shown.id, STOP_CONTROL, name="Ana"))
     assert (await h.store.view(OWNER)).stop is None
-    assert said(await discord.press(C, shown.id, "⏹ Stop", name="Ana")) == "Stopping t1."
+    assert said(await discord.press(C, shown.id, STOP_CONTROL, name="Ana")) == "Stopping t1."
     view = await h.store.view(OWNER)
     assert view.stop is not None and view.stop.by.name == "Ana"
     [stopping] = await h.shows("Stopping — Ana")
@@ -202,7 +202,7 @@ async def test_a_plain_draft_has_the_stop_button_too(discord: DiscordAPIEmulator
     [shown] = await h.shows("Build")
     assert labels(shown) == ["⏹ Stop"] and not shown.components_v2
     for _ in range(2):
-        await discord.press(C, shown.id, "⏹ Stop", name="Ana")
+        await discord.press(C, shown.id, STOP_CONTROL, name="Ana")
     [stopping] = await h.shows("Stopping — Ana")
     assert stopping.id == shown.id and not stopping.buttons()  # an edit that takes the button away
 

@@ -156,10 +156,10 @@ async def test_stop_asks_to_confirm_then_stops_the_run(slack: SlackAPIEmulator, 
     [draft] = await h.shows("Build")
     assert buttons(draft.blocks) == [("⏹ Stop", STOP_CONTROL)]
 
-    first = slack.press(C, draft.ts, "⏹ Stop", name="ana")
+    first = slack.press(C, draft.ts, STOP_CONTROL, name="ana")
     assert "again within 10 s" in str(await answered(slack, first))
     assert (await h.store.view(OWNER)).stop is None
-    second = slack.press(C, draft.ts, "⏹ Stop", name="ana")
+    second = slack.press(C, draft.ts, STOP_CONTROL, name="ana")
     assert await answered(slack, second) == "Stopping t1."
     view = await h.store.view(OWNER)
     assert view.stop is not None and view.stop.by.name == "ana"

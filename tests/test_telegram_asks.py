@@ -166,7 +166,19 @@ async def test_stop_asks_to_confirm_then_stops_the_run(api: BotAPIEmulator, harn
     first = api.press(PRIVATE, draft.message_id, "⏹ Stop", first_name="Ana")
     assert "again within 10 s" in str(await answered(api, first))
     assert (await h.store.view(OWNER)).stop is None
-    second = api.press(PRIVATE, draft.message_id, "⏹ Stop", first_name="Ana")
+
+    def label() -> str:
+        markup = api.chat(PRIVATE).messages[draft.message_id].reply_markup or {}
+        return "".join(b["text"] for row in markup.get("inline_keyboard", []) for b in row)
+
+    # The button asks for the second press for the window (10 s, on this test's time
+    # scale), then reads Stop again.
+    await api.wait_for(lambda: label() == "Press again to stop", 5)
+    await api.wait_for(lambda: label() == "⏹ Stop", 5)
+    again = api.press(PRIVATE, draft.message_id, "⏹ Stop", first_name="Ana")  # armed anew
+    assert "again within 10 s" in str(await answered(api, again))
+    await api.wait_for(lambda: label() == "Press again to stop", 5)
+    second = api.press(PRIVATE, draft.message_id, "Press again to stop", first_name="Ana")
     assert await answered(api, second) == "Stopping t1."
     view = await h.store.view(OWNER)
     assert view.stop is not None and view.stop.by.name == "Ana"

@@ -285,8 +285,7 @@ class Presses:
         self.noun = noun
         self.messages = messages
         self.records = messages.records
-        self._armed: dict[tuple[Id, str, Owner], float] = {}
-        """Stop pressed once: (destination, user, owner) → when (monotonic)."""
+        self._later: set[asyncio.Task[None]] = set()
 
     async def press(self, p: Press) -> str:
         parsed = parse_control(p.control)
@@ -383,14 +382,16 @@ class Presses:
         if refused is not None:
             return refused
         session = owner.session_key
-        armed = (p.destination, p.user, owner)
-        now = time.monotonic()
-        window = STOP_CONFIRM_SECONDS / self.worker.pacer.budgets.scale
-        if now - self._armed.pop(armed, -1e18) > window:
-            if len(self._armed) > 10_000:
-                self._armed.clear()
-            self._armed[armed] = now
+        asks = self.worker.store.asks
+        armed = await asks.armed_by(owner)
+        if armed is None or (armed.platform, armed.user) != (p.platform, p.user):
+            # A first press: the Stop control reads "Press again to stop" for the window
+            # (armed in the store, so every chat shows it and any process takes the second).
+            window = STOP_CONFIRM_SECONDS * self.worker.pacer.budgets.scale
+            if await asks.arm_stop(owner, p.actor, window):
+                self._shown_again_after(p.destination, owner, window)
             return words.word("confirm_stop", session=session)
+        await asks.disarm(owner)
         outcome, mark = await self.worker.store.asks.stop(owner, p.actor)
         await self._touch_owner(p.destination, owner)
         if outcome == "ok":
@@ -408,6 +409,17 @@ class Presses:
             if state.message_id is not None and str(state.message_id) == str(p.message_id):
                 return key.owner
         return None
+
+    def _shown_again_after(self, destination: Id, owner: Owner, window: float) -> None:
+        """When the window has passed, the drafts read again: the control reads Stop again."""
+
+        async def later() -> None:
+            await asyncio.sleep(window + 0.05)
+            await self._touch_owner(destination, owner)
+
+        task = asyncio.get_running_loop().create_task(later())
+        self._later.add(task)
+        task.add_done_callback(self._later.discard)
 
     async def _touch_owner(self, destination: Id, owner: Owner) -> None:
         """Look again at once (the change event comes too; this is sooner for the presser)."""

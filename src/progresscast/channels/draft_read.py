@@ -81,7 +81,7 @@ def inputs_of(read: DraftRead) -> tuple[object, ...]:
     activity = view.activity
     return (
         read.following, card, view.run, view.run_id, view.paused, view.after_end, view.previous, settings,
-        view.asks, view.stop, view.stoppable,
+        view.asks, view.stop, view.stoppable, view.stop_armed,
         # the minute a live run's times are shown at: with the activity, never urgent
         (activity.headline, activity.tools, activity.answer, activity.attention, view.now),
     )

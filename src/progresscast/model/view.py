@@ -54,6 +54,9 @@ class View:
     """Stop pressed on the current (or just ended) run: by whom, when."""
     stoppable: bool = False
     """The current run's agent acts on a Stop pressed in chat."""
+    stop_armed: bool = False
+    """Stop was pressed once and waits for its confirming second press (a few seconds):
+    the button reads so."""
     ended_at: float | None = None
     """When the current run ended (seconds since the epoch, the store's clock)."""
     step_times: tuple[StepTime | None, ...] = ()

@@ -14,6 +14,7 @@ from pathlib import Path
 
 from ..model.asks import Ask, AskState, StopMark
 from ..model.owners import Owner
+from ..model.view import View
 from .ir import middle_cut, plain
 from .templates import Theme, theme
 
@@ -85,11 +86,18 @@ def stopped_words(stop: StopMark, templates_dir: str | Path | None = None) -> st
     return asks_theme(templates_dir).word("stopped", name=plain(stop.by.shown))
 
 
+def stop_label(view: View, templates_dir: str | Path | None = None) -> str:
+    """The Stop control's words: `⏹ Stop`, or `Press again to stop` while a first press
+    waits for its confirmation."""
+    return asks_theme(templates_dir).word("stop_confirm" if view.stop_armed else "stop_button")
+
+
 def word(key: str, templates_dir: str | Path | None = None, **values: object) -> str:
     """One of the short answers a press gets (`already_answered`, …)."""
     return asks_theme(templates_dir).word(key, **values)
 
 
 __all__ = [
-    "ask_lines", "asks_theme", "headline", "option_label", "stopped_words", "stopping_line", "waiting_line", "word",
+    "ask_lines", "asks_theme", "headline", "option_label", "stop_label", "stopped_words", "stopping_line",
+    "waiting_line", "word",
 ]

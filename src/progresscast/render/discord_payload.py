@@ -29,7 +29,7 @@ from ..model.asks import MAX_ANSWER_CHARS, STOP_CONTROL, Ask, AskState, option_c
 from ..model.needs import Need
 from ..model.owners import Owner
 from ..model.view import RunState, View
-from .asks import ask_lines, asks_theme, option_label
+from .asks import ask_lines, asks_theme, option_label, stop_label
 from .discord import (
     IS_COMPONENTS_V2,
     MAX_COMPONENTS,
@@ -94,7 +94,7 @@ def stop_row(view: View, templates_dir: str | Path | None = None) -> dict[str, A
     """A live run its agent can stop, not stopped yet: the draft's Stop button."""
     if not view.stoppable or view.run is not RunState.active or view.stop is not None:
         return None
-    label = asks_theme(templates_dir).word("stop_button")
+    label = stop_label(view, templates_dir)
     return {"type": ACTION_ROW, "components": [_button(label, STOP_CONTROL, DANGER)]}
 
 

@@ -29,7 +29,7 @@ from ..model.asks import STOP_CONTROL, Ask, AskState, option_control
 from ..model.needs import Need
 from ..model.owners import Owner
 from ..model.view import RunState, View
-from .asks import ask_lines, asks_theme, option_label
+from .asks import ask_lines, option_label, stop_label
 from .asks import word as ask_word
 from .ending import ping_text
 from .ir import middle_cut, u16
@@ -88,7 +88,7 @@ def stop_actions(view: View, templates_dir: str | Path | None = None) -> dict[st
     """A live run its agent can stop, not stopped yet: the draft's Stop button."""
     if not view.stoppable or view.run is not RunState.active or view.stop is not None:
         return None
-    label = asks_theme(templates_dir).word("stop_button")
+    label = stop_label(view, templates_dir)
     return {"type": "actions", "block_id": "pc-stop", "elements": [_button(label, STOP_CONTROL)]}
 
 

@@ -173,6 +173,37 @@ class AskStore:
         )
         return str(outcome), StopMark.from_stored(raw)
 
+    async def arm_stop(self, owner: Owner, by: Actor, seconds: float) -> bool:
+        """A first press of Stop: armed for `seconds` unless already armed. True: this
+        press armed it; False: it was armed (by `armed_by`)."""
+        lay = await self.store.layout()
+        body = json.dumps(by.to_json(), ensure_ascii=False)
+        armed = await self.store.redis.set(lay.stop_armed(owner), body, px=max(1, int(seconds * 1000)), nx=True)
+        if armed:
+            await self._armed_changed(owner)
+        return bool(armed)
+
+    async def armed_by(self, owner: Owner) -> Actor | None:
+        """Who armed Stop, while it waits for its confirming press."""
+        lay = await self.store.layout()
+        raw = await self.store.redis.get(lay.stop_armed(owner))
+        if not raw:
+            return None
+        try:
+            return Actor.from_json(json.loads(raw))
+        except ValueError:
+            return None
+
+    async def disarm(self, owner: Owner) -> None:
+        """Stop was confirmed, or the window passed: the button reads Stop again."""
+        lay = await self.store.layout()
+        if await self.store.redis.delete(lay.stop_armed(owner)):
+            await self._armed_changed(owner)
+
+    async def _armed_changed(self, owner: Owner) -> None:
+        # Published as a Stop event (the run's Stop changed how it shows): every chat looks again.
+        await self.store.call(self._stop, owner, [""])
+
     async def stop_mark(self, owner: Owner, run_id: str | None = None) -> StopMark | None:
         """The Stop pressed on the owner's current run (or on `run_id` only, when given)."""
         lay = await self.store.layout()

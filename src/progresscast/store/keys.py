@@ -121,6 +121,12 @@ class Layout:
         Open asks, and those that ended within a day (a late press is told who answered)."""
         return self._key(owner, "asks")
 
+    def stop_armed(self, owner: Owner) -> str:
+        """Stop pressed once on the owner's run, waiting for its confirming second press:
+        who pressed (JSON), living the confirmation window (`SET … PX`). Not retained
+        with the owner's other keys: its own short life is the point."""
+        return self._key(owner, "stopArmed")
+
     def owner_keys(self, owner: Owner) -> list[str]:
         return [
             self.card(owner),

@@ -494,6 +494,8 @@ RUN_STOP = ASK_PRELUDE + """
 -- in the history; the agent's side sees it and acts.
 local by_json = ARGV[6]
 local _, ms = clock()
+-- '' only tells every chat to look again (Stop armed or disarmed: the button's words)
+if by_json == '' then publish('run.stop', ''); return {'shown', ''} end
 local run = redis.call('HMGET', run_key, 'runId', 'state', 'stop')
 if not run[1] or run[2] ~= 'active' then return {'norun', ''} end
 if run[3] then return {'already', run[3]} end

@@ -17,7 +17,7 @@ from ..model.timing import StepTime, Usage, step_times_of
 from ..model.view import TERMINAL, EndedRun, RunState, View
 from .keys import Layout
 
-VIEW_REPLIES = 5
+VIEW_REPLIES = 6
 """How many replies `queue_view` adds to a pipeline."""
 
 
@@ -33,6 +33,7 @@ def queue_view(pipe: Any, lay: Layout, owner: Owner) -> None:
     pipe.lrange(lay.tools(owner), 0, -1)
     pipe.hgetall(lay.run(owner))
     pipe.hgetall(lay.asks(owner))
+    pipe.exists(lay.stop_armed(owner))
 
 
 def _step(raw: dict[str, Any]) -> Step:
@@ -98,7 +99,7 @@ def activity_of(fields: dict[str, str], tools: tuple[str, ...]) -> Activity:
 
 def view_of(owner: Owner, replies: list[Any]) -> View:
     """The view made of `queue_view`'s replies."""
-    raw_card, fields, tools, run, asks = replies
+    raw_card, fields, tools, run, asks, armed = replies
     card = card_of(owner, raw_card) if raw_card else None
     state = RunState(run["state"]) if run else RunState.none
     paused = state in TERMINAL or (
@@ -129,6 +130,7 @@ def view_of(owner: Owner, replies: list[Any]) -> View:
         asks=asks_of(asks) if asks else (),
         stop=StopMark.from_stored(run.get("stop")),
         stoppable=state is RunState.active and run.get("stoppable") == "1",
+        stop_armed=bool(armed) and state is RunState.active,
     )
 
 
