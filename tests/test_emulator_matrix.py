@@ -13,12 +13,13 @@ import importlib.util
 import os
 import re
 import signal
+import sys
 from pathlib import Path
 
 import pytest
 
 from synapse_server import REQUIRE_ENV
-from test_emulator_config import PLAN, Emulator, Trial, trial  # noqa: F401  (the fixture)
+from test_emulator_config import PLAN, Emulator, Trial, trial, written  # noqa: F401  (the fixture)
 
 
 def _cannot_run(why: str) -> None:
@@ -69,3 +70,32 @@ async def test_matrix_config_serves_the_person_s_room(trial: Trial) -> None:  # 
             emulator.proc.send_signal(signal.SIGTERM)
             await asyncio.wait_for(emulator.proc.wait(), 30)
     assert not data.exists()  # Synapse's temporary folder went with it
+
+
+async def test_press_answers_the_newest_ask_from_the_console(trial: Trial) -> None:  # noqa: F811
+    """`press N` typed on the emulator reacts N to the bot's newest ask; the waiting
+    `progresscast ask` prints the chosen option."""
+    emulator = await _started(trial)
+    try:
+        text = await written(emulator, trial)
+        trial.config.write_text(text.replace('listen = "127.0.0.1:8787"', 'listen = "127.0.0.1:0"'))
+        await trial.serve()
+        await emulator.shows(r"\(the bot joins the room\)")
+        await emulator.type("!pc follow shop")
+        await emulator.shows(r"bot → Following agent:main:shop")
+        ask = await asyncio.create_subprocess_exec(
+            sys.executable, "-m", "progresscast.cli", "ask", "--config", str(trial.config), "--session", "shop",
+            "Deploy?", "--option", "Now", "--option", "Later",
+            stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE, env=trial.env(),
+        )
+        trial.procs.append(ask)
+        await emulator.shows(r"the bot sends message \S+:\n(    │ .*\n)*    │ .*Deploy\?")
+        await emulator.shows(r"    │ .*Later")
+        await emulator.type("press 2")
+        await emulator.shows(r"you react 2 to message \S+")
+        out, err = await asyncio.wait_for(ask.communicate(), 30)
+        assert (ask.returncode, out.decode()) == (0, "Later\n"), err.decode()
+    finally:
+        if emulator.proc.returncode is None:
+            emulator.proc.send_signal(signal.SIGTERM)
+            await asyncio.wait_for(emulator.proc.wait(), 30)

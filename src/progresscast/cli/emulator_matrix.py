@@ -161,8 +161,13 @@ class _Client:
             if relation.get("rel_type") == "m.replace":
                 self._lines(f"  ✎ the bot edits message {relation.get('event_id')}:",
                             content.get("m.new_content", {}).get("body", ""))
-            elif "formatted_body" not in content or content["formatted_body"] == notice_html(content.get("body", "")):
-                self._lines("  bot →", content.get("body", ""), inline=True)  # a command's reply
+            elif "formatted_body" not in content or (
+                content.get("msgtype") == "m.notice"
+                and content["formatted_body"] == notice_html(content.get("body", ""))
+            ):
+                # A command's reply or a ping. An ask is formatted as plainly but is an
+                # `m.text` (it notifies): it is what `press`/`reply` answer.
+                self._lines("  bot →", content.get("body", ""), inline=True)
             else:
                 self.newest = str(event.get("event_id"))
                 self._lines(f"  ＋ the bot sends message {self.newest}:", content.get("body", ""))
