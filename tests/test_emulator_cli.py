@@ -14,6 +14,8 @@ import telegram
 
 from progresscast.channels.worker import WorkerOptions
 from progresscast.config.settings import Settings
+from progresscast.discord.adapter import DiscordAdapter, DiscordOptions
+from progresscast.discord.register import register
 from progresscast.gateway.app import create_app
 from progresscast.gateway.server import serve_app
 from progresscast.model.asks import AskInput
@@ -175,6 +177,73 @@ async def test_emulator_slack_prints_its_settings_takes_slash_commands_and_shows
         proc.stdin.write(b"press 1\n")
         await proc.stdin.drain()
         await read_until(proc.stdout, r"app \(only you see it\) → Answered: Allow", seen)
+    finally:
+        for task in tasks:
+            task.cancel()
+        await asyncio.gather(*tasks, return_exceptions=True)
+        proc.kill()
+        await proc.wait()
+
+
+async def test_emulator_discord_presses_a_button_and_types_an_answer(redis: Any, monkeypatch: Any) -> None:
+    """`progresscast emulator discord` beside a real Discord adapter and gateway: `press N`
+    presses the N-th button of the newest message with buttons and prints the app's
+    ephemeral answer; `reply TEXT` answers the newest ask through its "Type an answer…"
+    button and the modal it opens."""
+    monkeypatch.setenv("PROGRESSCAST_TIME_SCALE", "0.05")
+    sock = socket.socket()
+    sock.bind(("127.0.0.1", 0))
+    sock.listen(16)
+    sock.setblocking(False)
+    url = f"http://127.0.0.1:{sock.getsockname()[1]}/discord/interactions"
+    proc = await asyncio.create_subprocess_exec(
+        sys.executable, "-m", "progresscast.cli", "emulator", "discord", "--interactions", url,
+        stdin=asyncio.subprocess.PIPE, stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE,
+    )
+    assert proc.stdin is not None and proc.stdout is not None
+    seen: list[str] = []
+    tasks: list[asyncio.Task[Any]] = []
+
+    async def type_(line: str) -> None:
+        assert proc.stdin is not None
+        proc.stdin.write(line.encode() + b"\n")
+        await proc.stdin.drain()
+
+    try:
+        await read_until(proc.stdout, r"Type /progresscast commands as a member of channel (\d+)", seen)
+        text = "".join(seen)
+        found = {key: re.search(rf'{key} = "([^"]+)"', text) for key in
+                 ("token", "applicationId", "publicKey", "apiBaseUrl")}
+        guild = re.search(r"--guild (\d+)", text)
+        assert all(found.values()) and guild, text
+        settings = Settings.model_validate({"channels": {"discord": {
+            **{key: m.group(1) for key, m in found.items() if m},
+            "channels": [{"id": "200000000000000001", "sessions": ["*"]}],
+        }}})
+        assert settings.channels.discord is not None
+        await register(settings.channels.discord, guild.group(1))
+        adapter = DiscordAdapter(settings, redis, options=DiscordOptions(
+            worker=WorkerOptions(group="discord", consumer="test", settle=1.0)))
+        tasks.append(asyncio.create_task(serve_app(create_app(settings, redis, routes=adapter.routes()), sock,
+                                                   started=asyncio.Event())))
+        tasks.append(asyncio.create_task(adapter.run()))
+        await asyncio.wait_for(adapter.started.wait(), 10)
+        await type_("follow t1")
+        await read_until(proc.stdout, r"ⓘ Following agent:main:t1", seen)
+        asks = CardStore(redis).asks
+        owner = Owner("main", "t1")
+        chosen = await asks.open(owner, AskInput.parse({"kind": "choice", "prompt": "Deploy?", "options": ["Now", "Later"]}))
+        await read_until(proc.stdout, r"\[1: Now\]  \[2: Later\]", seen)
+        await type_("press 2")
+        await read_until(proc.stdout, r"you press \[Later\] on message \d+\n  ⓘ .*Later", seen)
+        answered = await asks.wait(owner, chosen.ask_id, 10)
+        assert answered is not None and answered.answer is not None and answered.answer.options == ("Later",)
+        typed = await asks.open(owner, AskInput.parse({"kind": "text", "prompt": "Why?"}))
+        await read_until(proc.stdout, r"\[1: Type an answer…\]", seen)
+        await type_("reply not now")
+        await read_until(proc.stdout, r"you answer message \d+ → not now\n  ⓘ ", seen)
+        answered = await asks.wait(owner, typed.ask_id, 10)
+        assert answered is not None and answered.answer is not None and answered.answer.text == "not now"
     finally:
         for task in tasks:
             task.cancel()

@@ -9,11 +9,13 @@ from __future__ import annotations
 import argparse
 import asyncio
 import sys
-from typing import TextIO
+from typing import Any, TextIO
 
 import httpx
 
+from ..model.asks import parse_control
 from ..testing import DiscordAPIEmulator
+from ..testing._discord_interactions import MODAL
 from ..testing.discord_markdown import read_markdown
 from .emulator_config import Emulated, listen_of, offer_config
 from .emulator_setup import listening
@@ -41,7 +43,8 @@ async def run_discord_emulator(args: argparse.Namespace, *, out: TextIO | None =
             say("Then run `progresscast serve` and `progresscast discord register --guild "
                 f"{discord.guild_id}` with that config.")
         say(f"Type /progresscast commands as a member of channel {channel} (sent to {args.interactions}); "
-            "what the channel shows is printed as it happens. Ctrl-C stops.")
+            "what the channel shows is printed as it happens. `press N` presses the N-th button of the newest "
+            "message with buttons, `reply TEXT` types an answer to the newest ask. Ctrl-C stops.")
         printer = asyncio.create_task(_print_channel(discord, channel, out))
         try:
             await _type_commands(discord, channel, out)
@@ -71,6 +74,9 @@ async def _print_channel(discord: DiscordAPIEmulator, channel: str, out: TextIO)
             print(f"  {'＋' if verb == 'sends' else '✎'} the bot {verb} message {message.id}:", file=out)
             for line in (message.read().text or "(empty)").split("\n"):
                 print(f"    │ {line}", file=out)
+            if buttons := message.buttons():
+                keys = "  ".join(f"[{i}: {b.get('label', '')}]" for i, b in enumerate(buttons, 1))
+                print(f"    {keys}   (type: press {1 if len(buttons) == 1 else 'N'})", file=out)
             out.flush()
 
 
@@ -91,15 +97,74 @@ async def _typed(discord: DiscordAPIEmulator, channel: str, out: TextIO, line: s
     text = line.strip().removeprefix("/progresscast").strip()
     if not line.strip():
         return
-    print(f"  you → /progresscast {text}", file=out, flush=True)
+    word, _, rest = text.partition(" ")
+    rest = rest.strip()
     try:
-        response = await discord.slash_command(None, text, channel_id=channel)
+        if word == "press" and rest.isdigit():
+            response = await _press(discord, channel, out, int(rest))
+        elif word == "reply" and rest:
+            response = await _reply(discord, channel, out, rest)
+        else:
+            print(f"  you → /progresscast {text}", file=out, flush=True)
+            response = await discord.slash_command(None, text, channel_id=channel)
     except ValueError as exc:  # not registered, no such subcommand
         print(f"  (Discord: {exc})", file=out, flush=True)
         return
     except httpx.HTTPError as exc:
         print(f"  (the interactions URL did not answer: {exc})", file=out, flush=True)
         return
+    if response is not None:
+        _print_answer(response, out)
+
+
+async def _press(discord: DiscordAPIEmulator, channel: str, out: TextIO, n: int) -> httpx.Response | None:
+    """`press N`: the N-th button of the newest message that has buttons."""
+    with_buttons = [m for m in discord.channel(channel).visible() if m.buttons()]
+    if not with_buttons:
+        print("  (no message with buttons to press)", file=out, flush=True)
+        return None
+    target = with_buttons[-1]
+    buttons = target.buttons()
+    if not 1 <= n <= len(buttons):
+        print(f"  (press 1 to {len(buttons)}: the buttons of message {target.id})", file=out, flush=True)
+        return None
+    button = buttons[n - 1]
+    print(f"  you press [{button.get('label', '')}] on message {target.id}", file=out, flush=True)
+    return await discord.press(channel, target.id, str(button["custom_id"]))
+
+
+async def _reply(discord: DiscordAPIEmulator, channel: str, out: TextIO, text: str) -> httpx.Response | None:
+    """`reply TEXT`: the bot reads no messages on Discord, so a typed answer goes through
+    the newest ask's "Type an answer…" button and the modal it opens."""
+    asks = [m for m in discord.channel(channel).visible() if any(_is_text_button(b) for b in m.buttons())]
+    if not asks:
+        print("  (no ask that takes a typed answer)", file=out, flush=True)
+        return None
+    target = asks[-1]
+    button = next(b for b in target.buttons() if _is_text_button(b))
+    opened = await discord.press(channel, target.id, str(button["custom_id"]))
+    if opened.status_code != 200 or (_json(opened) or {}).get("type") != MODAL:
+        _print_answer(opened, out)  # not theirs to answer, or already answered: the app says why
+        return None
+    print(f"  you answer message {target.id} → {text}", file=out, flush=True)
+    return await discord.submit_modal(channel, text)
+
+
+def _is_text_button(button: dict[str, Any]) -> bool:
+    parsed = parse_control(str(button.get("custom_id", "")))
+    return parsed is not None and parsed[0] == "t"
+
+
+def _json(response: httpx.Response) -> dict[str, Any] | None:
+    try:
+        data = response.json()
+    except ValueError:
+        return None
+    return data if isinstance(data, dict) else None
+
+
+def _print_answer(response: httpx.Response, out: TextIO) -> None:
+    """The app's answer to a command or a press: an ephemeral message only the member sees."""
     if response.status_code == 204:  # the app says nothing (Discord: "did not respond")
         print("  (the app said nothing)", file=out, flush=True)
         return
