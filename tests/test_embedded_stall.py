@@ -96,12 +96,14 @@ class Writers:
                     answer = await client.post(f"{self.base}/v1/rpc", json=body,
                                                headers={"Authorization": f"Bearer {TOKEN}"})
                 except httpx.HTTPError:
-                    self.refused += 1
-                    continue
-                result = answer.json().get("result") if answer.status_code == 200 else None
+                    answer = None
+                result = answer.json().get("result") if answer is not None and answer.status_code == 200 else None
                 if result is None:
+                    # A store that is not answering: not a busy loop. (A refused write may
+                    # still land once the store answers: each counts against the 200
+                    # revisions the history keeps, so refused writes are kept few.)
                     self.refused += 1
-                    await asyncio.sleep(0.05)  # a store that is not answering: not a busy loop
+                    await asyncio.sleep(0.25)
                     continue
                 self.acked[marker] = result["revision"]
 
