@@ -95,6 +95,17 @@ async def test_press_answers_the_newest_ask_from_the_console(trial: Trial) -> No
         await emulator.shows(r"you react 2 to message \S+")
         out, err = await asyncio.wait_for(ask.communicate(), 30)
         assert (ask.returncode, out.decode()) == (0, "Later\n"), err.decode()
+        # `reply TEXT` replies to the newest ask: a typed answer.
+        ask = await asyncio.create_subprocess_exec(
+            sys.executable, "-m", "progresscast.cli", "ask", "--config", str(trial.config), "--session", "shop",
+            "Why?", "--text", stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE, env=trial.env(),
+        )
+        trial.procs.append(ask)
+        await emulator.shows(r"the bot sends message \S+:\n(    │ .*\n)*    │ .*Why\?")
+        await emulator.type("reply not now")
+        await emulator.shows(r"you reply to message \S+: not now")
+        out, err = await asyncio.wait_for(ask.communicate(), 30)
+        assert (ask.returncode, out.decode()) == (0, "not now\n"), err.decode()
     finally:
         if emulator.proc.returncode is None:
             emulator.proc.send_signal(signal.SIGTERM)
