@@ -13,9 +13,9 @@ from typing import Any, TextIO
 
 import httpx
 
+from ..discord.presses import MODAL
 from ..model.asks import parse_control
 from ..testing import DiscordAPIEmulator
-from ..testing._discord_interactions import MODAL
 from ..testing.discord_markdown import read_markdown
 from .emulator_config import Emulated, listen_of, offer_config
 from .emulator_setup import listening
