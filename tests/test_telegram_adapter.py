@@ -325,6 +325,22 @@ async def test_the_line_that_ends_a_run_says_how_long_it_took_and_what_it_used(a
     assert [bool(t and t.took is not None) for t in view.step_times] == [True, False]  # Fix was never active
 
 
+async def test_a_live_draft_shows_its_run_time_turning_a_minute_without_a_write(api: BotAPIEmulator, harness) -> None:
+    h = await harness()
+    await h.command(PRIVATE, "/follow t1")
+    await h.store.start_run(OWNER, "r1")
+    # The run began 58 s ago on the store's clock: its first whole minute comes in 2 s.
+    layout = await layout_of(h.redis)
+    started = int(await h.redis.hget(layout.run(OWNER), "startedAt"))
+    await h.redis.hset(layout.run(OWNER), "startedAt", started - 58_000)
+    await h.put(("Reproduce", "in_progress"), ("Fix", "pending"))
+    [draft] = await h.shows(PRIVATE, "Reproduce")
+    assert "· 1 m" not in draft.text
+    # Nothing is written: the draft is looked at again at the run's next minute, alone.
+    [shown] = await h.shows(PRIVATE, "0/2 complete · 1 m", timeout=8)
+    assert shown.message_id == draft.message_id
+
+
 async def test_a_card_shown_again_after_its_run_ended_is_deleted_by_a_clear(api: BotAPIEmulator, harness) -> None:
     h = await harness()
     await h.command(PRIVATE, "/follow t1")
