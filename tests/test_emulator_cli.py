@@ -26,6 +26,15 @@ from progresscast.store.cards import CardStore
 from progresscast.testing import DEFAULT_TOKEN
 
 
+def app_socket() -> tuple[socket.socket, str]:
+    """A listening socket for an app the test serves, and its address."""
+    sock = socket.socket()
+    sock.bind(("127.0.0.1", 0))
+    sock.listen(16)
+    sock.setblocking(False)
+    return sock, f"http://127.0.0.1:{sock.getsockname()[1]}"
+
+
 async def read_until(stream: asyncio.StreamReader, pattern: str, seen: list[str], timeout: float = 30) -> re.Match[str]:
     async def read() -> re.Match[str]:
         while line := await stream.readline():
@@ -132,11 +141,7 @@ async def test_emulator_slack_prints_its_settings_takes_slash_commands_and_shows
     as `/progresscast …` is a signed slash command to the app, a plain line a person's
     message (an event to the app), and what the channel shows is printed."""
     monkeypatch.setenv("PROGRESSCAST_TIME_SCALE", "0.05")
-    sock = socket.socket()
-    sock.bind(("127.0.0.1", 0))
-    sock.listen(16)
-    sock.setblocking(False)
-    app_url = f"http://127.0.0.1:{sock.getsockname()[1]}"
+    sock, app_url = app_socket()
     proc = await asyncio.create_subprocess_exec(
         sys.executable, "-m", "progresscast.cli", "emulator", "slack", "--app", app_url,
         stdin=asyncio.subprocess.PIPE, stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE,
@@ -191,11 +196,8 @@ async def test_emulator_discord_presses_a_button_and_types_an_answer(redis: Any,
     ephemeral answer; `reply TEXT` answers the newest ask through its "Type an answer…"
     button and the modal it opens."""
     monkeypatch.setenv("PROGRESSCAST_TIME_SCALE", "0.05")
-    sock = socket.socket()
-    sock.bind(("127.0.0.1", 0))
-    sock.listen(16)
-    sock.setblocking(False)
-    url = f"http://127.0.0.1:{sock.getsockname()[1]}/discord/interactions"
+    sock, app = app_socket()
+    url = f"{app}/discord/interactions"
     proc = await asyncio.create_subprocess_exec(
         sys.executable, "-m", "progresscast.cli", "emulator", "discord", "--interactions", url,
         stdin=asyncio.subprocess.PIPE, stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE,

@@ -219,6 +219,24 @@ async def test_run_errors_name_the_field(client: httpx.AsyncClient, method: str,
     assert err["field"] == field and err["message"].startswith(f"{field}: ")
 
 
+@pytest.mark.parametrize(
+    ("usage", "field"),
+    [({"inputTokens": -1}, "usage.inputTokens"), ({"costUsd": "0.1"}, "usage.costUsd"),
+     ({"tokens": 3}, "usage.tokens"), ([1], "usage")],
+)
+async def test_a_run_end_with_bad_usage_names_the_field_and_leaves_the_run(
+    client: httpx.AsyncClient, store: CardStore, usage: Any, field: str
+) -> None:
+    ok(await call(client, "run.start", sessionKey="ticket-1", runId="r1"))
+    err = error(await call(client, "run.end", sessionKey="ticket-1", runId="r1", state="completed", usage=usage),
+                400, "invalid_params")
+    assert err["field"] == field and err["message"].startswith(f"{field}: ")
+    assert (await store.view(MAIN)).run is RunState.active  # nothing written
+    ok(await call(client, "run.end", sessionKey="ticket-1", runId="r1", state="completed",
+                  usage={"inputTokens": 10, "outputTokens": 2, "costUsd": 0.01}))
+    assert (await store.view(MAIN)).usage is not None
+
+
 @pytest.mark.backends
 async def test_activity_put_merges_headline_tool_lines_and_answer(client: httpx.AsyncClient, store: CardStore) -> None:
     ok(await call(client, "activity.put", sessionKey="ticket-1", headline="Reading the ticket"))

@@ -34,7 +34,6 @@ from ..model.card import CardError
 from ..model.owners import Owner
 from ..model.view import View
 from ..render import asks as words
-from ..render.payload import Payload
 from ..store import keys
 from ..store.cards import CardStore
 from .channel import Channel
@@ -73,10 +72,6 @@ class Press:
     @property
     def actor(self) -> Actor:
         return Actor(self.platform, str(self.destination), self.user, self.name)
-
-
-class AskRenderer(Protocol):
-    def ask(self, owner: Owner, ask: Ask) -> Payload | None: ...
 
 
 class AskHost(Protocol):

@@ -19,6 +19,7 @@ from typing import Any
 import httpx
 from nacl.signing import SigningKey
 
+from ..discord.presses import MODAL
 from ._discord_state import DiscordChannel, snowflake
 
 PERSON_ID = "400000000000000001"
@@ -27,7 +28,6 @@ MANAGE_CHANNELS = 1 << 4
 MEMBER_PERMISSIONS = str((1 << 10) | (1 << 11))
 """View Channel and Send Messages: a member who may read and write, nothing more."""
 MESSAGE_COMPONENT, MODAL_SUBMIT = 3, 5
-MODAL = 9
 BUTTON, TEXT_INPUT = 2, 4
 
 
