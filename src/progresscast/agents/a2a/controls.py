@@ -22,6 +22,7 @@ from typing import Any
 from ...model.asks import MAX_DETAIL_CHARS, MAX_PROMPT_CHARS, MAX_TIMEOUT, AskInput, AskKind
 from ...model.card import cut
 from ...model.owners import Owner
+from ...stopping import still_wanted
 from ...store.cards import CardStore
 from ..asking import ask_and_wait, stopped_by
 from .mapping import RUN_END, StatusChange, TaskState
@@ -123,6 +124,7 @@ class Controls:
 
     async def _watch_stop(self, owner: Owner, task_id: str) -> None:
         while True:
+            still_wanted()  # redis-py may have swallowed the cancel of `close`
             try:
                 mark = await self.store.asks.stop_mark(owner, task_id)
             except Exception as exc:  # Redis gone a moment: look again

@@ -33,6 +33,7 @@ from ...model.card import CardError, Step, clean_text, cut
 from ...model.owners import Owner
 from ...model.timing import Usage
 from ...model.view import RunState
+from ...stopping import still_wanted
 from ...store.cards import CardStore
 from ..harness_plan import TODO_STATES, ItemShape, map_plan
 
@@ -229,6 +230,7 @@ class CardWriter:
         finally:
             self.connected.set()
         while True:
+            still_wanted()  # redis-py may have swallowed the cancel
             write = await self._queue.get()
             try:
                 await self.attempt("write", write)

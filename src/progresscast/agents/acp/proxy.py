@@ -32,6 +32,7 @@ from ...model.asks import MAX_OPTION_CHARS, MAX_PROMPT_CHARS, AskInput, AskState
 from ...model.card import CardError, clean_text, cut
 from ...model.owners import Owner
 from ...model.view import RunState
+from ...stopping import still_wanted
 from ...store.cards import CardStore
 from .card import CardWriter, run_end, warn
 
@@ -285,6 +286,7 @@ class Proxy:
         await self.card.connected.wait()
         while True:
             await asyncio.sleep(STOP_POLL)
+            still_wanted()  # redis-py may have swallowed the cancel
             run_id, session = self.card.run_id, self.card.run_session
             if run_id is None or run_id in self.stopped:
                 continue
