@@ -17,7 +17,7 @@ from typing import Any
 import pytest
 from redis.asyncio import Redis
 
-from progresscast.channels.access import CODE_ALPHABET, MAX_PENDING, NEW_PER_HOUR, AccessStore
+from progresscast.channels.chat.access import CODE_ALPHABET, MAX_PENDING, NEW_PER_HOUR, AccessStore
 from progresscast.store import keys
 from progresscast.testing import BotAPIEmulator, SlackAPIEmulator
 from progresscast.timescale import ENV as TIME_SCALE_ENV

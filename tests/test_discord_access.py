@@ -19,7 +19,7 @@ import httpx
 import pytest
 from redis.asyncio import Redis
 
-from progresscast.channels.commands import Invocation
+from progresscast.channels.chat.commands import Invocation
 from progresscast.discord.client import classify
 from progresscast.discord.interactions import invocation
 from progresscast.discord.register import register

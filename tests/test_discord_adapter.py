@@ -216,7 +216,7 @@ async def test_a_bad_signature_is_refused_with_nothing_done(discord: DiscordAPIE
 
 
 async def test_settings_need_manage_channels_and_a_grant(discord: DiscordAPIEmulator, harness) -> None:
-    # The shared handler's words (channels/commands.py); a channel with no table is
+    # The shared handler's words (channels/chat/commands.py); a channel with no table is
     # a stranger that pairs (test_discord_access.py).
     h = await harness()
     await h.put(("Fix", "in_progress"))
@@ -398,7 +398,7 @@ async def test_a_deleted_or_too_old_draft_is_replaced(discord: DiscordAPIEmulato
 
 
 async def test_a_channel_that_refuses_the_bot_is_left_alone(discord, harness, caplog) -> None:
-    # Paused by the shared worker (channels/pause.py); resumed in test_discord_access.py.
+    # Paused by the shared worker (channels/chat/pause.py); resumed in test_discord_access.py.
     h = await harness()
     await h.command("follow t1")
     await h.put(("Step 0", "in_progress"))

@@ -17,7 +17,7 @@ from nacl.signing import VerifyKey
 from starlette.applications import Starlette
 
 from progresscast.backoff import Backoff
-from progresscast.channels.commands import Invocation
+from progresscast.channels.chat.commands import Invocation
 from progresscast.discord.breaker import Breaker, BreakerSettings
 from progresscast.discord.interactions import DiscordInteractions
 from progresscast.discord.rest import DiscordHTTPError, DiscordREST, RateLimited

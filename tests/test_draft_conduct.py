@@ -1,4 +1,4 @@
-"""channels/drafts.py with channels/conduct.py: pings, the line that ends a run, the
+"""channels/draft/decide.py with channels/draft/conduct.py: pings, the line that ends a run, the
 start delay and staying at the bottom — decided purely, tested once for every channel
 on the simulated chat of tests/test_drafts.py."""
 
@@ -7,9 +7,12 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import replace
 
-from progresscast.channels.conduct import Conduct
-from progresscast.channels.drafts import Delete, DraftState, Edit, Send, Wait, apply, begin, on_follow
-from progresscast.channels.outcome import Outcome, OutcomeKind
+from progresscast.channels.draft.calls import Delete, Edit, Send, Wait
+from progresscast.channels.draft.conduct import Conduct
+from progresscast.channels.draft.decide import on_follow
+from progresscast.channels.draft.outcome import Outcome, OutcomeKind
+from progresscast.channels.draft.replies import apply, begin
+from progresscast.channels.draft.state import DraftState
 from progresscast.config.base import Mode
 from progresscast.model.needs import Need, Notify
 from progresscast.model.view import RunState, View
@@ -119,7 +122,8 @@ def test_an_unsure_ping_is_probed_for_and_not_sent_twice() -> None:
     state = apply(state, edit, Outcome(OutcomeKind.ok, message_id=edit.message_id))
     state, ping = plan(state, blocked, s, r)
     assert isinstance(ping, Send)
-    from progresscast.channels.drafts import Probe, begin
+    from progresscast.channels.draft.calls import Probe
+    from progresscast.channels.draft.replies import begin
 
     state = apply(begin(state, ping, 20, 100.0), ping, Outcome(OutcomeKind.unsure), 100.0)
     state, wait = plan(state, blocked, s, r)
@@ -321,7 +325,8 @@ def test_a_stale_draft_that_cannot_be_deleted_is_forgotten_and_an_unsure_repost_
     v2 = view(card(2, ("A", "completed")), RunState.active)
     state, send = plan(state, v2, s, r)
     assert isinstance(send, Send)
-    from progresscast.channels.drafts import Probe, begin
+    from progresscast.channels.draft.calls import Probe
+    from progresscast.channels.draft.replies import begin
 
     unsure = apply(begin(state, send, 12, 100.0), send, Outcome(OutcomeKind.unsure), 100.0)
     assert unsure.message_id == 10 and unsure.stale is None  # the old one is still the draft

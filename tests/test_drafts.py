@@ -1,4 +1,4 @@
-"""channels/drafts.py: the pure decisions shared by every channel — next call, run
+"""channels/draft/decide.py: the pure decisions shared by every channel — next call, run
 ends, block rotation, unsure sends, and what each reply means — tested once, without
 any channel.
 
@@ -15,31 +15,18 @@ from dataclasses import dataclass, field, replace
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from progresscast.channels.drafts import (
-    Delete,
-    DraftState,
-    Edit,
-    Intent,
-    Payload,
-    Probe,
-    Send,
-    Situation,
-    Wait,
-    apply,
-    begin,
-    block_cut,
-    completed_blocks,
-    decide,
-    next_call,
-    on_follow,
-)
-from progresscast.channels.outcome import Outcome, OutcomeKind
+from progresscast.channels.draft.calls import Delete, Edit, Probe, Send, Wait, next_call
+from progresscast.channels.draft.decide import Situation, block_cut, completed_blocks, decide, on_follow
+from progresscast.channels.draft.outcome import Outcome, OutcomeKind
+from progresscast.channels.draft.replies import apply, begin
+from progresscast.channels.draft.state import DraftState, Intent
 from progresscast.config.base import Mode
 from progresscast.model.activity import Activity
 from progresscast.model.card import Card
 from progresscast.model.needs import Need
 from progresscast.model.owners import Owner
 from progresscast.model.view import EndedRun, RunState, View
+from progresscast.render.payload import Payload
 
 OWNER = Owner("main", "t1")
 

@@ -9,7 +9,7 @@ from typing import Any
 
 import pytest
 
-from progresscast.channels.drafts import DraftState
+from progresscast.channels.draft.state import DraftState
 from progresscast.channels.state import ChatPrefs, DraftKey
 from progresscast.config.base import Mode
 from progresscast.config.errors import ConfigError

@@ -2,7 +2,7 @@
 stranger room pairs with the code the bot answers its invite with, approved and revoked
 with the real `progresscast pairing` command line; only members with power level 50 change
 what a room follows; a room that refuses the bot (it was kicked) is paused until it
-invites it back. The commands are the shared handler's (`channels/commands.py`)."""
+invites it back. The commands are the shared handler's (`channels/chat/commands.py`)."""
 
 from __future__ import annotations
 
@@ -16,7 +16,7 @@ from urllib.parse import quote
 import pytest
 
 from matrix_room import CLIENT, Harness, Person, following, room_harness, until
-from progresscast.channels.access import CODE_ALPHABET
+from progresscast.channels.chat.access import CODE_ALPHABET
 from progresscast.store import keys
 from synapse_server import Synapse
 

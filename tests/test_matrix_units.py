@@ -6,8 +6,8 @@ import aiohttp
 import pytest
 from nio import RoomRedactResponse, RoomSendError, RoomSendResponse
 
-from progresscast.channels.access import config_grant
-from progresscast.channels.outcome import OutcomeKind as K
+from progresscast.channels.chat.access import config_grant
+from progresscast.channels.draft.outcome import OutcomeKind as K
 from progresscast.config.agents import AgentSettings
 from progresscast.config.base import Access
 from progresscast.config.matrix import MatrixSettings

@@ -154,7 +154,7 @@ async def test_a_redis_restart_with_aof_loses_nothing_acknowledged(tmp_path: Pat
     commands, readers = connect(url), connect(url, role=Role.readers)
     store = CardStore(commands)
     state = ChannelState(commands, "tg")
-    from progresscast.channels.drafts import DraftState
+    from progresscast.channels.draft.state import DraftState
     from progresscast.channels.state import DraftKey
 
     draft = DraftKey(42, 0, OWNER)

@@ -14,7 +14,7 @@ import pytest
 import telegram
 from telegram.error import BadRequest, NetworkError, RetryAfter, TimedOut
 
-from progresscast.channels.outcome import OutcomeKind
+from progresscast.channels.draft.outcome import OutcomeKind
 from progresscast.store.lease import Fence
 from progresscast.telegram.client import classify
 from progresscast.telegram.request import FencedRequest, LeaseLost

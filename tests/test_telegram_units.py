@@ -13,10 +13,10 @@ from redis.asyncio import Redis
 from telegram.error import BadRequest, ChatMigrated, EndPointNotFound, Forbidden, NetworkError, RetryAfter, TimedOut
 
 from conftest import all_keys
-from progresscast.channels.access import AccessPolicy, AccessStore
-from progresscast.channels.destinations import render_settings
-from progresscast.channels.drafts import DraftState
-from progresscast.channels.outcome import OutcomeKind as K
+from progresscast.channels.chat.access import AccessPolicy, AccessStore
+from progresscast.channels.chat.destinations import render_settings
+from progresscast.channels.draft.outcome import OutcomeKind as K
+from progresscast.channels.draft.state import DraftState
 from progresscast.config.base import Mode
 from progresscast.config.telegram import TelegramSettings
 from progresscast.model.owners import Owner

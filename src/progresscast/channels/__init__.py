@@ -1,38 +1,16 @@
-"""What every chat channel shares (see docs/channels.md).
+"""What every chat channel shares (docs/architecture.md, "The draft path").
 
-- `drafts`  — pure: `decide` (the next call), on the draft state (`draft_state`); the
-  calls (`calls`) and what a reply to one means (`replies`, `apply`)
-- `conduct` — pure: pings, the start delay and staying at the bottom, per destination
-- `outcome` — the kinds of reply a channel's client reports
-- `pacing`  — budgets per destination and bot, served fairly, rendering only once granted
-  (retries use the one policy in `progresscast.backoff`)
-- `state`   — follows, overrides, drafts and message ids in Redis
-- `worker`  — change stream → lanes → paced calls
-- `channel` — what a channel plugs in: renderer, client, budgets (and its commands)
+Three rooms, each read through one entry module:
+
+- `draft/`  — pure: `draft.decide` turns (draft state, view, situation) into the next
+  call, and folds the reply to it back into the state. No I/O, no clock.
+- `lane/`   — one destination's lane: `lane.lane` is the one task calling it, in turn
+  for each draft touched there (read, decide, call, store) and for one-off messages.
+- `chat/`   — people talking to the bot: `chat.commands` (the commands, written once),
+  who may (access, pairing), pause, destinations and invocations.
+
+Beside them: `worker` (change stream → lanes → paced calls; the entry of `serve`),
+`channel` (what a platform plugs in: renderer, client, budgets), `pacing` (budgets per
+destination and bot), `state` (follows, prefs, drafts and message ids in Redis),
+`asks` (ask messages and presses), `intake` (the change stream), `standby` (the lease).
 """
-
-from .channel import Channel, Client
-from .drafts import Call, DraftState, Renderers, apply, decide
-from .outcome import Outcome, OutcomeKind
-from .pacing import Budgets, Pacer
-from .state import ChannelState, ChatPrefs, DraftKey
-from .worker import ChannelWorker, WorkerOptions
-
-__all__ = [
-    "Budgets",
-    "Call",
-    "Channel",
-    "ChannelState",
-    "ChannelWorker",
-    "ChatPrefs",
-    "Client",
-    "DraftKey",
-    "DraftState",
-    "Outcome",
-    "OutcomeKind",
-    "Pacer",
-    "Renderers",
-    "WorkerOptions",
-    "apply",
-    "decide",
-]

@@ -37,9 +37,9 @@ from ..render import asks as words
 from ..store import keys
 from ..store.cards import CardStore
 from .channel import Channel
-from .invocation import MayChange
-from .lane import Lane, OneOff
-from .outcome import MessageId
+from .chat.invocation import MayChange
+from .draft.outcome import MessageId
+from .lane.lane import Lane, OneOff
 from .pacing import Pacer
 from .state import ChannelState, DraftKey, Id
 

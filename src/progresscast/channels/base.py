@@ -19,8 +19,8 @@ from redis.asyncio import Redis
 
 from ..config.base import PlatformSettings, RenderSettings
 from ..config.settings import Settings
-from .access import AccessPolicy, AccessStore
-from .destinations import RenderSettingsCache, config_follows
+from .chat.access import AccessPolicy, AccessStore
+from .chat.destinations import RenderSettingsCache, config_follows
 from .pacing import Budgets
 from .state import ChannelState, ChatPrefs, DraftKey, Id
 

@@ -9,7 +9,7 @@ decisions, coalescing, lanes, pacing, fault handling) is shared in `channels/`:
 3. its **budgets** — per destination, per bot or workspace (`pacing.Budgets`);
 4. its **command transport** — what arrives (updates, signed requests) turned into a
    `commands.Invocation`, handed to the one `commands.ChatCommands`, and the reply
-   sent back (see `channels/commands.py`).
+   sent back (see `channels/chat/commands.py`).
 
 Per-destination settings (`destinations.py`) and access (`access.py`) are shared too:
 the channel hands them its `platform` settings and its `access` policy.
@@ -21,9 +21,10 @@ from typing import Protocol
 
 from ..config.base import PlatformSettings, RenderSettings
 from ..render.payload import Payload
-from .access import AccessPolicy
-from .drafts import Intent, Renderers
-from .outcome import MessageId, Outcome
+from .chat.access import AccessPolicy
+from .draft.decide import Renderers
+from .draft.outcome import MessageId, Outcome
+from .draft.state import Intent
 from .pacing import Budgets
 from .state import ChannelState, ChatPrefs, DraftKey, Id
 

@@ -21,8 +21,8 @@ from ..stopping import still_wanted
 from ..store.events import EventGroup, coalesce
 from ..store.retention import SWEEP_EVERY_MAX, retention_ms, sweep_every
 from ..supervise import spawn
+from .lane.context import WorkerContext
 from .state import DraftKey
-from .worker_context import WorkerContext
 
 
 class Touch(Protocol):

@@ -26,7 +26,7 @@ from ..model.owners import Owner
 from ..store import keys
 from ..store.lease import Fence, FenceClosed
 from ..store.retention import retention_ms
-from .drafts import DraftState
+from .draft.state import DraftState
 
 NO_RICH_TTL = 24 * 3600
 """How long the adapter remembers that the server rejected rich messages: a server

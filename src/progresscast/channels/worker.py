@@ -4,8 +4,8 @@ The worker reads what changed (`intake.py`: the change stream, a catch-up over e
 follow) and touches every draft following it. Each destination has a lane (`lane.py`, one
 task): it takes touched drafts in turn and makes the next call each needs
 (`processing.py`: read, decide, wait for a slot, render, call, store), and sends
-one-off messages before them (`one_off.py`); what a reply means besides the draft's
-state is `reply_effects.py`.
+one-off messages before them (`lane/one_off.py`); what a reply means besides the draft's
+state is `lane/reply_effects.py`.
 
 Only the lane changes a draft's state (commands ask it to, through `touch`), so the
 load–decide–call–store sequence of one draft never races with itself. Everything a
@@ -32,18 +32,19 @@ from ..store.events import EventGroup, GroupReading
 from ..timescale import time_scale
 from .asks import AskMessages, Presses
 from .channel import Channel
-from .draft_read import DraftRead, Settled
-from .drafts import DraftState, on_follow
+from .chat.pause import Pauses
+from .draft.decide import on_follow
+from .draft.outcome import MessageId
+from .draft.state import DraftState
 from .intake import Intake
-from .lane import ActivityOnly, Lane, OneOff, WhenSettled
-from .one_off import OneOffSender
-from .outcome import MessageId
+from .lane.context import WorkerContext
+from .lane.draft_read import DraftRead, Settled
+from .lane.lane import ActivityOnly, Lane, OneOff, WhenSettled
+from .lane.one_off import OneOffSender
+from .lane.processing import DraftProcessor, DraftRequest
+from .lane.reply_effects import ReplyEffects
 from .pacing import Pacer
-from .pause import Pauses
-from .processing import DraftProcessor, DraftRequest
-from .reply_effects import ReplyEffects
 from .state import DraftKey, Id
-from .worker_context import WorkerContext
 from .worker_options import WorkerOptions
 
 

@@ -108,7 +108,7 @@ def _chat_id(platform: str, raw: str) -> int | str:
 
 
 def _check(args: argparse.Namespace) -> None:
-    from ..channels.access import CODE_ALPHABET, CODE_LENGTH
+    from ..channels.chat.access import CODE_ALPHABET, CODE_LENGTH
 
     if args.pairing_command == "clear" and (args.code is None) == (not args.clear_all):
         raise UsageError("CODE: give one pending code or --all, not both and not neither")
@@ -141,7 +141,7 @@ def pairing_command(args: argparse.Namespace, settings: Settings) -> int:
 
 
 async def _run(args: argparse.Namespace, settings: Settings, redis: Redis) -> int:
-    from ..channels.access import AccessStore
+    from ..channels.chat.access import AccessStore
     from ..channels.state import ChannelState
 
     if args.pairing_command == "list":

@@ -9,7 +9,7 @@ trip. A 429 with `global` pauses the bot for its `retry_after`.
 
 A channel that refuses the bot (Missing Access, Missing Permissions, Unknown Channel)
 is not the breaker's: the client answers `forbidden`, and the shared worker pauses that
-channel (`channels/pause.py`), so a refusing channel costs one call per probe.
+channel (`channels/chat/pause.py`), so a refusing channel costs one call per probe.
 
 Seconds are the service's: multiplied by the time scale, as every pace is.
 """

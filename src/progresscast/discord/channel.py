@@ -3,10 +3,10 @@ plugged into `channels.ChannelWorker` (which does everything else).
 
 A destination is a Discord channel or a thread (a thread is a channel of its own, with
 its own id and its own rate-limit bucket): the thread part of a draft's key is always
-"0". A destination's settings (`channels/destinations.py`): its `/progresscast mode`
+"0". A destination's settings (`channels/chat/destinations.py`): its `/progresscast mode`
 and `/progresscast rich` override, else its `[[channels.discord.channels]]` entry, else
 the bot's settings. Which sessions it may follow is the shared access policy
-(`channels/access.py`, under the name `discord`): a table's `sessions`, an
+(`channels/chat/access.py`, under the name `discord`): a table's `sessions`, an
 `allowedChannels` entry, or an approved pairing code.
 
 Budgets: Discord's documented ceilings — at most 5 message calls (create, edit,

@@ -11,7 +11,7 @@ on its kind:
   fallback (plain `content` for Components V2) is shown.
 - `forbidden`: 50001 Missing Access, 50013 Missing Permissions, 10003 Unknown Channel:
   the channel refuses the bot (it cannot see it, may not post there, or the channel is
-  gone). The shared worker pauses it (`channels/pause.py`): no calls until someone
+  gone). The shared worker pauses it (`channels/chat/pause.py`): no calls until someone
   uses `/progresscast` there, or a probe after a backoff of minutes up to an hour.
 - `refused`: 401, any other 4xx.
 - `rate_limited`: a 429 — or a call refused before it left because Discord's
@@ -34,8 +34,8 @@ from typing import Any
 
 import httpx
 
-from ..channels.drafts import Intent
-from ..channels.outcome import MessageId, Outcome, OutcomeKind, kind_of, looked_for
+from ..channels.draft.outcome import MessageId, Outcome, OutcomeKind, kind_of, looked_for
+from ..channels.draft.state import Intent
 from ..channels.state import Id
 from ..render.discord import SUPPRESS_EMBEDS, TEXT_DISPLAY, escape
 from ..render.discord_payload import CONTENT

@@ -1,5 +1,5 @@
 """What `/progresscast` does in a Discord channel: the one chat-command handler every
-platform shares (`channels/commands.py`: parsing, access and pairing, who may change
+platform shares (`channels/chat/commands.py`: parsing, access and pairing, who may change
 what, the replies), with Discord's words for things (`SURFACE`).
 
 The transport (`interactions.py`) turns a signed interaction into an `Invocation` and
@@ -10,7 +10,7 @@ handler answers.
 
 from __future__ import annotations
 
-from ..channels.commands import ChatCommands, Invocation, Surface
+from ..channels.chat.commands import ChatCommands, Invocation, Surface
 from ..channels.worker import ChannelWorker
 
 SURFACE = Surface(

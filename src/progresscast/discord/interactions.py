@@ -28,7 +28,7 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
 
-from ..channels.commands import Invocation, MayChange
+from ..channels.chat.commands import Invocation, MayChange
 from ..http.body import read_body
 from ..http.errors import ApiError
 from ..model.card import escape_lone_surrogates

@@ -12,7 +12,7 @@ from typing import Any
 
 import httpx
 
-from ..channels.commands import WORDS
+from ..channels.chat.commands import WORDS
 from ..config.discord import DiscordSettings
 from ..config.errors import ConfigError
 from .rest import DiscordHTTPError, DiscordREST, RateLimited

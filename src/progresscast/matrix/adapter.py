@@ -21,7 +21,7 @@ from nio import AsyncClient, AsyncClientConfig, WhoamiResponse
 from redis.asyncio import Redis
 
 from ..backoff import Backoff, retrying
-from ..channels.commands import ChatCommands
+from ..channels.chat.commands import ChatCommands
 from ..channels.standby import while_held
 from ..channels.worker import ChannelWorker, WorkerOptions
 from ..config.errors import ConfigError

@@ -49,8 +49,8 @@ import aiohttp
 from nio import AsyncClient, ErrorResponse, RoomRedactResponse, RoomSendResponse
 from redis.asyncio import Redis
 
-from ..channels.drafts import Intent
-from ..channels.outcome import MessageId, Outcome, OutcomeKind
+from ..channels.draft.outcome import MessageId, Outcome, OutcomeKind
+from ..channels.draft.state import Intent
 from ..channels.state import Id
 from ..render.matrix import edit_content
 from ..render.matrix_payload import matrix_notice

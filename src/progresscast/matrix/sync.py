@@ -53,7 +53,7 @@ from nio import (
 from redis.asyncio import Redis
 
 from ..backoff import Backoff, Retrying
-from ..channels.commands import ChatCommands, Invocation, Surface
+from ..channels.chat.commands import ChatCommands, Invocation, Surface
 from ..channels.worker import ChannelWorker
 from ..config.base import Access
 from ..store import keys

@@ -38,8 +38,8 @@ import aiohttp
 from slack_sdk.errors import SlackApiError
 from slack_sdk.web.async_client import AsyncWebClient
 
-from ..channels.drafts import Intent
-from ..channels.outcome import MessageId, Outcome, OutcomeKind, kind_of, looked_for
+from ..channels.draft.outcome import MessageId, Outcome, OutcomeKind, kind_of, looked_for
+from ..channels.draft.state import Intent
 from ..channels.state import Id
 from ..render.payload import Payload
 from ..render.slack import escape

@@ -32,7 +32,7 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
 
-from ..channels.commands import ChatCommands, Invocation, Surface
+from ..channels.chat.commands import ChatCommands, Invocation, Surface
 from ..channels.worker import ChannelWorker
 from ..config.settings import Settings
 from ..http.body import MAX_BODY, raw_form, read_body

@@ -8,8 +8,8 @@ from __future__ import annotations
 import time
 from typing import cast
 
-from ..channels.commands import Invocation
-from ..channels.outcome import MessageId
+from ..channels.chat.commands import Invocation
+from ..channels.draft.outcome import MessageId
 from ..channels.state import DraftKey, Id
 from ..channels.worker import ChannelWorker
 from ..model.owners import Owner

@@ -273,7 +273,7 @@ def channel_ended(channel: str) -> str:
 
 
 # --- chat access ------------------------------------------------------------------------
-# Who may see which session in chat (channels/access.py), per platform (`telegram`,
+# Who may see which session in chat (channels/chat/access.py), per platform (`telegram`,
 # `slack`, …): one bot or several, a grant is the destination's. The pending codes and
 # the grants share the platform's tag, so approving (code out, grant in) is one script.
 # Strangers add nothing here but their pending code (at most `MAX_PENDING` at a time)

@@ -44,8 +44,8 @@ from telegram.error import (
 from telegram.warnings import PTBUserWarning
 
 from .. import metrics
-from ..channels.drafts import Intent
-from ..channels.outcome import MessageId, Outcome, OutcomeKind
+from ..channels.draft.outcome import MessageId, Outcome, OutcomeKind
+from ..channels.draft.state import Intent
 from ..channels.state import Id
 from ..render.payload import Payload
 from ..render.telegram_payload import RICH_METHOD

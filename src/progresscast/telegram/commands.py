@@ -18,7 +18,7 @@ from telegram import Bot, Message, Update
 from telegram.error import TelegramError
 from telegram.ext import Application, ContextTypes, MessageHandler, filters
 
-from ..channels.commands import ChatCommands, Invocation, Surface, cached_check
+from ..channels.chat.commands import ChatCommands, Invocation, Surface, cached_check
 from ..channels.worker import ChannelWorker
 from .worker import PLATFORM
 

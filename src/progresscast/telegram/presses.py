@@ -17,7 +17,7 @@ from telegram.error import TelegramError
 from telegram.ext import Application, CallbackQueryHandler, ContextTypes, MessageHandler, filters
 
 from ..channels.asks import Press
-from ..channels.commands import cached_check
+from ..channels.chat.commands import cached_check
 from ..channels.worker import ChannelWorker
 from .commands import ADMIN_TTL, GROUPS, is_admin, thread_of
 from .worker import PLATFORM

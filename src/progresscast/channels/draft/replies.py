@@ -1,15 +1,15 @@
 """What the reply to a call means for the draft (`apply`), and the write-ahead record
 of a first send (`begin`) — how every reply is read, whatever the channel (see
-`drafts` for the lifecycle and probing of unsure sends)."""
+`decide` for the lifecycle and probing of unsure sends)."""
 
 from __future__ import annotations
 
 from dataclasses import replace
 
-from ..render.payload import Payload
+from ...render.payload import Payload
 from .calls import Call, Delete, Edit, Probe, Send
-from .draft_state import DraftState, Intent
 from .outcome import MessageId, Outcome, OutcomeKind
+from .state import DraftState, Intent
 
 
 def begin(state: DraftState, call: Send, mark: int, now: float) -> DraftState:

@@ -10,13 +10,13 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import Protocol
 
-from ..model.timing import MINUTE
-from ..render.payload import Payload
-from ..supervise import spawn
+from ...model.timing import MINUTE
+from ...render.payload import Payload
+from ...supervise import spawn
+from ..draft.outcome import MessageId
+from ..state import DraftKey, Id
+from .context import WorkerContext
 from .draft_read import Settled
-from .outcome import MessageId
-from .state import DraftKey, Id
-from .worker_context import WorkerContext
 
 WhenSettled = Callable[[MessageId | None], Awaitable[None]]
 """What a sender does once its one-off message is settled: given its id, or None

@@ -9,12 +9,12 @@ import logging
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from ..failure_log import FailureLog
-from .channel import Channel
-from .pacing import Pacer
-from .pause import Pauses
-from .state import ChannelState
-from .worker_options import WorkerOptions
+from ...failure_log import FailureLog
+from ..channel import Channel
+from ..chat.pause import Pauses
+from ..pacing import Pacer
+from ..state import ChannelState
+from ..worker_options import WorkerOptions
 
 
 @dataclass(frozen=True)

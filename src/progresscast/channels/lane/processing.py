@@ -18,16 +18,19 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, replace
 from functools import partial
 
-from ..model.timing import next_minute
-from ..model.view import View
-from ..store.cards import CardStore
-from .conduct import Conduct, conduct_of
-from .destinations import notify_of
+from ...model.timing import next_minute
+from ...model.view import View
+from ...store.cards import CardStore
+from ..chat.destinations import notify_of
+from ..draft.calls import Call, Delete, Edit, Probe, Send, Wait
+from ..draft.conduct import Conduct, conduct_of
+from ..draft.decide import Situation, decide, on_follow
+from ..draft.replies import apply, begin
+from ..draft.state import DraftState
+from ..state import DraftKey, Id
+from .context import WorkerContext
 from .draft_read import DraftRead, RenderedOnce, Settled, inputs_of, urgent_change, urgent_event
-from .drafts import Call, Delete, DraftState, Edit, Probe, Send, Situation, Wait, apply, begin, decide, on_follow
 from .reply_effects import ReplyEffects
-from .state import DraftKey, Id
-from .worker_context import WorkerContext
 
 
 @dataclass(frozen=True)

@@ -1,4 +1,4 @@
-"""What one draft shows and remembers, stored with it in Redis as JSON (see `drafts`).
+"""What one draft shows and remembers, stored with it in Redis as JSON (see `decide`).
 
 `DraftState` is everything a later decision about the draft depends on, so a restarted
 worker behaves as the one before it: the message and what it shows, the bookkeeping of

@@ -5,9 +5,9 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from ..render.payload import Payload
-from .draft_state import DraftState, Intent, Purpose
+from ...render.payload import Payload
 from .outcome import MessageId
+from .state import DraftState, Intent, Purpose
 
 
 @dataclass(frozen=True)

@@ -10,7 +10,7 @@ channel refused (and how deep into its fallbacks we went), and an *intent* for a
 first send whose outcome is not known yet. All of it is stored with the draft, so a
 restarted worker behaves as the one before it.
 
-`decide` looks at the state (`draft_state.py`), the owner's View and the destination's
+`decide` looks at the state (`state.py`), the owner's View and the destination's
 situation and returns the next call (`calls.py`; None when the destination already
 shows the right thing); `apply` (`replies.py`) folds the reply to that call, read as
 an `Outcome` kind, back into the state.
@@ -52,16 +52,15 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
 from typing import Protocol
 
-from ..config.base import Mode
-from ..model.activity import Activity
-from ..model.needs import Need
-from ..model.view import TERMINAL, RunState, View
-from ..render.payload import Payload, digest
+from ...config.base import Mode
+from ...model.activity import Activity
+from ...model.needs import Need
+from ...model.view import TERMINAL, RunState, View
+from ...render.payload import Payload
 from .calls import Call, Delete, Edit, Probe, Send, Wait, next_call, shown
 from .conduct import Conduct, all_needs, buried, fresh_needs
-from .draft_state import DraftState, Intent, Purpose
 from .outcome import MessageId
-from .replies import apply, begin
+from .state import DraftState
 
 # --- the whole decision --------------------------------------------------------------
 
@@ -379,26 +378,4 @@ def _rotate(
     return s, _with_answer(view, tail), None
 
 
-__all__ = [
-    "Call",
-    "Delete",
-    "DraftState",
-    "Edit",
-    "Intent",
-    "Payload",
-    "Probe",
-    "Purpose",
-    "Renderers",
-    "Send",
-    "Situation",
-    "Wait",
-    "apply",
-    "begin",
-    "block_cut",
-    "completed_blocks",
-    "decide",
-    "digest",
-    "next_call",
-    "on_follow",
-    "shown",
-]
+__all__ = ["Renderers", "Situation", "block_cut", "completed_blocks", "decide", "on_follow"]

@@ -9,12 +9,12 @@ from __future__ import annotations
 import logging
 from typing import TypeVar
 
-from ..config.agents import AgentSettings
-from ..config.base import Mode, PlatformSettings, RenderSettings
-from ..model.card import CardError
-from ..model.needs import Notify
-from ..model.owners import resolve_owner
-from .state import ChatPrefs, DraftKey, Id
+from ...config.agents import AgentSettings
+from ...config.base import Mode, PlatformSettings, RenderSettings
+from ...model.card import CardError
+from ...model.needs import Notify
+from ...model.owners import resolve_owner
+from ..state import ChatPrefs, DraftKey, Id
 
 T = TypeVar("T")
 

@@ -6,13 +6,13 @@ from __future__ import annotations
 import asyncio
 from dataclasses import replace
 
-from ..render.payload import Payload
-from .draft_state import Intent
+from ...render.payload import Payload
+from ..draft.outcome import MessageId, OutcomeKind
+from ..draft.state import Intent
+from ..state import Id
+from .context import WorkerContext
 from .lane import Lane, OneOff
-from .outcome import MessageId, OutcomeKind
 from .reply_effects import ReplyEffects
-from .state import Id
-from .worker_context import WorkerContext
 
 
 class OneOffSender:

@@ -6,12 +6,13 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from ..model.needs import Need
-from ..model.view import View
-from ..render.payload import Payload
-from .drafts import DraftState, Renderers
-from .outcome import MessageId
-from .state import DraftKey
+from ...model.needs import Need
+from ...model.view import View
+from ...render.payload import Payload
+from ..draft.decide import Renderers
+from ..draft.outcome import MessageId
+from ..draft.state import DraftState
+from ..state import DraftKey
 
 Settled = dict[DraftKey, tuple[DraftState, tuple[object, ...]]]
 """Per draft: the stored state and the inputs (`inputs_of`) it was last settled with."""

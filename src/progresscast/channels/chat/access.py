@@ -32,14 +32,14 @@ from typing import Any, cast
 
 from redis.asyncio import Redis
 
-from ..config.agents import AgentSettings
-from ..config.base import Access, PlatformSettings
-from ..failure_log import FailureLog
-from ..model.card import CardError
-from ..model.owners import Owner, resolve_owner, session_matches
-from ..store import keys
-from ..timescale import time_scale
-from .state import Id
+from ...config.agents import AgentSettings
+from ...config.base import Access, PlatformSettings
+from ...failure_log import FailureLog
+from ...model.card import CardError
+from ...model.owners import Owner, resolve_owner, session_matches
+from ...store import keys
+from ...timescale import time_scale
+from ..state import Id
 
 log = logging.getLogger(__name__)
 

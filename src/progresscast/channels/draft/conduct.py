@@ -23,11 +23,11 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from decimal import Decimal, InvalidOperation
 
-from ..config.base import Mode, StreamingSettings
-from ..model.needs import DEFAULT_NOTIFY, Need, Notify, needs
-from ..model.view import View
-from .draft_state import DraftState
+from ...config.base import Mode, StreamingSettings
+from ...model.needs import DEFAULT_NOTIFY, Need, Notify, needs
+from ...model.view import View
 from .outcome import MessageId
+from .state import DraftState
 
 
 @dataclass(frozen=True)

@@ -55,14 +55,14 @@ import difflib
 import logging
 import re
 
-from ..config.base import Mode
-from ..model.card import CardError, clean_text, escape_lone_surrogates
-from ..model.owners import Owner, resolve_owner
+from ...config.base import Mode
+from ...model.card import CardError, clean_text, escape_lone_surrogates
+from ...model.owners import Owner, resolve_owner
+from ..state import DraftKey, Id
+from ..worker import ChannelWorker
 from .access import Grant
 from .destinations import effective_mode, wants_rich
 from .invocation import Invocation, MayChange, Places, Reply, Surface, cached_check
-from .state import DraftKey, Id
-from .worker import ChannelWorker
 
 log = logging.getLogger("progresscast.commands")
 

@@ -8,9 +8,9 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import Protocol
 
-from ..model.owners import Owner
-from ..model.view import View
-from .state import DraftKey, Id
+from ...model.owners import Owner
+from ...model.view import View
+from ..state import DraftKey, Id
 
 MayChange = Callable[[], Awaitable[bool]]
 

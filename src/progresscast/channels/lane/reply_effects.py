@@ -6,11 +6,11 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-from ..failure_log import Once
-from .calls import Call, Delete, Edit, Probe, Send
-from .outcome import Outcome, OutcomeKind
-from .state import DraftKey, Id
-from .worker_context import WorkerContext
+from ...failure_log import Once
+from ..draft.calls import Call, Delete, Edit, Probe, Send
+from ..draft.outcome import Outcome, OutcomeKind
+from ..state import DraftKey, Id
+from .context import WorkerContext
 
 
 class ReplyEffects:
