@@ -33,7 +33,7 @@ from a2a.types import a2a_pb2 as pb
 from a2a.utils.errors import A2AError, TaskNotFoundError, UnsupportedOperationError
 from google.protobuf.json_format import MessageToDict
 
-from ...backoff import Backoff
+from ...backoff import Backoff, Retrying
 from ...failure_log import FailureLog
 from ...model.card import CardError
 from ...stopping import still_wanted
@@ -51,6 +51,10 @@ TERMINAL = frozenset(RUN_END)
 
 class AgentUnavailable(Exception):
     """The agent cannot be reached, or its card cannot be used (one line for the user)."""
+
+
+class StreamEnded(Exception):
+    """A stream ended, or went silent, before its reader had what it waited for."""
 
 
 @dataclass(frozen=True)
@@ -189,11 +193,13 @@ class Follower:
             message.context_id = context_id
         stream = self.client.send_message(pb.SendMessageRequest(message=message))
         try:
-            async with aclosing(self._events(stream, task_id)) as events:
+            async with aclosing(self._events(stream)) as events:
                 async for event in events:
                     state = await self.handle(to_json(event), Source.stream)
                     if state in TERMINAL or state in (TaskState.input_required, TaskState.auth_required):
                         return
+        except StreamEnded as exc:  # the task's own subscription goes on following it
+            log.info("A2A task %r: the stream after the answer ended: %s", task_id, exc)
         except (A2AError, httpx.HTTPError, OSError) as exc:
             log.warning("A2A task %r: sending the answer from chat failed: %r", task_id, _reason(exc))
 
@@ -217,55 +223,50 @@ class Follower:
         return await self.handle({"task": to_json(task)}, Source.poll)
 
     async def follow_task(self, task_id: str) -> TaskState:
-        """Follow a task's stream until it ends, resubscribing when the stream drops."""
-        backoff, failures = self.pacing.backoff, 0
-        while True:
-            still_wanted()
-            try:
-                state = await self._stream(task_id)
-                if state in TERMINAL:
-                    return state
-                if state is not None:  # events came: the drop is not a failure
-                    failures = 0
-            except (UnsupportedOperationError, TaskNotFoundError) as exc:
-                # Refused: most likely the task has ended. Read it instead.
-                state = await self._poll_quietly(task_id)
-                if state in TERMINAL:
-                    return state
-                if isinstance(exc, TaskNotFoundError) and state is None:
-                    raise AgentUnavailable(f"task {task_id}: not found") from None
-            except (A2AError, httpx.HTTPError, OSError) as exc:
-                log.info("A2A task %r: %r; trying again in %.1fs", task_id, _reason(exc), backoff.delay(failures))
-            await asyncio.sleep(backoff.delay(failures))
-            failures += 1
+        """Follow a task's stream until it ends, subscribing again (the one retry policy,
+        backoff.py) when the stream drops; a drop after a state came is not a failure."""
+        # The task goes in the line, not the kind: the failure log keeps one entry a kind.
+        retry = Retrying(
+            "A2A: following a task", log=self.failures, backoff=self.pacing.backoff, level=logging.INFO,
+            describe=lambda exc: f"task {task_id!r}: {_reason(exc)!r}",
+        )
+        return await retry.run(
+            partial(self._subscribe_once, task_id, retry), retry_on=(StreamEnded, A2AError, httpx.HTTPError, OSError)
+        )
 
-    async def _stream(self, task_id: str) -> TaskState | None:
-        """Read one subscription to the task until it ends: the last state it brought
-        (None: no event)."""
-        last: TaskState | None = None
-        subscription = self.client.subscribe(pb.SubscribeToTaskRequest(id=task_id))
-        async with aclosing(self._events(subscription, task_id)) as events:
-            async for event in events:
-                state = await self.handle(to_json(event), Source.stream)
-                last = state or last
-                if state in TERMINAL:
-                    return state
-        return last
+    async def _subscribe_once(self, task_id: str, retry: Retrying) -> TaskState:
+        """Read one subscription to the task: its end state. A subscription refused (most
+        likely the task has ended) reads the task once instead."""
+        try:
+            subscription = self.client.subscribe(pb.SubscribeToTaskRequest(id=task_id))
+            async with aclosing(self._events(subscription)) as events:
+                async for event in events:
+                    state = await self.handle(to_json(event), Source.stream)
+                    if state in TERMINAL:
+                        return state
+                    if state is not None:
+                        retry.succeeded()
+        except (UnsupportedOperationError, TaskNotFoundError) as exc:
+            state = await self._poll_quietly(task_id)
+            if state in TERMINAL:
+                return state
+            if isinstance(exc, TaskNotFoundError) and state is None:
+                raise AgentUnavailable(f"task {task_id}: not found") from None
+            raise
+        raise StreamEnded("the stream ended before the task did")
 
-    async def _events(self, stream: AsyncIterator[Any], task_id: str | None) -> AsyncGenerator[Any]:
-        """The stream's events until it ends, or until none came for `idle_timeout` (a
-        stream given up on, to be subscribed to again)."""
+    async def _events(self, stream: AsyncIterator[Any]) -> AsyncGenerator[Any]:
+        """The stream's events; `StreamEnded` when it ends, or when none came for
+        `idle_timeout` (a stream given up on)."""
         try:
             while True:
                 try:
                     async with asyncio.timeout(self.pacing.idle_timeout):
                         event = await anext(stream)
                 except StopAsyncIteration:
-                    log.info("A2A task %r: the stream closed before the task ended; subscribing again", task_id)
-                    return
+                    raise StreamEnded("the stream closed before the task ended") from None
                 except TimeoutError:
-                    log.info("A2A task %r: no event in %.0f s; subscribing again", task_id, self.pacing.idle_timeout)
-                    return
+                    raise StreamEnded(f"no event in {self.pacing.idle_timeout:.0f} s") from None
                 yield event
         finally:
             await stream.aclose()  # type: ignore[attr-defined]
@@ -296,13 +297,16 @@ class Follower:
         task_id: str | None = None
         state: TaskState | None = None
         try:
-            async with aclosing(self._events(self.client.send_message(request), None)) as events:
+            async with aclosing(self._events(self.client.send_message(request))) as events:
                 async for event in events:
                     data = to_json(event)
                     task_id = task_id or _task_id(data)
                     state = await self.handle(data, Source.stream) or state
                     if state in TERMINAL or (push is not None and task_id):
                         break
+        except StreamEnded as exc:
+            if task_id is not None:
+                log.info("A2A task %r: %s; subscribing again", task_id, exc)
         except (A2AError, httpx.HTTPError, OSError) as exc:
             if task_id is None:
                 raise AgentUnavailable(f"sending the message failed: {_reason(exc)}") from None
