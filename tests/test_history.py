@@ -22,7 +22,7 @@ from redis.asyncio import Redis
 from a2a_updates import status, steps, ts
 from progresscast.agents.a2a.apply import Source, UpdateApplier
 from progresscast.agents.a2a.mapping import parse_update
-from progresscast.cli import parser as cli_module
+from progresscast.arguments import whole
 from progresscast.config.agents import AgentSettings
 from progresscast.config.gateway import GatewaySettings, GatewayToken
 from progresscast.config.settings import Settings
@@ -252,7 +252,7 @@ def test_history_on_the_command_line(cli: CLI, tmp_path: Path) -> None:  # noqa:
 
 def test_the_limits_named_on_the_command_line_are_the_historys() -> None:
     with pytest.raises(argparse.ArgumentTypeError, match=rf"^must be between 1 and {MAX_LIMIT}, not '500'$"):
-        cli_module._whole(MAX_LIMIT)("500")
+        whole(MAX_LIMIT)("500")
 
 
 def reference_changes(old: list[tuple[str, str]], new: list[tuple[str, str]]) -> list[dict[str, Any]]:

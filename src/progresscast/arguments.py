@@ -34,6 +34,22 @@ def shown(text: object) -> str:
     )
 
 
+def whole(most: int, what: str = "") -> Any:
+    """An argparse type: a whole number from 1 to `most` (`what` it is, for the error)."""
+
+    def parse(raw: str) -> int:
+        try:
+            value = int(raw)
+        except ValueError:
+            value = 0
+        if not 1 <= value <= most:
+            kind = f"{what} " if what else ""
+            raise argparse.ArgumentTypeError(f"must be {kind}between 1 and {most}, not {raw!r}")
+        return value
+
+    return parse
+
+
 OPTIONS: set[str] = set()
 """Every option string of every command, for "did you mean" on a misspelt one."""
 

@@ -6,7 +6,7 @@ import argparse
 from typing import Any
 
 from ..agents.hooks.command import add_hook
-from ..arguments import Parser, example, program
+from ..arguments import Parser, example, program, whole
 from ..config.slack import SLACK_CHANNEL_ID
 
 
@@ -26,22 +26,6 @@ def _slack_channel(raw: str) -> str:
     if not SLACK_CHANNEL_ID.fullmatch(raw):
         raise argparse.ArgumentTypeError(f"must be a channel id (C, G or D, then capitals and digits), not {raw!r}")
     return raw
-
-
-def _whole(most: int, what: str = "") -> Any:
-    """A whole number from 1 to `most` (argparse turns the error into a one-line usage error)."""
-
-    def parse(raw: str) -> int:
-        try:
-            value = int(raw)
-        except ValueError:
-            value = 0
-        if not 1 <= value <= most:
-            kind = f"{what} " if what else ""
-            raise argparse.ArgumentTypeError(f"must be {kind}between 1 and {most}, not {raw!r}")
-        return value
-
-    return parse
 
 
 def _emulator_parser(
@@ -100,7 +84,7 @@ def add_commands(commands: Any, common: argparse.ArgumentParser) -> None:
             )
         if name == "history":
             sub.add_argument(
-                "--limit", type=_whole(HISTORY_MAX), default=None, metavar="N",
+                "--limit", type=whole(HISTORY_MAX), default=None, metavar="N",
                 help=f"at most N entries (1 to {HISTORY_MAX}; default {HISTORY_DEFAULT})",
             )
             sub.add_argument(
@@ -278,7 +262,7 @@ def add_commands(commands: Any, common: argparse.ArgumentParser) -> None:
     ask.add_argument("--multi", action="store_true", help="several options may be chosen")
     ask.add_argument("--detail", metavar="TEXT", help="more about the question (Markdown, at most 2,000 characters)")
     ask.add_argument(
-        "--timeout", type=_whole(MAX_TIMEOUT, "a whole number of seconds"), default=DEFAULT_TIMEOUT,
+        "--timeout", type=whole(MAX_TIMEOUT, "a whole number of seconds"), default=DEFAULT_TIMEOUT,
         metavar="SECONDS",
         help=f"how long to wait (1 to {MAX_TIMEOUT}; default {DEFAULT_TIMEOUT}); the ask expires then",
     )

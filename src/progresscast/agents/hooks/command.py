@@ -9,23 +9,13 @@ import sys
 from collections.abc import Sequence
 from typing import Any
 
-from ...arguments import example, parse, program
+from ...arguments import example, parse, program, whole
 from .client import HARNESSES, HOOK_OPTIONS
 
 DEFAULT_WAIT = 50
 """Seconds a hook waits for an answer from chat: under Claude Code's default hook
 timeout (60 s), so the terminal's own prompt still comes when nobody answers."""
 MAX_WAIT = 24 * 3600
-
-
-def _wait_seconds(raw: str) -> int:
-    try:
-        value = int(raw)
-    except ValueError:
-        value = 0
-    if not 1 <= value <= MAX_WAIT:
-        raise argparse.ArgumentTypeError(f"must be a whole number of seconds from 1 to {MAX_WAIT}, not {raw!r}")
-    return value
 
 
 def _pattern(raw: str) -> re.Pattern[str]:
@@ -52,7 +42,7 @@ def add_hook(commands: Any, common: argparse.ArgumentParser) -> None:
     hook.add_argument(session, metavar="KEY", help="session key (default: the agent's own session id)")
     hook.add_argument(agent, metavar="ID", help="agent id (default: the configured default agent)")
     hook.add_argument(
-        wait, metavar="SECONDS", type=_wait_seconds, default=DEFAULT_WAIT,
+        wait, metavar="SECONDS", type=whole(MAX_WAIT, "a whole number of seconds"), default=DEFAULT_WAIT,
         help=f"how long a permission request or question waits for an answer from chat (default {DEFAULT_WAIT}; "
         "keep it under the hook's timeout in the agent's settings)",
     )
