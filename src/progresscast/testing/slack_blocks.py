@@ -215,13 +215,7 @@ def check_blocks(blocks: Any) -> None:
             if "text" in block:
                 _text_object(block["text"], f"{where}/text", errors)
         elif kind == "context":
-            elements = block.get("elements")
-            if not isinstance(elements, list) or not elements:
-                errors.append(f"[ERROR] must have at least 1 element [json-pointer:{where}/elements]")
-                continue
-            if len(elements) > MAX_CONTEXT_ELEMENTS:
-                errors.append(f"[ERROR] no more than 10 items allowed [json-pointer:{where}/elements]")
-            for k, el in enumerate(elements):
+            for k, el in enumerate(_elements(block.get("elements"), where, errors, MAX_CONTEXT_ELEMENTS)):
                 _text_object(el, f"{where}/elements/{k}", errors)
         elif kind == "header":
             _text_object(block.get("text"), f"{where}/text", errors, MAX_HEADER, plain_only=True)
@@ -236,11 +230,7 @@ def check_blocks(blocks: Any) -> None:
             else:
                 markdown += len(text)
         elif kind == "rich_text":
-            elements = block.get("elements")
-            if not isinstance(elements, list) or not elements:
-                errors.append(f"[ERROR] must have at least 1 element [json-pointer:{where}/elements]")
-                continue
-            for k, el in enumerate(elements):
+            for k, el in enumerate(_elements(block.get("elements"), where, errors)):
                 _rich_container(el, f"{where}/elements/{k}", errors)
         else:
             errors.append(f"[ERROR] unsupported type: {kind} [json-pointer:{where}/type]")
@@ -250,13 +240,19 @@ def check_blocks(blocks: Any) -> None:
         raise InvalidBlocks(errors)
 
 
-def _actions(elements: Any, where: str, errors: list[str], action_ids: set[str]) -> None:
+def _elements(elements: Any, where: str, errors: list[str], most: int | None = None) -> list[Any]:
+    """A block's `elements`, checked to be a list of 1 to `most` items ([] when not a
+    list or empty: nothing in it to check further)."""
     if not isinstance(elements, list) or not elements:
         errors.append(f"[ERROR] must have at least 1 element [json-pointer:{where}/elements]")
-        return
-    if len(elements) > MAX_ACTIONS:
-        errors.append(f"[ERROR] no more than {MAX_ACTIONS} items allowed [json-pointer:{where}/elements]")
-    for k, el in enumerate(elements):
+        return []
+    if most is not None and len(elements) > most:
+        errors.append(f"[ERROR] no more than {most} items allowed [json-pointer:{where}/elements]")
+    return elements
+
+
+def _actions(elements: Any, where: str, errors: list[str], action_ids: set[str]) -> None:
+    for k, el in enumerate(_elements(elements, where, errors, MAX_ACTIONS)):
         at = f"{where}/elements/{k}"
         if not isinstance(el, dict) or el.get("type") != "button":
             errors.append(f"[ERROR] unsupported type [json-pointer:{at}/type]")
