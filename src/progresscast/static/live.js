@@ -94,14 +94,8 @@
     return holder ? { sessionKey: holder.dataset.sessionKey, agentId: holder.dataset.agentId } : null;
   }
 
-  async function call(method, params) {
-    const response = await fetch('/v1/rpc', {
-      method: 'POST',
-      credentials: 'same-origin',
-      cache: 'no-store',
-      headers: { 'Content-Type': 'application/json', Accept: 'application/json', 'X-Progresscast': '1' },
-      body: JSON.stringify({ method, params }),
-    });
+  // The `result` of a gateway answer, or an Error with the gateway's reason.
+  async function resultOf(response) {
     let body = null;
     try {
       body = await response.json();
@@ -112,6 +106,17 @@
       throw new Error(body && body.error ? body.error.message : 'HTTP ' + response.status);
     }
     return body.result;
+  }
+
+  async function call(method, params) {
+    const response = await fetch('/v1/rpc', {
+      method: 'POST',
+      credentials: 'same-origin',
+      cache: 'no-store',
+      headers: { 'Content-Type': 'application/json', Accept: 'application/json', 'X-Progresscast': '1' },
+      body: JSON.stringify({ method, params }),
+    });
+    return resultOf(response);
   }
 
   function say(askEl, text) {
@@ -296,17 +301,10 @@
           cache: 'no-store',
           headers: { Accept: 'application/json' },
         });
-        let body = null;
-        try {
-          body = await response.json();
-        } catch (_) {
-          body = null;
+        if (response.status === 401) {
+          throw new Error('your sign-in is no longer valid; reload to sign in');
         }
-        if (!response.ok || !body || !body.ok) {
-          const reason = body && body.error ? body.error.message : 'HTTP ' + response.status;
-          throw new Error(response.status === 401 ? 'your sign-in is no longer valid; reload to sign in' : reason);
-        }
-        show(body.result);
+        show(await resultOf(response));
         retryMs = FIRST_RETRY_MS;
         refreshProblem = null;
       } catch (err) {
