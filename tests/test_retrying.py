@@ -71,6 +71,20 @@ async def test_refusals_and_other_failures_are_raised_at_once() -> None:
     assert calls == 2
 
 
+async def test_tries_gives_up_after_that_many_failures_in_a_row() -> None:
+    calls = 0
+
+    async def down() -> None:
+        nonlocal calls
+        calls += 1
+        raise ConnectionError("down")
+
+    retry = Retrying("probing", log=logging.getLogger("test"), backoff=FAST)
+    with pytest.raises(ConnectionError):
+        await retry.run(down, retry_on=(ConnectionError,), tries=3)
+    assert calls == 3 and retry.in_a_row == 0
+
+
 async def test_a_cancel_ends_the_loop() -> None:
     async def down() -> None:
         raise ConnectionError("down")

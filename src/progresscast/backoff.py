@@ -2,7 +2,8 @@
 `cap` seconds. Every retry loop (Bot API calls, the change stream, start-up) uses it,
 through `Retrying`: run the attempt; on a failure it may retry, log (at most once per
 interval and kind of failure, `failure_log.py`) and wait the policy's next delay; a
-success starts the count again; a cancel stops it at once."""
+success starts the count again; a cancel stops it at once; `tries` bounds the failures
+in a row where giving up is better than waiting on (looking for an unsure message)."""
 
 from __future__ import annotations
 
@@ -69,10 +70,12 @@ class Retrying:
         *,
         retry_on: tuple[type[Exception], ...] = (Exception,),
         give_up: tuple[type[Exception], ...] = (),
+        tries: int | None = None,
     ) -> T:
         """`attempt()`'s result, retrying it after each failure of a `retry_on` type
         (any other, and one of `give_up`, is raised) until it succeeds or this task is
-        cancelled."""
+        cancelled — or, with `tries`, until that many failures in a row: the last is raised
+        (and the count starts again)."""
         while True:
             still_wanted()
             try:
@@ -86,6 +89,9 @@ class Retrying:
                 still_wanted()
                 delay = self.backoff.delay(self.in_a_row)
                 self.in_a_row += 1
+                if tries is not None and self.in_a_row >= tries:
+                    self.in_a_row = 0
+                    raise
                 self.failures.log_at(
                     self.level, f"{self.what}: {type(exc).__name__}", "%s (%s); retrying in %.1f s",
                     self.what, self.describe(exc), delay,
