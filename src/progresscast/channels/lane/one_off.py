@@ -4,15 +4,25 @@ paced like drafts, never sent twice — one that may or may not have landed is l
 from __future__ import annotations
 
 import asyncio
+import logging
 from dataclasses import replace
+from functools import partial
 
+from ...backoff import Retrying
 from ...render.payload import Payload
-from ..draft.outcome import MessageId, OutcomeKind
+from ..draft.outcome import MessageId, Outcome, OutcomeKind
 from ..draft.state import Intent
 from ..state import Id
 from .context import WorkerContext
 from .lane import Lane, OneOff
 from .reply_effects import ReplyEffects
+
+_ANSWERS = (OutcomeKind.found, OutcomeKind.absent, OutcomeKind.foreign, OutcomeKind.rate_limited)
+"""What a probe may answer that says something; any other answer is probed for again."""
+
+
+class _NoAnswer(Exception):
+    """A probe whose answer says nothing (transient, unsure): made again after a pause."""
 
 
 class OneOffSender:
@@ -97,32 +107,44 @@ class OneOffSender:
             "answer", 0, sent.method, dict(sent.params), sent.digest, sent.kind, mark, self.ctx.clock(), mark + 1
         )
         await asyncio.sleep(self.ctx.options.settle)  # a request still in flight may land meanwhile
-        candidate, probes, failures = mark + 1, 0, 0
-        while probes < self.ctx.options.max_probes and failures < self.ctx.options.max_probes:
-            known = await self.ctx.state.sent_after(destination, mark)
-            while candidate in known:
-                candidate += 1
-            await self.ctx.pacer.acquire(destination)
-            async with self.ctx.calls:
-                await self.ctx.pacer.leaving(destination)
-                outcome = await self.ctx.channel.client.probe(destination, candidate, replace(intent, probe=candidate))
-            k = outcome.kind
-            if k is OutcomeKind.found:
+        most = self.ctx.options.max_probes
+        retry = Retrying(
+            "probing for an unsure message failed", log=self.ctx.failures, backoff=self.ctx.options.backoff,
+            level=logging.INFO,
+        )
+        candidate, foreign = mark + 1, 0
+        while foreign < most:
+            probe = partial(self._probe, destination, candidate, intent, mark)
+            try:
+                candidate, outcome = await retry.run(probe, retry_on=(_NoAnswer,), tries=most)
+            except _NoAnswer:
+                return None
+            if outcome.kind is OutcomeKind.found:
                 found = outcome.message_id if outcome.message_id is not None else candidate
                 await self.effects.saw(destination, found)
                 return found
-            if k is OutcomeKind.absent:
+            if outcome.kind is OutcomeKind.absent:
                 return None
-            if k is OutcomeKind.foreign:
+            if outcome.kind is OutcomeKind.foreign:
                 if outcome.message_id is not None:
                     await self.effects.saw(destination, outcome.message_id)  # one of ours after all: never probed again
-                candidate, probes = candidate + 1, probes + 1
-            elif k is OutcomeKind.rate_limited:
+                candidate, foreign = candidate + 1, foreign + 1
+            else:
                 self.ctx.pacer.hold(destination, outcome.retry_after)
-            else:  # transient, unsure: the same probe again, after a pause
-                failures += 1
-                await asyncio.sleep(self.effects.backoff(destination))
         return None
 
+    async def _probe(self, destination: Id, candidate: int, intent: Intent, mark: int) -> tuple[int, Outcome]:
+        """One probe of the first id from `candidate` on not known to be ours: that id and
+        the answer (found, absent, foreign or rate limited); `_NoAnswer` for any other."""
+        known = await self.ctx.state.sent_after(destination, mark)
+        while candidate in known:
+            candidate += 1
+        await self.ctx.pacer.acquire(destination)
+        async with self.ctx.calls:
+            await self.ctx.pacer.leaving(destination)
+            outcome = await self.ctx.channel.client.probe(destination, candidate, replace(intent, probe=candidate))
+        if outcome.kind not in _ANSWERS:
+            raise _NoAnswer(f"chat {destination!r}: {outcome.kind} ({outcome.detail})")
+        return candidate, outcome
 
 __all__ = ["OneOffSender"]
