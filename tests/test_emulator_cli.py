@@ -4,12 +4,14 @@ python-telegram-bot, with a person typing on stdin as a chat user."""
 from __future__ import annotations
 
 import asyncio
+import os
 import re
 import socket
 import sys
 from pathlib import Path
 from typing import Any
 
+import pytest
 import telegram
 
 from progresscast.channels.worker import WorkerOptions
@@ -113,11 +115,12 @@ async def test_press_a_button_and_reply_from_the_console() -> None:
         await proc.wait()
 
 
-async def test_stdin_from_a_file_is_typed_and_the_emulator_keeps_serving(tmp_path: Path) -> None:
+@pytest.mark.parametrize("kind", ["file", "/dev/null"])
+async def test_stdin_from_a_file_is_typed_and_the_emulator_keeps_serving(tmp_path: Path, kind: str) -> None:
     # The event loop cannot watch a regular file or /dev/null; the emulator reads it as it is.
     typed = tmp_path / "typed.txt"
     typed.write_text("/follow ticket-4821\n")
-    with typed.open("rb") as stdin:
+    with (typed if kind == "file" else Path(os.devnull)).open("rb") as stdin:
         proc = await asyncio.create_subprocess_exec(
             sys.executable, "-m", "progresscast.cli", "emulator", "telegram", "--chat", "4821",
             stdin=stdin, stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE,
@@ -125,7 +128,8 @@ async def test_stdin_from_a_file_is_typed_and_the_emulator_keeps_serving(tmp_pat
     assert proc.stdout is not None and proc.stderr is not None
     seen: list[str] = []
     try:
-        await read_until(proc.stdout, r"you → /follow ticket-4821", seen)
+        if kind == "file":
+            await read_until(proc.stdout, r"you → /follow ticket-4821", seen)
         await read_until(proc.stdout, r"input closed: still serving until Ctrl-C", seen)
         assert proc.returncode is None
     finally:
@@ -192,9 +196,9 @@ async def test_emulator_slack_prints_its_settings_takes_slash_commands_and_shows
 
 async def test_emulator_discord_presses_a_button_and_types_an_answer(redis: Any, monkeypatch: Any) -> None:
     """`progresscast emulator discord` beside a real Discord adapter and gateway: `press N`
-    presses the N-th button of the newest message with buttons and prints the app's
-    ephemeral answer; `reply TEXT` answers the newest ask through its "Type an answer…"
-    button and the modal it opens."""
+    presses the N-th button of the newest message with buttons and prints the message as
+    the app's answer updated it; `reply TEXT` answers the newest ask through its "Type an
+    answer…" button and the modal it opens."""
     monkeypatch.setenv("PROGRESSCAST_TIME_SCALE", "0.05")
     sock, app = app_socket()
     url = f"{app}/discord/interactions"
@@ -237,13 +241,15 @@ async def test_emulator_discord_presses_a_button_and_types_an_answer(redis: Any,
         chosen = await asks.open(owner, AskInput.parse({"kind": "choice", "prompt": "Deploy?", "options": ["Now", "Later"]}))
         await read_until(proc.stdout, r"\[1: Now\]  \[2: Later\]", seen)
         await type_("press 2")
-        await read_until(proc.stdout, r"you press \[Later\] on message \d+\n  ⓘ .*Later", seen)
+        await read_until(proc.stdout, r"you press \[Later\] on message (\d+)\n  ✎ the press updates message \1:\n"
+                         r"    │ ✅ Deploy\? — Tester answered: Later\n", seen)
         answered = await asks.wait(owner, chosen.ask_id, 10)
         assert answered is not None and answered.answer is not None and answered.answer.options == ("Later",)
         typed = await asks.open(owner, AskInput.parse({"kind": "text", "prompt": "Why?"}))
         await read_until(proc.stdout, r"\[1: Type an answer…\]", seen)
         await type_("reply not now")
-        await read_until(proc.stdout, r"you answer message \d+ → not now\n  ⓘ ", seen)
+        await read_until(proc.stdout, r"you answer message (\d+) → not now\n  ✎ the press updates message \1:\n"
+                         r"    │ ✅ Why\? — Tester answered: not now\n", seen)
         answered = await asks.wait(owner, typed.ask_id, 10)
         assert answered is not None and answered.answer is not None and answered.answer.text == "not now"
     finally:

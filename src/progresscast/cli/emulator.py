@@ -6,10 +6,8 @@ person of one chat or channel; what that chat or channel shows is printed as it 
 from __future__ import annotations
 
 import argparse
-import asyncio
 import sys
-from collections.abc import Awaitable, Callable, Coroutine
-from typing import Any, TextIO
+from typing import TextIO
 
 import httpx
 
@@ -19,6 +17,7 @@ from ..testing.slack_console import ChannelConsole
 from ..testing.slackapi import PERSON_ID
 from .emulator_config import Emulated, listen_of, offer_config
 from .emulator_setup import listening
+from .typed_lines import serve_typing
 
 SLASH = "/progresscast"
 GROUP_USER = 424242
@@ -90,7 +89,7 @@ async def _run_telegram(args: argparse.Namespace, out: TextIO) -> None:
                 except TimeoutError:
                     print("  (no answer to the press: is `progresscast serve` running?)", file=out, flush=True)
 
-        await _serve_typing(console.run, typed, out)
+        await serve_typing(console.run, typed, out)
 
 
 async def _run_slack(args: argparse.Namespace, out: TextIO) -> None:
@@ -138,7 +137,7 @@ async def _run_slack(args: argparse.Namespace, out: TextIO) -> None:
                 except TimeoutError:
                     print("  (no answer to the press: is `progresscast serve` running?)", file=out, flush=True)
 
-        await _serve_typing(console.run, typed, out)
+        await serve_typing(console.run, typed, out)
 
 
 async def _slash(slack: SlackAPIEmulator, app: str, channel: str, text: str, out: TextIO) -> None:
@@ -158,39 +157,3 @@ async def _slash(slack: SlackAPIEmulator, app: str, channel: str, text: str, out
         print(f"  app → {answer}", file=out, flush=True)
     else:
         print(f"  (the app answered HTTP {response.status_code})", file=out, flush=True)
-
-
-Typed = Callable[[str], Awaitable[None]]
-
-
-async def _serve_typing(printer: Callable[[], Coroutine[Any, Any, None]], typed: Typed, out: TextIO) -> None:
-    """Print what the chat shows while the lines typed on stdin go to `typed`; keep
-    serving once stdin closes, until Ctrl-C."""
-    shown = asyncio.create_task(printer())
-    try:
-        await _read_lines(typed)
-        print("(input closed: still serving until Ctrl-C)", file=out, flush=True)
-        await asyncio.Event().wait()
-    finally:
-        shown.cancel()
-
-
-async def _read_lines(typed: Typed) -> None:
-    loop = asyncio.get_running_loop()
-    reader = asyncio.StreamReader()
-    try:
-        await loop.connect_read_pipe(lambda: asyncio.StreamReaderProtocol(reader), sys.stdin)
-    except (PermissionError, ValueError):
-        # A regular file or /dev/null cannot be watched by the event loop; it never blocks,
-        # so it is read as it is.
-        for line in sys.stdin:
-            await _typed(typed, line)
-        return
-    while line := await reader.readline():
-        await _typed(typed, line.decode(errors="replace"))
-
-
-async def _typed(typed: Typed, line: str) -> None:
-    text = line.strip()
-    if text:
-        await typed(text)

@@ -23,8 +23,8 @@ from ..arguments import UsageError
 from ..config.errors import ConfigError
 from ..render.matrix_payload import notice_html
 from ..testing.synapse import CLIENT, Account, Synapse
-from .emulator import _serve_typing
 from .emulator_config import Emulated, offer_config
+from .typed_lines import serve_typing
 
 SYNC_WAIT_MS = 30_000
 """How long one `/sync` of the person's client waits for news."""
@@ -111,7 +111,7 @@ async def _console(
                     say(f"  (the homeserver did not answer: {exc or type(exc).__name__})")
                     await asyncio.sleep(1)
 
-        await _serve_typing(printer, client.typed, out)
+        await serve_typing(printer, client.typed, out)
 
 
 class _Client:
