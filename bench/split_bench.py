@@ -1,6 +1,7 @@
 """Figure 9 — one `serve` with the gateway under write load: 1,000 chats (200 in the
-reduced set) written twice a second each through the gateway, bot-wide budget 1,000 calls/s, the
-strict emulator; `serve` in one process against `serve.processes = "split"` (the
+reduced set) each written once every 2 s through the gateway (a 15-step card with a
+Markdown note, one step changing per write), bot-wide budget 1,000 calls/s, the
+strict emulator in the benchmark's process; `serve` in one process against `serve.processes = "split"` (the
 adapters in a child process of their own), one after the other in the same run, with
 the emulator answering at once and after 150 ms (a server far from Telegram's data
 centres), so the calls in flight, not only the CPU, are measured.
@@ -15,6 +16,8 @@ from .fleet import run_fleet
 from .freshness_bench import budget_row
 
 RATE, BOT_RATE = 0.5, 1000.0
+STEPS = 15
+"""A real agent's card: 15 steps and a Markdown note, one step changing per write."""
 FULL_CHATS, QUICK_CHATS = 1000, 200
 EDITS_SHARE = 0.9
 """Of the writes a second, the share to be shown as edits (450 of 500 at 1,000 chats)."""
@@ -34,7 +37,7 @@ async def run(ctx: Context) -> None:
 async def one(ctx: Context, chats: int, seconds: float, settle: float, latency: float, label: str,
               processes: str) -> None:
     res = await run_fleet(ctx.redis_url, chats, RATE, seconds, bot_rate=BOT_RATE, settle=settle, latency=latency,
-                          extra_toml=f"botCallsPerSecond = {BOT_RATE:g}\n",
+                          steps=STEPS, extra_toml=f"botCallsPerSecond = {BOT_RATE:g}\n",
                           serve_toml=f'[serve]\nprocesses = "{processes}"\n\n')
     prefix = f"{chats:,} chats × {RATE:g} writes/s over HTTP, {label}, answers after {latency * 1000:g} ms: "
     edits, target = res.edits_while_writing, EDITS_SHARE * chats * RATE
