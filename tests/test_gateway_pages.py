@@ -114,6 +114,20 @@ async def test_login_never_redirects_off_site(client: httpx.AsyncClient, target:
     assert response.headers["location"] == "/"
 
 
+@pytest.mark.parametrize("headers", [
+    {"Sec-Fetch-Site": "cross-site"}, {"Sec-Fetch-Site": "same-site"},
+    {"Origin": "https://evil.example"},  # a browser that does not send Sec-Fetch-Site
+])
+async def test_a_login_posted_from_another_site_does_not_sign_in(client: httpx.AsyncClient,
+                                                                 headers: dict[str, str]) -> None:
+    # Another site's form would sign the browser in as its token (login CSRF).
+    response = await client.post("/login", data={"token": "reader", "next": "/"}, headers=headers)
+    assert response.status_code == 403 and "another site" in response.text and "set-cookie" not in response.headers
+    own = await client.post("/login", data={"token": "reader", "next": "/"},
+                            headers={"Sec-Fetch-Site": "same-origin", "Origin": "http://testserver"})
+    assert own.status_code == 303 and own.headers["set-cookie"].startswith("progresscast_token=reader;")
+
+
 async def test_logout_drops_the_cookie(client: httpx.AsyncClient) -> None:
     response = await signed_in(client).post("/logout")
     assert response.status_code == 303

@@ -25,7 +25,7 @@ from starlette.responses import HTMLResponse, JSONResponse, RedirectResponse, Re
 
 from .. import metrics
 from ..config.base import RenderSettings
-from ..http.auth import ANSWER, COOKIE, READ, Grant, bearer, cookie
+from ..http.auth import ANSWER, COOKIE, READ, Grant, bearer, cookie, same_origin
 from ..http.body import read_body
 from ..model.card import CardError
 from ..model.owners import Owner
@@ -211,6 +211,8 @@ def viewer(request: Request) -> Grant:
 
 LINK_FOLLOWED = "That sign-in link was followed from a page; sign in here, or open the link directly."
 """Why a `?token=` link a page led to does not sign in."""
+CROSS_SITE_LOGIN = "That sign-in came from another site; sign in here."
+"""Why a login form posted from another site does not sign in (login CSRF)."""
 
 
 def _link_login(gw: Gateway, request: Request, given: str) -> Response:
@@ -329,6 +331,8 @@ async def login_form(request: Request) -> Response:
 async def login(request: Request) -> Response:
     gw = gateway_of(request)
     answers_with_pages(request)
+    if not same_origin(request):  # another site's form signing the browser in as its token
+        return login_page(gw, request, CROSS_SITE_LOGIN, status=403)
     body = await read_body(request, limit=LOGIN_BODY)
     form = dict(parse_qsl(body.decode("utf-8", "replace")))
     token = form.get("token", "").strip()

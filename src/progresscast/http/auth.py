@@ -136,19 +136,21 @@ PAGE_METHODS = frozenset({"progressCard.answer", "run.stop"})
 """The RPC methods the cookie may call: the web card's buttons, nothing else."""
 
 
-def page_token(conn: HTTPConnection) -> str | None:
-    """The cookie's token for an RPC call from the page's own script: it sends
-    `X-Progresscast: 1`, and the browser says the call comes from this origin
-    (`Sec-Fetch-Site: same-origin`; where a browser does not send that, an `Origin`,
-    if any, naming this host). None otherwise: the cookie is not a credential here."""
-    if conn.headers.get(PAGE_HEADER) != "1":
-        return None
+def same_origin(conn: HTTPConnection) -> bool:
+    """Does the browser say this request comes from a page of this origin
+    (`Sec-Fetch-Site: same-origin`; where a browser does not send that, an `Origin`, if
+    any, naming this host)? A form or script on another site is refused."""
     site = conn.headers.get("sec-fetch-site")
     if site is not None:
-        if site != "same-origin":
-            return None
-    else:
-        origin = conn.headers.get("origin")
-        if origin is not None and urlsplit(origin).netloc != conn.headers.get("host", ""):
-            return None
+        return site == "same-origin"
+    origin = conn.headers.get("origin")
+    return origin is None or urlsplit(origin).netloc == conn.headers.get("host", "")
+
+
+def page_token(conn: HTTPConnection) -> str | None:
+    """The cookie's token for an RPC call from the page's own script: it sends
+    `X-Progresscast: 1` and comes from this origin (`same_origin`). None otherwise: the
+    cookie is not a credential here."""
+    if conn.headers.get(PAGE_HEADER) != "1" or not same_origin(conn):
+        return None
     return cookie(conn)
