@@ -4,6 +4,7 @@ in claude_code.py's docstring; Claude Code's hooks reference has them in full)."
 from __future__ import annotations
 
 import json
+from dataclasses import dataclass
 from typing import Any
 
 from ...model.asks import MAX_DETAIL_CHARS, MAX_OPTION_CHARS, MAX_PROMPT_CHARS, MAX_TIMEOUT, AskInput
@@ -55,23 +56,43 @@ def _timeout(ctx: HookContext) -> int:
     return min(MAX_TIMEOUT, int(ctx.wait) + EXPIRY_MARGIN)
 
 
-async def _permission(ctx: HookContext, owner: Owner, event: dict[str, Any]) -> dict[str, Any] | None:
-    ask = tool_approval(ctx, event, "claude-code")
+@dataclass(frozen=True)
+class Approval:
+    """A tool call answered from chat: allowed, or denied with why (who denied it, or
+    who stopped the run: `stopped`)."""
+
+    allowed: bool
+    why: str = ""
+    stopped: bool = False
+
+
+async def approve(ctx: HookContext, owner: Owner, event: dict[str, Any], source: str) -> Approval | None:
+    """Ask in chat whether the tool call in `event` may run, and wait: None when it is
+    not asked (not a tool call) or nobody answered in time."""
+    ask = tool_approval(ctx, event, source)
     if ask is None:
         return None
     waited = await wait_for(ctx, owner, [ask])
     if waited is None:
         return None
     if waited.stop is not None:
-        decision: dict[str, Any] = {"behavior": "deny", "message": stopped_by(waited.stop), "interrupt": True}
-    else:
-        answer = waited.answered[0].answer
-        assert answer is not None
-        where = answered_by(waited.answered[0])
-        if "Allow" in answer.options:
-            decision = {"behavior": "allow"}
-        else:
-            decision = {"behavior": "deny", "message": f"Denied from {where}"}
+        return Approval(False, stopped_by(waited.stop), stopped=True)
+    answered = waited.answered[0]
+    assert answered.answer is not None
+    if "Allow" in answered.answer.options:
+        return Approval(True)
+    return Approval(False, f"Denied from {answered_by(answered)}")
+
+
+async def _permission(ctx: HookContext, owner: Owner, event: dict[str, Any]) -> dict[str, Any] | None:
+    approval = await approve(ctx, owner, event, "claude-code")
+    if approval is None:
+        return None
+    decision: dict[str, Any] = {"behavior": "allow"}
+    if not approval.allowed:
+        decision = {"behavior": "deny", "message": approval.why}
+        if approval.stopped:
+            decision["interrupt"] = True
     return {"hookSpecificOutput": {"hookEventName": "PermissionRequest", "decision": decision}}
 
 

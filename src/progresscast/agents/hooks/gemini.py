@@ -67,27 +67,22 @@ async def handle(ctx: HookContext, event: dict[str, Any]) -> Hooked:
 
 
 async def _before_tool(ctx: HookContext, owner: Owner, event: dict[str, Any], tools: re.Pattern[str]) -> Hooked:
-    from ..asking import answered_by, stopped_by
-    from .claude_asks import tool_approval, wait_for
+    from ..asking import stopped_by
+    from .claude_asks import approve
 
     mark = await ctx.store.asks.stop_mark(owner)
     if mark is not None:
         return _stopped(stopped_by(mark))
     if not tools.fullmatch(str(event.get("tool_name") or "")):
         return None
-    ask = tool_approval(ctx, event, "gemini")
-    if ask is None:
+    approval = await approve(ctx, owner, event, "gemini")
+    if approval is None:
         return None
-    waited = await wait_for(ctx, owner, [ask])
-    if waited is None:
-        return None
-    if waited.stop is not None:
-        return _stopped(stopped_by(waited.stop))
-    answered = waited.answered[0]
-    assert answered.answer is not None
-    if "Allow" in answered.answer.options:
+    if approval.stopped:
+        return _stopped(approval.why)
+    if approval.allowed:
         return {"decision": "allow"}
-    return {"decision": "deny", "reason": f"Denied from {answered_by(answered)}"}
+    return {"decision": "deny", "reason": approval.why}
 
 
 def _stopped(why: str) -> dict[str, Any]:
