@@ -7,6 +7,8 @@ from __future__ import annotations
 
 import argparse
 import sys
+from collections.abc import Awaitable, Callable
+from functools import partial
 from typing import TextIO
 
 import httpx
@@ -81,13 +83,8 @@ async def _run_telegram(args: argparse.Namespace, out: TextIO) -> None:
                 print(f"  you → {text}", file=out, flush=True)
                 return
             echo, query = acted
-            print(f"  {echo}", file=out, flush=True)
-            if query is not None:
-                try:
-                    await api.wait_for(lambda: console.answer_of(query) is not None, 10)
-                    print(f"  bot → {console.answer_of(query)}", file=out, flush=True)
-                except TimeoutError:
-                    print("  (no answer to the press: is `progresscast serve` running?)", file=out, flush=True)
+            answer = None if query is None else partial(console.answer_of, query)
+            await _pressed(out, echo, answer, api.wait_for, "bot")
 
         await serve_typing(console.run, typed, out)
 
@@ -129,15 +126,24 @@ async def _run_slack(args: argparse.Namespace, out: TextIO) -> None:
                 print(f"  you → {text}", file=out, flush=True)
                 return
             echo, pressed = acted
-            print(f"  {echo}", file=out, flush=True)
-            if pressed is not None:
-                try:
-                    await slack.wait_for(lambda: pressed.answer is not None, 10)
-                    print(f"  app (only you see it) → {pressed.answer}", file=out, flush=True)
-                except TimeoutError:
-                    print("  (no answer to the press: is `progresscast serve` running?)", file=out, flush=True)
+            answer = None if pressed is None else (lambda: pressed.answer)
+            await _pressed(out, echo, answer, slack.wait_for, "app (only you see it)")
 
         await serve_typing(console.run, typed, out)
+
+
+async def _pressed(out: TextIO, echo: str, answer: Callable[[], str | None] | None,
+                   wait_for: Callable[[Callable[[], bool], float], Awaitable[None]], who: str) -> None:
+    """A press or reply typed on a console: its echo, then the app's answer to the press
+    as the person sees it (or why none came)."""
+    print(f"  {echo}", file=out, flush=True)
+    if answer is None:
+        return
+    try:
+        await wait_for(lambda: answer() is not None, 10)
+        print(f"  {who} → {answer()}", file=out, flush=True)
+    except TimeoutError:
+        print("  (no answer to the press: is `progresscast serve` running?)", file=out, flush=True)
 
 
 async def _slash(slack: SlackAPIEmulator, app: str, channel: str, text: str, out: TextIO) -> None:
