@@ -1,7 +1,8 @@
 """Answering the agent from Discord: an ask's buttons, a press (a signed component
-interaction, answered at once with an ephemeral message), the message edited to the
-outcome, a typed answer through a modal, Stop with its confirmation — and the presses
-that must change nothing. The adapter's httpx client against the Discord emulator, its
+interaction) that wins answered with the message's new look (`UPDATE_MESSAGE`, type 7)
+— the same the lane's later edit sends —, one that loses with an ephemeral message, a
+typed answer through a modal, Stop with its confirmation — and the presses that must
+change nothing. The adapter's httpx client against the Discord emulator, its
 interactions route served on a real port, a real Redis."""
 # ruff: noqa: F811 — the fixtures are the adapter tests', imported; pytest passes them by name
 
@@ -11,12 +12,17 @@ import asyncio
 from typing import Any
 
 import httpx
+from starlette.applications import Starlette
+from starlette.requests import Request
+from starlette.responses import JSONResponse
+from starlette.routing import Route
 
 from ask_cli import CLI_PROMPT, ask_and_press
 from progresscast.model.asks import STOP_CONTROL, AskInput, AskState, option_control
 from progresscast.model.owners import Owner
 from progresscast.model.view import RunState
 from progresscast.testing import DiscordAPIEmulator, DiscordMessage, read_markdown
+from progresscast.testing._loopback import LoopbackServer
 from test_discord_adapter import OTHER, OWNER, C, Harness, discord, fast, harness  # noqa: F401
 
 PROMPT = "Run rm -rf build?"
@@ -40,6 +46,17 @@ def said(response: httpx.Response) -> str:
     assert body["type"] == 4 and body["data"]["flags"] == 64, body
     assert body["data"]["allowed_mentions"] == {"parse": []}
     return read_markdown(body["data"]["content"]).text
+
+
+def updated(discord: DiscordAPIEmulator, response: httpx.Response, message_id: str, channel: str = C) -> DiscordMessage:
+    """The pressed message, updated by the press's answer: type 7, applied by Discord at
+    once (before any edit of the lane's), pinging nobody."""
+    assert response.status_code == 200, response.text
+    body = response.json()
+    assert body["type"] == 7, body
+    assert body["data"]["allowed_mentions"] == {"parse": []}
+    assert not discord.refused  # Discord took every update
+    return discord.channel(channel).messages[message_id]
 
 
 def draft(discord: DiscordAPIEmulator, channel: str = C) -> DiscordMessage:
@@ -71,17 +88,26 @@ async def test_a_press_answers_the_ask_and_the_message_says_so(discord: DiscordA
     assert create.body["allowed_mentions"] == {"parse": []}
     await discord.wait_for(lambda: "Waiting for you: Run rm -rf build?" in draft(discord).read().text, 5)
 
-    assert said(await discord.press(C, msg.id, "Allow", name="Ana")) == "Answered: Allow"
+    shown = updated(discord, await discord.press(C, msg.id, "Allow", name="Ana"), msg.id)
+    # The message says the outcome and has no buttons as soon as Discord has the answer.
+    assert "✅" in shown.read().text and "Ana answered: Allow" in shown.read().text and not shown.buttons()
+    update = (shown.content, shown.components)
     ask, _ = await h.store.asks.get(OWNER, ask_id)
     assert ask is not None and ask.state is AskState.answered and ask.answer is not None
     assert ask.answer.options == ("Allow",) and ask.answer.by.name == "Ana" and ask.answer.by.platform == "discord"
     assert ask.answer.by.destination == C
 
-    def edited() -> bool:
-        m = discord.channel(C).messages[msg.id]
-        return "Ana answered: Allow" in m.read().text and not m.buttons()
+    # The lane's edit of the message follows, and changes nothing the person sees.
+    def lane_edited() -> bool:
+        return any("answered: Allow" in str(c.body.get("content")) for c in discord.calls_for(C, "edit_message"))
 
-    await discord.wait_for(edited, 5)
+    await discord.wait_for(lane_edited, 5)
+    after = discord.channel(C).messages[msg.id]
+    assert (after.content, after.components) == update
+    # A late press (a button still on someone's screen) is told who answered; nothing changes.
+    late = await discord.press(C, msg.id, option_control(ask_id, 1), user_id=BYSTANDER, name="Ben", forged=True)
+    assert said(late) == "Already answered by Ana."
+    assert (after.content, after.components) == update
     await discord.wait_for(lambda: "Waiting for you" not in draft(discord).read().text, 5)
 
 
@@ -93,8 +119,14 @@ async def test_two_people_press_at_once_one_wins(discord: DiscordAPIEmulator, ha
         discord.press(C, msg.id, "Allow", nick="Ana (ops)"),
         discord.press(C, msg.id, "Deny", user_id="400000000000000002", name="Ben"),
     )
-    texts = sorted([said(first), said(second)])
-    assert texts in (["Already answered by Ana (ops).", "Answered: Allow"], ["Already answered by Ben.", "Answered: Deny"])
+    # One wins and sees the message updated; the other is told, alone, who answered.
+    won, lost = (first, second) if first.json()["type"] == 7 else (second, first)
+    shown = updated(discord, won, msg.id)
+    if "Ana (ops) answered: Allow" in shown.read().text:
+        assert said(lost) == "Already answered by Ana (ops)."
+    else:
+        assert "Ben answered: Deny" in shown.read().text and said(lost) == "Already answered by Ben."
+    assert not shown.buttons()
 
 
 async def test_a_member_without_manage_channels_changes_nothing(discord: DiscordAPIEmulator, harness: Any) -> None:
@@ -116,7 +148,7 @@ async def test_a_listed_answerer_may_answer(discord: DiscordAPIEmulator, harness
     await open_ask(h)
     msg = await discord.wait_for(lambda: ask_message(discord, C), 5)
     reply = await discord.press(C, msg.id, "Deny", user_id=BYSTANDER, name="Mallory", manage_channels=False)
-    assert said(reply) == "Answered: Deny"
+    assert "Mallory answered: Deny" in updated(discord, reply, msg.id).read().text
 
 
 async def test_a_forged_press_from_another_channel_changes_nothing(discord: DiscordAPIEmulator, harness: Any) -> None:
@@ -161,14 +193,13 @@ async def test_a_typed_answer_through_the_modal(discord: DiscordAPIEmulator, har
     body = opened.json()
     assert body["type"] == 9 and body["data"]["custom_id"] == f"pc:m:{msg.id}", body
     assert len(body["data"]["title"]) <= 45
-    assert said(await discord.submit_modal(C, "release-2.4 @everyone", name="Ana")) == (
-        "Answered: release-2.4 @everyone"
-    )
+    # The submit of a modal opened from the ask's button updates the ask message.
+    submitted = await discord.submit_modal(C, "release-2.4 @everyone", name="Ana")
+    shown = updated(discord, submitted, msg.id)
+    assert "Ana answered: release-2.4 @everyone" in shown.read().text and not shown.buttons()
     ask, _ = await h.store.asks.get(OWNER, ask_id)
     assert ask is not None and ask.answer is not None and ask.answer.text == "release-2.4 @everyone"
     assert ask.answer.by.name == "Ana"
-    await discord.wait_for(lambda: "Ana answered: release-2.4" in discord.channel(C).messages[msg.id].read().text, 5)
-    assert not discord.channel(C).messages[msg.id].buttons()
     # A submit naming a message that is no ask of this channel's changes nothing.
     forged = await discord.submit_modal(C, "main", custom_id=f"pc:m:{draft(discord).id}")
     assert "does not belong" in said(forged)
@@ -182,13 +213,20 @@ async def test_stop_asks_to_confirm_then_stops_the_run(discord: DiscordAPIEmulat
     [shown] = await h.shows("Build")
     assert labels(shown) == ["⏹ Stop"] and shown.components_v2
 
-    assert "again within 10 s" in said(await discord.press(C, shown.id, STOP_CONTROL, name="Ana"))
-    assert (await h.store.view(OWNER)).stop is None
-    assert said(await discord.press(C, shown.id, STOP_CONTROL, name="Ana")) == "Stopping t1."
+    # A bystander's press changes nothing, and they are told why.
+    assert "administrators" in said(
+        await discord.press(C, shown.id, STOP_CONTROL, user_id=BYSTANDER, manage_channels=False)
+    )
+    assert labels(discord.channel(C).messages[shown.id]) == ["⏹ Stop"]
+    # The first press turns the button into its confirmation, in the press's answer
+    # (the second must come within the window: 10 s on the tests' time scale).
+    armed = updated(discord, await discord.press(C, shown.id, STOP_CONTROL, name="Ana"), shown.id)
+    assert labels(armed) == ["Press again to stop"] and armed.components_v2 and "Build" in armed.read().text
+    stopping = updated(discord, await discord.press(C, shown.id, STOP_CONTROL, name="Ana"), shown.id)
+    assert "Stopping — Ana" in stopping.read().text and not stopping.buttons()  # the button is gone at once
     view = await h.store.view(OWNER)
     assert view.stop is not None and view.stop.by.name == "Ana"
-    [stopping] = await h.shows("Stopping — Ana")
-    assert not stopping.buttons()  # the button is gone
+    await h.shows("Stopping — Ana")
 
     await h.store.end_run(OWNER, "run-1", RunState.canceled)
     await discord.wait_for(lambda: any("stopped by Ana" in t for t in discord.channel(C).texts()), 5)
@@ -201,8 +239,10 @@ async def test_a_plain_draft_has_the_stop_button_too(discord: DiscordAPIEmulator
     await h.put(("Build", "in_progress"))
     [shown] = await h.shows("Build")
     assert labels(shown) == ["⏹ Stop"] and not shown.components_v2
-    for _ in range(2):
-        await discord.press(C, shown.id, STOP_CONTROL, name="Ana")
+    # The update is the plain message (a plain message cannot take Components V2).
+    armed = updated(discord, await discord.press(C, shown.id, STOP_CONTROL, name="Ana"), shown.id)
+    assert labels(armed) == ["Press again to stop"] and not armed.components_v2
+    await discord.press(C, shown.id, STOP_CONTROL, name="Ana")
     [stopping] = await h.shows("Stopping — Ana")
     assert stopping.id == shown.id and not stopping.buttons()  # an edit that takes the button away
 
@@ -212,7 +252,7 @@ async def test_the_cli_waits_for_the_press(discord: DiscordAPIEmulator, harness:
 
     async def press() -> None:
         msg = await discord.wait_for(lambda: ask_message(discord, C, CLI_PROMPT), 10)
-        assert said(await discord.press(C, msg.id, "Later")) == "Answered: Later"
+        assert "answered: Later" in updated(discord, await discord.press(C, msg.id, "Later"), msg.id).read().text
 
     assert await ask_and_press(redis_url, press) == "Later\n"
     assert (await h.store.history(Owner("main", "t1")))[0].event["kind"] == "answer"  # type: ignore[index]
@@ -245,3 +285,47 @@ async def test_the_emulator_checks_buttons_as_discord_does() -> None:
         container = {"type": 17, "components": [{"type": 10, "content": "x"}, row(button("z"))]}
         v2 = await http.post(url, json={"flags": 1 << 15, "components": [container, row(button("z"))]})
         assert v2.status_code == 400 and "COMPONENT_CUSTOM_ID_DUPLICATED" in v2.text
+
+
+async def test_the_emulator_updates_a_pressed_message_as_discord_does() -> None:
+    """Type 7 applied to the message a button was on, as an edit is checked; refused (the
+    message unchanged, Discord's 50035 kept) for an interaction with no message and for
+    data an edit could not carry."""
+    answers: list[dict[str, Any]] = []
+
+    async def interactions(request: Request) -> JSONResponse:
+        return JSONResponse(answers.pop(0))
+
+    app = Starlette(routes=[Route("/interactions", interactions, methods=["POST"])])
+    row = {"type": 1, "components": [{"type": 2, "style": 1, "label": "Go", "custom_id": "go"}]}
+    async with (
+        DiscordAPIEmulator(channels=[C], message_limit=None) as discord,
+        LoopbackServer(app) as server,
+        httpx.AsyncClient(headers={"Authorization": f"Bot {discord.token}"}) as http,
+    ):
+        url = f"{server.url}/interactions"
+        made = await http.post(f"{discord.base_url}/channels/{C}/messages", json={"content": "ask", "components": [row]})
+        message_id = made.json()["id"]
+        shown = discord.channel(C).messages[message_id]
+
+        answers.append({"type": 7, "data": {"content": "done", "components": []}})
+        await discord.press(C, message_id, "Go", url=url)
+        assert (shown.content, shown.components, discord.refused) == ("done", [], [])
+        assert shown.edited_at is not None
+
+        refusals = [
+            # Content past 2,000 characters: refused as an edit would be.
+            ({"type": 7, "data": {"content": "x" * 2001}}, lambda: discord.press(C, message_id, "go", forged=True, url=url)),
+            # A command has no message to update.
+            ({"type": 7, "data": {"content": "no"}}, lambda: discord.send_interaction(
+                {"id": "1", "type": 2, "channel_id": C, "data": {"name": "progresscast"}}, url)),
+            # Nor has a modal submit that no button opened.
+            ({"type": 7, "data": {"content": "no"}}, lambda: discord.submit_modal(C, "hi", custom_id="m", url=url)),
+        ]
+        for answer, send in refusals:
+            answers.append(answer)
+            assert (await send()).status_code == 200
+        fields = [next(iter(error["errors"])) for _, error in discord.refused]
+        assert fields == ["content", "type", "type"]
+        assert all(error["code"] == 50035 and error["message"] == "Invalid Form Body" for _, error in discord.refused)
+        assert (shown.content, shown.components) == ("done", [])

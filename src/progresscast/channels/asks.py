@@ -10,6 +10,9 @@ How a platform plugs in
 - Its transport turns a press into a `Press` and hands it to `worker.presses.press`,
   a typed answer (a reply to the ask message) to `worker.presses.typed`, and shows the
   short text they return to the person (a callback answer, an ephemeral message, a reply).
+  A transport that answers a press by changing the pressed message itself (Discord's
+  `UPDATE_MESSAGE`) calls `take`/`take_typed` instead: their `Pressed` also says whose
+  message the press changed, for the transport to render with the destination's renderer.
 
 Everything else is here: an ask reaches every destination following its owner (as a
 notifying message replying to the live draft, through the destination's lane, paced
@@ -72,6 +75,19 @@ class Press:
     @property
     def actor(self) -> Actor:
         return Actor(self.platform, str(self.destination), self.user, self.name)
+
+
+@dataclass(frozen=True)
+class Pressed:
+    """What a press or a typed answer did: the short text for the person, and, when
+    this press changed what the pressed message shows, whose message that is."""
+
+    text: str
+    shows: DraftKey | None = None
+    """The destination and owner whose message this press changed: the ask's (`ask`)
+    or, for Stop armed or recorded, the draft's. None: it changed nothing (a loser)."""
+    ask: Ask | None = None
+    """The ask this press ended, as it now stands (its message shows the outcome)."""
 
 
 class AskHost(Protocol):
@@ -283,26 +299,35 @@ class Presses:
         self._later: set[asyncio.Task[None]] = set()
 
     async def press(self, p: Press) -> str:
+        return (await self.take(p)).text
+
+    async def typed(self, p: Press) -> str | None:
+        """A message replying to `p.message_id`: the answer to the ask sent as that
+        message (None: it is no ask of ours, and the message is someone's chat)."""
+        taken = await self.take_typed(p)
+        return taken.text if taken is not None else None
+
+    async def take(self, p: Press) -> Pressed:
+        """`press`, saying too whose message the press changed."""
         parsed = parse_control(p.control)
         if parsed is None:
-            return words.word("not_here")
+            return Pressed(words.word("not_here"))
         kind, ask_id, index = parsed
         if kind == "stop":
             return await self._stop(p)
         assert ask_id is not None
         found = await self._ask_here(p, ask_id)
         if isinstance(found, str):
-            return found
+            return Pressed(found)
         owner, ask = found
         if kind == "t":
-            return words.word("reply_hint")
+            return Pressed(words.word("reply_hint"))
         if index is None or not 0 <= index < len(ask.options):
-            return words.word("not_here")
+            return Pressed(words.word("not_here"))
         return await self._answer(p, owner, ask, options=[ask.options[index]])
 
-    async def typed(self, p: Press) -> str | None:
-        """A message replying to `p.message_id`: the answer to the ask sent as that
-        message (None: it is no ask of ours, and the message is someone's chat)."""
+    async def take_typed(self, p: Press) -> Pressed | None:
+        """`typed`, saying too whose message the answer changed."""
         if p.message_id is None or not p.text:
             return None
         hit = await self.records.by_message(p.destination, p.message_id)
@@ -310,14 +335,14 @@ class Presses:
             return None
         found = await self._ask_here(p, hit[0])
         if isinstance(found, str):
-            return found
+            return Pressed(found)
         owner, ask = found
         text = p.text.strip()
         if not ask.allow_text and ask.options:
             # A number or a label typed in reply chooses that option (channels without buttons).
             chosen = _chosen(text, ask)
             if chosen is None:
-                return words.word("bad_answer", rule="answer with one of the options")
+                return Pressed(words.word("bad_answer", rule="answer with one of the options"))
             return await self._answer(p, owner, ask, options=chosen)
         chosen = _chosen(text, ask) if ask.options else None
         if chosen is not None:
@@ -358,24 +383,26 @@ class Presses:
         return words.word("not_allowed", noun=self.noun)
 
     async def _answer(self, p: Press, owner: Owner, ask: Ask, *, options: list[str] | None = None,
-                      text: str | None = None) -> str:
+                      text: str | None = None) -> Pressed:
         try:
             closing = await self.worker.store.asks.answer(owner, ask.ask_id, p.actor, options=options, text=text)
         except CardError as exc:
-            return words.word("bad_answer", rule=exc.rule)
+            return Pressed(words.word("bad_answer", rule=exc.rule))
         await self._touch_owner(p.destination, owner)
         done = closing.ask
         if closing.outcome == "ok" and done is not None and done.answer is not None:
-            return words.word("answered_now", answer=done.answer.words)
-        return _ended(done)
+            said = words.word("answered_now", answer=done.answer.words)
+            return Pressed(said, DraftKey(p.destination, p.thread, owner), done)
+        return Pressed(_ended(done))
 
-    async def _stop(self, p: Press) -> str:
+    async def _stop(self, p: Press) -> Pressed:
         owner = await self._draft_owner(p)
         if owner is None:
-            return words.word("not_here")
+            return Pressed(words.word("not_here"))
         refused = await self._may_act(p, owner)
         if refused is not None:
-            return refused
+            return Pressed(refused)
+        draft = DraftKey(p.destination, p.thread, owner)
         session = owner.session_key
         asks = self.worker.store.asks
         armed = await asks.armed_by(owner)
@@ -383,17 +410,18 @@ class Presses:
             # A first press: the Stop control reads "Press again to stop" for the window
             # (armed in the store, so every chat shows it and any process takes the second).
             window = STOP_CONFIRM_SECONDS * self.worker.pacer.budgets.scale
-            if await asks.arm_stop(owner, p.actor, window):
+            armed_now = await asks.arm_stop(owner, p.actor, window)
+            if armed_now:
                 self._shown_again_after(p.destination, owner, window)
-            return words.word("confirm_stop", session=session)
+            return Pressed(words.word("confirm_stop", session=session), draft if armed_now else None)
         await asks.disarm(owner)
         outcome, mark = await self.worker.store.asks.stop(owner, p.actor)
         await self._touch_owner(p.destination, owner)
         if outcome == "ok":
-            return words.word("stop_recorded", session=session)
+            return Pressed(words.word("stop_recorded", session=session), draft)
         if outcome == "already" and mark is not None:
-            return words.word("stop_already", name=mark.by.shown)
-        return words.word("no_run", session=session)
+            return Pressed(words.word("stop_already", name=mark.by.shown))
+        return Pressed(words.word("no_run", session=session))
 
     async def _draft_owner(self, p: Press) -> Owner | None:
         """Whose draft the pressed message is."""
@@ -446,4 +474,4 @@ def _ended(ask: Ask | None) -> str:
     return words.word("already_expired")
 
 
-__all__ = ["AskMessages", "AskRecords", "Press", "Presses", "Record"]
+__all__ = ["AskMessages", "AskRecords", "Press", "Pressed", "Presses", "Record"]

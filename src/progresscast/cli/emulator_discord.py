@@ -2,7 +2,8 @@
 try the Discord adapter without a bot. Lines typed on stdin are slash commands of a
 member of one channel (`/progresscast follow ticket-4821`, or just `follow
 ticket-4821`), sent to the interactions URL signed like Discord; the ephemeral answer
-and every message the bot creates, edits or deletes in the channel are printed."""
+(or the pressed message, as a press updated it) and every message the bot creates,
+edits or deletes in the channel are printed."""
 
 from __future__ import annotations
 
@@ -13,7 +14,7 @@ from typing import Any, TextIO
 
 import httpx
 
-from ..discord.presses import MODAL
+from ..discord.presses import MODAL, UPDATE_MESSAGE
 from ..model.asks import parse_control
 from ..testing import DiscordAPIEmulator
 from ..testing.discord_markdown import read_markdown
@@ -114,7 +115,7 @@ async def _typed(discord: DiscordAPIEmulator, channel: str, out: TextIO, line: s
         print(f"  (the interactions URL did not answer: {exc})", file=out, flush=True)
         return
     if response is not None:
-        _print_answer(response, out)
+        _print_answer(response, out, discord, channel)
 
 
 async def _press(discord: DiscordAPIEmulator, channel: str, out: TextIO, n: int) -> httpx.Response | None:
@@ -144,7 +145,7 @@ async def _reply(discord: DiscordAPIEmulator, channel: str, out: TextIO, text: s
     button = next(b for b in target.buttons() if _is_text_button(b))
     opened = await discord.press(channel, target.id, str(button["custom_id"]))
     if opened.status_code != 200 or (_json(opened) or {}).get("type") != MODAL:
-        _print_answer(opened, out)  # not theirs to answer, or already answered: the app says why
+        _print_answer(opened, out, discord, channel)  # not theirs to answer, or already answered: why
         return None
     print(f"  you answer message {target.id} → {text}", file=out, flush=True)
     return await discord.submit_modal(channel, text)
@@ -163,10 +164,14 @@ def _json(response: httpx.Response) -> dict[str, Any] | None:
     return data if isinstance(data, dict) else None
 
 
-def _print_answer(response: httpx.Response, out: TextIO) -> None:
-    """The app's answer to a command or a press: an ephemeral message only the member sees."""
+def _print_answer(response: httpx.Response, out: TextIO, discord: DiscordAPIEmulator, channel: str) -> None:
+    """The app's answer to a command or a press: an ephemeral message only the member
+    sees, or the pressed message updated in place."""
     if response.status_code == 204:  # the app says nothing (Discord: "did not respond")
         print("  (the app said nothing)", file=out, flush=True)
+        return
+    if (_json(response) or {}).get("type") == UPDATE_MESSAGE:
+        _print_update(discord, channel, out)
         return
     try:
         answer = response.json()["data"]["content"]
@@ -175,4 +180,21 @@ def _print_answer(response: httpx.Response, out: TextIO) -> None:
         return
     for row in read_markdown(str(answer)).text.split("\n"):
         print(f"  ⓘ {row}", file=out)
+    out.flush()
+
+def _print_update(discord: DiscordAPIEmulator, channel: str, out: TextIO) -> None:
+    """The pressed message as it now reads (or why Discord did not update it)."""
+    interaction, refusal = discord.refused[-1] if discord.refused else ({}, None)
+    if refusal is not None and interaction is discord.responses[-1][0]:
+        print(f"  (Discord refused the update: {refusal})", file=out, flush=True)
+        return
+    pressed = (discord.responses[-1][0].get("message") or {}).get("id")
+    message = discord.channel(channel).messages.get(str(pressed))
+    if message is None:
+        return
+    print(f"  ✎ the press updates message {message.id}:", file=out)
+    for line in (message.read().text or "(empty)").split("\n"):
+        print(f"    │ {line}", file=out)
+    if buttons := message.buttons():
+        print("    " + "  ".join(f"[{i}: {b.get('label', '')}]" for i, b in enumerate(buttons, 1)), file=out)
     out.flush()

@@ -3,11 +3,16 @@ on an ask or on a draft's Stop (a signed `MESSAGE_COMPONENT` interaction), and a
 answer — the modal a "Type an answer…" press opens, submitted (`MODAL_SUBMIT`) — each
 turned into a `Press` for the one handler.
 
-What the person is told comes back at once as an ephemeral message (type 4, flag 64)
-that only they see; the ask message itself is edited to its outcome by its lane, as on
-every platform. Not type 7 (`UPDATE_MESSAGE`): a press that changes nothing (a
-bystander, a second press, a late one) must still be told why, and the message's new
-look is the lane's to send, paced with the channel's other calls.
+A press that wins — it answers the ask, or arms or records Stop — is answered with
+type 7 (`UPDATE_MESSAGE`), as Discord documents for a button: the pressed message as it
+now looks (the outcome without buttons; the draft whose Stop reads "Press again to
+stop", or says it is stopping), rendered by the destination's renderer the lane uses
+for that message, of the message's own kind (Components V2 or plain). The lane's own
+edit follows, paced, with the same body: it changes nothing the person sees. A press
+that changes nothing (a bystander, a second press, a late one) is told why in an
+ephemeral message (type 4, flag 64) only the presser sees. A modal submit carries the
+message its button was on (Discord sends it for a modal opened from a component), so a
+typed answer updates the ask message too; one without it is answered type 4.
 
 A "Type an answer…" press from someone who may answer is answered with the modal (type
 9), whose `custom_id` names the ask message (`pc:m:<message id>`): its submit is then a
@@ -27,17 +32,20 @@ from typing import Any
 
 from starlette.responses import JSONResponse, Response
 
-from ..channels.asks import Press
+from ..channels.asks import Press, Pressed
 from ..channels.worker import ChannelWorker
 from ..model.asks import parse_control
 from ..render.asks import word
-from ..render.discord_payload import ANSWER_INPUT, MODAL_PREFIX, answer_modal
+from ..render.discord import IS_COMPONENTS_V2
+from ..render.discord_payload import ANSWER_INPUT, MODAL_PREFIX, DiscordRenderers, answer_modal, of_kind
+from ..render.payload import Payload
 from .channel import NO_THREAD, PLATFORM
+from .client import message_body
 from .interactions import MESSAGE_COMPONENT, answer_of, manages_channels, reply
 
 log = logging.getLogger("progresscast.discord")
 
-MODAL = 9
+UPDATE_MESSAGE, MODAL = 7, 9
 DEADLINE = 2.5
 """Seconds a press may take before the person is answered anyway (Discord waits 3)."""
 FAILED = "Sorry, that did not work. Try again in a moment."
@@ -77,6 +85,19 @@ def _typed_text(components: Any) -> str | None:
     return None
 
 
+def _message_of(payload: dict[str, Any]) -> dict[str, Any] | None:
+    """The message the component was on (a modal's: the one its button was on), if any."""
+    message = payload.get("message")
+    return message if isinstance(message, dict) else None
+
+
+def _int(value: Any) -> int:
+    try:
+        return int(value or 0)
+    except (TypeError, ValueError):
+        return 0
+
+
 class DiscordPresses:
     def __init__(self, worker: ChannelWorker, templates_dir: str | Path | None = None) -> None:
         self.worker = worker
@@ -94,24 +115,27 @@ class DiscordPresses:
             data = data if isinstance(data, dict) else {}
             if payload.get("type") == MESSAGE_COMPONENT:
                 return await self._pressed(payload, data, who)
-            return await self._submitted(data, who)
+            return await self._submitted(payload, data, who)
         except Exception:
             log.exception("a press in channel %s failed", who.destination)
             return reply(FAILED)
 
     async def _pressed(self, payload: dict[str, Any], data: dict[str, Any], who: Press) -> Response:
         control = str(data.get("custom_id", ""))
-        message = payload.get("message")
-        message_id = str(message.get("id", "")) if isinstance(message, dict) else ""
+        message = _message_of(payload)
+        message_id = str(message.get("id", "")) if message is not None else ""
         press = replace(who, control=control, message_id=message_id if message_id.isdigit() else None)
-        text = await self._within(self.worker.presses.press(press)) or FAILED
-        parsed = parse_control(control)
-        # The handler says how to type an answer only to someone who may answer this ask here.
-        if parsed is not None and parsed[0] == "t" and text == word("reply_hint") and message_id.isdigit():
-            return JSONResponse({"type": MODAL, "data": answer_modal(message_id, self.templates_dir)})
-        return reply(text)
+        return await self._within(self._press(press, message))
 
-    async def _submitted(self, data: dict[str, Any], who: Press) -> Response:
+    async def _press(self, press: Press, message: dict[str, Any] | None) -> Response:
+        done = await self.worker.presses.take(press)
+        parsed = parse_control(press.control)
+        # The handler says how to type an answer only to someone who may answer this ask here.
+        if parsed is not None and parsed[0] == "t" and done.text == word("reply_hint") and press.message_id:
+            return JSONResponse({"type": MODAL, "data": answer_modal(str(press.message_id), self.templates_dir)})
+        return await self._update(done, message) or reply(done.text or FAILED)
+
+    async def _submitted(self, payload: dict[str, Any], data: dict[str, Any], who: Press) -> Response:
         custom_id = str(data.get("custom_id", ""))
         message_id = custom_id.removeprefix(MODAL_PREFIX)
         if not custom_id.startswith(MODAL_PREFIX) or not message_id.isdigit():
@@ -119,18 +143,52 @@ class DiscordPresses:
         text = _typed_text(data.get("components"))
         if not text or not text.strip():
             return reply(word("bad_answer", rule="an answer needs a text"))
-        answer = await self._within(self.worker.presses.typed(replace(who, message_id=message_id, text=text)))
-        return reply(answer if answer is not None else word("not_here"))
+        message = _message_of(payload)
+        # Only the message the modal was opened from may be updated (a crafted submit has none).
+        shown = message if message is not None and str(message.get("id", "")) == message_id else None
+        return await self._within(self._typed(replace(who, message_id=message_id, text=text), shown))
 
-    async def _within(self, work: Awaitable[str | None]) -> str | None:
-        """`work`'s answer, or `SLOW` once Discord's deadline nears (the work goes on)."""
+    async def _typed(self, press: Press, message: dict[str, Any] | None) -> Response:
+        done = await self.worker.presses.take_typed(press)
+        if done is None:
+            return reply(word("not_here"))
+        return await self._update(done, message) or reply(done.text)
+
+    async def _update(self, done: Pressed, message: dict[str, Any] | None) -> Response | None:
+        """Type 7: the pressed message as it now looks, when this press changed it (None:
+        it changed nothing, or there is nothing to show it with — the person is told)."""
+        key = done.shows
+        if key is None or message is None:
+            return None
+        try:
+            renderers = await self.worker.channel.renderers(key)
+            if not isinstance(renderers, DiscordRenderers):
+                return None
+            payload: Payload | None
+            if done.ask is not None:
+                payload = renderers.ask(key.owner, done.ask)
+            else:
+                # The view as the lane reads it: a live run's times on its last whole minute.
+                payload = renderers.draft((await self.worker.store.view(key.owner)).at(self.worker.clock()))
+            v2 = bool(_int(message.get("flags")) & IS_COMPONENTS_V2)
+            shown = of_kind(payload, v2=v2) if payload is not None else None
+        except Exception:
+            log.exception("rendering a pressed message in channel %s failed", key.chat_id)
+            return None
+        if shown is None:
+            return None
+        # The body the lane's edit of the message sends: its later edit changes nothing.
+        return JSONResponse({"type": UPDATE_MESSAGE, "data": message_body(shown, edit=True)})
+
+    async def _within(self, work: Awaitable[Response]) -> Response:
+        """`work`'s response, or `SLOW` once Discord's deadline nears (the work goes on)."""
         task = asyncio.ensure_future(work)
         try:
             return await asyncio.wait_for(asyncio.shield(task), DEADLINE)
         except TimeoutError:
             self._slow.add(task)
             task.add_done_callback(self._slow.discard)
-            return SLOW
+            return reply(SLOW)
 
 
 __all__ = ["DiscordPresses", "person"]

@@ -16,6 +16,8 @@ about how a Discord message looks, the fallbacks included, is made here.
   modal, where it takes text) while it is open; once it ended, its outcome and no
   buttons. Plain, not Components V2: nothing in it can be refused, and it needs no
   fallback.
+- A press answered with the pressed message's new look (`UPDATE_MESSAGE`): the ask or
+  the draft above, of the kind the message already is (`of_kind`).
 """
 
 from __future__ import annotations
@@ -129,6 +131,17 @@ def discord_ask(owner: Owner, ask: Ask, *, templates_dir: str | Path | None = No
     return Payload("createMessage", params, CONTENT)
 
 
+def of_kind(payload: Payload, *, v2: bool) -> Payload | None:
+    """`payload` as a message that is (`v2`) or is not Components V2 can show it: the
+    payload or the first of its fallbacks of that kind; None when it has none (a message
+    is never edited into the other kind)."""
+    wanted = COMPONENTS if v2 else CONTENT
+    shown: Payload | None = payload
+    while shown is not None and shown.kind != wanted:
+        shown = shown.fallback()
+    return shown
+
+
 def answer_modal(message_id: str, templates_dir: str | Path | None = None) -> dict[str, Any]:
     """The modal (interaction response type 9) a "Type an answer…" press opens: one
     text input; its `custom_id` names the ask message, as a typed answer replies to it."""
@@ -177,5 +190,5 @@ class DiscordRenderers(DestinationRenderers):
 
 __all__ = [
     "ANSWER_INPUT", "COMPONENTS", "CONTENT", "MODAL_PREFIX", "DiscordRenderers", "answer_modal", "discord_answer",
-    "discord_ask", "discord_draft", "discord_ping", "stop_row",
+    "discord_ask", "discord_draft", "discord_ping", "of_kind", "stop_row",
 ]

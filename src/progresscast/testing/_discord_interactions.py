@@ -7,7 +7,13 @@ channel, built from the registered command definition, a button pressed on a mes
 (`MODAL_SUBMIT`) — each POSTed to the app's interactions URL with `X-Signature-Ed25519`
 over `X-Signature-Timestamp` + the body. What the app answered each is kept
 (:attr:`InteractionSender.responses`); a modal it answered with (type 9) is shown to
-the person who pressed, until they submit it.
+the person who pressed, until they submit it. An `UPDATE_MESSAGE` answer (type 7)
+changes the message the component was on as an edit would (the same checks; a modal
+submit's message is the one its button was on); Discord takes it only for an
+interaction that has such a message — for any other (a command, a crafted modal
+submit), or for data an edit could not carry, the message stays as it was and
+Discord's error, 50035 Invalid Form Body naming the field, is kept in
+:attr:`InteractionSender.refused`.
 """
 
 from __future__ import annotations
@@ -19,8 +25,17 @@ from typing import Any
 import httpx
 from nacl.signing import SigningKey
 
-from ..discord.presses import MODAL
-from ._discord_state import DiscordChannel, snowflake
+from ..discord.presses import MODAL, UPDATE_MESSAGE
+from ._discord_state import (
+    SUPPRESS_NOTIFICATIONS,
+    UNKNOWN_MESSAGE,
+    DiscordChannel,
+    DiscordError,
+    check_body,
+    error,
+    invalid_form,
+    snowflake,
+)
 
 PERSON_ID = "400000000000000001"
 ALL_PERMISSIONS = str((1 << 47) - 1)
@@ -44,6 +59,9 @@ class InteractionSender:
     """Every interaction sent, with the JSON the app answered (None: no JSON)."""
     modals: dict[tuple[str, str], tuple[dict[str, Any], str | None]]
     """The modal each (channel, user) sees, with the message it was opened from."""
+    refused: list[tuple[dict[str, Any], dict[str, Any]]]
+    """Every answer Discord did not apply: the interaction, with Discord's error body."""
+    components_v2: bool
     _channels: dict[str, DiscordChannel]
 
     def _notify(self) -> None:
@@ -88,8 +106,36 @@ class InteractionSender:
             message = payload.get("message") or {}
             shown = (answered.get("data") or {}, message.get("id"))
             self.modals[str(payload["channel_id"]), str(user.get("id"))] = shown
+        if isinstance(answered, dict) and answered.get("type") == UPDATE_MESSAGE:
+            try:
+                self._update_message(payload, answered.get("data"))
+            except DiscordError as exc:
+                self.refused.append((payload, exc.envelope()))
         self._notify()
         return response
+
+    def _update_message(self, payload: dict[str, Any], data: Any) -> None:
+        """Type 7: the message the component was on takes `data`, as an edit would."""
+        message = payload.get("message")
+        if payload.get("type") not in (MESSAGE_COMPONENT, MODAL_SUBMIT) or not isinstance(message, dict):
+            raise invalid_form(
+                "type", "INTERACTION_RESPONSE_TYPE_INVALID",
+                "UPDATE_MESSAGE is only valid for an interaction on a message component",
+            )
+        if data is None:
+            data = {}  # an update with nothing in it changes nothing, and is no error
+        if not isinstance(data, dict):
+            raise invalid_form("data", "MODEL_TYPE_CONVERT", "Expected an object/dictionary.")
+        channel = self._channels.get(str(payload.get("channel_id")))
+        msg = channel.messages.get(str(message.get("id"))) if channel is not None else None
+        if msg is None:
+            raise error(UNKNOWN_MESSAGE)
+        # A response's data may say SUPPRESS_NOTIFICATIONS, meaningless for an update.
+        said = data.get("flags")
+        body = {**data, "flags": said & ~SUPPRESS_NOTIFICATIONS} if isinstance(said, int) else data
+        flags, content, components = check_body(body, edit=True, v2_allowed=self.components_v2,
+                                                was_v2=msg.components_v2)
+        msg.apply_edit(body, flags, content, components)
 
     async def ping(self, url: str | None = None) -> httpx.Response:
         """What Discord sends when the interactions URL is saved in the developer portal."""

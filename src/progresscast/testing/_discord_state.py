@@ -159,6 +159,22 @@ class DiscordMessage:
         """The button whose `custom_id` or label is `wanted`."""
         return next((b for b in self.buttons() if wanted in (b.get("custom_id"), b.get("label"))), None)
 
+    def apply_edit(self, body: dict[str, Any], flags: int, content: str, components: list[Any]) -> None:
+        """An edit (or an interaction's `UPDATE_MESSAGE`) that `check_body` passed: what it
+        names changes; `components: []` takes the buttons away; the V2 flag stays."""
+        if self.components_v2:
+            if "components" in body:
+                self.components = components
+        else:
+            if "content" in body:
+                self.content = content
+            if "components" in body:
+                self.components = components
+        if "flags" in body:
+            self.flags = (self.flags & ~SUPPRESS_EMBEDS) | (flags & SUPPRESS_EMBEDS) | (self.flags & IS_COMPONENTS_V2)
+        self.edits += 1
+        self.edited_at = time.time()
+
     @property
     def accent(self) -> int | None:
         for component in self.components:

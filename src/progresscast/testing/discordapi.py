@@ -28,7 +28,9 @@ hex, as the developer portal shows it) and sends interactions signed like Discor
 interactions URL: :meth:`ping`, :meth:`slash_command` ("a person types
 ``/progresscast follow ticket-1``", built from the registered command's options),
 :meth:`press` (a person presses a message's button, by label or ``custom_id``) and
-:meth:`submit_modal` (they fill in the modal the app answered a press with). Buttons
+:meth:`submit_modal` (they fill in the modal the app answered a press with); an
+``UPDATE_MESSAGE`` answer (type 7) updates the pressed message as Discord does, or is
+refused (:attr:`refused`) where Discord refuses it. Buttons
 are checked as Discord checks them: action rows of 1-5 buttons, at most 5 rows in a
 plain message, a ``custom_id`` of 1-100 characters unique in the message, a label of
 at most 80.
@@ -141,6 +143,7 @@ class DiscordAPIEmulator(LoopbackServer, InteractionSender):
         """Every interaction sent, with the status the app answered."""
         self.responses: list[tuple[dict[str, Any], Any]] = []
         self.modals: dict[tuple[str, str], tuple[dict[str, Any], str | None]] = {}
+        self.refused: list[tuple[dict[str, Any], dict[str, Any]]] = []
         self.commands: dict[str | None, list[dict[str, Any]]] = {}
         """Registered command definitions: None for global ones, else per guild id."""
         self._channels: dict[str, DiscordChannel] = {}
@@ -385,18 +388,7 @@ class DiscordAPIEmulator(LoopbackServer, InteractionSender):
             body, edit=True, v2_allowed=self.components_v2, was_v2=msg.components_v2
         )
         self._record_mentions(call, flags | (msg.flags & V2_FLAG), content, components)
-        if msg.components_v2:
-            if "components" in body:
-                msg.components = components
-        else:
-            if "content" in body:
-                msg.content = content
-            if "components" in body:  # `[]` takes a message's buttons away
-                msg.components = components
-        if "flags" in body:
-            msg.flags = (msg.flags & ~0b100) | (flags & 0b100) | (msg.flags & V2_FLAG)
-        msg.edits += 1
-        msg.edited_at = time.time()
+        msg.apply_edit(body, flags, content, components)
         return self._api(msg)
 
     def _delete(self, call: DiscordCall, request: Request) -> None:
