@@ -16,7 +16,7 @@ from typing import Any
 import pytest
 from redis.asyncio import Redis
 
-from progresscast.channels.state import DraftKey
+from progresscast.channels.state.ids import DraftKey
 from progresscast.config.errors import ConfigError
 from progresscast.config.load import load_settings
 from progresscast.config.settings import Settings
@@ -97,7 +97,7 @@ async def test_a_restart_looks_at_many_follows_through_a_bounded_queue_and_polls
     await write_cards(redis, chats)
     state = TelegramState(redis)  # followed before the restart: in Redis, not in the config
     for i in range(chats):
-        await state.follow(DraftKey(FIRST_CHAT + i, 0, Owner("main", f"s{i}")))
+        await state.follows.add(DraftKey(FIRST_CHAT + i, 0, Owner("main", f"s{i}")))
     async with BotAPIEmulator(private_pace=None, group_pace=None, bot_pace=None) as api:
         before = await connected_clients(redis_url)
         options = AdapterOptions(consumer="test", catch_up=catch_up)

@@ -89,7 +89,7 @@ def test_the_config_is_found_through_PROGRESSCAST_CONFIG(tmp_path: Path, monkeyp
 
 def test_preview_checklist_lines_default_to_max_lines(tmp_path: Path) -> None:
     from progresscast.channels.chat.destinations import render_settings
-    from progresscast.channels.state import ChatPrefs
+    from progresscast.channels.state.prefs import ChatPrefs
 
     path = tmp_path / "c.toml"
     path.write_text(

@@ -118,7 +118,7 @@ async def test_a_member_without_manage_channels_cannot_follow(discord: DiscordAP
     assert "follows no session" in await h.command("card", permissions=MEMBER)
     assert "Here: following nothing; mode progress" in await h.command("help", permissions=MEMBER)
     state = h.adapter.channel.state
-    assert await state.follows(C) == [] and (await state.prefs(C)).mode is None
+    assert await state.follows.of(C) == [] and (await state.prefs.of(C)).mode is None
     assert message_calls(discord) == []
     assert await h.command("follow t1", permissions=MEMBER | MANAGE_CHANNELS) == "Following agent:main:t1."
     await h.shows("Fix")

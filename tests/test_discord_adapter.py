@@ -211,7 +211,7 @@ async def test_a_bad_signature_is_refused_with_nothing_done(discord: DiscordAPIE
         unsigned = await http.post(h.url, content=json.dumps({"type": 1}))
         huge = await http.post(h.url, content=b"x" * (65 * 1024), headers=discord.sign(b"x" * (65 * 1024)))
     assert (unsigned.status_code, huge.status_code) == (401, 413)
-    assert await h.adapter.channel.state.follows(C) == []
+    assert await h.adapter.channel.state.follows.of(C) == []
     assert message_calls(discord) == []
 
 
@@ -223,7 +223,7 @@ async def test_settings_need_manage_channels_and_a_grant(discord: DiscordAPIEmul
     assert "Only the channel's administrators can change" in await h.command("follow t1", permissions=0)
     assert "follows no session" in await h.command("card", permissions=0)
     assert await h.command("follow secret-1", channel=OTHER) == "Sorry, this channel may not follow agent:main:secret-1."
-    assert await h.adapter.channel.state.follows(C) == []
+    assert await h.adapter.channel.state.follows.of(C) == []
     assert message_calls(discord) == []
 
 

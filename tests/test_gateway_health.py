@@ -17,7 +17,7 @@ import httpx
 import pytest
 from redis.asyncio import Redis
 
-from progresscast.channels.state import DraftKey
+from progresscast.channels.state.ids import DraftKey
 from progresscast.config.settings import Settings
 from progresscast.gateway import create_app, health, pages
 from progresscast.model.card import CardInput
@@ -62,7 +62,7 @@ async def test_healthz_costs_a_few_commands_per_shard_once_a_second(redis: Redis
     # Strangers' chats following: each a key of its own, never read by /healthz.
     state = TelegramState(redis)
     for chat in range(1, 301):
-        await state.follow(DraftKey(chat, 0, Owner("main", "t-1")))
+        await state.follows.add(DraftKey(chat, 0, Owner("main", "t-1")))
     shards = (await layout_of(redis)).shards
     async with client(with_bot(), redis) as http:
         before = await commands_run(redis)

@@ -10,7 +10,8 @@ from typing import Any
 import pytest
 
 from progresscast.channels.draft.state import DraftState
-from progresscast.channels.state import ChatPrefs, DraftKey
+from progresscast.channels.state.ids import DraftKey
+from progresscast.channels.state.prefs import ChatPrefs
 from progresscast.config.base import Mode
 from progresscast.config.errors import ConfigError
 from progresscast.config.load import load_settings
@@ -80,62 +81,67 @@ def holders(redis: Any) -> tuple[TelegramState, TelegramState]:
     return TelegramState(redis, fence=old_fence), TelegramState(redis, fence=new_fence)
 
 
+def draft_key(key: DraftKey) -> str:
+    """Where Telegram's stored draft state is kept."""
+    return keys.channel_draft(keys.TG, key.owner, key.chat_id, key.thread_id)
+
+
 async def written_by_both(redis: Any) -> tuple[TelegramState, TelegramState, DraftKey]:
     """A draft the old holder wrote (message 7), then the newer one (message 8)."""
     old, new = holders(redis)
     key = DraftKey(42, 0, Owner("main", "t1"))
-    await old.save_draft(key, DraftState(message_id=7))
-    await new.save_draft(key, DraftState(message_id=8))
+    await old.drafts.save(key, DraftState(message_id=7))
+    await new.drafts.save(key, DraftState(message_id=8))
     return old, new, key
 
 
 async def test_a_draft_write_of_an_older_holder_is_refused(redis: Any) -> None:
     old, new, key = await written_by_both(redis)
     with pytest.raises(FenceClosed):
-        await old.save_draft(key, DraftState(message_id=7, revision=3))
-    assert (await new.draft(key)).message_id == 8
-    assert (await TelegramState(redis).draft(key)).message_id == 8  # the stored state reads as before
+        await old.drafts.save(key, DraftState(message_id=7, revision=3))
+    assert (await new.drafts.of(key)).message_id == 8
+    assert (await TelegramState(redis).drafts.of(key)).message_id == 8  # the stored state reads as before
     assert old.fence is not None
     old.fence.close()
     with pytest.raises(FenceClosed):  # past its deadline it does not even try
-        await old.save_draft(key, DraftState(message_id=9))
+        await old.drafts.save(key, DraftState(message_id=9))
 
 
 async def test_a_delete_of_an_older_holder_is_refused_after_a_newer_one_wrote(redis: Any) -> None:
     old, new, key = await written_by_both(redis)
     with pytest.raises(FenceClosed):
-        await old.forget_draft(key)
+        await old.drafts.forget(key)
     with pytest.raises(FenceClosed):
-        await old.save_draft(key, DraftState())  # the empty state is a delete
-    assert (await new.draft(key)).message_id == 8
-    await new.forget_draft(key)  # the current holder's delete works
-    assert await redis.get(old._draft_key(key)) is None
-    await old.forget_draft(key)  # nothing stored: nothing to refuse
+        await old.drafts.save(key, DraftState())  # the empty state is a delete
+    assert (await new.drafts.of(key)).message_id == 8
+    await new.drafts.forget(key)  # the current holder's delete works
+    assert await redis.get(draft_key(key)) is None
+    await old.drafts.forget(key)  # nothing stored: nothing to refuse
 
 
 async def test_a_holder_deletes_what_it_or_an_older_holder_wrote(redis: Any) -> None:
     old, new = holders(redis)
     mine, older, unfenced = (DraftKey(42, 0, Owner("main", t)) for t in ("t1", "t2", "t3"))
-    await new.save_draft(mine, DraftState(message_id=1))
-    await old.save_draft(older, DraftState(message_id=2))
-    await TelegramState(redis).save_draft(unfenced, DraftState(message_id=3))  # no lease: no number
-    await new.save_draft(mine, DraftState())
-    await new.forget_draft(older)
-    await old.forget_draft(unfenced)
+    await new.drafts.save(mine, DraftState(message_id=1))
+    await old.drafts.save(older, DraftState(message_id=2))
+    await TelegramState(redis).drafts.save(unfenced, DraftState(message_id=3))  # no lease: no number
+    await new.drafts.save(mine, DraftState())
+    await new.drafts.forget(older)
+    await old.drafts.forget(unfenced)
     for key in (mine, older, unfenced):
-        assert await redis.get(new._draft_key(key)) is None
+        assert await redis.get(draft_key(key)) is None
 
 
 async def test_a_draft_started_under_a_lease_carries_its_fence(redis: Any) -> None:
     old, new = holders(redis)
     key = DraftKey(42, 0, Owner("main", "t1"))
-    assert await new.start_draft(key, DraftState(done_run="r1"))
-    assert not await old.start_draft(key, DraftState(done_run="r0"))  # NX: never over a state
+    assert await new.drafts.start(key, DraftState(done_run="r1"))
+    assert not await old.drafts.start(key, DraftState(done_run="r0"))  # NX: never over a state
     with pytest.raises(FenceClosed):  # the creator's number guards it like any write
-        await old.save_draft(key, DraftState(message_id=7))
+        await old.drafts.save(key, DraftState(message_id=7))
     with pytest.raises(FenceClosed):
-        await old.forget_draft(key)
-    assert (await new.draft(key)).done_run == "r1"
+        await old.drafts.forget(key)
+    assert (await new.drafts.of(key)).done_run == "r1"
 
 
 async def test_follows_and_overrides_are_not_written_past_the_deadline(redis: Any) -> None:
@@ -143,11 +149,11 @@ async def test_follows_and_overrides_are_not_written_past_the_deadline(redis: An
     assert old.fence is not None
     old.fence.close()
     key = DraftKey(42, 0, Owner("main", "t1"))
-    for write in (old.follow(key), old.unfollow(key), old.set_mode(42, Mode.off), old.set_rich(42, True)):
+    for write in (old.follows.add(key), old.follows.remove(key), old.prefs.set_mode(42, Mode.off), old.prefs.set_rich(42, True)):
         with pytest.raises(FenceClosed):
             await write
-    assert await TelegramState(redis).follows(42) == []
-    assert await TelegramState(redis).prefs(42) == ChatPrefs()
+    assert await TelegramState(redis).follows.of(42) == []
+    assert await TelegramState(redis).prefs.of(42) == ChatPrefs()
 
 
 # --- several bots --------------------------------------------------------------------

@@ -19,7 +19,7 @@ from typing import Any
 import httpx
 import pytest
 
-from progresscast.channels.state import DraftKey
+from progresscast.channels.state.ids import DraftKey
 from progresscast.model.card import CardInput
 from progresscast.model.owners import Owner
 from progresscast.store import keys
@@ -175,7 +175,7 @@ async def follow_sessions(redis: Any, sessions: range, namespace: str = keys.TG)
     """Chat `i` follows session `s<i>` (what /follow stores)."""
     state = TelegramState(redis, namespace)
     for i in sessions:
-        await state.follow(DraftKey(i, 0, Owner("main", f"s{i}")))
+        await state.follows.add(DraftKey(i, 0, Owner("main", f"s{i}")))
 
 
 def check_pacing(api: BotAPIEmulator, chats: range, scale: float) -> None:

@@ -14,7 +14,8 @@ import httpx
 import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
-from progresscast.channels.state import ChannelState, DraftKey
+from progresscast.channels.state.holder import ChannelState
+from progresscast.channels.state.ids import DraftKey
 from progresscast.config.settings import ChannelSettings
 from progresscast.gateway import create_app
 from progresscast.model.card import CardInput
@@ -155,15 +156,15 @@ async def test_a_redis_restart_with_aof_loses_nothing_acknowledged(tmp_path: Pat
     store = CardStore(commands)
     state = ChannelState(commands, "tg")
     from progresscast.channels.draft.state import DraftState
-    from progresscast.channels.state import DraftKey
+    from progresscast.channels.state.ids import DraftKey
 
     draft = DraftKey(42, 0, OWNER)
     group = EventGroup(readers, "survivors", "c1")
     await group.ensure()
     try:
         await store.put(OWNER, CardInput.parse({"markdown": "before"}))
-        await state.follow(draft)
-        await state.save_draft(draft, DraftState(message_id=77))
+        await state.follows.add(draft)
+        await state.drafts.save(draft, DraftState(message_id=77))
         assert [e.revision for e in await group.read(block_ms=3000)] == [1]
         assert stop_embedded(home)  # a clean shutdown: the AOF has every acknowledged write
         async with gateway(commands) as client:
@@ -173,8 +174,8 @@ async def test_a_redis_restart_with_aof_loses_nothing_acknowledged(tmp_path: Pat
         # The same clients carry on by themselves.
         card = await store.get(OWNER)
         assert card is not None and card.markdown == "before"
-        assert await state.is_following(draft)
-        assert (await state.draft(draft)).message_id == 77
+        assert await state.follows.has(draft)
+        assert (await state.drafts.of(draft)).message_id == 77
         await store.put(OWNER, CardInput.parse({"markdown": "after"}))
         deadline = time.monotonic() + 15
         seen: list[int | None] = []
@@ -255,10 +256,10 @@ async def test_follows_are_counted_per_bot_and_channel(redis: Any, monkeypatch: 
     first, second, slack = TelegramState(redis), TelegramState(redis, "tg-222222"), SlackState(redis)
     s1, s2 = Owner("main", "s1"), Owner("main", "s2")
     for key in (DraftKey(1, 0, s1), DraftKey(1, 0, s2), DraftKey(-100200, 5, s1)):
-        await first.follow(key)
-    await second.follow(DraftKey(1, 0, s1))
+        await first.follows.add(key)
+    await second.follows.add(DraftKey(1, 0, s1))
     for key in (DraftKey("C1", "", s1), DraftKey("C1", "1700.1", s2)):
-        await slack.follow(key)
+        await slack.follows.add(key)
     client = httpx.AsyncClient(transport=httpx.ASGITransport(app=create_app(settings, redis)), base_url="http://gw")
 
     async def follows() -> dict[str, float]:
@@ -267,9 +268,9 @@ async def test_follows_are_counted_per_bot_and_channel(redis: Any, monkeypatch: 
 
     async with client:
         assert await follows() == {"telegram": 3, "telegram-222222": 1, "slack": 2}
-        await second.unfollow(DraftKey(1, 0, s1))
-        await first.follow(DraftKey(2, 0, s2))
-        await slack.unfollow(DraftKey("C1", "", s1))
+        await second.follows.remove(DraftKey(1, 0, s1))
+        await first.follows.add(DraftKey(2, 0, s2))
+        await slack.follows.remove(DraftKey("C1", "", s1))
         assert await follows() == {"telegram": 4, "telegram-222222": 0, "slack": 1}
-        await first.unfollow(DraftKey(-100200, 5, s1))
+        await first.follows.remove(DraftKey(-100200, 5, s1))
         assert await follows() == {"telegram": 3, "telegram-222222": 0, "slack": 1}

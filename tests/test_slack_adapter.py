@@ -179,7 +179,7 @@ async def test_a_misspelt_command_names_the_nearest_one(harness) -> None:
     reply = (await h.command("folow t1"))["text"]
     assert reply.startswith("Unknown command /progresscast folow — did you mean /progresscast follow?\n")
     assert reply.count("\n") == 1 and "/progresscast follow SESSION [AGENT]" in reply
-    assert await h.adapter.channel.state.follows(C) == []
+    assert await h.adapter.channel.state.follows.of(C) == []
 
 
 async def test_wrong_or_stale_signature_is_refused_and_nothing_is_done(slack: SlackAPIEmulator, harness) -> None:
@@ -188,7 +188,7 @@ async def test_wrong_or_stale_signature_is_refused_and_nothing_is_done(slack: Sl
     forged = await slack.send_slash_command(url, "follow t1", channel_id=C, secret="not-the-secret")
     stale = await slack.send_slash_command(url, "follow t1", channel_id=C, timestamp=int(time.time()) - 600)
     assert (forged.status_code, stale.status_code) == (401, 401)
-    assert await h.adapter.channel.state.follows(C) == []
+    assert await h.adapter.channel.state.follows.of(C) == []
     events = await slack.send_event(f"{h.url}/slack/events", {"type": "url_verification", "challenge": "abc"})
     assert events.json() == {"challenge": "abc"}
     bad = await slack.send_event(f"{h.url}/slack/events", {"type": "url_verification", "challenge": "x"}, secret="no")
@@ -325,7 +325,7 @@ async def test_allowed_channels_and_config_follows(slack: SlackAPIEmulator, redi
     await h.shows("From config")
     reply = await h.command("follow t1", channel=OTHER)
     assert "not enabled for this channel" in reply["text"]
-    assert await h.adapter.channel.state.follows(OTHER) == []
+    assert await h.adapter.channel.state.follows.of(OTHER) == []
 
 
 # --- the plan display -------------------------------------------------------------------
@@ -353,7 +353,7 @@ async def test_plan_display_streams_in_a_thread_of_its_own(slack: SlackAPIEmulat
     assert refused(slack) == []
     assert (await h.command("unfollow"))["text"] == "Stopped following agent:main:t1."
     assert await h.adapter.channel.state.recipient(C, anchor.ts) is None
-    assert await h.adapter.channel.state.follows(C) == []
+    assert await h.adapter.channel.state.follows.of(C) == []
 
 
 async def test_follows_in_a_burst_open_their_threads_through_the_channels_pace(slack, harness) -> None:
@@ -430,7 +430,7 @@ async def test_following_a_followed_session_again_opens_no_second_thread(slack, 
     assert (await h.command("follow t1"))["text"] == "This channel already follows agent:main:t1."
     await h.put(("Fix", "completed"))
     await h.shows("[complete] Fix", count=2)
-    assert len(await h.adapter.channel.state.follows(C)) == 1
+    assert len(await h.adapter.channel.state.follows.of(C)) == 1
     assert len(h.posts()) == 1
 
 

@@ -10,7 +10,7 @@ import asyncio
 
 import pytest
 
-from progresscast.channels.state import DraftKey
+from progresscast.channels.state.ids import DraftKey
 from progresscast.model.view import RunState
 from progresscast.slack.events import landed
 from progresscast.testing import SlackAPIEmulator, SlackMessage

@@ -17,7 +17,7 @@ import telegram
 from redis.asyncio import Redis
 from telegram.request import HTTPXRequest
 
-from progresscast.channels.state import DraftKey
+from progresscast.channels.state.ids import DraftKey
 from progresscast.channels.worker import ChannelWorker
 from progresscast.config.settings import Settings
 from progresscast.model.card import CardInput

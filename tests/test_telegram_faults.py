@@ -29,7 +29,7 @@ from redis.exceptions import RedisError
 
 from conftest import redis_server_binary
 from progresscast.backoff import Backoff
-from progresscast.channels.state import DraftKey
+from progresscast.channels.state.ids import DraftKey
 from progresscast.config.settings import Settings
 from progresscast.model.card import CardInput
 from progresscast.model.owners import Owner
@@ -139,7 +139,7 @@ async def follow_all(api: BotAPIEmulator, redis: Redis, chats: list[int]) -> Non
         api.send_user_message(chat, f"/follow s{abs(chat)}")
 
     async def followed() -> bool:
-        return all([await state.is_following(DraftKey(chat, 0, owner_of(chat))) for chat in chats])
+        return all([await state.follows.has(DraftKey(chat, 0, owner_of(chat))) for chat in chats])
 
     await api.wait_for(followed, 20)
 
@@ -364,7 +364,7 @@ async def durable(write: Callable[[], Awaitable[Any]]) -> Any:
 
 async def drafts_of(redis: Redis, chats: list[int]) -> dict[int, Any]:
     state = TelegramState(redis)
-    return {chat: (await state.draft(DraftKey(chat, 0, owner_of(chat)))).message_id for chat in chats}
+    return {chat: (await state.drafts.of(DraftKey(chat, 0, owner_of(chat)))).message_id for chat in chats}
 
 
 async def test_a_redis_restart_from_its_aof_mid_run_loses_no_draft(
@@ -403,7 +403,7 @@ async def test_a_redis_restart_from_its_aof_mid_run_loses_no_draft(
             # What was acknowledged survived: cards, follows, the drafts' message ids.
             assert await drafts_of(redis, chats) == before
             for chat in chats:
-                assert await state.is_following(DraftKey(chat, 0, owner_of(chat)))
+                assert await state.follows.has(DraftKey(chat, 0, owner_of(chat)))
                 assert await store.revision(owner_of(chat)) >= revisions[chat] + 2
 
             # The adapter recovers by itself: the same message shows the newest card.
@@ -470,7 +470,7 @@ async def test_a_reply_whose_send_timed_out_is_never_overwritten_by_a_drafts_pro
 
         async def settled() -> bool:
             texts = api.chat(chat).texts()
-            draft = await state.draft(DraftKey(chat, 0, owner))
+            draft = await state.drafts.of(DraftKey(chat, 0, owner))
             return (
                 len(texts) == 2 and texts[0].startswith("Following ") and "c5002 r1 w0" in texts[1]
                 and draft.intent is None and draft.message_id == api.chat(chat).visible()[1].message_id

@@ -134,40 +134,40 @@ async def test_follows_are_stored_from_both_sides(redis: Redis) -> None:
     state = TelegramState(redis)
     a = DraftKey(42, 0, Owner("main", "t1"))
     b = DraftKey(42, 7, Owner("research", "agent:x"))
-    assert await state.follow(a) is True
-    assert await state.follow(a) is False
-    await state.follow(b)
-    assert await state.follows(42) == [a, b]
-    assert await state.follows(42, 7) == [b]
+    assert await state.follows.add(a) is True
+    assert await state.follows.add(a) is False
+    await state.follows.add(b)
+    assert await state.follows.of(42) == [a, b]
+    assert await state.follows.of(42, 7) == [b]
     async with redis.pipeline(transaction=False) as pipe:  # as a batch of change events reads it
-        state.queue_followers(pipe, [Owner("main", "t1")])
-        assert state.followers_from([Owner("main", "t1")], await pipe.execute()) == [a]
-    assert await state.all_follows() == [a, b]
-    assert await state.is_following(a)
-    assert await state.unfollow(a) is True
-    assert not await state.is_following(a)
-    await state.unfollow(b)
-    assert await state.chats() == []
+        state.follows.queue_followers(pipe, [Owner("main", "t1")])
+        assert state.follows.followers_from([Owner("main", "t1")], await pipe.execute()) == [a]
+    assert await state.follows.all() == [a, b]
+    assert await state.follows.has(a)
+    assert await state.follows.remove(a) is True
+    assert not await state.follows.has(a)
+    await state.follows.remove(b)
+    assert await state.follows.destinations() == []
     assert await all_keys(redis, f"{keys.PREFIX}:tg:*") == []
 
 
 @pytest.mark.backends
 async def test_prefs_drafts_and_marks(redis: Redis) -> None:
     state = TelegramState(redis)
-    await state.set_mode(42, Mode.block)
-    await state.set_rich(42, False)
-    assert await state.prefs(42) == ChatPrefs(mode=Mode.block, rich=False)
-    assert await state.prefs(43) == ChatPrefs()
+    await state.prefs.set_mode(42, Mode.block)
+    await state.prefs.set_rich(42, False)
+    assert await state.prefs.of(42) == ChatPrefs(mode=Mode.block, rich=False)
+    assert await state.prefs.of(43) == ChatPrefs()
     key = DraftKey(42, 0, Owner("main", "t1"))
-    await state.save_draft(key, DraftState(message_id=3, digest="d", kind="classic"))
-    assert (await state.draft(key)).message_id == 3
-    await state.save_draft(key, DraftState())
+    await state.drafts.save(key, DraftState(message_id=3, digest="d", kind="classic"))
+    assert (await state.drafts.of(key)).message_id == 3
+    await state.drafts.save(key, DraftState())
     assert await redis.exists(keys.channel_draft(keys.TG, key.owner, 42, 0)) == 0
-    await state.saw_message(42, 10)
-    await state.saw_message(42, 4)
-    assert await state.last_message(42) == 10
-    await state.refuse_rich(1, "Not Found")
-    assert await state.rich_refused(1) == "Not Found"
+    await state.messages.saw(42, 10)
+    await state.messages.saw(42, 4)
+    assert await state.messages.last(42) == 10
+    await state.bot.refuse_rich(1, "Not Found")
+    assert await state.bot.rich_refused(1) == "Not Found"
     assert 0 < await redis.ttl(keys.channel_no_rich(keys.TG, 1)) <= 24 * 3600
 
 

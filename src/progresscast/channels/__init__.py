@@ -11,6 +11,7 @@ Three rooms, each read through one entry module:
 
 Beside them: `worker` (change stream → lanes → paced calls; the entry of `serve`),
 `channel` (what a platform plugs in: renderer, client, budgets), `pacing` (budgets per
-destination and bot), `state` (follows, prefs, drafts and message ids in Redis),
-`asks` (ask messages and presses), `intake` (the change stream), `standby` (the lease).
+destination and bot), `state/` (follows, prefs, drafts and message ids in Redis, a
+module each; `state.holder.ChannelState` holds them), `asks` (ask messages and presses),
+`intake` (the change stream), `standby` (the lease).
 """

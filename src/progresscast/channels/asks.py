@@ -44,7 +44,8 @@ from .chat.invocation import MayChange
 from .draft.outcome import MessageId
 from .lane.lane import Lane, OneOff
 from .pacing import Pacer
-from .state import ChannelState, DraftKey, Id
+from .state.holder import ChannelState
+from .state.ids import DraftKey, Id
 
 STOP_CONFIRM_SECONDS = 10.0
 """A first press of Stop asks for a second within this long (on the time scale)."""
@@ -427,8 +428,8 @@ class Presses:
         """Whose draft the pressed message is."""
         if p.message_id is None:
             return None
-        for key in await self.worker.state.follows(p.destination):
-            state = await self.worker.state.draft(key)
+        for key in await self.worker.state.follows.of(p.destination):
+            state = await self.worker.state.drafts.of(key)
             if state.message_id is not None and str(state.message_id) == str(p.message_id):
                 return key.owner
         return None
@@ -446,7 +447,7 @@ class Presses:
 
     async def _touch_owner(self, destination: Id, owner: Owner) -> None:
         """Look again at once (the change event comes too; this is sooner for the presser)."""
-        for key in await self.worker.state.follows(destination):
+        for key in await self.worker.state.follows.of(destination):
             if key.owner == owner:
                 self.worker.touch(key)
 

@@ -22,7 +22,9 @@ from ..config.settings import Settings
 from .chat.access import AccessPolicy, AccessStore
 from .chat.destinations import RenderSettingsCache, config_follows
 from .pacing import Budgets
-from .state import ChannelState, ChatPrefs, DraftKey, Id
+from .state.holder import ChannelState
+from .state.ids import DraftKey, Id
+from .state.prefs import ChatPrefs
 
 S = TypeVar("S", bound=PlatformSettings)
 
@@ -82,7 +84,7 @@ class PlatformChannel(Generic[S]):
 
     async def render_settings(self, chat_id: Id, prefs: ChatPrefs | None = None) -> RenderSettings:
         if prefs is None:
-            prefs = await self.state.prefs(chat_id)
+            prefs = await self.state.prefs.of(chat_id)
         return self._render_settings.get(chat_id, prefs, rich_available=not await self.rich_refused())
 
     async def config_follows(self) -> list[DraftKey]:

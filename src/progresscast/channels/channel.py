@@ -26,7 +26,9 @@ from .draft.decide import Renderers
 from .draft.outcome import MessageId, Outcome
 from .draft.state import Intent
 from .pacing import Budgets
-from .state import ChannelState, ChatPrefs, DraftKey, Id
+from .state.holder import ChannelState
+from .state.ids import DraftKey, Id
+from .state.prefs import ChatPrefs
 
 
 class Client(Protocol):

@@ -22,7 +22,7 @@ from ..store.events import EventGroup, coalesce
 from ..store.retention import SWEEP_EVERY_MAX, retention_ms, sweep_every
 from ..supervise import spawn
 from .lane.context import WorkerContext
-from .state import DraftKey
+from .state.ids import DraftKey
 
 
 class Touch(Protocol):
@@ -121,7 +121,7 @@ class Intake:
                     if await self._follow(key):
                         await hand(key, followed=True)
                 config = False
-            for key in await self.ctx.state.all_follows():
+            for key in await self.ctx.state.follows.all():
                 await hand(key)
             await self.ended()
 
@@ -155,11 +155,11 @@ class Intake:
             # Acknowledged before the touches, which only hand drafts to lanes in
             # memory (a restart's catch-up looks at every draft anyway).
             async with self.redis.pipeline(transaction=False) as pipe:
-                self.ctx.state.queue_followers(pipe, owners)
+                self.ctx.state.follows.queue_followers(pipe, owners)
                 group.queue_ack(pipe, events)
                 replies = await pipe.execute()
             group.acked(events)
-            for key in self.ctx.state.followers_from(owners, replies[: len(owners)]):
+            for key in self.ctx.state.follows.followers_from(owners, replies[: len(owners)]):
                 self._touch(key, activity_only=changed[key.owner])
         if time.monotonic() - self._ended_checked >= 1.0:
             await self.ended()
@@ -171,13 +171,13 @@ class Intake:
             still_wanted()  # before a long wait: a Redis call may have lost the cancel (stopping.py)
             await asyncio.sleep(sweep_every(ms) if ms > 0 else SWEEP_EVERY_MAX)
             if ms > 0:
-                await self.ctx.state.prune_destinations()
+                await self.ctx.state.follows.prune_destinations()
 
     async def ended(self) -> None:
         """Hand the follows ended from outside (a revoked grant) to their lanes, which
         delete their drafts. Looked at about once a second."""
         self._ended_checked = time.monotonic()
-        for key in await self.ctx.state.ended():
+        for key in await self.ctx.state.follows.ended():
             self._hand_ended(key)
 
 

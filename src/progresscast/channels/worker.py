@@ -44,7 +44,7 @@ from .lane.one_off import OneOffSender
 from .lane.processing import DraftProcessor, DraftRequest
 from .lane.reply_effects import ReplyEffects
 from .pacing import Pacer
-from .state import DraftKey, Id
+from .state.ids import DraftKey, Id
 from .worker_options import WorkerOptions
 
 
@@ -192,7 +192,7 @@ class ChannelWorker:
         refused the bot), calls go to it again and its drafts catch up."""
         if self.pauses.paused(destination) and await self.pauses.resume(destination):
             self.log.info("chat %r spoke again: no longer paused", destination)
-            for key in await self.state.follows(destination):
+            for key in await self.state.follows.of(destination):
                 self.touch(key)
 
     def touch(
@@ -230,14 +230,14 @@ class ChannelWorker:
         subscription is stored), and after a restart before its lane looks at all.
         `view`: the owner's view when the destination asked to follow, if that was
         before now (a follow made once a message is posted); default: read now."""
-        if await self.state.is_following(key):
+        if await self.state.follows.has(key):
             return False
         # Noted before the subscription is stored: from then on any look at the draft
         # applies it (applying it twice changes nothing).
         requests = self.drafts.requests
         old = requests.get(key, DraftRequest())
         requests[key] = DraftRequest(followed=True, fresh=old.fresh)
-        if not await self.state.follow(key):
+        if not await self.state.follows.add(key):
             return False  # followed in between, by someone else: not a new follow after all
         await self._remember_follow(key, view)
         return True
@@ -255,7 +255,7 @@ class ChannelWorker:
             self.drafts.requests[key] = replace(request, at_follow=view)
         state = on_follow(DraftState(), view)
         if state != DraftState():
-            await self.state.start_draft(key, state)  # a draft with a state already: the lane applies it
+            await self.state.drafts.start(key, state)  # a draft with a state already: the lane applies it
 
     def looked_at(self, key: DraftKey) -> None:
         """The lane looked at this draft (whatever came of it)."""
@@ -269,7 +269,7 @@ class ChannelWorker:
         update (nothing moves until then). Destinations that may not have drafts are
         not noted."""
         if self.channel.access.drafts_allowed(destination):
-            await self.state.heard(destination, thread_id, message_id)
+            await self.state.messages.heard(destination, thread_id, message_id)
 
     def say(
         self, destination: Id, thread_id: Id, text: str, *, then: WhenSettled | None = None, urgent: bool = True

@@ -142,7 +142,7 @@ def pairing_command(args: argparse.Namespace, settings: Settings) -> int:
 
 async def _run(args: argparse.Namespace, settings: Settings, redis: Redis) -> int:
     from ..channels.chat.access import AccessStore
-    from ..channels.state import ChannelState
+    from ..channels.state.holder import ChannelState
 
     if args.pairing_command == "list":
         now = time.time()
@@ -187,7 +187,7 @@ async def _run(args: argparse.Namespace, settings: Settings, redis: Redis) -> in
     ended = []
     for namespace in namespaces(settings, platform):
         state = ChannelState(redis, namespace, int if isinstance(chat, int) else str)
-        ended += await state.end_follows(chat)
+        ended += await state.follows.end(chat)
     if not had and not ended:
         print(f"progresscast: {platform} chat {chat} has no approved grant and follows nothing", file=sys.stderr)
         return 1

@@ -23,7 +23,9 @@ from dataclasses import dataclass
 from redis.asyncio import Redis
 
 from ..channels.base import EvenPace, PlatformChannel
-from ..channels.state import ChannelState, ChatPrefs, DraftKey
+from ..channels.state.holder import ChannelState
+from ..channels.state.ids import DraftKey
+from ..channels.state.prefs import ChatPrefs
 from ..config.discord import DiscordSettings
 from ..config.settings import Settings
 from ..render.discord_payload import DiscordRenderers

@@ -36,7 +36,7 @@ import httpx
 
 from ..channels.draft.outcome import MessageId, Outcome, OutcomeKind, kind_of, looked_for
 from ..channels.draft.state import Intent
-from ..channels.state import Id
+from ..channels.state.ids import Id
 from ..render.discord import SUPPRESS_EMBEDS, TEXT_DISPLAY, escape
 from ..render.discord_payload import CONTENT
 from ..render.payload import Payload

@@ -26,7 +26,9 @@ from dataclasses import dataclass
 from redis.asyncio import Redis
 
 from ..channels.base import EvenPace, PlatformChannel
-from ..channels.state import ChannelState, ChatPrefs, DraftKey
+from ..channels.state.holder import ChannelState
+from ..channels.state.ids import DraftKey
+from ..channels.state.prefs import ChatPrefs
 from ..config.matrix import MatrixSettings
 from ..config.settings import Settings
 from ..render.matrix_payload import MatrixRenderers

@@ -51,7 +51,7 @@ from redis.asyncio import Redis
 
 from ..channels.draft.outcome import MessageId, Outcome, OutcomeKind
 from ..channels.draft.state import Intent
-from ..channels.state import Id
+from ..channels.state.ids import Id
 from ..render.matrix import edit_content
 from ..render.matrix_payload import matrix_notice
 from ..render.payload import Payload

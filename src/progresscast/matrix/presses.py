@@ -27,7 +27,7 @@ from typing import Any
 from nio import AsyncClient, RoomGetStateEventResponse
 
 from ..channels.asks import Press
-from ..channels.state import DraftKey
+from ..channels.state.ids import DraftKey
 from ..channels.worker import ChannelWorker
 from ..model.asks import STOP_CONTROL, option_control
 from ..render import asks as words
@@ -160,8 +160,8 @@ class MatrixPresses:
 
     async def _draft(self, room_id: str, event_id: str) -> DraftKey | None:
         """The draft that is this event, if it is one of the room's live drafts."""
-        for key in await self.worker.state.follows(room_id):
-            if str((await self.worker.state.draft(key)).message_id) == event_id:
+        for key in await self.worker.state.follows.of(room_id):
+            if str((await self.worker.state.drafts.of(key)).message_id) == event_id:
                 return key
         return None
 

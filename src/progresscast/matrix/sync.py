@@ -282,8 +282,8 @@ class MatrixSync:
         return isinstance(reply, RoomGetStateEventResponse) and bool(reply.content)
 
     async def _encrypted(self, room_id: str) -> None:
-        for key in await self.channel.state.follows(room_id):
-            await self.channel.state.unfollow(key)
+        for key in await self.channel.state.follows.of(room_id):
+            await self.channel.state.follows.remove(key)
             self.worker.touch(key)
 
         async def leave(_: object) -> None:
@@ -302,8 +302,8 @@ class MatrixSync:
         redacts = (content.get("redacts") if isinstance(content, dict) else None) or event.get("redacts")
         if not isinstance(redacts, str):
             return
-        for key in await self.channel.state.follows(room_id):
-            if (await self.channel.state.draft(key)).message_id == redacts:
+        for key in await self.channel.state.follows.of(room_id):
+            if (await self.channel.state.drafts.of(key)).message_id == redacts:
                 log.info("room %r: draft %r was redacted by someone; showing it again", room_id, redacts)
                 self.worker.touch(key, fresh=True)
 

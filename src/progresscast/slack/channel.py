@@ -22,7 +22,9 @@ from dataclasses import dataclass
 from redis.asyncio import Redis
 
 from ..channels.base import EvenPace, PlatformChannel
-from ..channels.state import ChannelState, ChatPrefs, DraftKey
+from ..channels.state.holder import ChannelState
+from ..channels.state.ids import DraftKey
+from ..channels.state.prefs import ChatPrefs
 from ..config.settings import Settings
 from ..config.slack import SlackSettings
 from ..render.slack_payload import Recipient, SlackRenderers
@@ -81,7 +83,7 @@ class SlackChannel(PlatformChannel[SlackSettings]):
 
     async def rich_refused(self) -> str | None:
         """Why this workspace refused the plan display (None: it did not), remembered a day."""
-        return await self.state.rich_refused(self.team_id or "workspace")
+        return await self.state.bot.rich_refused(self.team_id or "workspace")
 
     async def renderers(self, key: DraftKey, prefs: ChatPrefs | None = None) -> SlackRenderers:
         """The plan display applies in a thread whose follower it streams to; elsewhere
@@ -93,7 +95,7 @@ class SlackChannel(PlatformChannel[SlackSettings]):
 
     async def unsupported(self, detail: str) -> None:
         log.warning("Slack refused the plan display (%s): Block Kit for this workspace", detail)
-        await self.state.refuse_rich(self.team_id or "workspace", detail or "rejected")
+        await self.state.bot.refuse_rich(self.team_id or "workspace", detail or "rejected")
 
 
 __all__ = ["NO_THREAD", "PLATFORM", "SlackChannel", "SlackPace", "SlackState"]

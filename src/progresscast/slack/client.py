@@ -40,7 +40,7 @@ from slack_sdk.web.async_client import AsyncWebClient
 
 from ..channels.draft.outcome import MessageId, Outcome, OutcomeKind, kind_of, looked_for
 from ..channels.draft.state import Intent
-from ..channels.state import Id
+from ..channels.state.ids import Id
 from ..render.payload import Payload
 from ..render.slack import escape
 from ..render.slack_payload import STREAM_METHODS

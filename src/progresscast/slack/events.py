@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from ..channels.state import Id
+from ..channels.state.ids import Id
 from .channel import NO_THREAD
 
 POSTED = frozenset({"", "bot_message", "thread_broadcast", "file_share", "me_message"})

@@ -10,7 +10,7 @@ from typing import cast
 
 from ..channels.chat.commands import Invocation
 from ..channels.draft.outcome import MessageId
-from ..channels.state import DraftKey, Id
+from ..channels.state.ids import DraftKey, Id
 from ..channels.worker import ChannelWorker
 from ..model.owners import Owner
 from ..model.view import View

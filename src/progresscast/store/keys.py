@@ -191,7 +191,7 @@ HOOK_TASKS_TTL = 7 * 24 * 3600
 
 
 # --- chat channels ---------------------------------------------------------------------
-# State of a chat channel's adapter (channels/state.py), under the channel's short name
+# State of a chat channel's adapter (channels/state/), under the channel's short name
 # (`tg` for Telegram, `slack` for Slack). Per-owner keys carry the owner's own tag (above);
 # per-destination and per-bot keys are global (`pc:<channel>:…`). A follow is remembered
 # from both sides: the owner's followers (which destinations an event concerns) and the

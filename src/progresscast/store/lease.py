@@ -15,7 +15,7 @@ call in the bot's name. Two guards:
   this process' clock runs a little fast. Every Bot API call and every draft write
   checks it first (`Fence.check`), so a process that resumes past its deadline does
   nothing before its keeper has renewed — which fails once someone else holds it.
-- The fence number: draft writes are conditioned on it in Redis (`channels.state`),
+- The fence number: draft writes are conditioned on it in Redis (`channels.state.drafts`),
   so a write that passed the local check just before a pause and reaches Redis after
   a newer holder wrote the draft is refused instead of undoing the newer state.
 """

@@ -5,7 +5,7 @@ Redis server's clock — is gone with every key it has: each write script sets t
 to live of all of the owner's keys (scripts.py), and `serve` sweeps the index entries
 of owners whose keys expired (`sweep`, below) so listings stay short. What chats create
 (follows, overrides, drafts, message ids) expires the same way once unused
-(channels/state.py).
+(channels/state/).
 
 The retention is recorded in the store (`pc:retention`, in ms) by a process whose
 config sets it, and read from there by every other — an agent hook that runs without

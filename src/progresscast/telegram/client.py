@@ -46,7 +46,7 @@ from telegram.warnings import PTBUserWarning
 from .. import metrics
 from ..channels.draft.outcome import MessageId, Outcome, OutcomeKind
 from ..channels.draft.state import Intent
-from ..channels.state import Id
+from ..channels.state.ids import Id
 from ..render.payload import Payload
 from ..render.telegram_payload import RICH_METHOD
 from .request import NEVER_SENT, LeaseLost

@@ -83,7 +83,7 @@ class TelegramCommands:
         await self.worker.spoke(message.chat_id)
         # Only for a chat with a grant: a stranger's messages store nothing.
         if await self.worker.channel.access.grant_of(message.chat_id) is not None:
-            await self.worker.state.saw_message(message.chat_id, message.message_id)
+            await self.worker.state.messages.saw(message.chat_id, message.message_id)
 
     def invocation(self, message: Message, username: str) -> Invocation | None:
         """The command in a message (None: not a command, or one for another bot)."""

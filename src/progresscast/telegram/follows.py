@@ -7,7 +7,9 @@ from __future__ import annotations
 
 from redis.asyncio import Redis
 
-from ..channels.state import ChannelState, ChatPrefs, DraftKey
+from ..channels.state.holder import ChannelState
+from ..channels.state.ids import DraftKey
+from ..channels.state.prefs import ChatPrefs
 from ..store import keys
 from ..store.lease import Fence
 

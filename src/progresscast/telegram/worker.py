@@ -14,7 +14,8 @@ from redis.asyncio import Redis
 from telegram import Bot
 
 from ..channels.base import PlatformChannel
-from ..channels.state import ChatPrefs, DraftKey
+from ..channels.state.ids import DraftKey
+from ..channels.state.prefs import ChatPrefs
 from ..channels.worker import ChannelWorker
 from ..config.settings import Settings
 from ..config.telegram import TelegramSettings
@@ -50,7 +51,7 @@ class TelegramChannel(PlatformChannel[TelegramSettings]):
         """Why the Bot API server rejected rich messages (None: it did not)."""
 
     async def load(self) -> None:
-        self._rich_refused = await self.state.rich_refused(self.bot.id)
+        self._rich_refused = await self.state.bot.rich_refused(self.bot.id)
         if self._rich_refused:
             log.info("rich messages were refused by this Bot API server (%s): classic HTML", self._rich_refused)
 
@@ -66,7 +67,7 @@ class TelegramChannel(PlatformChannel[TelegramSettings]):
                 "the Bot API server rejected rich messages (%s): falling back to classic HTML for this bot", detail
             )
         self._rich_refused = detail or "rejected"
-        await self.state.refuse_rich(self.bot.id, self._rich_refused)
+        await self.state.bot.refuse_rich(self.bot.id, self._rich_refused)
 
 
 def telegram_worker(

@@ -39,7 +39,7 @@ from ...model.card import CardError
 from ...model.owners import Owner, resolve_owner, session_matches
 from ...store import keys
 from ...timescale import time_scale
-from ..state import Id
+from ..state.ids import Id
 
 log = logging.getLogger(__name__)
 

@@ -58,7 +58,7 @@ import re
 from ...config.base import Mode
 from ...model.card import CardError, clean_text, escape_lone_surrogates
 from ...model.owners import Owner, resolve_owner
-from ..state import DraftKey, Id
+from ..state.ids import DraftKey, Id
 from ..worker import ChannelWorker
 from .access import Grant
 from .destinations import effective_mode, wants_rich
@@ -203,7 +203,7 @@ class ChatCommands:
     async def _followed(self, inv: Invocation, owner: Owner) -> bool:
         if self.places is not None and self.places.opening(inv.destination, owner):
             return True
-        return any(key.owner == owner for key in await self.state.follows(inv.destination, self._scope(inv)))
+        return any(key.owner == owner for key in await self.state.follows.of(inv.destination, self._scope(inv)))
 
     async def follow(self, inv: Invocation, grant: Grant) -> str:
         args, noun = inv.args, self.surface.noun
@@ -217,7 +217,7 @@ class ChatCommands:
             return self.not_granted(owner)
         # Everything is read before the draft is touched: a touched draft's lane may call
         # as soon as this yields, and the reply is to go first.
-        prefs = await self.state.prefs(inv.destination)
+        prefs = await self.state.prefs.of(inv.destination)
         view = await self.store.view(owner)
         if await self._followed(inv, owner):
             added = False
@@ -242,7 +242,7 @@ class ChatCommands:
         args, noun = inv.args, self.surface.noun
         if len(args) > 2:
             return self.usage("unfollow")
-        current = await self.state.follows(inv.destination, self._scope(inv))
+        current = await self.state.follows.of(inv.destination, self._scope(inv))
         if args:
             try:
                 owner = self._owner(args)
@@ -256,17 +256,17 @@ class ChatCommands:
             if not targets:
                 return f"This {noun} follows no session."
         for key in targets:
-            await self.state.unfollow(key)
+            await self.state.follows.remove(key)
             if self.places is not None:
                 await self.places.unfollowed(key)
             self.worker.touch(key)  # the lane deletes the live draft
         return f"Stopped following {', '.join(k.owner.display_key for k in targets)}."
 
     async def card(self, inv: Invocation) -> str:
-        follows = await self.state.follows(inv.destination, self._scope(inv))
+        follows = await self.state.follows.of(inv.destination, self._scope(inv))
         if not follows:
             return f"This {self.surface.noun} follows no session. Use {self.surface.prefix}follow SESSION [AGENT]."
-        prefs = await self.state.prefs(inv.destination)
+        prefs = await self.state.prefs.of(inv.destination)
         nothing, shown = [], []
         snapshots, fresh = [], []
         for key in follows:
@@ -300,13 +300,13 @@ class ChatCommands:
     async def mode(self, inv: Invocation) -> str:
         args = inv.args
         if len(args) != 1 or args[0].lower() not in Mode.__members__:
-            prefs = await self.state.prefs(inv.destination)
+            prefs = await self.state.prefs.of(inv.destination)
             now = effective_mode(self.channel.platform, inv.destination, prefs)
             modes = ", ".join(m.value for m in MODES_SHOWN)
             wrong = f"{args[0]} is not a mode; the modes are {modes}. " if len(args) == 1 else ""
             return f"{wrong}{self.usage('mode')} (now: {now.value})."
         mode = Mode(args[0].lower())
-        await self.state.set_mode(inv.destination, mode)
+        await self.state.prefs.set_mode(inv.destination, mode)
         await self._touch_all(inv.destination)
         return f"Mode for this {self.surface.noun}: {mode.value}."
 
@@ -315,7 +315,7 @@ class ChatCommands:
         if len(words) != 1 or words[0] not in ("on", "off"):
             return self.usage("rich")
         on = words[0] == "on"
-        await self.state.set_rich(inv.destination, on)
+        await self.state.prefs.set_rich(inv.destination, on)
         await self._touch_all(inv.destination)
         name = self.surface.rich_name
         text = f"{name[:1].upper()}{name[1:]} {'on' if on else 'off'} for this {self.surface.noun}."
@@ -328,8 +328,8 @@ class ChatCommands:
     async def help(self, inv: Invocation) -> str:
         lines = ["progresscast shows an AI agent's progress card here, in one message kept up to date."]
         lines += self.command_lines()
-        follows = await self.state.follows(inv.destination, self._scope(inv))
-        prefs = await self.state.prefs(inv.destination)
+        follows = await self.state.follows.of(inv.destination, self._scope(inv))
+        prefs = await self.state.prefs.of(inv.destination)
         platform = self.channel.platform
         mode = effective_mode(platform, inv.destination, prefs)
         rich = wants_rich(platform, inv.destination, prefs) and not await self.channel.rich_refused()
@@ -341,7 +341,7 @@ class ChatCommands:
         return "\n".join(lines)
 
     async def _touch_all(self, destination: Id) -> None:
-        for key in await self.state.follows(destination):
+        for key in await self.state.follows.of(destination):
             self.worker.touch(key)
 
 

@@ -14,7 +14,8 @@ from ...config.base import Mode, PlatformSettings, RenderSettings
 from ...model.card import CardError
 from ...model.needs import Notify
 from ...model.owners import resolve_owner
-from ..state import ChatPrefs, DraftKey, Id
+from ..state.ids import DraftKey, Id
+from ..state.prefs import ChatPrefs
 
 T = TypeVar("T")
 

@@ -10,7 +10,7 @@ from typing import Protocol
 
 from ...model.owners import Owner
 from ...model.view import View
-from ..state import DraftKey, Id
+from ..state.ids import DraftKey, Id
 
 MayChange = Callable[[], Awaitable[bool]]
 

@@ -20,7 +20,7 @@ from redis.asyncio import Redis
 from ...backoff import Backoff
 from ...store import keys
 from ...timescale import time_scale
-from ..state import Id
+from ..state.ids import Id
 
 PROBE_BACKOFF = Backoff(base=120.0, cap=3600.0)
 """After the n-th refusal in a row, one probe after 2ⁿ · 2 minutes, at most an hour."""

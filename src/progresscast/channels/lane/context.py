@@ -13,7 +13,7 @@ from ...failure_log import FailureLog
 from ..channel import Channel
 from ..chat.pause import Pauses
 from ..pacing import Pacer
-from ..state import ChannelState
+from ..state.holder import ChannelState
 from ..worker_options import WorkerOptions
 
 

@@ -14,7 +14,7 @@ from ...model.timing import MINUTE
 from ...render.payload import Payload
 from ...supervise import spawn
 from ..draft.outcome import MessageId
-from ..state import DraftKey, Id
+from ..state.ids import DraftKey, Id
 from .context import WorkerContext
 from .draft_read import Settled
 
@@ -82,7 +82,7 @@ class Lane:
         """Per settled draft of a live run: when its times are next looked at (`tick`)."""
         self.seen: Settled = {}
         """Per draft: the stored state and the inputs (`inputs_of`) it was last settled
-        with — what it shows then needs no new decision. Memory only, gone with the lane."""
+        with (`SettledWith`) — what it shows then needs no new decision. Memory only, gone with the lane."""
         self.wake = asyncio.Event()
         self.closed = False
         # Supervised: what fails around a draft is caught in the loop, and anything else

@@ -12,7 +12,7 @@ from ...backoff import Retrying
 from ...render.payload import Payload
 from ..draft.outcome import MessageId, Outcome, OutcomeKind
 from ..draft.state import Intent
-from ..state import Id
+from ..state.ids import Id
 from .context import WorkerContext
 from .lane import Lane, OneOff
 from .reply_effects import ReplyEffects
@@ -42,7 +42,7 @@ class OneOffSender:
             return
         await self.ctx.pacer.acquire(destination, urgent=item.urgent)
         client = self.ctx.channel.client
-        mark = await self.ctx.state.last_message(destination)
+        mark = await self.ctx.state.messages.last(destination)
         async with self.ctx.calls:
             await self.ctx.pacer.leaving(destination)
             if item.edit is not None and item.payload is not None:
@@ -82,7 +82,7 @@ class OneOffSender:
         if outcome.kind is OutcomeKind.unsupported:
             await self.ctx.channel.unsupported(outcome.detail)
             self.log.warning("chat %r: a rich message was not delivered: %s", destination, outcome.detail)
-        elif outcome.kind is OutcomeKind.forbidden and await self.ctx.state.follows(destination):
+        elif outcome.kind is OutcomeKind.forbidden and await self.ctx.state.follows.of(destination):
             # Paused only when it follows something: a stranger's refusal stores nothing.
             delay = await self.ctx.pauses.pause(destination)
             self.log.warning("chat %r refuses the bot (%s): paused for %.0f s", destination, outcome.detail, delay)
@@ -136,7 +136,7 @@ class OneOffSender:
     async def _probe(self, destination: Id, candidate: int, intent: Intent, mark: int) -> tuple[int, Outcome]:
         """One probe of the first id from `candidate` on not known to be ours: that id and
         the answer (found, absent, foreign or rate limited); `_NoAnswer` for any other."""
-        known = await self.ctx.state.sent_after(destination, mark)
+        known = await self.ctx.state.messages.sent_after(destination, mark)
         while candidate in known:
             candidate += 1
         await self.ctx.pacer.acquire(destination)

@@ -27,9 +27,9 @@ from ..draft.conduct import Conduct, conduct_of
 from ..draft.decide import Situation, decide, on_follow
 from ..draft.replies import apply, begin
 from ..draft.state import DraftState
-from ..state import DraftKey, Id
+from ..state.ids import DraftKey, Id
 from .context import WorkerContext
-from .draft_read import DraftRead, RenderedOnce, Settled, inputs_of, urgent_change, urgent_event
+from .draft_read import DraftRead, RenderedOnce, Settled, SettledWith, inputs_of, urgent_change, urgent_event
 from .reply_effects import ReplyEffects
 
 
@@ -78,13 +78,13 @@ class DraftProcessor:
         self._asked: set[DraftKey] = set()
         """Drafts whose last read had asks (told once more when they have none)."""
         self.ending: set[DraftKey] = set()
-        """Follows ended from outside (`ChannelState.end_follows`) handed to their lanes."""
+        """Follows ended from outside (`Follows.end`) handed to their lanes."""
 
     async def ended_done(self, key: DraftKey) -> None:
         """A draft is settled: an ended follow's draft is deleted now (or it is followed again)."""
         if key in self.ending:
             self.ending.discard(key)
-            await self.ctx.state.ended_done(key)
+            await self.ctx.state.follows.ended_done(key)
 
     async def process(self, key: DraftKey, activity_only: bool | None = None) -> float | None:
         """Make the next call this draft needs, if any. Returns None when the destination
@@ -105,7 +105,7 @@ class DraftProcessor:
             return paused  # no calls to a destination that refused the bot: look again then
         seen = self._settled_of(destination)
         known = seen.get(key)
-        if activity_only is not None and known is not None and known[0].intent is None and key not in self.requests:
+        if activity_only is not None and known is not None and known.state.intent is None and key not in self.requests:
             if self.ctx.calls.locked() or not self.ctx.pacer.take(destination):  # no slot free now
                 since = self._since.setdefault(key, time.monotonic())
                 await self.ctx.pacer.acquire(destination, urgent=urgent_event(known, activity_only), since=since)
@@ -113,8 +113,8 @@ class DraftProcessor:
                 return await self._at_slot(key, None, seen)
         read = await self._read(key)
         inputs = inputs_of(read)
-        if key not in self.requests and read.state.intent is None and known is not None and known[0] == read.state:
-            if known[1] == inputs:
+        if key not in self.requests and read.state.intent is None and known is not None and known.state == read.state:
+            if known.inputs == inputs:
                 self._since.pop(key, None)
                 # It shows what these inputs want — an ended follow's draft was deleted
                 # already, when the lane looked before the ending was handed to it.
@@ -124,7 +124,7 @@ class DraftProcessor:
                 async with self.ctx.calls:
                     return await self._at_slot(key, read, seen)
             since = self._since.setdefault(key, time.monotonic())
-            await self.ctx.pacer.acquire(destination, urgent=urgent_change(read, known[1], inputs), since=since)
+            await self.ctx.pacer.acquire(destination, urgent=urgent_change(read, known.inputs, inputs), since=since)
         else:
             if not self.ctx.calls.locked() and self.ctx.pacer.take(destination):  # free now: nothing awaited since
                 async with self.ctx.calls:
@@ -135,7 +135,7 @@ class DraftProcessor:
             # Bookkeeping that needs no call is stored now; the call waits for its slot
             # and is then decided again, with the newest content.
             if new != state:
-                await self.ctx.state.save_draft(key, new)
+                await self.ctx.state.drafts.save(key, new)
             since = self._since.setdefault(key, time.monotonic())
             await self.ctx.pacer.acquire(destination, urgent=self._urgent(new, call), since=since)
         async with self.ctx.calls:  # a connection for the call, then the newest view
@@ -173,7 +173,7 @@ class DraftProcessor:
                 self.ctx.pacer.stayed(destination, departure)
                 return await self._settle(key, read, state, new, call, seen)
         if new != state:
-            await self.ctx.state.save_draft(key, new)
+            await self.ctx.state.drafts.save(key, new)
         self._since.pop(key, None)
         return await self._call(key, read, new, call, seen)
 
@@ -185,16 +185,16 @@ class DraftProcessor:
         if call is None:
             self._since.pop(key, None)
             if not read.following:
-                await self.ctx.state.forget_draft(key)
+                await self.ctx.state.drafts.forget(key)
                 new = DraftState()
             elif new != state:
-                await self.ctx.state.save_draft(key, new)
+                await self.ctx.state.drafts.save(key, new)
             await self.ended_done(key)
-            seen[key] = (new, inputs_of(read))
+            seen[key] = SettledWith(new, inputs_of(read))
             self._tick(key, read, new)
             return None
         if new != state:
-            await self.ctx.state.save_draft(key, new)
+            await self.ctx.state.drafts.save(key, new)
         assert isinstance(call, Wait)
         return call.seconds
 
@@ -210,10 +210,13 @@ class DraftProcessor:
         lanes share a bounded pool)."""
         view, replies = await self.store.view_with(key.owner, partial(self.ctx.state.queue_draft_following, key))
         view = view.at(self.ctx.clock())  # a live run's times, on its last whole minute
-        state, following, prefs, below, mark = self.ctx.state.draft_following_of(replies)
-        renderers = await self.ctx.channel.renderers(key, prefs)
-        read = DraftRead(key, state, following, view, RenderedOnce(renderers), below, mark)
-        if self._read_hook is not None and following and (view.asks or key in self._asked):
+        stored = self.ctx.state.draft_following_of(replies)
+        renderers = await self.ctx.channel.renderers(key, stored.prefs)
+        read = DraftRead(
+            key=key, state=stored.state, following=stored.following, view=view, renderers=RenderedOnce(renderers),
+            below=stored.below, mark=stored.mark,
+        )
+        if self._read_hook is not None and read.following and (view.asks or key in self._asked):
             if view.asks:
                 self._asked.add(key)
             else:
@@ -232,7 +235,8 @@ class DraftProcessor:
                 state = on_follow(state, request.at_follow or view)
             if request.fresh:
                 state = replace(state, fresh=True)
-        known = await self.ctx.state.sent_after(destination, state.intent.mark) if state.intent else frozenset()
+        messages = self.ctx.state.messages
+        known = await messages.sent_after(destination, state.intent.mark) if state.intent else frozenset()
         new, call = decide(state, view, self._situation(read, known), read.renderers)
         self.log.debug("draft %r in chat %r: %s → %s, %s", key.owner.display_key, destination, state, new, call)
         return loaded, new, call
@@ -269,7 +273,7 @@ class DraftProcessor:
             # The mark was read with the view, moments before: a message posted since
             # only gives a probe more ids to look at.
             state = begin(state, call, read.mark, self.ctx.clock())
-            await self.ctx.state.save_draft(key, state)  # write-ahead: a crash now is an unsure send
+            await self.ctx.state.drafts.save(key, state)  # write-ahead: a crash now is an unsure send
             # Drafts are sent silently; answers and pings notify (a ping replies to the draft).
             outcome = await client.send(
                 destination, key.thread_id, call.shown, reply_to=call.reply_to, silent=call.purpose == "draft"
@@ -284,7 +288,7 @@ class DraftProcessor:
             raise TypeError(f"unknown call {call!r}")
         new = apply(state, call, outcome, self.ctx.clock())
         if new != state:
-            await self.ctx.state.save_draft(key, new)
+            await self.ctx.state.drafts.save(key, new)
         delay = await self.effects.after(key, call, outcome)
         if delay == 0 and outcome.delivered and new.intent is None:
             # What comes next with the same view, decided without reading or rendering
@@ -293,9 +297,9 @@ class DraftProcessor:
             after, more = decide(new, read.view, self._situation(read), read.renderers)
             if more is None:
                 if after != new:
-                    await self.ctx.state.save_draft(key, after)
+                    await self.ctx.state.drafts.save(key, after)
                 await self.ended_done(key)
-                seen[key] = (after, inputs_of(read))
+                seen[key] = SettledWith(after, inputs_of(read))
                 self._tick(key, read, after)
                 return None
         return delay

@@ -9,7 +9,7 @@ from collections.abc import Callable
 from ...failure_log import Once
 from ..draft.calls import Call, Delete, Edit, Probe, Send
 from ..draft.outcome import Outcome, OutcomeKind
-from ..state import DraftKey, Id
+from ..state.ids import DraftKey, Id
 from .context import WorkerContext
 
 
@@ -45,7 +45,7 @@ class ReplyEffects:
         ):
             await self.ctx.pauses.resume(destination)  # the probe was answered: the destination takes calls again
             self.log.info("chat %r answers again: no longer paused", destination)
-            for other in await self.ctx.state.follows(destination):
+            for other in await self.ctx.state.follows.of(destination):
                 if other != key:
                     self._touch(other)
         if k is OutcomeKind.rate_limited:
@@ -111,7 +111,7 @@ class ReplyEffects:
     async def saw(self, destination: Id, message_id: object) -> None:
         """Remember a message we sent (or found to be ours)."""
         if isinstance(message_id, int) and self.ctx.channel.access.drafts_allowed(destination):
-            await self.ctx.state.sent_message(destination, message_id)
+            await self.ctx.state.messages.sent(destination, message_id)
 
     def log_once(self, what: str, destination: Id, message: str, *args: object) -> None:
         if self._logged.first((what, destination)):
