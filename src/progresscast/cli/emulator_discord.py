@@ -8,8 +8,8 @@ edits or deletes in the channel are printed."""
 from __future__ import annotations
 
 import argparse
-import asyncio
 import sys
+from functools import partial
 from typing import Any, TextIO
 
 import httpx
@@ -20,6 +20,7 @@ from ..testing import DiscordAPIEmulator
 from ..testing.discord_markdown import read_markdown
 from .emulator_config import Emulated, listen_of, offer_config
 from .emulator_setup import listening
+from .typed_lines import serve_typing
 
 SHOWN = ("create_message", "edit_message", "delete_message")
 
@@ -46,13 +47,9 @@ async def run_discord_emulator(args: argparse.Namespace, *, out: TextIO | None =
         say(f"Type /progresscast commands as a member of channel {channel} (sent to {args.interactions}); "
             "what the channel shows is printed as it happens. `press N` presses the N-th button of the newest "
             "message with buttons, `reply TEXT` types an answer to the newest ask. Ctrl-C stops.")
-        printer = asyncio.create_task(_print_channel(discord, channel, out))
-        try:
-            await _type_commands(discord, channel, out)
-            say("(input closed: still serving until Ctrl-C)")
-            await asyncio.Event().wait()
-        finally:
-            printer.cancel()
+        await serve_typing(
+            partial(_print_channel, discord, channel, out), partial(_typed, discord, channel, out), out
+        )
 
 
 async def _print_channel(discord: DiscordAPIEmulator, channel: str, out: TextIO) -> None:
@@ -79,19 +76,6 @@ async def _print_channel(discord: DiscordAPIEmulator, channel: str, out: TextIO)
                 keys = "  ".join(f"[{i}: {b.get('label', '')}]" for i, b in enumerate(buttons, 1))
                 print(f"    {keys}   (type: press {1 if len(buttons) == 1 else 'N'})", file=out)
             out.flush()
-
-
-async def _type_commands(discord: DiscordAPIEmulator, channel: str, out: TextIO) -> None:
-    loop = asyncio.get_running_loop()
-    reader = asyncio.StreamReader()
-    try:
-        await loop.connect_read_pipe(lambda: asyncio.StreamReaderProtocol(reader), sys.stdin)
-    except (PermissionError, ValueError):
-        for text in sys.stdin:  # a file or /dev/null never blocks: read as it is
-            await _typed(discord, channel, out, text)
-        return
-    while line := await reader.readline():
-        await _typed(discord, channel, out, line.decode(errors="replace"))
 
 
 async def _typed(discord: DiscordAPIEmulator, channel: str, out: TextIO, line: str) -> None:
@@ -181,6 +165,7 @@ def _print_answer(response: httpx.Response, out: TextIO, discord: DiscordAPIEmul
     for row in read_markdown(str(answer)).text.split("\n"):
         print(f"  ⓘ {row}", file=out)
     out.flush()
+
 
 def _print_update(discord: DiscordAPIEmulator, channel: str, out: TextIO) -> None:
     """The pressed message as it now reads (or why Discord did not update it)."""

@@ -24,6 +24,10 @@ from typing import TextIO
 from ...arguments import GLOBAL_OPTIONS
 from . import wire
 
+DEFAULT_WAIT = 50
+"""Seconds a hook waits for an answer from chat: under Claude Code's default hook
+timeout (60 s), so the terminal's own prompt still comes when nobody answers."""
+
 ONE_EVENT = ("claude-code", "gemini")
 """The hooks that read one event and exit. Codex's hook follows a whole `codex exec`
 stream for as long as it runs (piped in or wrapped): it gains nothing from a server

@@ -10,11 +10,8 @@ from collections.abc import Sequence
 from typing import Any
 
 from ...arguments import example, parse, program, whole
-from .client import HARNESSES, HOOK_OPTIONS
+from .client import DEFAULT_WAIT, HARNESSES, HOOK_OPTIONS
 
-DEFAULT_WAIT = 50
-"""Seconds a hook waits for an answer from chat: under Claude Code's default hook
-timeout (60 s), so the terminal's own prompt still comes when nobody answers."""
 MAX_WAIT = 24 * 3600
 
 

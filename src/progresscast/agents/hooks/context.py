@@ -30,7 +30,7 @@ from ...model.view import RunState, View
 from ...store.cards import CardStore
 from ...store.connections import choose_url, connect_quick
 from ..harness_plan import HarnessPlan
-from .command import DEFAULT_WAIT
+from .client import DEFAULT_WAIT
 
 
 @dataclass(frozen=True)
