@@ -19,6 +19,8 @@ WRITES = frozenset(
     {"chat.postMessage", "chat.update", "chat.delete", "chat.startStream", "chat.appendStream", "chat.stopStream"}
 )
 """The methods that change what a channel shows."""
+SESSION_STATUSES = frozenset({"active", "processing", "suspended", "closed"})
+"""What `agents.sessions.setStatus` accepts as `status`."""
 _TASK_STATUSES = frozenset({"pending", "in_progress", "complete", "error"})
 MAX_TASK_TEXT = 256
 MAX_STREAM_MARKDOWN = 12_000
@@ -47,7 +49,12 @@ class FakeSlack:
             "chat.startStream": self._start_stream,
             "chat.appendStream": self._append_stream,
             "chat.stopStream": self._stop_stream,
+            "agents.sessions.setStatus": self._set_session_status,
         }
+        self.sessions: dict[tuple[str, str], str] = {}
+        """Each thread's agent session status: (channel, thread_ts) → status."""
+        self.session_history: list[tuple[str, str, str]] = []
+        """Every status set, in order: (channel, thread_ts, status)."""
 
     def add_channel(self, channel_id: str, name: str | None = None) -> SlackChannel:
         channel = self.channels.get(channel_id)
@@ -147,6 +154,31 @@ class FakeSlack:
             raise SlackError("cant_delete_message")
         channel.deleted[msg.ts] = channel.messages.pop(msg.ts)
         return {"ok": True, "channel": channel.id, "ts": msg.ts}
+
+    def _set_session_status(self, params: dict[str, Any]) -> dict[str, Any]:
+        """A thread's agent session (made if it was not): `channel_id`, `thread_ts` (a
+        message of the channel) and `status` (one of `SESSION_STATUSES`)."""
+        status = params.get("status")
+        if not isinstance(status, str) or status not in SESSION_STATUSES:
+            raise SlackError("invalid_arguments")
+        channel = self._channel_of({"channel": params.get("channel_id")})
+        thread = params.get("thread_ts")
+        if not isinstance(thread, str) or not thread:
+            raise SlackError("invalid_arguments")
+        if thread not in channel.messages:
+            raise SlackError("thread_not_found")
+        self.sessions[channel.id, thread] = status
+        self.session_history.append((channel.id, thread, status))
+        return {"ok": True, "status": status}
+
+    def stop_streams(self, channel_id: str, thread_ts: str) -> list[str]:
+        """Slack's stop button stops the app's streaming messages in the thread: their ts."""
+        stopped = []
+        for msg in self.channels[channel_id].messages.values():
+            if msg.streaming and msg.thread_ts == thread_ts:
+                msg.streaming = False
+                stopped.append(msg.ts)
+        return stopped
 
     def _page(self, messages: list[SlackMessage], params: dict[str, Any]) -> dict[str, Any]:
         try:
@@ -286,4 +318,4 @@ class FakeSlack:
 
 
 
-__all__ = ["BOT_ID", "BOT_USER_ID", "TEAM_ID", "WRITES", "FakeSlack", "Method"]
+__all__ = ["BOT_ID", "BOT_USER_ID", "SESSION_STATUSES", "TEAM_ID", "WRITES", "FakeSlack", "Method"]

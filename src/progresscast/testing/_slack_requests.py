@@ -1,5 +1,6 @@
 """What the emulated Slack sends to the app, signed like Slack: slash commands, Events
-API events (a ``message`` event for every new message, in order, one at a time), and
+API events (a ``message`` event for every new message, in order, one at a time; an
+``agent_session_stopped`` when a person presses an agent session's stop button), and
 ``block_actions`` interactions when a person presses a button (``press``), whose
 ephemeral answers through their ``response_url`` are kept (``Interaction``).
 
@@ -94,6 +95,33 @@ class SlackRequestSender:
             "event_time": int(float(msg.ts)),
             "event": event,
         })
+
+    def stop_agent_session(self, channel_id: str, thread_ts: str, user: str = PERSON_ID) -> dict[str, Any]:
+        """A person presses Slack's stop button on the thread's agent session (shown only
+        while it is `processing`): the app's streaming messages in the thread are stopped,
+        and an `agent_session_stopped` event is sent to :attr:`events_url`, in order with
+        the others (wait on :attr:`events`). Returns the event_callback sent."""
+        if self.events_url is None:
+            raise RuntimeError("events_url is not set (the app's Events API Request URL)")
+        status = self.workspace.sessions.get((channel_id, thread_ts))
+        if status != "processing":
+            raise RuntimeError(f"the session of {channel_id}/{thread_ts} is {status}: Slack shows no stop button")
+        now = f"{time.time():.6f}"
+        payload = {
+            "token": "verification-token-deprecated",
+            "team_id": self.workspace.team_id,
+            "api_app_id": "A0PROGRESS",
+            "type": "event_callback",
+            "event_id": f"Ev{now.replace('.', '')}S",
+            "event_time": int(float(now)),
+            "event": {
+                "type": "agent_session_stopped", "channel": channel_id, "thread_ts": thread_ts, "user": user,
+                "streaming_message_ts": self.workspace.stop_streams(channel_id, thread_ts), "event_ts": now,
+            },
+        }
+        self._outbox.put_nowait(payload)
+        self._notify()
+        return payload
 
     async def _send_events(self) -> None:
         """Events in order, one at a time (Slack retries a failed one; the emulator does not)."""

@@ -17,7 +17,9 @@ other method its tier per workspace — answered with HTTP 429, ``Retry-After`` 
 ``ratelimited``. Tests read what each channel shows (:meth:`channel`), inject faults
 (:meth:`fail_next`, :meth:`timeout_next`), act as people (:meth:`post_as_user`,
 :meth:`delete_by_user`) and send slash commands and events signed like Slack
-(:meth:`send_slash_command`, :meth:`send_event`). With :attr:`events_url` set (the
+(:meth:`send_slash_command`, :meth:`send_event`). A thread's agent session
+(``agents.sessions.setStatus``: :meth:`session`) shows Slack's stop button while it is
+``processing``: :meth:`stop_agent_session` presses it. With :attr:`events_url` set (the
 app's Events API Request URL), every new message — a person's or the app's own — is
 sent to it as a ``message`` event, signed, in the order the messages were posted
 (:attr:`events`: each one sent, with the app's HTTP status). Messages keep their
@@ -78,6 +80,7 @@ METHOD_TIERS = {
     "chat.appendStream": 4,
     "chat.stopStream": 2,
     "auth.test": 4,
+    "agents.sessions.setStatus": 3,
 }
 
 
@@ -187,6 +190,10 @@ class SlackAPIEmulator(LoopbackServer, SlackRequestSender):
         """What a channel shows: ``.messages`` (ts → SlackMessage), ``.visible()``, ``.texts()``."""
         return self.workspace.channels[channel_id]
 
+    def session(self, channel_id: str, thread_ts: str) -> str | None:
+        """The thread's agent session status (None: no session was made)."""
+        return self.workspace.sessions.get((channel_id, thread_ts))
+
     def calls_for(self, channel_id: str, method: str | None = None) -> list[SlackCall]:
         return [c for c in self.calls if c.channel == channel_id and (method is None or c.method == method)]
 
@@ -293,7 +300,8 @@ class SlackAPIEmulator(LoopbackServer, SlackRequestSender):
         headers: dict[str, str] = {}
         try:
             call.params = await self._params(request)
-            call.channel = call.params.get("channel") if isinstance(call.params.get("channel"), str) else None
+            named = call.params.get("channel", call.params.get("channel_id"))  # agents.* say channel_id
+            call.channel = named if isinstance(named, str) else None
             self._authorize(request, call.params)
             handler = self.workspace.methods.get(method)
             if handler is None or (not self.streaming and method.endswith("Stream")):
