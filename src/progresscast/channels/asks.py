@@ -71,6 +71,9 @@ class Press:
     answer, the message it replies to."""
     text: str | None = None
     group: bool = False
+    confirmed: bool = False
+    """Stop pressed on the platform's own control, which asks no second press (Slack's
+    agent session stop); `message_id` None: the draft followed in `thread`."""
     may_change: MayChange = field(default=_yes, compare=False)
 
     @property
@@ -406,8 +409,8 @@ class Presses:
         draft = DraftKey(p.destination, p.thread, owner)
         session = owner.session_key
         asks = self.worker.store.asks
-        armed = await asks.armed_by(owner)
-        if armed is None or (armed.platform, armed.user) != (p.platform, p.user):
+        armed = None if p.confirmed else await asks.armed_by(owner)
+        if not p.confirmed and (armed is None or (armed.platform, armed.user) != (p.platform, p.user)):
             # A first press: the Stop control reads "Press again to stop" for the window
             # (armed in the store, so every chat shows it and any process takes the second).
             window = STOP_CONFIRM_SECONDS * self.worker.pacer.budgets.scale
@@ -425,10 +428,13 @@ class Presses:
         return Pressed(words.word("no_run", session=session))
 
     async def _draft_owner(self, p: Press) -> Owner | None:
-        """Whose draft the pressed message is."""
+        """Whose draft the pressed message is (a confirmed stop without one: whose
+        draft the thread holds, when it holds one)."""
+        follows = await self.worker.state.follows.of(p.destination)
         if p.message_id is None:
-            return None
-        for key in await self.worker.state.follows.of(p.destination):
+            here = {key.owner for key in follows if p.confirmed and str(key.thread_id) == str(p.thread)}
+            return next(iter(here)) if len(here) == 1 else None
+        for key in follows:
             state = await self.worker.state.drafts.of(key)
             if state.message_id is not None and str(state.message_id) == str(p.message_id):
                 return key.owner

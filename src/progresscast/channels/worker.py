@@ -82,9 +82,12 @@ class ChannelWorker:
         self.asks = AskMessages(self)
         self.presses = Presses(self, self.asks)
         """What a press or a typed answer does (a platform's transport hands them over)."""
+        self.watchers: list[Callable[[DraftKey, View], None]] = []
+        """Told every view a followed draft's read found, at once (no I/O of their own
+        there): what a platform shows beside its drafts follows it (Slack's agent sessions)."""
         self.drafts = DraftProcessor(
             self.ctx, self.store, self.effects, settled_of=self._settled_of, replies_waiting=self._replies_waiting,
-            read_hook=self._asks_read, ticker=self._tick,
+            read_hook=self._asks_read, ticker=self._tick, watch=self._watched,
         )
         self.one_offs = OneOffSender(self.ctx, self.effects)
         self.intake = Intake(self.ctx, redis, touch=self.touch, follow=self.follow, ended=self._hand_ended)
@@ -126,6 +129,10 @@ class ChannelWorker:
             await self.asks.saw(read.key, read.view, read.renderers.inner, read.state.message_id)
         except Exception as exc:  # asks never hold up the draft
             self.failures.warning(f"asks: {type(exc).__name__}", "ask messages: %s", exc)
+
+    def _watched(self, key: DraftKey, view: View) -> None:
+        for watcher in self.watchers:
+            watcher(key, view)
 
     # --- lanes ---------------------------------------------------------------------------
 

@@ -44,6 +44,10 @@ class SlackSettings(PlatformSettings):
     """Only these channel ids, each granted every session (`access = "allowlist"`);
     empty: unset."""
     channels: list[SlackChannelSettings] = Field(default_factory=list)
+    agentSessions: bool = False
+    """The app is declared as an agent (Slack's "Agents & AI Apps") and subscribes to
+    `agent_session_stopped`: a follow's thread shows Slack's agent session, `processing`
+    with Slack's own stop button while a run its agent can stop is live."""
 
     @field_validator("apiBaseUrl")
     @classmethod

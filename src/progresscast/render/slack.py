@@ -30,7 +30,8 @@ refuses the blocks (`invalid_blocks`, `msg_too_long`): the same text without blo
 
 Plan display (`settings.rich`): `chat.startStream` with `task_display_mode="plan"`
 and `chunks` — one `plan_update` whose title is the label and the count (plus `Run
-failed` and what the selection left out), then one `task_update` per shown step:
+failed`, `⏹ Stopping — NAME` once Stop was pressed, and what the selection left
+out), then one `task_update` per shown step:
 `id` `step-<n>` (its position in the plan), `title` the step, `status`
 `pending|in_progress|complete|error`; states without a Slack status say so in
 `details` (blocked → `error` "Blocked", skipped → `complete` "Skipped", paused →
@@ -53,8 +54,9 @@ from typing import Any
 
 from ..config.base import RenderSettings
 from ..model.card import Step
-from ..model.view import TERMINAL, View
+from ..model.view import TERMINAL, RunState, View
 from .answer import answer_lines, split_answer
+from .asks import stopping_line
 from .draft import compose
 from .ending import head_lines
 from .ir import Line, Span, cut_line, merge_runs, middle_cut, plain, runs_by_group, spaced, split_line, u16
@@ -402,6 +404,8 @@ def render_plan(
     heads = [words(line) for line in lines if line.kind in ("label", "header")]
     heads += [words(line) for line in lines if line.kind == "attention" and line.state == "failed"]
     heads += [words(line) for line in lines if line.kind == "summary"]
+    if view.stop is not None and view.run is RunState.active:
+        heads.append(stopping_line(view.stop, templates_dir))  # (Slack's stop button shows no other sign)
     tools = "\n".join(line.text for line in lines if line.kind in ("headline", "tool")) or None
     chunks: list[dict[str, Any]] = [{"type": "plan_update", "title": _task_text(joiner.join(heads))}]
     plan = view.card.plan if view.card and view.card.plan else ()

@@ -30,6 +30,7 @@ from ..config.settings import Settings
 from .channel import SlackChannel, SlackPace
 from .client import SlackClient
 from .commands import SlackCommands
+from .sessions import AgentSessions
 
 log = logging.getLogger("progresscast.slack")
 
@@ -56,7 +57,11 @@ class SlackAdapter:
         self.client = SlackClient(self.web)
         self.channel = SlackChannel(settings, redis, self.client, "", self.options.pace)
         self.worker = ChannelWorker(self.channel, redis, options=self.options.worker, log=log)
-        self.commands = SlackCommands(settings, self.worker, self.client)
+        self.sessions = AgentSessions(self.worker, self.channel, self.client) if slack.agentSessions else None
+        """Slack's agent session of each follow's thread (`agentSessions`; None: off)."""
+        if self.sessions is not None:
+            self.worker.watchers.append(self.sessions.saw)
+        self.commands = SlackCommands(settings, self.worker, self.client, agent_sessions=slack.agentSessions)
         self.started = asyncio.Event()
 
     def routes(self) -> list[Route]:
@@ -81,10 +86,14 @@ class SlackAdapter:
 
     async def run(self) -> None:
         """Run until cancelled."""
-        await work_until_cancelled(
-            self.worker, self.started, self._identify,
-            lambda: f"Slack adapter running in workspace {self.channel.team_id}", log,
-        )
+        try:
+            await work_until_cancelled(
+                self.worker, self.started, self._identify,
+                lambda: f"Slack adapter running in workspace {self.channel.team_id}", log,
+            )
+        finally:
+            if self.sessions is not None:
+                self.sessions.close()
 
 
 __all__ = ["SlackAdapter", "SlackOptions"]

@@ -181,6 +181,17 @@ class SlackClient:
                 return Outcome(OutcomeKind.found, message_id=str(message["ts"]))
         return Outcome(OutcomeKind.absent, detail="not in the history")
 
+    async def set_session_status(self, chat_id: Id, thread_ts: str, status: str) -> Outcome:
+        """`agents.sessions.setStatus`: the thread's agent session shows `status`
+        (`processing`: with Slack's stop button), made if it was not. The same status
+        set again changes nothing, so an unsure call is simply made again."""
+        params = {"channel_id": str(chat_id), "thread_ts": thread_ts, "status": status}
+        try:
+            await self.web.api_call("agents.sessions.setStatus", json=params)
+        except Exception as exc:
+            return classify(exc)
+        return Outcome(OutcomeKind.ok)
+
     def said(self, thread_id: Id, text: str) -> Payload:
         """What `say` posts (its text as escaped), for looking it up in the history."""
         params: dict[str, Any] = {"text": escape(text)}

@@ -6,7 +6,9 @@ received over HTTP on the gateway, verified with the app's signing secret.
                            event notes where someone else's message landed (the drafts
                            above it move down with their next update, `events.py`), and
                            a reply in an ask's thread is its typed answer (`presses.py`);
-                           other events are acknowledged and ignored
+                           with `agentSessions`, `agent_session_stopped` is Stop
+                           pressed on the thread's draft (`sessions.py`); other events
+                           are acknowledged and ignored
     POST /slack/interactions  a button pressed (`block_actions`, `presses.py`)
 
 A body is read up to 64 KiB (413 past it, before anything else looks at it), then
@@ -67,7 +69,10 @@ def _reply(text: str) -> JSONResponse:
 
 
 class SlackCommands:
-    def __init__(self, settings: Settings, worker: ChannelWorker, client: SlackClient | None = None) -> None:
+    def __init__(
+        self, settings: Settings, worker: ChannelWorker, client: SlackClient | None = None, *,
+        agent_sessions: bool = False,
+    ) -> None:
         assert settings.channels.slack is not None and settings.channels.slack.signingSecret
         self.worker = worker
         self.client = client
@@ -77,6 +82,8 @@ class SlackCommands:
         self.threads = Threads(worker)
         self.commands = ChatCommands(worker, SURFACE, places=self.threads)
         self.presses = SlackPresses(worker, self._verified)
+        self.agent_sessions = agent_sessions
+        """`agent_session_stopped` events are taken (`[channels.slack] agentSessions`)."""
 
     def routes(self) -> list[Route]:
         return [
@@ -145,6 +152,8 @@ class SlackCommands:
                                                   own_bot=client.bot_id):
                     await self.worker.heard(channel, thread, ts)
                 self.presses.heard(payload.get("event"), own_user=client.bot_user_id, own_bot=client.bot_id)
+                if self.agent_sessions:
+                    self.presses.session_stopped(payload.get("event"))
             except Exception:  # Redis down: acknowledged anyway (Slack would only send it again)
                 log.exception("noting a Slack message event failed")
         return Response(status_code=200)

@@ -34,7 +34,7 @@ from starlette.routing import Route
 from ..channels.asks import Press
 from ..channels.worker import ChannelWorker
 from ..http.body import raw_form
-from ..model.asks import AskState
+from ..model.asks import STOP_CONTROL, AskState
 from ..model.card import CardError, escape_lone_surrogates, reject_lone_surrogates
 from .channel import NO_THREAD, PLATFORM
 
@@ -104,6 +104,21 @@ def thread_reply(event: Any, *, own_user: str | None, own_bot: str | None) -> tu
     for entity, char in _UNESCAPES:  # Slack sends a person's text with &, <, > escaped
         text = text.replace(entity, char)
     return channel, thread, user, text
+
+
+def session_stop(event: Any) -> Press | None:
+    """Slack's stop button on a thread's agent session — an `agent_session_stopped`
+    event — as a confirmed Stop of the draft followed in that thread (it names the
+    person by id only); None for anything else."""
+    if not isinstance(event, dict) or event.get("type") != "agent_session_stopped":
+        return None
+    channel, thread, user = _text(event.get("channel")), _text(event.get("thread_ts")), _text(event.get("user"))
+    if not (channel and thread and user):
+        return None
+    return Press(
+        platform=PLATFORM, destination=channel, thread=thread, user=user, name=user, control=STOP_CONTROL,
+        group=is_group(channel), confirmed=True,
+    )
 
 
 class SlackPresses:
@@ -178,6 +193,22 @@ class SlackPresses:
         if reply is not None:
             self._spawn(self._typed(*reply))
 
+    def session_stopped(self, event: Any) -> None:
+        """An `agent_session_stopped` event: Stop, taken as a press of it is, by the same
+        rules (after the event is acknowledged); the draft says who stopped the run."""
+        press = session_stop(event)
+        if press is not None:
+            self._spawn(self._session_stop(press))
+
+    async def _session_stop(self, press: Press) -> None:
+        try:
+            await self.worker.spoke(press.destination)
+            text = await self.worker.presses.press(press)
+        except Exception:
+            log.exception("a stop of the agent session in channel %s failed", press.destination)
+            return
+        log.info("agent session stopped in channel %s by %s: %s", press.destination, press.user, text)
+
     async def _typed(self, channel: str, thread: str, user: str, text: str) -> None:
         try:
             asked = await self._ask_message(channel, thread)
@@ -207,4 +238,4 @@ class SlackPresses:
         return str(open_here[0].message_id) if len(open_here) == 1 else None
 
 
-__all__ = ["SlackPresses", "is_group", "presses_of", "thread_reply"]
+__all__ = ["SlackPresses", "is_group", "presses_of", "session_stop", "thread_reply"]

@@ -58,6 +58,7 @@ class DraftProcessor:
         replies_waiting: Callable[[Id], bool],
         read_hook: Callable[[DraftRead], Awaitable[None]] | None = None,
         ticker: Callable[[DraftKey, float], None] | None = None,
+        watch: Callable[[DraftKey, View], None] | None = None,
     ) -> None:
         self.ctx = ctx
         self.log = ctx.log
@@ -71,6 +72,8 @@ class DraftProcessor:
         """Looks at a settled draft again at its run's next minute (`Lane.tick`)."""
         """Told every view read (the destination's ask messages follow it: `channels.asks`)."""
         """Whether the destination's lane holds one-off messages to send (`Lane.outbox`)."""
+        self._watch = watch
+        """Told every view a followed draft's read found (`ChannelWorker.watchers`)."""
         self.requests: dict[DraftKey, DraftRequest] = {}
         self._since: dict[DraftKey, float] = {}
         """Since when (monotonic) a draft has waited for a change: fairness only."""
@@ -216,6 +219,8 @@ class DraftProcessor:
             key=key, state=stored.state, following=stored.following, view=view, renderers=RenderedOnce(renderers),
             below=stored.below, mark=stored.mark,
         )
+        if self._watch is not None and read.following:
+            self._watch(key, view)
         if self._read_hook is not None and read.following and (view.asks or key in self._asked):
             if view.asks:
                 self._asked.add(key)
