@@ -323,3 +323,45 @@ async def test_a_codex_that_ignores_the_interrupt_is_terminated(redis_url: str, 
     assert proc.returncode == 128 + 15 and b"terminating it" in err
     view = await store.view(CODEX)
     assert view.run.value == "canceled"
+
+
+# -- Codex's own PermissionRequest hook (hooks.json) -------------------------------------
+# Codex sends one JSON object on stdin, as its hooks engine builds it (openai/codex
+# `codex-rs/hooks`): a shell or network approval as `tool_name: Bash`, the command in
+# `tool_input.command`, the justification in `tool_input.description`.
+CODEX_SESSION = "019a7c3e-codex-thread"
+CODEX_OWNER = Owner("main", CODEX_SESSION)
+CODEX_BASH = {
+    "session_id": CODEX_SESSION, "turn_id": "turn-1", "cwd": "/work/shop", "hook_event_name": "PermissionRequest",
+    "model": "gpt-5-codex", "permission_mode": "default", "tool_name": "Bash",
+    "tool_input": {"command": "git push --force", "description": "Push the rewritten branch"},
+}
+
+
+@pytest.mark.parametrize(("press", "decision"), [
+    ("Allow", {"behavior": "allow"}),
+    ("Deny", {"behavior": "deny", "message": "Denied from Telegram by Ana"}),
+])
+async def test_codex_s_own_permission_request_is_answered_from_chat(
+    hook: Start, store: CardStore, press: str, decision: dict[str, Any]
+) -> None:
+    running = await hook("codex", CODEX_BASH)
+    [ask] = await open_asks(store, owner=CODEX_OWNER)
+    assert ask.source == "codex" and ask.prompt == "Bash: git push --force" and ask.detail == "Push the rewritten branch"
+    await store.asks.answer(CODEX_OWNER, ask.ask_id, ANA, options=[press])
+    assert await running.printed() == {"hookSpecificOutput": {"hookEventName": "PermissionRequest",
+                                                              "decision": decision}}
+
+
+async def test_codex_s_own_permission_request_after_a_stop_is_denied_without_interrupt(
+    hook: Start, store: CardStore
+) -> None:
+    # Codex refuses a decision carrying `interrupt`: a Stop is a plain deny saying who stopped.
+    await store.start_run(CODEX_OWNER, "turn-1", stoppable=True)
+    running = await hook("codex", CODEX_BASH)
+    await open_asks(store, owner=CODEX_OWNER)
+    outcome, _ = await store.asks.stop(CODEX_OWNER, ANA)
+    assert outcome == "ok"
+    printed = await running.printed()
+    decision = printed["hookSpecificOutput"]["decision"]
+    assert decision["behavior"] == "deny" and "Ana" in decision["message"] and "interrupt" not in decision

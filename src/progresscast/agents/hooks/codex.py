@@ -17,6 +17,10 @@ line by line and whose exit status it exits with. The events, as Codex defines t
 Writing never holds the output up: events queue for a writer task, and once the store
 fails to answer the rest are dropped (said once on stderr).
 
+Stdin holding one event of Codex's own hooks (`hooks.json`, a JSON object with
+`hook_event_name`) is answered instead: a `PermissionRequest` is asked in chat
+(`answer_hook`).
+
 Wrapping the command, the hook can stop it: its runs start stoppable (chats offer Stop),
 and a Stop pressed on the current run interrupts the command as Ctrl-C would (SIGINT),
 then ends it (SIGTERM) if it is still running `STOP_GRACE` seconds later. Its run ends
@@ -186,8 +190,41 @@ async def _watch_stop(ctx: HookContext, session: CodexSession, process: asyncio.
         return
 
 
-async def run(ctx: HookContext, command: list[str]) -> int:
-    """Follow the stream; the exit status is the wrapped command's (0 when reading stdin)."""
+def _hook_event(line: bytes) -> dict[str, Any] | None:
+    """The event of one of Codex's own hooks (a JSON object with `hook_event_name`), or
+    None: a line of `codex exec --json` (those carry a `type`)."""
+    try:
+        event = json.loads(line)
+    except ValueError:
+        return None
+    return event if isinstance(event, dict) and isinstance(event.get("hook_event_name"), str) else None
+
+
+async def answer_hook(ctx: HookContext, event: dict[str, Any]) -> dict[str, Any] | None:
+    """One event of Codex's own hooks (`hooks.json`): a `PermissionRequest` is asked in
+    chat and answered with Codex's decision (Claude Code's shape, without `interrupt`,
+    which Codex treats as a refusal of the whole answer: a Stop is a deny saying who)."""
+    if event.get("hook_event_name") != "PermissionRequest":
+        return None
+    from .claude_asks import approve
+
+    approval = await approve(ctx, ctx.owner(event.get("session_id")), event, "codex")
+    if approval is None:
+        return None
+    decision = {"behavior": "allow"} if approval.allowed else {"behavior": "deny", "message": approval.why}
+    return {"hookSpecificOutput": {"hookEventName": "PermissionRequest", "decision": decision}}
+
+
+async def run(ctx: HookContext, command: list[str], said: list[dict[str, Any]]) -> int:
+    """Follow the stream; the exit status is the wrapped command's (0 when reading stdin).
+    Stdin holding one event of Codex's own hooks is answered instead (into `said`)."""
+    first = b""
+    if not command:
+        first = await asyncio.to_thread(sys.stdin.buffer.readline)
+        if (event := _hook_event(first)) is not None:
+            if (answer := await answer_hook(ctx, event)) is not None:
+                said.append(answer)
+            return 0
     session = CodexSession(ctx, stoppable=bool(command))
     queue: asyncio.Queue[Any] = asyncio.Queue()
     writer = asyncio.create_task(_writer(ctx, session, queue))
@@ -212,6 +249,8 @@ async def run(ctx: HookContext, command: list[str]) -> int:
                 watch.cancel()
             status = 128 - status if status < 0 else status  # killed by signal N: 128 + N, as a shell says
         else:
+            if first:
+                queue.put_nowait(first)
             async for line in _stdin_lines():
                 queue.put_nowait(line)
     finally:

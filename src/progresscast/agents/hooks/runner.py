@@ -45,7 +45,7 @@ async def _run(ctx: HookContext, wrapped: list[str], said: list[dict[str, Any]])
         if ctx.harness == "codex":
             from . import codex
 
-            return await codex.run(ctx, wrapped)
+            return await codex.run(ctx, wrapped, said)
         output = await _one_event(ctx)
         if output is not None:
             said.append(output)
