@@ -76,8 +76,11 @@ class Writers:
     """`count` clients putting a card through the gateway's RPC, each write a new step
     (its marker); `acked` maps the marker of each acknowledged write to its revision."""
 
-    def __init__(self, base: str, count: int = 3) -> None:
+    def __init__(self, base: str, count: int = 3, most: int | None = None) -> None:
+        """`most`: the writes each client makes at the most (acknowledged or not), so a
+        fast run stays within the revisions the history keeps."""
         self.base = base
+        self.most = most
         self.tag = secrets.token_hex(6)  # in no script: only a write puts it in the file
         self.acked: dict[str, int] = {}
         self.refused = 0
@@ -87,7 +90,7 @@ class Writers:
     async def _write(self, n: int) -> None:
         async with httpx.AsyncClient(timeout=10) as client:
             i = 0
-            while not self.stopping.is_set():
+            while not self.stopping.is_set() and (self.most is None or i < self.most):
                 marker = f"w-{self.tag}-{n}-{i}"
                 i += 1
                 body = {"method": "progressCard.put", "params": {
@@ -196,7 +199,7 @@ async def test_a_frozen_embedded_redis_is_waited_for_not_replaced(start) -> None
 async def test_a_killed_embedded_redis_is_started_again_once(start) -> None:  # noqa: F811
     serve = await running(start)
     census = Census(start.home)
-    writers = Writers(serve.base)
+    writers = Writers(serve.base, most=30)  # two rounds of 3 × 30 at most: within the history's 200
     try:
         await writers.until(40)
         await writers.stop()
@@ -206,7 +209,7 @@ async def test_a_killed_embedded_redis_is_started_again_once(start) -> None:  # 
             await asyncio.sleep(0.02)
         pid = the_server(start.home)
         before = dict(writers.acked)
-        writers = Writers(serve.base)
+        writers = Writers(serve.base, most=30)
         os.kill(pid, signal.SIGKILL)
         cli_marker = f"cli-{writers.tag}"
         cli_rev = await cli_revision(await cli_put(start.home), cli_marker)
