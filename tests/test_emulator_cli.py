@@ -48,19 +48,32 @@ async def read_until(stream: asyncio.StreamReader, pattern: str, seen: list[str]
     return await asyncio.wait_for(read(), timeout)
 
 
-async def test_type_as_a_user_and_see_what_the_bot_shows() -> None:
+async def emulator(*args: str, stdin: Any = asyncio.subprocess.PIPE) -> asyncio.subprocess.Process:
+    """`progresscast emulator ARGS`, its output piped to the test."""
     proc = await asyncio.create_subprocess_exec(
-        sys.executable, "-m", "progresscast.cli", "emulator", "telegram", "--chat", "4821",
-        stdin=asyncio.subprocess.PIPE, stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE,
+        sys.executable, "-m", "progresscast.cli", "emulator", *args,
+        stdin=stdin, stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE,
     )
-    assert proc.stdin is not None and proc.stdout is not None
+    assert proc.stdout is not None and proc.stderr is not None
+    return proc
+
+
+async def type_line(proc: asyncio.subprocess.Process, line: str) -> None:
+    """Type `line` on the emulator's console and press Enter."""
+    assert proc.stdin is not None
+    proc.stdin.write(line.encode() + b"\n")
+    await proc.stdin.drain()
+
+
+async def test_type_as_a_user_and_see_what_the_bot_shows() -> None:
+    proc = await emulator("telegram", "--chat", "4821")
+    assert proc.stdout is not None
     seen: list[str] = []
     try:
         base = (await read_until(proc.stdout, r'apiBaseUrl = "(http://127\.0\.0\.1:\d+/bot)"', seen)).group(1)
         assert f'token = "{DEFAULT_TOKEN}"' in "".join(seen)
         await read_until(proc.stdout, r"Type as the user of chat 4821", seen)
-        proc.stdin.write(b"/follow ticket-4821\n")
-        await proc.stdin.drain()
+        await type_line(proc, "/follow ticket-4821")
         await read_until(proc.stdout, r"you → /follow ticket-4821", seen)
         async with telegram.Bot(DEFAULT_TOKEN, base_url=base) as bot:
             [update] = await bot.get_updates(timeout=5)
@@ -82,11 +95,8 @@ async def test_type_as_a_user_and_see_what_the_bot_shows() -> None:
 async def test_press_a_button_and_reply_from_the_console() -> None:
     """`press N` sends the N-th button's callback_query; the bot's answer is printed; `reply
     TEXT` replies to the message with buttons."""
-    proc = await asyncio.create_subprocess_exec(
-        sys.executable, "-m", "progresscast.cli", "emulator", "telegram", "--chat", "4821",
-        stdin=asyncio.subprocess.PIPE, stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE,
-    )
-    assert proc.stdin is not None and proc.stdout is not None
+    proc = await emulator("telegram", "--chat", "4821")
+    assert proc.stdout is not None
     seen: list[str] = []
     try:
         base = (await read_until(proc.stdout, r'apiBaseUrl = "(http://127\.0\.0\.1:\d+/bot)"', seen)).group(1)
@@ -98,15 +108,13 @@ async def test_press_a_button_and_reply_from_the_console() -> None:
             ]])
             sent = await bot.send_message(4821, "Run rm -rf build?", reply_markup=keyboard)
             await read_until(proc.stdout, r"\[1: Allow\]  \[2: Deny\]", seen)
-            proc.stdin.write(b"press 2\n")
-            await proc.stdin.drain()
+            await type_line(proc, "press 2")
             await read_until(proc.stdout, rf"you press \[Deny\] on message {sent.message_id}", seen)
             [update] = await bot.get_updates(timeout=5)
             assert update.callback_query.data == "pc:a:x:1" and update.callback_query.message.message_id == sent.message_id
             await bot.answer_callback_query(update.callback_query.id, text="Answered: Deny")
             await read_until(proc.stdout, r"bot → Answered: Deny", seen)
-            proc.stdin.write(b"reply not now\n")
-            await proc.stdin.drain()
+            await type_line(proc, "reply not now")
             await read_until(proc.stdout, rf"you reply to message {sent.message_id} → not now", seen)
             [update] = await bot.get_updates(offset=update.update_id + 1, timeout=5)
             assert update.message.reply_to_message.message_id == sent.message_id
@@ -121,10 +129,7 @@ async def test_stdin_from_a_file_is_typed_and_the_emulator_keeps_serving(tmp_pat
     typed = tmp_path / "typed.txt"
     typed.write_text("/follow ticket-4821\n")
     with (typed if kind == "file" else Path(os.devnull)).open("rb") as stdin:
-        proc = await asyncio.create_subprocess_exec(
-            sys.executable, "-m", "progresscast.cli", "emulator", "telegram", "--chat", "4821",
-            stdin=stdin, stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE,
-        )
+        proc = await emulator("telegram", "--chat", "4821", stdin=stdin)
     assert proc.stdout is not None and proc.stderr is not None
     seen: list[str] = []
     try:
@@ -146,11 +151,8 @@ async def test_emulator_slack_prints_its_settings_takes_slash_commands_and_shows
     message (an event to the app), and what the channel shows is printed."""
     monkeypatch.setenv("PROGRESSCAST_TIME_SCALE", "0.05")
     sock, app_url = app_socket()
-    proc = await asyncio.create_subprocess_exec(
-        sys.executable, "-m", "progresscast.cli", "emulator", "slack", "--app", app_url,
-        stdin=asyncio.subprocess.PIPE, stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE,
-    )
-    assert proc.stdin is not None and proc.stdout is not None
+    proc = await emulator("slack", "--app", app_url)
+    assert proc.stdout is not None
     seen: list[str] = []
     tasks: list[asyncio.Task[Any]] = []
     try:
@@ -171,20 +173,17 @@ async def test_emulator_slack_prints_its_settings_takes_slash_commands_and_shows
                                                    started=started)))
         tasks.append(asyncio.create_task(adapter.run()))
         await asyncio.wait_for(adapter.started.wait(), 10)
-        proc.stdin.write(b"/progresscast follow t1\n")
-        await proc.stdin.drain()
+        await type_line(proc, "/progresscast follow t1")
         await read_until(proc.stdout, r"app → Following agent:main:t1", seen)
         await CardStore(redis).put(Owner("main", "t1"), CardInput.parse({"plan": [{"step": "Fix", "status": "in_progress"}]}))
         await read_until(proc.stdout, r"the app posts message [\d.]+:\n    │ main · t1", seen)
-        proc.stdin.write(b"hello from a person\n")
-        await proc.stdin.drain()
+        await type_line(proc, "hello from a person")
         await read_until(proc.stdout, r"you → hello from a person", seen)
         # An ask's buttons are shown; `press N` presses one, and the app's answer, seen only
         # by the presser, is printed.
         await CardStore(redis).asks.open(Owner("main", "t1"), AskInput.parse({"kind": "approval", "prompt": "Go?"}))
         await read_until(proc.stdout, r"\[1: Allow\]  \[2: Deny\]", seen)
-        proc.stdin.write(b"press 1\n")
-        await proc.stdin.drain()
+        await type_line(proc, "press 1")
         await read_until(proc.stdout, r"app \(only you see it\) → Answered: Allow", seen)
     finally:
         for task in tasks:
@@ -202,18 +201,10 @@ async def test_emulator_discord_presses_a_button_and_types_an_answer(redis: Any,
     monkeypatch.setenv("PROGRESSCAST_TIME_SCALE", "0.05")
     sock, app = app_socket()
     url = f"{app}/discord/interactions"
-    proc = await asyncio.create_subprocess_exec(
-        sys.executable, "-m", "progresscast.cli", "emulator", "discord", "--interactions", url,
-        stdin=asyncio.subprocess.PIPE, stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE,
-    )
-    assert proc.stdin is not None and proc.stdout is not None
+    proc = await emulator("discord", "--interactions", url)
+    assert proc.stdout is not None
     seen: list[str] = []
     tasks: list[asyncio.Task[Any]] = []
-
-    async def type_(line: str) -> None:
-        assert proc.stdin is not None
-        proc.stdin.write(line.encode() + b"\n")
-        await proc.stdin.drain()
 
     try:
         await read_until(proc.stdout, r"Type /progresscast commands as a member of channel (\d+)", seen)
@@ -234,20 +225,20 @@ async def test_emulator_discord_presses_a_button_and_types_an_answer(redis: Any,
                                                    started=asyncio.Event())))
         tasks.append(asyncio.create_task(adapter.run()))
         await asyncio.wait_for(adapter.started.wait(), 10)
-        await type_("follow t1")
+        await type_line(proc, "follow t1")
         await read_until(proc.stdout, r"ⓘ Following agent:main:t1", seen)
         asks = CardStore(redis).asks
         owner = Owner("main", "t1")
         chosen = await asks.open(owner, AskInput.parse({"kind": "choice", "prompt": "Deploy?", "options": ["Now", "Later"]}))
         await read_until(proc.stdout, r"\[1: Now\]  \[2: Later\]", seen)
-        await type_("press 2")
+        await type_line(proc, "press 2")
         await read_until(proc.stdout, r"you press \[Later\] on message (\d+)\n  ✎ the press updates message \1:\n"
                          r"    │ ✅ Deploy\? — Tester answered: Later\n", seen)
         answered = await asks.wait(owner, chosen.ask_id, 10)
         assert answered is not None and answered.answer is not None and answered.answer.options == ("Later",)
         typed = await asks.open(owner, AskInput.parse({"kind": "text", "prompt": "Why?"}))
         await read_until(proc.stdout, r"\[1: Type an answer…\]", seen)
-        await type_("reply not now")
+        await type_line(proc, "reply not now")
         await read_until(proc.stdout, r"you answer message (\d+) → not now\n  ✎ the press updates message \1:\n"
                          r"    │ ✅ Why\? — Tester answered: not now\n", seen)
         answered = await asks.wait(owner, typed.ask_id, 10)
