@@ -303,15 +303,20 @@ async def test_run_end_in_progress_mode_sends_the_answer_once(api: BotAPIEmulato
     assert [m.message_id for m in h.drafts(PRIVATE)] == [answer.message_id]
 
 
+async def run_began_earlier(redis: Any, ms: int) -> None:
+    """Move the owner's current run's start `ms` back on the store's clock."""
+    layout = await layout_of(redis)
+    started = int(await redis.hget(layout.run(OWNER), "startedAt"))
+    await redis.hset(layout.run(OWNER), "startedAt", started - ms)
+
+
 async def test_the_line_that_ends_a_run_says_how_long_it_took_and_what_it_used(api: BotAPIEmulator, harness) -> None:
     h = await harness()
     await h.command(PRIVATE, "/follow t1")
     await h.store.start_run(OWNER, "r1")
     # The run began four minutes ago (on the store's clock): a run's time shows from its
     # first whole minute, and a test does not wait that long.
-    layout = await layout_of(h.redis)
-    started = int(await h.redis.hget(layout.run(OWNER), "startedAt"))
-    await h.redis.hset(layout.run(OWNER), "startedAt", started - 4 * 60_000)
+    await run_began_earlier(h.redis, 4 * 60_000)
     await h.put(("Reproduce", "in_progress"), ("Fix", "pending"))
     await h.shows(PRIVATE, "Reproduce")
     await h.put(("Reproduce", "completed"), ("Fix", "completed"))
@@ -330,9 +335,7 @@ async def test_a_live_draft_shows_its_run_time_turning_a_minute_without_a_write(
     await h.command(PRIVATE, "/follow t1")
     await h.store.start_run(OWNER, "r1")
     # The run began 58 s ago on the store's clock: its first whole minute comes in 2 s.
-    layout = await layout_of(h.redis)
-    started = int(await h.redis.hget(layout.run(OWNER), "startedAt"))
-    await h.redis.hset(layout.run(OWNER), "startedAt", started - 58_000)
+    await run_began_earlier(h.redis, 58_000)
     await h.put(("Reproduce", "in_progress"), ("Fix", "pending"))
     [draft] = await h.shows(PRIVATE, "Reproduce")
     assert "· 1 m" not in draft.text
