@@ -74,14 +74,14 @@ Start = Callable[..., Awaitable[Running]]
 async def hook(redis_url: str) -> AsyncIterator[Start]:
     started: list[asyncio.subprocess.Process] = []
 
-    async def start(harness: str, event: dict[str, Any], *args: str) -> Running:
+    async def start(harness: str, event: dict[str, Any], *args: str, indent: int | None = None) -> Running:
         proc = await asyncio.create_subprocess_exec(
             sys.executable, "-m", "progresscast.cli", "hook", harness, "--redis", redis_url, *args,
             stdin=asyncio.subprocess.PIPE, stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE,
             env={k: v for k, v in os.environ.items() if k != "PROGRESSCAST_CONFIG"},
         )
         assert proc.stdin is not None
-        proc.stdin.write(json.dumps(event).encode())
+        proc.stdin.write(json.dumps(event, indent=indent).encode())
         proc.stdin.close()
         started.append(proc)
         return Running(proc)
@@ -345,7 +345,7 @@ CODEX_BASH = {
 async def test_codex_s_own_permission_request_is_answered_from_chat(
     hook: Start, store: CardStore, press: str, decision: dict[str, Any]
 ) -> None:
-    running = await hook("codex", CODEX_BASH)
+    running = await hook("codex", CODEX_BASH, indent=2 if press == "Deny" else None)  # one line, or several
     [ask] = await open_asks(store, owner=CODEX_OWNER)
     assert ask.source == "codex" and ask.prompt == "Bash: git push --force" and ask.detail == "Push the rewritten branch"
     await store.asks.answer(CODEX_OWNER, ask.ask_id, ANA, options=[press])

@@ -221,6 +221,8 @@ async def run(ctx: HookContext, command: list[str], said: list[dict[str, Any]]) 
     first = b""
     if not command:
         first = await asyncio.to_thread(sys.stdin.buffer.readline)
+        if first.strip() == b"{":  # an event written over several lines: never a JSON line
+            first += await asyncio.to_thread(sys.stdin.buffer.read)
         if (event := _hook_event(first)) is not None:
             if (answer := await answer_hook(ctx, event)) is not None:
                 said.append(answer)
