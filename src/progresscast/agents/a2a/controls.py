@@ -16,7 +16,7 @@ from __future__ import annotations
 import asyncio
 import logging
 from collections.abc import Awaitable, Callable, Coroutine
-from dataclasses import dataclass
+from dataclasses import KW_ONLY, dataclass, field
 from typing import Any
 
 from ...model.asks import MAX_DETAIL_CHARS, MAX_PROMPT_CHARS, MAX_TIMEOUT, AskInput, AskKind
@@ -52,28 +52,21 @@ class _Task:
     """The status last asked about (its timestamp and text): seen again, it is not asked again."""
 
 
+@dataclass(eq=False)
 class Controls:
     """Asks and Stop for the tasks one follower applies."""
 
-    def __init__(
-        self,
-        store: CardStore,
-        *,
-        reply: Callable[[str, str | None, str], Coroutine[Any, Any, None]],
-        cancel: Callable[[str, str], Awaitable[None]],
-        stop_poll: float = STOP_POLL,
-        ask_seconds: int = MAX_TIMEOUT,
-    ) -> None:
-        self.store = store
-        self.reply = reply
-        """Sends the person's text to the agent: (task id, context id, text)."""
-        self.cancel = cancel
-        """Cancels a task: (task id, why)."""
-        self.stop_poll = stop_poll
-        self.ask_seconds = ask_seconds
-        self.tasks: dict[str, _Task] = {}
-        self.pending: set[asyncio.Task[None]] = set()
-        """Answers on their way and jobs cancelled: awaited by `close`."""
+    store: CardStore
+    _: KW_ONLY
+    reply: Callable[[str, str | None, str], Coroutine[Any, Any, None]]
+    """Sends the person's text to the agent: (task id, context id, text)."""
+    cancel: Callable[[str, str], Awaitable[None]]
+    """Cancels a task: (task id, why)."""
+    stop_poll: float = STOP_POLL
+    ask_seconds: int = MAX_TIMEOUT
+    tasks: dict[str, _Task] = field(default_factory=dict, init=False)
+    pending: set[asyncio.Task[None]] = field(default_factory=set, init=False)
+    """Answers on their way and jobs cancelled: awaited by `close`."""
 
     def seen(self, owner: Owner, change: StatusChange) -> None:
         """A status of the task that is current (applied, or a duplicate of the last)."""
