@@ -53,6 +53,16 @@ def _merged(old: ActivityOnly, new: ActivityOnly) -> ActivityOnly:
     return None if old is None or new is None else old and new
 
 
+def _restart(
+    timers: dict[DraftKey, asyncio.TimerHandle], key: DraftKey, delay: float, due: Callable[[DraftKey], None]
+) -> None:
+    """Call `due(key)` in `delay` seconds instead of when `timers` had it due."""
+    old = timers.pop(key, None)
+    if old is not None:
+        old.cancel()
+    timers[key] = asyncio.get_running_loop().call_later(delay, due, key)
+
+
 class LaneHost(Protocol):
     """What a lane asks of the worker that made it (besides the context all parts share)."""
 
@@ -98,10 +108,7 @@ class Lane:
         self.wake.set()
 
     def later(self, key: DraftKey, delay: float) -> None:
-        old = self.timers.pop(key, None)
-        if old is not None:
-            old.cancel()
-        self.timers[key] = asyncio.get_running_loop().call_later(delay, self._due, key)
+        _restart(self.timers, key, delay, self._due)
 
     def _due(self, key: DraftKey) -> None:
         self.timers.pop(key, None)
@@ -110,10 +117,7 @@ class Lane:
     def tick(self, key: DraftKey, delay: float) -> None:
         """Look at a settled draft again in `delay` seconds for its times alone (the run's
         next minute): not counted as work (`idle`), and skipped while the chat is busy."""
-        old = self.ticks.pop(key, None)
-        if old is not None:
-            old.cancel()
-        self.ticks[key] = asyncio.get_running_loop().call_later(delay, self._tick_due, key)
+        _restart(self.ticks, key, delay, self._tick_due)
 
     def _tick_due(self, key: DraftKey) -> None:
         self.ticks.pop(key, None)
