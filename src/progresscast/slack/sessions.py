@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+from dataclasses import dataclass, field
 
 from ..channels.draft.outcome import OutcomeKind
 from ..channels.state.ids import DraftKey
@@ -44,15 +45,15 @@ def session_status(view: View) -> str:
     return PROCESSING if live else ACTIVE
 
 
+@dataclass(eq=False)
 class AgentSessions:
-    def __init__(self, worker: ChannelWorker, channel: SlackChannel, client: SlackClient) -> None:
-        self.worker = worker
-        self.channel = channel
-        self.client = client
-        self._wanted: dict[Place, str] = {}
-        self._shown: dict[Place, str] = {}
-        """Sessions this process set `processing` and not yet `active` again."""
-        self._setting: dict[Place, asyncio.Task[None]] = {}
+    worker: ChannelWorker
+    channel: SlackChannel
+    client: SlackClient
+    _wanted: dict[Place, str] = field(default_factory=dict, init=False)
+    _shown: dict[Place, str] = field(default_factory=dict, init=False)
+    """Sessions this process set `processing` and not yet `active` again."""
+    _setting: dict[Place, asyncio.Task[None]] = field(default_factory=dict, init=False)
 
     def saw(self, key: DraftKey, view: View) -> None:
         """A followed draft's view was read (a `ChannelWorker` watcher: no I/O here)."""
