@@ -28,7 +28,7 @@ import asyncio
 import json
 import time
 from collections.abc import Awaitable, Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any, Protocol
 
 from ..failure_log import FailureLog
@@ -40,7 +40,7 @@ from ..render import asks as words
 from ..store import keys
 from ..store.cards import CardStore
 from .channel import Channel
-from .chat.invocation import MayChange
+from .chat.invocation import ChatAct
 from .draft.outcome import MessageId
 from .lane.lane import Lane, OneOff
 from .pacing import Pacer
@@ -51,18 +51,10 @@ STOP_CONFIRM_SECONDS = 10.0
 """A first press of Stop asks for a second within this long (on the time scale)."""
 
 
-async def _yes() -> bool:
-    return True
-
-
 @dataclass(frozen=True)
-class Press:
+class Press(ChatAct):
     """A person acting on an ask or a draft, as a platform's transport received it."""
 
-    platform: str
-    destination: Id
-    thread: Id
-    user: str
     name: str
     control: str = ""
     """The pressed control's opaque id (`pc:a:…`, `pc:stop`); "" for a typed answer."""
@@ -70,11 +62,9 @@ class Press:
     """The message the control is on (the ask's, or the draft's for Stop); for a typed
     answer, the message it replies to."""
     text: str | None = None
-    group: bool = False
     confirmed: bool = False
     """Stop pressed on the platform's own control, which asks no second press (Slack's
     agent session stop); `message_id` None: the draft followed in `thread`."""
-    may_change: MayChange = field(default=_yes, compare=False)
 
     @property
     def actor(self) -> Actor:

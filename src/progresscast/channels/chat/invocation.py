@@ -1,6 +1,7 @@
 """What a platform's command transport hands the shared handler (`channels.commands`)
 and gets back: one `Invocation` per command, a `Reply`, the platform's `Surface` (how
-it writes commands), and optionally `Places` (where it makes follows)."""
+it writes commands), and optionally `Places` (where it makes follows). `ChatAct` is
+what a command shares with a press (`channels.asks.Press`)."""
 
 from __future__ import annotations
 
@@ -20,17 +21,25 @@ async def _yes() -> bool:
 
 
 @dataclass(frozen=True)
-class Invocation:
-    """One command, as a platform's transport received it."""
+class ChatAct:
+    """A person acting in a destination, as a platform's transport received it: what a
+    command (`Invocation`) and a press or typed answer (`channels.asks.Press`) share."""
 
     platform: str
     destination: Id
     thread: Id
     user: str
+    group: bool = field(default=False, kw_only=True)
+    """Several people can read the destination: whether they may act is then asked."""
+    may_change: MayChange = field(default=_yes, compare=False, kw_only=True)
+
+
+@dataclass(frozen=True)
+class Invocation(ChatAct):
+    """One command, as a platform's transport received it."""
+
     word: str
     args: tuple[str, ...] = ()
-    group: bool = False
-    may_change: MayChange = field(default=_yes, compare=False)
 
 
 @dataclass(frozen=True)
@@ -92,4 +101,4 @@ def cached_check(check: MayChange, cache: dict[object, tuple[float, bool]], key:
     return cached
 
 
-__all__ = ["Invocation", "MayChange", "Places", "Reply", "Surface", "cached_check"]
+__all__ = ["ChatAct", "Invocation", "MayChange", "Places", "Reply", "Surface", "cached_check"]
