@@ -11,6 +11,7 @@ import asyncio
 import contextlib
 import time
 from collections.abc import Awaitable, Callable
+from dataclasses import KW_ONLY, dataclass, field
 from functools import partial
 from typing import Protocol
 
@@ -39,28 +40,20 @@ class Touch(Protocol):
     ) -> bool: ...
 
 
-
+@dataclass(eq=False)
 class Intake:
-    def __init__(
-        self,
-        ctx: WorkerContext,
-        redis: Redis,
-        *,
-        touch: Touch,
-        follow: Callable[[DraftKey], Awaitable[bool]],
-        ended: Callable[[DraftKey], None],
-    ) -> None:
-        self.ctx = ctx
-        self.redis = redis
-        self._touch = touch
-        self._follow = follow
-        self._hand_ended = ended
-        """Hand a follow ended from outside to its lane (once)."""
-        self._catch_up: asyncio.Task[None] | None = None
-        self._events: asyncio.Task[None] | None = None
-        self._pruner: asyncio.Task[None] | None = None
-        self._closing = False
-        self._ended_checked = 0.0
+    ctx: WorkerContext
+    redis: Redis
+    _: KW_ONLY
+    touch: Touch
+    follow: Callable[[DraftKey], Awaitable[bool]]
+    hand_ended: Callable[[DraftKey], None]
+    """Hand a follow ended from outside to its lane (once)."""
+    _catch_up: asyncio.Task[None] | None = field(default=None, init=False)
+    _events: asyncio.Task[None] | None = field(default=None, init=False)
+    _pruner: asyncio.Task[None] | None = field(default=None, init=False)
+    _closing: bool = field(default=False, init=False)
+    _ended_checked: float = field(default=0.0, init=False)
 
     def start(self, group: EventGroup) -> None:
         self._closing = False  # a worker stopped by `close` may be started again
@@ -111,14 +104,14 @@ class Intake:
                 return
             handed.add(key)
             await slots.acquire()
-            if not self._touch(key, followed=followed, looked_at=slots.release):
+            if not self.touch(key, followed=followed, looked_at=slots.release):
                 slots.release()
 
         async def look() -> None:
             nonlocal config
             if config:
                 for key in await self.ctx.channel.config_follows():
-                    if await self._follow(key):
+                    if await self.follow(key):
                         await hand(key, followed=True)
                 config = False
             for key in await self.ctx.state.follows.all():
@@ -160,7 +153,7 @@ class Intake:
                 replies = await pipe.execute()
             group.acked(events)
             for key in self.ctx.state.follows.followers_from(owners, replies[: len(owners)]):
-                self._touch(key, activity_only=changed[key.owner])
+                self.touch(key, activity_only=changed[key.owner])
         if time.monotonic() - self._ended_checked >= 1.0:
             await self.ended()
 
@@ -178,7 +171,7 @@ class Intake:
         delete their drafts. Looked at about once a second."""
         self._ended_checked = time.monotonic()
         for key in await self.ctx.state.follows.ended():
-            self._hand_ended(key)
+            self.hand_ended(key)
 
 
 __all__ = ["Intake"]

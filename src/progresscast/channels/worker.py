@@ -90,7 +90,7 @@ class ChannelWorker:
             read_hook=self._asks_read, ticker=self._tick, watch=self._watched,
         )
         self.one_offs = OneOffSender(self.ctx, self.effects)
-        self.intake = Intake(self.ctx, redis, touch=self.touch, follow=self.follow, ended=self._hand_ended)
+        self.intake = Intake(self.ctx, redis, touch=self.touch, follow=self.follow, hand_ended=self._hand_ended)
 
     # --- life ----------------------------------------------------------------------------
 
