@@ -105,8 +105,8 @@ class DiscordCall(Answered):
     route: str
     """`create_message`, `edit_message`, `delete_message`, `get_messages`, `me`, `commands`…"""
     channel: str | None
-    body: dict[str, Any]
-    at: float
+    body: dict[str, Any] | list[Any]
+    """The JSON sent: an object, or a list (the commands an app registers)."""
     code: int | None = None
     pings: list[str] = field(default_factory=list)
     """Mentions in what was sent that `allowed_mentions` would let notify someone."""

@@ -33,8 +33,6 @@ class SlackCall(Answered):
     method: str
     channel: str | None
     params: dict[str, Any]
-    at: float
-    """``time.monotonic()`` when the request arrived."""
     error: str | None = None
     """Slack's error string; None when the call succeeded."""
     result: dict[str, Any] | None = None

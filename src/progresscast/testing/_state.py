@@ -40,8 +40,6 @@ class Call(Answered):
     """Canonical spelling (``sendMessage``) for known methods, as sent otherwise."""
     chat_id: int | None
     params: dict[str, Any]
-    at: float
-    """``time.monotonic()`` when the request arrived."""
     answered: float | None = None
     """``time.monotonic()`` when the answer left (after any hold); None while it is held."""
     description: str | None = None

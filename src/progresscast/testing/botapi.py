@@ -417,7 +417,7 @@ class BotAPIEmulator(LoopbackServer):
     # --- serving ---------------------------------------------------------------------------
 
     async def _endpoint(self, request: Request) -> JSONResponse:
-        call = Call(request.path_params["method"], None, {}, time.monotonic())
+        call = Call(request.path_params["method"], None, {})
         call.instance = request.path_params.get("instance")
         self.calls.append(call)
         hold = 0.0

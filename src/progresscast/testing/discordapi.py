@@ -44,7 +44,6 @@ from __future__ import annotations
 
 import json
 import logging
-import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
@@ -268,7 +267,7 @@ class DiscordAPIEmulator(LoopbackServer, InteractionSender):
     def _endpoint(self, handler: Callable[[DiscordCall, Request], Any], route: str) -> Callable[[Request], Any]:
         async def endpoint(request: Request) -> Response:
             channel = request.path_params.get("channel")
-            call = DiscordCall(route, channel, {}, time.monotonic())
+            call = DiscordCall(route, channel, {})
             self.calls.append(call)
             hold, body = 0.0, None
             try:

@@ -40,7 +40,6 @@ import asyncio
 import json
 import logging
 import math
-import time
 from dataclasses import dataclass
 from typing import Any
 from urllib.parse import parse_qsl
@@ -294,7 +293,7 @@ class SlackAPIEmulator(LoopbackServer, SlackRequestSender):
 
     async def _endpoint(self, request: Request) -> JSONResponse:
         method = request.path_params["method"]
-        call = SlackCall(method, None, {}, time.monotonic())
+        call = SlackCall(method, None, {})
         self.calls.append(call)
         hold = 0.0
         headers: dict[str, str] = {}
