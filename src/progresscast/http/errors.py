@@ -7,6 +7,7 @@ the field and the rule when there is one (they are repeated as `field` / `rule`)
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 from typing import Any
 
@@ -20,26 +21,19 @@ from ..store.cards import StoreError
 log = logging.getLogger("progresscast.gateway")
 
 
+@dataclasses.dataclass(eq=False)
 class ApiError(Exception):
-    def __init__(
-        self,
-        status: int,
-        code: str,
-        message: str,
-        *,
-        field: str | None = None,
-        rule: str | None = None,
-        revision: int | None = None,
-        headers: dict[str, str] | None = None,
-    ) -> None:
-        super().__init__(message)
-        self.headers = dict(headers or {})
-        self.status = status
-        self.code = code
-        self.message = message
-        self.field = field
-        self.rule = rule
-        self.revision = revision
+    status: int
+    code: str
+    message: str
+    _: dataclasses.KW_ONLY
+    field: str | None = None
+    rule: str | None = None
+    revision: int | None = None
+    headers: dict[str, str] = dataclasses.field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        super().__init__(self.message)
 
     def to_json(self) -> dict[str, Any]:
         error: dict[str, Any] = {"code": self.code, "message": self.message}
