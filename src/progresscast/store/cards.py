@@ -32,6 +32,7 @@ from . import keys, scripts
 from .asks import AskStore
 from .errors import StoreError as StoreError
 from .keys import Layout
+from .reads import READ_MANY, Reads
 from .retention import retention_ms
 from .sharding import layout_of
 from .views import VIEW_REPLIES, activity_of, card_of, iso, queue_view, view_of
@@ -81,6 +82,7 @@ class CardStore:
         self._run = redis.register_script(scripts.RUN)
         self._a2a_status = redis.register_script(scripts.A2A_STATUS)
         self._a2a_answer = redis.register_script(scripts.A2A_ANSWER)
+        self._read_many = redis.register_script(READ_MANY)
         self._asks: AskStore | None = None
 
     async def layout(self) -> Layout:
@@ -320,26 +322,26 @@ class CardStore:
         return activity_of(fields, tuple(tools))
 
     async def view(self, owner: Owner) -> View:
-        """Card, activity and run state read in one transaction, so they agree."""
+        """Card, activity and run state read in one script call, so they agree."""
         lay = await self.layout()
-        async with self.redis.pipeline(transaction=True) as pipe:
-            queue_view(pipe, lay, owner)
-            return view_of(owner, await pipe.execute())
+        reads = Reads()
+        queue_view(reads, lay, owner)
+        return view_of(owner, await reads.run(self._read_many))
 
     async def view_with(self, owner: Owner, queue: Callable[[Any], None]) -> tuple[View, list[Any]]:
-        """The owner's view and the replies of the commands `queue` adds to a pipeline,
-        in one round trip (one transaction) on a single Redis; on a Cluster, whose
-        pipelines keep to one slot per transaction, the others first, then the view."""
+        """The owner's view and the replies of the reads `queue` adds (`Reads`: `get`,
+        `hgetall` …), in one script call on a single Redis; on a Cluster, where a script
+        keeps to one slot, the others in a pipeline first, then the view."""
         lay = await self.layout()
         if isinstance(self.redis, RedisCluster):
             async with self.redis.pipeline(transaction=False) as pipe:
                 queue(pipe)
                 others = await pipe.execute()
             return await self.view(owner), others
-        async with self.redis.pipeline(transaction=True) as pipe:
-            queue(pipe)
-            queue_view(pipe, lay, owner)
-            replies = await pipe.execute()
+        reads = Reads()
+        queue(reads)
+        queue_view(reads, lay, owner)
+        replies = await reads.run(self._read_many)
         return view_of(owner, replies[-VIEW_REPLIES:]), replies[:-VIEW_REPLIES]
 
     async def last_event(self, owner: Owner) -> dict[str, str]:

@@ -26,13 +26,14 @@ from enum import StrEnum
 from typing import TYPE_CHECKING, Any
 from urllib.parse import urlsplit, urlunsplit
 
-from redis.asyncio import BlockingConnectionPool, Redis, RedisCluster
+from redis.asyncio import BlockingConnectionPool, RedisCluster
 from redis.asyncio.retry import Retry
 from redis.backoff import ExponentialBackoff, NoBackoff
 from redis.exceptions import ConnectionError as RedisConnectionError
 
 from ..config.errors import ConfigError
 from . import retention, sharding
+from .coalescing import CoalescingRedis
 from .embedded import ensure_embedded, home_dir, socket_path
 
 if TYPE_CHECKING:  # a hook connects without building the settings models (see connect_quick)
@@ -175,7 +176,7 @@ def _client(
         client: Any = _BoundedCluster.from_url(node_url, limit=limit, max_connections=limit, **common)
     else:
         pool = BlockingConnectionPool.from_url(url, max_connections=limit, timeout=POOL_WAIT, **common)
-        client = Redis(connection_pool=pool)
+        client = CoalescingRedis(connection_pool=pool)
     if shards is not None:
         sharding.configure(client, shards)
     return client

@@ -18,7 +18,7 @@ from ..model.view import TERMINAL, EndedRun, RunState, View
 from .keys import Layout
 
 VIEW_REPLIES = 6
-"""How many replies `queue_view` adds to a pipeline."""
+"""How many replies `queue_view` adds."""
 
 
 def iso(ms: int) -> str:
@@ -27,7 +27,7 @@ def iso(ms: int) -> str:
 
 
 def queue_view(pipe: Any, lay: Layout, owner: Owner) -> None:
-    """Queue the reads of an owner's view on a pipeline (in a transaction, they agree)."""
+    """Queue the reads of an owner's view (`Reads`, or a pipeline in a transaction: they agree)."""
     pipe.hgetall(lay.card(owner))
     pipe.hgetall(lay.activity(owner))
     pipe.lrange(lay.tools(owner), 0, -1)

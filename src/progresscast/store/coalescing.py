@@ -1,0 +1,159 @@
+"""A Redis client that sends the commands many tasks issue in one turn of the event loop
+as one pipeline: one socket write and one wake-up for all of them.
+
+redis-py spends about 0.1 ms of CPU on each command it sends alone (a connection from
+the pool, packing, a timeout around the read, its observability hooks); in a pipeline a
+command costs a fraction of that. `serve` runs thousands of lanes, and those a batch of
+change events wakes issue their reads in the same turn of the loop — 10,000 first drafts
+at start-up all at once. Each caller still awaits its own reply (or its own error), in
+the order it sent, so nothing about one command changes: a pipeline that is not a
+transaction is what Redis would have run had the commands come one after another on
+one connection. A pipeline that is not a transaction joins the batch too, its
+commands together and in order. A command that blocks on the server (`XREADGROUP … BLOCK`, `BLPOP` …)
+would hold back every command batched with it, so it goes alone, as before.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from typing import Any
+
+from redis.asyncio import Redis
+from redis.asyncio.client import Pipeline
+from redis.exceptions import ResponseError
+
+_BLOCKING = frozenset({
+    "BLPOP", "BRPOP", "BRPOPLPUSH", "BLMOVE", "BLMPOP", "BZPOPMIN", "BZPOPMAX", "BZMPOP", "WAIT", "WAITAOF",
+})
+"""Commands that may wait on the server (XREAD and XREADGROUP do when given BLOCK)."""
+
+
+def _blocks(args: tuple[Any, ...]) -> bool:
+    name = str(args[0]).upper()
+    if name in _BLOCKING:
+        return True
+    return name in ("XREAD", "XREADGROUP") and any(a in ("BLOCK", b"BLOCK") for a in args[1:])
+
+
+def _fail(reply: asyncio.Future[Any], exc: BaseException) -> None:
+    if reply.done():  # its caller was cancelled meanwhile
+        return
+    if isinstance(exc, asyncio.CancelledError):  # the batch was cancelled (the loop is closing)
+        reply.cancel()
+    else:
+        reply.set_exception(exc)
+
+
+class CoalescingRedis(Redis):
+    """`redis.asyncio.Redis` whose commands, issued in one turn of the event loop, leave
+    as one pipeline (explicit pipelines and transactions are unchanged)."""
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self._waiting: list[tuple[tuple[Any, ...], dict[str, Any], asyncio.Future[Any]]] = []
+        self._batches: set[asyncio.Task[None]] = set()
+        """Batches on their way (referenced: a task only the loop knows may be collected)."""
+
+    async def execute_command(self, *args: Any, **options: Any) -> Any:
+        if self.single_connection_client or _blocks(args):
+            return await super().execute_command(*args, **options)  # type: ignore[no-untyped-call]
+        return await self._join([(args, options)])[0]
+
+    def pipeline(self, transaction: bool = True, shard_hint: str | None = None) -> Pipeline:
+        if transaction:
+            return super().pipeline(transaction, shard_hint)
+        return _Joining(self, shard_hint)
+
+    def _join(self, commands: list[tuple[tuple[Any, ...], dict[str, Any]]]) -> list[asyncio.Future[Any]]:
+        """Queue commands for the batch of this turn of the loop: a future per reply."""
+        loop = asyncio.get_running_loop()
+        if not self._waiting:
+            loop.call_soon(self._send_batch)
+        replies: list[asyncio.Future[Any]] = []
+        for args, options in commands:
+            reply: asyncio.Future[Any] = loop.create_future()
+            self._waiting.append((args, options, reply))
+            replies.append(reply)
+        return replies
+
+    def _send_batch(self) -> None:
+        batch, self._waiting = self._waiting, []
+        task = asyncio.ensure_future(self._send(batch))
+        self._batches.add(task)
+        task.add_done_callback(self._batches.discard)
+
+    async def _send(self, batch: list[tuple[tuple[Any, ...], dict[str, Any], asyncio.Future[Any]]]) -> None:
+        if len(batch) == 1:  # alone: as redis-py sends it, with nothing to gain from a pipeline
+            args, options, reply = batch[0]
+            try:
+                result = await super().execute_command(*args, **options)  # type: ignore[no-untyped-call]
+            except BaseException as exc:  # the caller's own error, as if it had sent the command
+                _fail(reply, exc)
+                if isinstance(exc, asyncio.CancelledError):
+                    raise
+            else:
+                if not reply.done():
+                    reply.set_result(result)
+            return
+        try:
+            async with super().pipeline(transaction=False) as pipe:  # redis-py's own
+                for args, options, _ in batch:
+                    pipe.execute_command(*args, **options)
+                results = await pipe.execute(raise_on_error=False)
+        except BaseException as exc:  # the connection failed: every caller hears it
+            for _, _, reply in batch:
+                _fail(reply, exc)
+            if isinstance(exc, asyncio.CancelledError):
+                raise
+            return
+        for (_, _, reply), result in zip(batch, results, strict=True):
+            if reply.done():  # its caller was cancelled meanwhile
+                continue
+            if isinstance(result, Exception):
+                reply.set_exception(result)
+            else:
+                reply.set_result(result)
+
+
+class _Joining(Pipeline):
+    """A pipeline (not a transaction) whose commands join the client's batch."""
+
+    def __init__(self, client: CoalescingRedis, shard_hint: str | None) -> None:
+        super().__init__(client.connection_pool, client.response_callbacks, False, shard_hint)
+        self._client = client
+
+    async def execute(self, raise_on_error: bool = True) -> list[Any]:
+        if self.watching or self.explicit_transaction or self.scripts or _any_blocks(self.command_stack):
+            return await super().execute(raise_on_error)
+        commands = [(tuple(args), dict(options)) for args, options in self.command_stack]
+        replies = self._client._join(commands) if commands else []
+        try:
+            if replies:
+                await asyncio.wait(replies)  # one batch answers them all at once
+        finally:
+            for reply in replies:  # none left with an error nobody looked at
+                reply.add_done_callback(_looked_at)
+            await self.reset()  # type: ignore[no-untyped-call]
+        results: list[Any] = []
+        for reply in replies:
+            error = reply.exception()
+            if error is not None and not isinstance(error, ResponseError):
+                raise error  # the connection failed: the whole pipeline did
+            results.append(error if error is not None else reply.result())
+        if raise_on_error:
+            for result in results:
+                if isinstance(result, ResponseError):
+                    raise result
+        return results
+
+
+def _looked_at(reply: asyncio.Future[Any]) -> None:
+    if not reply.cancelled():
+        reply.exception()
+
+
+def _any_blocks(stack: Any) -> bool:
+    return any(_blocks(args) for args, _ in stack)
+
+
+__all__ = ["CoalescingRedis"]

@@ -1,0 +1,133 @@
+"""The store's client sends the commands many tasks issue together as one pipeline, and
+reads several keys in one script call — each caller still gets its own reply or error."""
+
+from __future__ import annotations
+
+import asyncio
+from typing import Any
+
+import pytest
+from redis.asyncio import BlockingConnectionPool, Redis
+from redis.exceptions import ResponseError
+
+from progresscast.store.coalescing import CoalescingRedis
+from progresscast.store.connections import connect
+from progresscast.store.reads import READ_MANY, Reads
+
+
+def named(url: str, name: str) -> CoalescingRedis:
+    pool = BlockingConnectionPool.from_url(url, max_connections=200, client_name=name, decode_responses=True)
+    return CoalescingRedis(connection_pool=pool)
+
+
+async def connections_named(url: str, name: str) -> int:
+    async with Redis.from_url(url, decode_responses=True) as admin:
+        return sum(1 for c in await admin.client_list() if c.get("name") == name)
+
+
+async def test_the_store_connects_with_the_coalescing_client(redis_url: str) -> None:
+    client = connect(redis_url)
+    try:
+        assert isinstance(client, CoalescingRedis)
+    finally:
+        await client.aclose()
+
+
+async def test_commands_issued_together_leave_together_each_with_its_own_reply(redis_url: str) -> None:
+    client = named(redis_url, "together")
+    try:
+        replies = await asyncio.gather(*(client.incr("n") for _ in range(100)))
+        # One batch on one connection, in the order the tasks sent them: a client that
+        # sent each alone would have opened a connection per task waiting.
+        assert replies == list(range(1, 101))
+        assert await connections_named(redis_url, "together") == 1
+        async with client.pipeline(transaction=False) as pipe:  # a pipeline joins the batch
+            pipe.set("a", "1").get("a").incr("n")
+            together = asyncio.gather(pipe.execute(), client.get("n"))
+            assert await together == [[True, "1", 101], "101"]
+        assert await connections_named(redis_url, "together") == 1
+    finally:
+        await client.aclose()
+
+
+async def test_a_blocking_read_goes_alone_and_holds_nothing_back(redis_url: str) -> None:
+    client = named(redis_url, "blocking")
+    try:
+        waiting = asyncio.create_task(client.xread({"s": "$"}, block=0))
+        quick = asyncio.create_task(client.get("x"))  # sent in the same turn as the read
+        assert await asyncio.wait_for(quick, 10) is None
+        assert not waiting.done()
+        await client.xadd("s", {"k": "v"})
+        [[stream, [(_, fields)]]] = await asyncio.wait_for(waiting, 10)
+        assert (stream, fields) == ("s", {"k": "v"})
+    finally:
+        await client.aclose()
+
+
+async def test_an_error_fails_only_the_command_that_caused_it(redis_url: str) -> None:
+    client = named(redis_url, "errors")
+    try:
+        await client.hset("h", "f", "v")
+        wrong, right, written = await asyncio.gather(
+            client.get("h"), client.hget("h", "f"), client.set("k", "v"), return_exceptions=True
+        )
+        assert isinstance(wrong, ResponseError) and "WRONGTYPE" in str(wrong)
+        assert (right, written) == ("v", True)
+        async with client.pipeline(transaction=False) as pipe:
+            pipe.get("k").get("h").get("k")
+            with pytest.raises(ResponseError, match="WRONGTYPE"):
+                await pipe.execute()
+        async with client.pipeline(transaction=False) as pipe:
+            pipe.get("k").get("h").get("k")
+            first, error, last = await pipe.execute(raise_on_error=False)
+        assert (first, last) == ("v", "v") and isinstance(error, ResponseError)
+    finally:
+        await client.aclose()
+
+
+async def test_a_cancelled_caller_leaves_the_others_answered(redis_url: str) -> None:
+    client = named(redis_url, "cancelled")
+    try:
+        tasks = [asyncio.create_task(client.set(f"k{i}", i)) for i in range(3)]
+        await asyncio.sleep(0)  # every task has queued its command
+        tasks[1].cancel()
+        done = await asyncio.gather(*tasks, return_exceptions=True)
+        assert done[0] is True and done[2] is True
+        assert isinstance(done[1], asyncio.CancelledError)
+        assert await client.get("k2") == "2"
+    finally:
+        await client.aclose()
+
+
+@pytest.mark.backends
+async def test_reads_in_one_script_answer_as_the_same_commands_in_a_transaction(redis: Any) -> None:
+    keys = {name: f"{{reads}}:{name}" for name in ("hash", "empty", "list", "string", "set", "missing")}
+    await redis.hset(keys["hash"], mapping={"a": "1", "b": "2"})
+    await redis.rpush(keys["list"], "x", "y")
+    await redis.set(keys["string"], "s")
+    await redis.sadd(keys["set"], "m")
+
+    def queue(pipe: Any) -> None:
+        pipe.hgetall(keys["hash"])
+        pipe.hgetall(keys["empty"])
+        pipe.lrange(keys["list"], 0, -1)
+        pipe.lrange(keys["missing"], 0, -1)
+        pipe.get(keys["string"])
+        pipe.get(keys["missing"])
+        pipe.exists(keys["set"])
+        pipe.exists(keys["missing"])
+        pipe.sismember(keys["set"], "m")
+        pipe.sismember(keys["set"], "other")
+
+    async with redis.pipeline(transaction=True) as pipe:
+        queue(pipe)
+        expected = await pipe.execute()
+    reads = Reads()
+    queue(reads)
+    got = await reads.run(redis.register_script(READ_MANY))
+    assert [bool(r) if i >= 8 else r for i, r in enumerate(got)] == [
+        bool(r) if i >= 8 else r for i, r in enumerate(expected)
+    ]
+    assert got[:8] == [{"a": "1", "b": "2"}, {}, ["x", "y"], [], "s", None, 1, 0]
+    with pytest.raises(ValueError, match="whole list"):
+        reads.lrange(keys["list"], 1, -1)
