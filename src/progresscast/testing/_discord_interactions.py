@@ -20,7 +20,7 @@ from __future__ import annotations
 
 import json
 import time
-from typing import Any
+from typing import Any, TypedDict, Unpack
 
 import httpx
 from nacl.signing import SigningKey
@@ -44,6 +44,22 @@ MEMBER_PERMISSIONS = str((1 << 10) | (1 << 11))
 """View Channel and Send Messages: a member who may read and write, nothing more."""
 MESSAGE_COMPONENT, MODAL_SUBMIT = 3, 5
 BUTTON, TEXT_INPUT = 2, 4
+
+
+class Member(TypedDict, total=False):
+    """Who acts in a channel (`press`, `submit_modal`); a key left out takes its default."""
+
+    user_id: str
+    """Default `PERSON_ID`."""
+    name: str
+    """Their display name (default "Tester")."""
+    nick: str | None
+    """Their nickname in the guild (default: none)."""
+    manage_channels: bool
+    """Whether they hold Manage Channels there (default); else a member who may only
+    read and write."""
+    guild: bool
+    """A guild's channel (default), or a DM."""
 
 
 class InteractionSender:
@@ -139,7 +155,7 @@ class InteractionSender:
 
     async def ping(self, url: str | None = None) -> httpx.Response:
         """What Discord sends when the interactions URL is saved in the developer portal."""
-        return await self.send_interaction(self._interaction(1, None, None, PERSON_ID, ALL_PERMISSIONS), url)
+        return await self.send_interaction(self._interaction(1, None, None, {}), url)
 
     async def slash_command(
         self,
@@ -170,27 +186,16 @@ class InteractionSender:
                 {"name": p["name"], "type": p["type"], "value": w} for p, w in zip(params, words[1:], strict=False)
             ]
             data["options"] = [{"name": words[0], "type": 1, "options": options}]
-        payload = self._interaction(2, data, channel_id, user_id, str(permissions), guild=guild)
+        payload = self._interaction(2, data, channel_id, {"user_id": user_id, "guild": guild}, str(permissions))
         return await self.send_interaction(payload, url, headers=headers)
 
     async def press(
-        self,
-        channel_id: str,
-        message_id: str,
-        wanted: str,
-        *,
-        user_id: str = PERSON_ID,
-        name: str = "Tester",
-        nick: str | None = None,
-        manage_channels: bool = True,
-        guild: bool = True,
-        forged: bool = False,
-        url: str | None = None,
+        self, channel_id: str, message_id: str, wanted: str, *, forged: bool = False, url: str | None = None,
+        **member: Unpack[Member],
     ) -> httpx.Response:
-        """A person presses the button whose `custom_id` or label is `wanted` on a
-        message. `manage_channels`: whether they hold Manage Channels there (else a
-        member who may only read and write). `forged`: send `wanted` as the
-        `custom_id` whatever the message holds (a crafted interaction)."""
+        """A person (`member`) presses the button whose `custom_id` or label is `wanted`
+        on a message. `forged`: send `wanted` as the `custom_id` whatever the message
+        holds (a crafted interaction)."""
         channel = self._channels[channel_id]
         msg = channel.messages.get(message_id)
         button = msg.button(wanted) if msg is not None else None
@@ -198,28 +203,17 @@ class InteractionSender:
             raise ValueError(f"message {message_id} has no button {wanted!r}")
         custom_id = str(button["custom_id"]) if button is not None and not forged else wanted
         data = {"custom_id": custom_id, "component_type": BUTTON}
-        payload = self._interaction(
-            MESSAGE_COMPONENT, data, channel_id, user_id, self._permissions(manage_channels), guild=guild,
-            name=name, nick=nick,
-        )
+        payload = self._interaction(MESSAGE_COMPONENT, data, channel_id, member)
         payload["message"] = self._message_api(channel, message_id)
         return await self.send_interaction(payload, url)
 
     async def submit_modal(
-        self,
-        channel_id: str,
-        text: str,
-        *,
-        user_id: str = PERSON_ID,
-        name: str = "Tester",
-        nick: str | None = None,
-        manage_channels: bool = True,
-        guild: bool = True,
-        custom_id: str | None = None,
-        url: str | None = None,
+        self, channel_id: str, text: str, *, custom_id: str | None = None, url: str | None = None,
+        **member: Unpack[Member],
     ) -> httpx.Response:
-        """The person fills the modal the app showed them with `text` and submits it
-        (`custom_id`: a crafted submit, no modal needed)."""
+        """The person (`member`) fills the modal the app showed them with `text` and
+        submits it (`custom_id`: a crafted submit, no modal needed)."""
+        user_id = member.get("user_id", PERSON_ID)
         shown, message_id = self.modals.pop((channel_id, user_id), ({}, None))
         if custom_id is None and not shown:
             raise ValueError(f"user {user_id} has no modal open in channel {channel_id}")
@@ -229,17 +223,10 @@ class InteractionSender:
             "custom_id": custom_id if custom_id is not None else str(shown.get("custom_id")),
             "components": [{"type": 1, "components": [{"type": TEXT_INPUT, "custom_id": field_id, "value": text}]}],
         }
-        payload = self._interaction(
-            MODAL_SUBMIT, data, channel_id, user_id, self._permissions(manage_channels), guild=guild,
-            name=name, nick=nick,
-        )
+        payload = self._interaction(MODAL_SUBMIT, data, channel_id, member)
         if message_id is not None:
             payload["message"] = self._message_api(self._channels[channel_id], message_id)
         return await self.send_interaction(payload, url)
-
-    @staticmethod
-    def _permissions(manage_channels: bool) -> str:
-        return ALL_PERMISSIONS if manage_channels else MEMBER_PERMISSIONS
 
     def _message_api(self, channel: DiscordChannel, message_id: str) -> dict[str, Any]:
         msg = channel.messages.get(message_id)
@@ -256,18 +243,17 @@ class InteractionSender:
         raise ValueError(f"/{command} is not registered (run `progresscast discord register` against the emulator)")
 
     def _interaction(
-        self,
-        kind: int,
-        data: dict[str, Any] | None,
-        channel_id: str | None,
-        user_id: str,
-        permissions: str,
-        *,
-        guild: bool = True,
-        name: str = "Tester",
-        nick: str | None = None,
+        self, kind: int, data: dict[str, Any] | None, channel_id: str | None, member: Member,
+        permissions: str | None = None,
     ) -> dict[str, Any]:
-        user = {"id": user_id, "username": "tester", "discriminator": "0", "global_name": name, "avatar": None}
+        """An interaction as Discord sends it; `permissions` the member's in the channel
+        (None: as `member.manage_channels` says)."""
+        if permissions is None:
+            permissions = ALL_PERMISSIONS if member.get("manage_channels", True) else MEMBER_PERMISSIONS
+        user = {
+            "id": member.get("user_id", PERSON_ID), "username": "tester", "discriminator": "0",
+            "global_name": member.get("name", "Tester"), "avatar": None,
+        }
         payload: dict[str, Any] = {
             "id": snowflake(),
             "application_id": self.application_id,
@@ -284,13 +270,13 @@ class InteractionSender:
             thread = known is not None and known.parent_id is not None
             payload["channel_id"] = channel_id
             payload["channel"] = {"id": channel_id, "type": 11 if thread else 0}
-        if guild:
+        if member.get("guild", True):
             payload["guild_id"] = self.guild_id
             payload["member"] = {
                 "user": user,
                 "roles": [],
                 "permissions": permissions,
-                "nick": nick,
+                "nick": member.get("nick"),
                 "joined_at": "2026-01-01T00:00:00+00:00",
             }
         else:
