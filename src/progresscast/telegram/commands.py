@@ -34,13 +34,8 @@ COMMANDS = [
 ]
 """What `setMyCommands` lists in Telegram's command menu."""
 
-SURFACE = Surface(
-    prefix="/",
-    noun="chat",
-    rich_name="rich messages",
-    rich_help="rich messages with checkboxes",
-    rich_refused_note=" This bot's Bot API server does not support them, so drafts stay classic HTML.",
-)
+# "/follow" in a chat, rich messages with checkboxes: Surface's defaults are Telegram's words.
+SURFACE = Surface(rich_refused_note=" This bot's Bot API server does not support them, so drafts stay classic HTML.")
 ADMIN_TTL = 60.0
 """Seconds an administrator check is trusted (a demoted admin keeps the right this long)."""
 ADMINS = frozenset({"creator", "administrator"})
