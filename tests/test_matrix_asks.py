@@ -29,6 +29,9 @@ async def harness(synapse: Synapse, tmp_path: Path) -> AsyncIterator[Harness]:
         # The bot answers every press: Synapse's default limits would make these tests wait.
         path = f"/_synapse/admin/v1/users/{quote(made.bot.user_id)}/override_ratelimit"
         synapse.request(made.person.account, "POST", path, {"messages_per_second": 0, "burst_count": 0})
+        # Nor need its own pace be a real homeserver's (an event a second): these tests
+        # are about what a press does, and at that pace each waited seconds per message.
+        made.matrix = {"callsPerSecond": 20, "roomInterval": 0.05}
         yield made
 
 
