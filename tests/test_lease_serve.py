@@ -126,9 +126,10 @@ async def serves(tmp_path: Path, redis_url: str, scale: float, scaled: None) -> 
             stdin=asyncio.subprocess.DEVNULL, stdout=asyncio.subprocess.DEVNULL, stderr=asyncio.subprocess.PIPE,
             env=env,
         )
-        procs.append(Proc(name, proc))
-        procs[-1].base = (await procs[-1].line(r"gateway and web page on (http://\S+)")).group(1)
-        return procs[-1]
+        started = Proc(name, proc)
+        procs.append(started)
+        started.base = (await started.line(r"gateway and web page on (http://\S+)")).group(1)
+        return started
 
     yield start
     for p in procs:
@@ -217,12 +218,15 @@ def check_one_draft_each(api: BotAPIEmulator, chats: range, newest: Callable[[in
 @pytest.mark.realtime
 @pytest.mark.parametrize("scale", [REAL_SPEED])
 async def test_three_serves_one_bot_the_holder_killed_mid_run(serves: Any, redis_url: str, scale: float) -> None:
-    sessions, writes_each = range(1, 101), 20
+    # 50 chats: more calls a second than the bot's 30. The kill after 7 rounds (by then
+    # the first holder sent every chat's draft and edits), then rounds until the lease
+    # (3 s) passes; the next holder edits every chat.
+    sessions, writes_each, kill_after = range(1, 51), 10, 7
     redis = connect(redis_url)
     try:
         await follow_sessions(redis, sessions)
         async with BotAPIEmulator() as api:
-            procs = [await serves(api, one_bot(api, 3)) for _ in range(3)]
+            procs = list(await asyncio.gather(*(serves(api, one_bot(api, 3)) for _ in range(3))))  # side by side
             bot_id = api.token.split(":")[0]
             first = await wait_until(lambda: holder_of(redis, bot_id, procs), 15, "a holder")
             for p in procs:
@@ -233,7 +237,7 @@ async def test_three_serves_one_bot_the_holder_killed_mid_run(serves: Any, redis
             for n in range(writes_each):
                 for i in sessions:
                     await store.put(Owner("main", f"s{i}"), step(i, n))
-                if n == writes_each // 2:
+                if n == kill_after:
                     first.proc.kill()  # SIGKILL, mid-run: nothing released
                     await first.proc.wait()
                     killed_at = time.monotonic()
@@ -268,7 +272,7 @@ async def test_a_paused_holder_makes_no_call_once_its_lease_passed(serves: Any, 
     try:
         await follow_sessions(redis, sessions)
         async with BotAPIEmulator() as api:
-            procs = [await serves(api, one_bot(api, 1)) for _ in range(2)]
+            procs = list(await asyncio.gather(*(serves(api, one_bot(api, 1)) for _ in range(2))))  # side by side
             bot_id = api.token.split(":")[0]
             old = await wait_until(lambda: holder_of(redis, bot_id, procs), 15, "a holder")
             new = next(p for p in procs if p is not old)
