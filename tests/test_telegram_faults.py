@@ -285,7 +285,7 @@ async def test_thirty_chats_end_right_with_30_percent_of_calls_failing(api: BotA
     async with Adapter(api, redis):
         await follow_all(api, redis, chats)
         faults = api.fail_randomly(0.3, seed=SEED)
-        expected = await run_sessions(api, redis, chats, runs=3, writes=4, seed=SEED)
+        expected = await run_sessions(api, redis, chats, runs=2, writes=4, seed=SEED)
         await check_chats(api, expected, timeout=90)
     assert faults.drawn["5xx"] and faults.drawn["429"]
     assert faults.drawn["timeout applied"] and faults.drawn["timeout dropped"]
