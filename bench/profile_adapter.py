@@ -132,9 +132,14 @@ async def adapter(url: str, chats: int, rounds: int, profile: float, conn: Conne
                 return await _inner(*args, **kw)
 
             setattr(client, name, count)
+        first = cProfile.Profile(time.process_time) if profile else None
         cpu0, wall0, trips0, start0 = time.process_time(), time.monotonic(), trips.count, trips.by_command.copy()
+        if first is not None:
+            first.enable()
         await worker.start()
         await wait_calls(calls, "send", chats, chats / 50 + 60)
+        if first is not None:
+            first.disable()
         cpu1, wall1, trips1 = time.process_time(), time.monotonic(), trips.count
         print(
             f"first drafts: {chats} sends in {wall1 - wall0:.1f} s: {(cpu1 - cpu0) / chats * 1e3:.2f} ms CPU "
@@ -168,7 +173,12 @@ async def adapter(url: str, chats: int, rounds: int, profile: float, conn: Conne
         print(f"round trips per edit, by first command: {per_edit}")
         await worker.close()
     await redis.aclose()
+    if first is not None:
+        print("--- phase 1, first drafts ---")
+        pstats.Stats(first).sort_stats("tottime").print_stats(int(profile))
+        pstats.Stats(first).sort_stats("cumulative").print_stats(int(profile))
     if profiler is not None:
+        print("--- phase 2, edits ---")
         stats = pstats.Stats(profiler)
         stats.sort_stats("tottime").print_stats(int(profile))
         stats.sort_stats("cumulative").print_stats(int(profile))

@@ -12,30 +12,32 @@ from __future__ import annotations
 
 from typing import Any
 
-# KEYS[i] is read by ARGV[i]: 'get', 'hgetall', 'lrange' (the whole list), 'exists', or
-# 'sismember:<member>'. Replies in the same order; a hash as a flat list.
+# KEYS[i] is read as the i-th letter of ARGV[1] says: 'g' GET, 'h' HGETALL, 'l' LRANGE
+# (the whole list), 'e' EXISTS, 's' SISMEMBER of the next member in ARGV[2], ARGV[3] ….
+# Replies in the same order; a hash as a flat list. (One argument for all the letters:
+# redis-py encodes every argument in Python.)
 READ_MANY = """
+local reads = ARGV[1]
+local member = 1
 local out = {}
 for i, key in ipairs(KEYS) do
-  local read = ARGV[i]
-  if read == 'get' then out[i] = redis.call('GET', key)
-  elseif read == 'hgetall' then out[i] = redis.call('HGETALL', key)
-  elseif read == 'lrange' then out[i] = redis.call('LRANGE', key, 0, -1)
-  elseif read == 'exists' then out[i] = redis.call('EXISTS', key)
-  elseif string.sub(read, 1, 10) == 'sismember:' then out[i] = redis.call('SISMEMBER', key, string.sub(read, 11))
+  local read = string.sub(reads, i, i)
+  if read == 'g' then out[i] = redis.call('GET', key)
+  elseif read == 'h' then out[i] = redis.call('HGETALL', key)
+  elseif read == 'l' then out[i] = redis.call('LRANGE', key, 0, -1)
+  elseif read == 'e' then out[i] = redis.call('EXISTS', key)
+  elseif read == 's' then member = member + 1; out[i] = redis.call('SISMEMBER', key, ARGV[member])
   else return redis.error_reply('unknown read ' .. read) end
 end
 return out
 """
 
-_SISMEMBER = "sismember:"
-
 
 def _reply(read: str, raw: Any) -> Any:
     """A reply as redis-py gives the same command's."""
-    if read == "hgetall":
+    if read == "h":
         return dict(zip(raw[::2], raw[1::2], strict=True))
-    if read == "lrange":
+    if read == "l":
         return list(raw)
     return raw  # GET: the value or None; EXISTS, SISMEMBER: an integer
 
@@ -45,34 +47,36 @@ class Reads:
 
     def __init__(self) -> None:
         self.keys: list[str] = []
-        self.how: list[str] = []
+        self.reads: list[str] = []
+        self.members: list[str] = []
 
     def get(self, key: str) -> None:
         self.keys.append(key)
-        self.how.append("get")
+        self.reads.append("g")
 
     def hgetall(self, key: str) -> None:
         self.keys.append(key)
-        self.how.append("hgetall")
+        self.reads.append("h")
 
     def lrange(self, key: str, start: int, end: int) -> None:
         if (start, end) != (0, -1):
             raise ValueError("Reads.lrange reads a whole list: start 0, end -1")
         self.keys.append(key)
-        self.how.append("lrange")
+        self.reads.append("l")
 
     def exists(self, key: str) -> None:
         self.keys.append(key)
-        self.how.append("exists")
+        self.reads.append("e")
 
     def sismember(self, key: str, member: str) -> None:
         self.keys.append(key)
-        self.how.append(_SISMEMBER + member)
+        self.reads.append("s")
+        self.members.append(member)
 
     async def run(self, script: Any) -> list[Any]:
         """The replies, in the order queued (`script`: `READ_MANY` registered on a client)."""
-        raw = await script(keys=self.keys, args=self.how)
-        return [_reply(read, reply) for read, reply in zip(self.how, raw, strict=True)]
+        raw = await script(keys=self.keys, args=["".join(self.reads), *self.members])
+        return [_reply(read, reply) for read, reply in zip(self.reads, raw, strict=True)]
 
 
 __all__ = ["READ_MANY", "Reads"]

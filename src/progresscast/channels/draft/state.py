@@ -10,7 +10,7 @@ of the chat.
 from __future__ import annotations
 
 import json
-from dataclasses import asdict, dataclass
+from dataclasses import dataclass
 from typing import Any, Literal
 
 from .outcome import MessageId
@@ -116,7 +116,7 @@ class DraftState:
         # Field by field, not `asdict`: its deep copy was most of the cost of every draft write.
         data = {name: getattr(self, name) for name in self.__dataclass_fields__}
         if self.intent is not None:
-            data["intent"] = asdict(self.intent)
+            data["intent"] = {name: getattr(self.intent, name) for name in self.intent.__dataclass_fields__}
         return json.dumps(data, ensure_ascii=False, separators=(",", ":"))
 
     @classmethod

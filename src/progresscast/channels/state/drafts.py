@@ -4,6 +4,7 @@ check just before a pause never undoes what a newer holder of the lease stored."
 
 from __future__ import annotations
 
+import asyncio
 from dataclasses import replace
 from typing import Any, cast
 
@@ -83,14 +84,21 @@ class Drafts:
             await self._delete(key)
             return
         ms = await retention_ms(self.redis)
+        # The draft changed: its follow and its destination are in use, renewed (when
+        # due) beside the write, in the same round trip (`CoalescingRedis`).
+        followers = keys.channel_followers(self.scope.channel, key.owner)
+        renewal = self.scope.renewal(ms, followers, *self.scope.destination(key.chat_id))
+        if renewal is None:
+            await self._set(key, state, ms)
+        else:
+            await asyncio.gather(self._set(key, state, ms), renewal)
+
+    async def _set(self, key: DraftKey, state: DraftState, ms: int) -> None:
         fence = self.scope.fence
         if fence is None:
             await self.redis.set(self._key(key), state.to_json(), px=ms or None)
         elif not await self._fenced_set(keys=[self._key(key)], args=[self._stamped(state), fence.number, ms]):
             raise self._newer(key)
-        # The draft changed: its follow is in use.
-        await self.scope.keep(keys.channel_followers(self.scope.channel, key.owner))
-        await self.scope.keep_destination(key.chat_id)
 
     async def start(self, key: DraftKey, state: DraftState) -> bool:
         """Store the first state of a draft that has none yet (never over a lane's)."""

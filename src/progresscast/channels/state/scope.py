@@ -5,7 +5,8 @@ process lately kept alive for the store's retention."""
 from __future__ import annotations
 
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Coroutine
+from typing import Any
 
 from redis.asyncio import Redis
 
@@ -49,13 +50,20 @@ class Scope:
     async def keep(self, *names: str) -> None:
         """These keys were used: they live the retention from now. Renewed at most once
         per tenth of it per key and process, so a busy draft costs no extra round trip."""
-        ms = await retention_ms(self.redis)
+        renewal = self.renewal(await retention_ms(self.redis), *names)
+        if renewal is not None:
+            await renewal
+
+    def renewal(self, ms: int, *names: str) -> Coroutine[Any, Any, None] | None:
+        """`keep` with the retention `ms` known: what renews the keys that are due, to
+        await beside another write (None: none is due)."""
         if ms <= 0:
-            return
+            return None
         now = time.monotonic()
         due = [n for n in names if now - max(self._kept.get(n, -1e18), self._absent.get(n, -1e18)) > ms / 10_000]
-        if not due:
-            return
+        return self._renew(ms, now, due) if due else None
+
+    async def _renew(self, ms: int, now: float, due: list[str]) -> None:
         if len(self._kept) + len(self._absent) > KEPT_REMEMBERED:
             self._kept.clear()
             self._absent.clear()
@@ -82,13 +90,17 @@ class Scope:
             self._kept.pop(name, None)
         self.made(*names)
 
-    async def keep_destination(self, chat_id: Id) -> None:
-        """A destination's keys were used (its overrides set, a draft of it changed)."""
+    def destination(self, chat_id: Id) -> tuple[str, ...]:
+        """A destination's keys that live while it is used (`keep_destination`)."""
         c = self.channel
-        await self.keep(
+        return (
             keys.channel_follows(c, chat_id), keys.channel_prefs(c, chat_id), keys.channel_last_message(c, chat_id),
             keys.channel_sent(c, chat_id),
         )
+
+    async def keep_destination(self, chat_id: Id) -> None:
+        """A destination's keys were used (its overrides set, a draft of it changed)."""
+        await self.keep(*self.destination(chat_id))
 
 
 __all__ = ["KEPT_REMEMBERED", "Scope"]
