@@ -123,12 +123,15 @@ async def adapter(url: str, chats: int, rounds: int, profile: float, conn: Conne
     async with telegram.Bot(token, base_url=base_url, request=request) as bot:
         worker = telegram_worker(settings(token, base_url, chats), redis, bot, options=AdapterOptions(consumer="p"))
         calls: Counter[str] = Counter()
+        sent_at: list[float] = []
         client = worker.channel.client
         for name in ("send", "edit"):
             inner = getattr(client, name)
 
             async def count(*args: Any, _inner: Any = inner, _name: str = name, **kw: Any) -> Any:
                 calls[_name] += 1
+                if _name == "send":
+                    sent_at.append(time.monotonic())
                 return await _inner(*args, **kw)
 
             setattr(client, name, count)
@@ -145,6 +148,8 @@ async def adapter(url: str, chats: int, rounds: int, profile: float, conn: Conne
             f"first drafts: {chats} sends in {wall1 - wall0:.1f} s: {(cpu1 - cpu0) / chats * 1e3:.2f} ms CPU "
             f"each, {(trips1 - trips0) / chats:.1f} Redis round trips each (start-up and follows included)"
         )
+        marks = [sent_at[int(q * (len(sent_at) - 1))] - wall0 for q in (0, 0.1, 0.5, 0.9, 1)]
+        print("first drafts sent at (s after start; first, 10 %, half, 90 %, last): " + ", ".join(f"{m:.1f}" for m in marks))
         per_first = {k: round(v / chats, 2) for k, v in (trips.by_command - start0).most_common(12)}
         print(f"round trips per first draft, by first command: {per_first}")
         await asyncio.sleep(1.5)  # the last sends' bookkeeping; every destination's pace
