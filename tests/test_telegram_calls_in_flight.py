@@ -140,3 +140,32 @@ async def test_the_probes_for_an_unsure_reply_wait_for_the_permit(api: BotAPIEmu
     # The unsure send is left out: its client gave up (and let go of the permit) while
     # the emulator still held the answer.
     assert api.most_in_flight([*drafts, probe]) == PERMIT
+
+
+async def test_at_start_up_the_first_drafts_fill_the_permit_not_the_catch_ups_queue(
+    api: BotAPIEmulator, redis: Redis
+) -> None:
+    """A draft handed over at start-up is looked at until its call is answered: a
+    catch-up queue shorter than the permit would cap the first drafts at a distant Bot
+    API (32 ÷ 0.15 s ≈ 200 a second, whatever the budget)."""
+    permit, queue, chats = 6, 2, [6000 + i for i in range(12)]
+    await write_card(redis)
+    config = {
+        "agents": {"default": "main"},
+        "channels": {"telegram": {
+            "token": api.token, "apiBaseUrl": api.base_url,
+            "chats": [{"id": chat, "follow": [OWNER.session_key]} for chat in chats],
+        }},
+    }
+    api.timeout_next("sendMessage", len(chats), delay=HOLD)  # applied, answered late
+    request = HTTPXRequest(connection_pool_size=4 * len(chats))
+    async with telegram.Bot(api.token, base_url=api.base_url, request=request) as bot:
+        options = AdapterOptions(connection_pool_size=permit, catch_up=queue, consumer="test")
+        worker = telegram_worker(Settings.model_validate(config), redis, bot, options=options)
+        await worker.start()
+        try:
+            sends = lambda: [c for c in api.calls if c.chat_id in chats and c.method == "sendMessage"]  # noqa: E731
+            await api.wait_for(lambda: all_answered(sends(), len(chats)), HOLD * len(chats) / queue + 5)
+        finally:
+            await worker.close()
+    assert api.most_in_flight(sends()) == permit
