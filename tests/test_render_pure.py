@@ -111,7 +111,7 @@ def test_the_cache_walk_finds_the_render_caches() -> None:
 pairs = st.tuples(views(), render_settings)
 
 
-@settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
+@settings(max_examples=15, deadline=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
 @example(warm=NEIGHBOURS, targets=[(NUL_STEP, ONE_LINE)])
 @given(warm=st.lists(pairs, min_size=1, max_size=4), targets=st.lists(pairs, min_size=1, max_size=3))
 def test_output_does_not_depend_on_what_was_rendered_before(
