@@ -86,31 +86,165 @@ def pytest_runtest_protocol(item: pytest.Item, nextitem: pytest.Item | None) -> 
             gc.collect()
 
 
+def runs_alone(item: pytest.Item) -> bool:
+    return item.get_closest_marker("alone") is not None or item.get_closest_marker("realtime") is not None
+
+
 class RunsAlone:
     """Under pytest-xdist, a test marked `alone` (or `realtime`) runs while no other test
     does: it measures timing that the other test processes' CPU on 2 cores spoils (a
     call stamped late at the emulator). Every other test holds a shared lock while it
     runs, such a test the exclusive lock; a turnstile keeps the tests that start
-    meanwhile from starving it. (A plugin of its own: a conftest holds one
-    implementation of a hook.)"""
+    meanwhile from starving it. Such tests next to each other keep both locks from one
+    to the next: each taking them anew waited for the others' running tests to end
+    first (`order_for_worksteal` collects them together). (A plugin of its own: a
+    conftest holds one implementation of a hook.)"""
+
+    def __init__(self) -> None:
+        self.files: tuple[Any, Any] | None = None
+        self.held = False
+        """Both locks are still held exclusively since the previous test (one run alone)."""
 
     @pytest.hookimpl(wrapper=True, tryfirst=True)
     def pytest_runtest_protocol(self, item: pytest.Item, nextitem: pytest.Item | None) -> Any:
-        alone = item.get_closest_marker("alone") is not None or item.get_closest_marker("realtime") is not None
-        shared = Path(item.config.option.basetemp).parent  # each worker's base is popen-gwN in the run's
-        with open(shared / "turnstile.lock", "a") as turnstile, open(shared / "running.lock", "a") as running:
+        alone = runs_alone(item)
+        if self.files is None:
+            shared = Path(item.config.option.basetemp).parent  # each worker's base is popen-gwN in the run's
+            self.files = (open(shared / "turnstile.lock", "a"), open(shared / "running.lock", "a"))  # noqa: SIM115
+        turnstile, running = self.files
+        if self.held and not alone:  # the test it was kept for went to another process
+            self._release()
+        if not self.held:
             fcntl.flock(turnstile, fcntl.LOCK_EX)
             try:
                 fcntl.flock(running, fcntl.LOCK_EX if alone else fcntl.LOCK_SH)
             finally:
                 if not alone:
                     fcntl.flock(turnstile, fcntl.LOCK_UN)
-            try:
-                return (yield)
-            finally:
+        self.held = False
+        try:
+            return (yield)
+        finally:
+            if alone and nextitem is not None and runs_alone(nextitem):
+                self.held = True
+            else:
                 fcntl.flock(running, fcntl.LOCK_UN)
                 if alone:
                     fcntl.flock(turnstile, fcntl.LOCK_UN)
+
+    def _release(self) -> None:
+        assert self.files is not None
+        turnstile, running = self.files
+        fcntl.flock(running, fcntl.LOCK_UN)
+        fcntl.flock(turnstile, fcntl.LOCK_UN)
+        self.held = False
+
+    def pytest_sessionfinish(self) -> None:
+        if self.files is not None:
+            if self.held:
+                self._release()
+            for file in self.files:
+                file.close()
+
+
+LONG_TESTS: dict[str, float] = {
+    "test_wheel.py::test_the_wheel_installs_in_a_fresh_venv_and_plays_the_demo": 27,
+    "test_render_pure.py::test_output_does_not_depend_on_what_was_rendered_before": 16,
+    "test_emulator_matrix.py::test_press_answers_the_newest_ask_from_the_console": 15,
+    "test_gateway_demo.py::test_progresscast_demo_command_exits_by_itself": 15,
+    "test_matrix_access.py::test_a_stranger_room_pairs_with_the_code_its_invite_is_answered_with": 15,
+    "test_emulator_matrix.py::test_matrix_config_serves_the_person_s_room": 15,
+    "test_gateway_demo.py::test_the_demo_keeps_to_itself_beside_a_running_serve_on_the_same_home": 15,
+    "test_gateway_demo.py::test_the_blocked_steps_ping_shows_however_fast_the_demo_plays": 14,
+    "test_readme.py::test_the_readme_quickstart_works_as_typed": 12,
+    "test_cli.py::test_put_get_clear_across_processes": 12,
+    "test_hook_asks.py::test_a_codex_that_ignores_the_interrupt_is_terminated": 12,
+    "test_matrix_asks.py::test_an_ask_is_answered_by_a_reaction_and_by_replies": 11,
+    "test_matrix_asks.py::test_no_power_another_room_or_a_late_reaction_changes_nothing": 11,
+    "test_access.py::test_a_chat_holds_one_code_and_a_code_expires_after_an_hour": 9,
+    "test_render_slack.py::test_any_card_renders_within_limits": 8,
+    "test_matrix_adapter.py::test_a_blocked_step_pings_once_as_a_notifying_reply_to_the_silent_draft": 8,
+    "test_gateway_demo.py::test_demo_serve_keeps_the_page_up": 8,
+    "test_emulator_config.py::test_telegram_config_serves_the_console_chat": 8,
+    "test_matrix_asks.py::test_two_stop_reactions_stop_the_run": 8,
+    "test_access.py::test_a_flood_of_strangers_costs_bounded_codes_keys_and_replies": 8,
+    "test_matrix_commands.py::test_one_reader_per_account_and_a_standby_takes_over": 7,
+    "test_gateway_sse.py::test_a_quiet_spell_longer_than_the_socket_timeout_then_a_write_arrives_at_once": 7,
+    "test_serve_supervised.py::test_serve_survives_its_redis_dying_and_coming_back": 7,
+    "test_matrix_access.py::test_a_revoked_room_loses_its_drafts_and_its_first_command_gets_a_new_code": 7,
+    "test_channels_together.py::test_an_answer_is_delivered_once_when_the_next_run_starts_at_once": 6,
+    "test_matrix_adapter.py::test_a_burst_under_the_default_rate_limit_ends_on_the_newest_card": 6,
+    "test_channels_together.py::test_both_show_every_revision_end_state": 6,
+    "test_mcp.py::test_bad_options_exit_2_with_one_line": 6,
+    "test_matrix_commands.py::test_a_failing_sync_is_retried_from_where_it_was": 6,
+    "test_telegram_faults.py::test_a_reply_whose_send_timed_out_is_never_overwritten_by_a_drafts_probe": 6,
+    "test_history.py::test_history_on_the_command_line": 6,
+    "test_matrix_adapter.py::test_run_end_redacts_the_draft_and_sends_the_answer_once": 6,
+    "test_matrix_conduct.py::test_the_bots_own_ping_does_not_count": 6,
+    "test_telegram_adapter.py::test_a_newer_card_written_while_calls_wait_for_the_bot_slot_is_all_that_is_sent": 6,
+    "test_embedded_stall.py::test_a_frozen_embedded_redis_is_waited_for_not_replaced": 6,
+    "test_telegram_faults.py::test_a_redis_restart_from_its_aof_mid_run_loses_no_draft": 6,
+}
+"""Tests that take long, by node id without parameters, with about how many seconds
+each took in a full run: `order_for_worksteal` starts them early. One missing here
+only starts where it is collected."""
+
+
+def order_for_worksteal(items: list[pytest.Item], workers: int) -> list[pytest.Item]:
+    """The collection reordered for `--dist worksteal`, which hands each of the
+    `workers` processes one contiguous share of it, run from its head, and lets an idle
+    process take the tail of the longest queue left. A long test collected near the end
+    of a share starts late and is the run's tail; so the long tests head the shares,
+    longest first, each to the share that has the least so far. The tests that run
+    alone come first of all, together in the first share (one wait for the others'
+    tests to end, not one each); each other share begins with one test that starts no
+    homeserver or cluster, so that a wait is short, then its long tests."""
+    alone = [item for item in items if runs_alone(item)]
+    long = sorted(
+        (item for item in items if not runs_alone(item) and _base_id(item) in LONG_TESTS),
+        key=lambda item: -LONG_TESTS[_base_id(item)],
+    )
+    placed = {id(item) for item in alone + long}
+    rest = [item for item in items if id(item) not in placed]
+    sizes, left = [], len(items)
+    for i in range(workers):
+        sizes.append(left // (workers - i))
+        left -= sizes[-1]
+    heads: list[list[pytest.Item]] = [[] for _ in range(workers)]
+    load = [0.0] * workers
+    load[0] = sum(LONG_TESTS.get(_base_id(item), 5.0) for item in alone)
+    for item in long:
+        share = min(range(workers), key=lambda i: (load[i], len(heads[i])))
+        heads[share].append(item)
+        load[share] += LONG_TESTS[_base_id(item)]
+    starters = [item for item in rest if not _starts_a_server(item)][: workers - 1]
+    for item in starters:
+        rest.remove(item)
+    ordered: list[pytest.Item] = []
+    for share in range(workers):
+        first = alone if share == 0 else starters[share - 1 : share]
+        chunk = first + heads[share]
+        take = max(0, sizes[share] - len(chunk))
+        ordered += chunk + rest[:take]
+        del rest[:take]
+    return ordered + rest
+
+
+def _base_id(item: pytest.Item) -> str:
+    return item.nodeid.split("[", 1)[0].removeprefix("tests/")
+
+
+def _starts_a_server(item: pytest.Item) -> bool:
+    """Whether the test may start a session's Synapse or Redis Cluster (seconds of setup)."""
+    fixtures = getattr(item, "fixturenames", ())
+    return "synapse" in fixtures or "backend" in fixtures or "harness" in fixtures
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    worker: dict[str, Any] = getattr(config, "workerinput", {})  # a test process's options say `--dist no`
+    workers = int(worker.get("workercount", 0))
+    if workers > 1 and any("worksteal" in arg for arg in worker.get("mainargv", ())):
+        items[:] = order_for_worksteal(items, workers)
 
 
 @pytest.hookimpl(wrapper=True)
