@@ -6,11 +6,11 @@ the pool, packing, a timeout around the read, its observability hooks); in a pip
 command costs a fraction of that. `serve` runs thousands of lanes, and those a batch of
 change events wakes issue their reads in the same turn of the loop — 10,000 first drafts
 at start-up all at once. Each caller still awaits its own reply (or its own error), in
-the order it sent, so nothing about one command changes: a pipeline that is not a
-transaction is what Redis would have run had the commands come one after another on
-one connection. A pipeline that is not a transaction joins the batch too, its
-commands together and in order. A command that blocks on the server (`XREADGROUP … BLOCK`, `BLPOP` …)
-would hold back every command batched with it, so it goes alone, as before.
+the order it sent, so nothing about one command changes: Redis runs the batch as it
+would have run the same commands sent one after another on one connection. An explicit
+pipeline that is not a transaction joins the batch too, its commands together and in
+order. A command that blocks on the server (`XREADGROUP … BLOCK`, `BLPOP` …) would hold
+back every command batched with it, so it goes alone, as before.
 """
 
 from __future__ import annotations

@@ -28,7 +28,7 @@ class PerClient(Generic[C, T]):
         task = self._resolved.get(redis)
         if task is not None and task.done() and not task.cancelled() and task.exception() is None:
             return task.result()  # learnt: read on every draft write, with nothing to wait for
-        if task is None or (task.done() and (task.cancelled() or task.exception() is not None)):
+        if task is None or task.done():  # none yet, or the last one failed
             task = asyncio.get_running_loop().create_task(self.resolve(redis, self._configured.get(redis)))
             self._resolved[redis] = task
         # Shielded: one caller giving up must not cancel the others' wait.

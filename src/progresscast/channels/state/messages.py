@@ -68,18 +68,18 @@ class MessageIds:
 
     async def sent(self, chat_id: Id, message_id: int) -> None:
         """A message we sent: a mark like any, and never the target of a probe."""
-        name, last = keys.channel_sent(self.channel, chat_id), keys.channel_last_message(self.channel, chat_id)
-        self.scope.made(name, last)
-        # Independent writes: sent together, in one round trip (`CoalescingRedis`); the
-        # renewal after them, so it finds the keys made.
-        await asyncio.gather(self._remember_sent(name, message_id), self._max(keys=[last], args=[int(message_id)]))
-        await self.scope.keep(name, last)
+        # Independent writes, side by side: they leave in one round trip
+        # (`CoalescingRedis`), and so do their renewals.
+        await asyncio.gather(self._remember_sent(chat_id, message_id), self.saw(chat_id, message_id))
 
-    async def _remember_sent(self, name: str, message_id: int) -> None:
+    async def _remember_sent(self, chat_id: Id, message_id: int) -> None:
+        name = keys.channel_sent(self.channel, chat_id)
         async with self.redis.pipeline(transaction=False) as pipe:
             pipe.zadd(name, {str(message_id): message_id})
             pipe.zremrangebyrank(name, 0, -(KEEP_SENT_IDS + 1))
             await pipe.execute()
+        self.scope.made(name)
+        await self.scope.keep(name)
 
     async def sent_after(self, chat_id: Id, mark: int) -> frozenset[int]:
         """Ids of the messages we sent after `mark`."""
