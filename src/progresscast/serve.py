@@ -34,6 +34,7 @@ from pathlib import Path
 
 from redis.asyncio import Redis
 
+from . import collector
 from .children import MISTAKE_STATUS, die_with_parent, run_child, watch_parent
 from .config.errors import ConfigError
 from .config.settings import Settings
@@ -212,6 +213,7 @@ def _adapter_jobs(settings: Settings, redis: Redis) -> list[tuple[str, Job]]:
 async def _run(jobs: list[tuple[str, Job]], redis: Redis) -> None:
     """Every job supervised until a signal; then Redis is closed."""
     stopping = stop_on_sigterm(log)
+    collector.settle()  # start-up is over: the collector walks less from now on
     try:
         # A TaskGroup waits for every job to finish cancelling before Redis is closed.
         async with asyncio.TaskGroup() as group:

@@ -18,7 +18,6 @@ fresh server. Its log (start, exit and why) is the socket's name with `.log`.
 from __future__ import annotations
 
 import fcntl
-import gc
 import io
 import json
 import os
@@ -33,6 +32,7 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
+from ... import collector
 from . import wire
 
 
@@ -208,7 +208,7 @@ def _preload() -> None:
     from ...config import load  # noqa: F401  (for calls with a config file)
     from . import claude_code, command, gemini, runner  # noqa: F401
 
-    gc.freeze()  # what is loaded now stays: the collector need not walk it on every call
+    collector.settle()  # what is loaded now stays: the collector need not walk it on every call
 
 
 def main(argv: list[str] | None = None) -> None:
