@@ -171,6 +171,24 @@ async def test_prefs_drafts_and_marks(redis: Redis) -> None:
     assert 0 < await redis.ttl(keys.channel_no_rich(keys.TG, 1)) <= 24 * 3600
 
 
+@pytest.mark.backends
+async def test_a_sent_message_is_remembered_newest_first_and_kept_the_retention(redis: Redis) -> None:
+    from progresscast.channels.state.messages import KEEP_SENT_IDS
+    from progresscast.store.retention import retention_ms
+
+    state = TelegramState(redis)
+    ms = await retention_ms(redis)
+    assert ms > 0  # the store's default retention
+    for message_id in range(1, KEEP_SENT_IDS + 6):
+        await state.messages.sent(42, message_id)
+    await state.messages.saw(42, 3)  # an older id changes nothing, and still renews
+    assert await state.messages.last(42) == KEEP_SENT_IDS + 5
+    assert await state.messages.sent_after(42, KEEP_SENT_IDS) == frozenset({KEEP_SENT_IDS + k for k in range(1, 6)})
+    assert await state.messages.sent_after(42, 0) == frozenset(range(6, KEEP_SENT_IDS + 6))
+    for name in (keys.channel_sent(keys.TG, 42), keys.channel_last_message(keys.TG, 42)):
+        assert ms - 60_000 < await redis.pttl(name) <= ms, name  # each write set its time to live
+
+
 # --- start-up calls: retried while the Bot API is unreachable, refusals are not ------------
 
 

@@ -19,13 +19,27 @@ HEARD_TTL = 7 * 86_400
 KEEP_SENT_IDS = 200
 """Recent sent message ids remembered per destination (probes look only a few ids ahead)."""
 
-# Set a key to a number only when it is larger (message ids, and Slack's decimal `ts`, only grow).
+# Set a key to a number only when it is larger (message ids, and Slack's decimal `ts`,
+# only grow), and keep it the store's retention from now (`ttl` ms; 0: for ever): the
+# key's renewal goes with the write, not as a command of its own.
 _MAX = """
 local last_message_key = KEYS[1]
-local message_id = tonumber(ARGV[1])
+local message_id, ttl = tonumber(ARGV[1]), tonumber(ARGV[2])
 local cur = tonumber(redis.call('GET', last_message_key) or '0')
-if message_id > cur then redis.call('SET', last_message_key, ARGV[1], 'KEEPTTL') return 1 end
-return 0
+local newer = message_id > cur
+if newer then redis.call('SET', last_message_key, ARGV[1], 'KEEPTTL') end
+if ttl > 0 then redis.call('PEXPIRE', last_message_key, ttl) end
+return newer and 1 or 0
+"""
+
+# A message we sent: remembered among the newest `keep`, all kept `ttl` ms from now.
+_SENT = """
+local sent_key = KEYS[1]
+local message_id, keep, ttl = ARGV[1], tonumber(ARGV[2]), tonumber(ARGV[3])
+redis.call('ZADD', sent_key, message_id, message_id)
+redis.call('ZREMRANGEBYRANK', sent_key, 0, -(keep + 1))
+if ttl > 0 then redis.call('PEXPIRE', sent_key, ttl) end
+return 1
 """
 
 # The newest message someone else posted in a destination's thread: kept when newer,
@@ -49,14 +63,14 @@ class MessageIds:
         """The channel's message ids grow with time. Where they do not (Matrix), what
         `heard` notes of a message is when it was posted, in ms (`conduct.under`)."""
         self._max = self.redis.register_script(_MAX)
+        self._sent = self.redis.register_script(_SENT)
         self._heard = self.redis.register_script(_HEARD)
 
     async def saw(self, chat_id: Id, message_id: int) -> None:
         """A message exists in the destination: the newest id seen there, if newer."""
         name = keys.channel_last_message(self.channel, chat_id)
-        await self._max(keys=[name], args=[int(message_id)])
-        self.scope.made(name)
-        await self.scope.keep(name)
+        await self._max(keys=[name], args=[int(message_id), await retention_ms(self.redis)])
+        self.scope.kept(name)
 
     async def last(self, chat_id: Id) -> int:
         """The newest message id seen in the destination (0: none)."""
@@ -68,18 +82,13 @@ class MessageIds:
 
     async def sent(self, chat_id: Id, message_id: int) -> None:
         """A message we sent: a mark like any, and never the target of a probe."""
-        # Independent writes, side by side: they leave in one round trip
-        # (`CoalescingRedis`), and so do their renewals.
+        # Independent writes, side by side: they leave in one round trip (`CoalescingRedis`).
         await asyncio.gather(self._remember_sent(chat_id, message_id), self.saw(chat_id, message_id))
 
     async def _remember_sent(self, chat_id: Id, message_id: int) -> None:
         name = keys.channel_sent(self.channel, chat_id)
-        async with self.redis.pipeline(transaction=False) as pipe:
-            pipe.zadd(name, {str(message_id): message_id})
-            pipe.zremrangebyrank(name, 0, -(KEEP_SENT_IDS + 1))
-            await pipe.execute()
-        self.scope.made(name)
-        await self.scope.keep(name)
+        await self._sent(keys=[name], args=[int(message_id), KEEP_SENT_IDS, await retention_ms(self.redis)])
+        self.scope.kept(name)
 
     async def sent_after(self, chat_id: Id, mark: int) -> frozenset[int]:
         """Ids of the messages we sent after `mark`."""

@@ -78,6 +78,14 @@ class Scope:
             else:  # not made yet: not asked again until it is (`made`), or for a while
                 self._absent[name] = now
 
+    def kept(self, *names: str) -> None:
+        """These keys were just made or renewed by a script's own write (their time to
+        live set with it): `keep` need not renew them for a while."""
+        now = time.monotonic()
+        for name in names:
+            self._kept[name] = now
+            self._absent.pop(name, None)
+
     def made(self, *names: str) -> None:
         """These keys may have just been made: the next `keep` renews them."""
         for name in names:
