@@ -29,6 +29,7 @@ from redis.asyncio.connection import AbstractConnection
 from redis.utils import HIREDIS_AVAILABLE
 from telegram.request import BaseRequest, HTTPXRequest
 
+from progresscast import collector
 from progresscast.config.settings import Settings
 from progresscast.model.card import CardInput
 from progresscast.model.owners import Owner
@@ -116,6 +117,7 @@ async def adapter(url: str, chats: int, rounds: int, profile: float, conn: Conne
     conn.send(("write", 0))
     conn.recv()
     trips = RoundTrips()
+    collector.settle()  # as `serve` does once started
     redis = connect(url)
     request: BaseRequest = (
         HTTPXRequest(connection_pool_size=16) if transport == "httpx" else FencedRequest(connection_pool_size=16)
