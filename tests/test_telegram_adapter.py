@@ -889,6 +889,34 @@ async def test_idle_lanes_end_and_come_back(
     assert now.message_id == draft.message_id
 
 
+async def test_an_idle_lane_holds_no_task(api: BotAPIEmulator, harness, monkeypatch: pytest.MonkeyPatch) -> None:
+    """10,000 followed chats wait at once: a lane's task runs while the lane has work and
+    ends when it has none; the next touch starts another in the same lane (what it
+    remembers of its drafts kept)."""
+    from progresscast.channels import worker as worker_module
+
+    workers: list[Any] = []
+    original = worker_module.ChannelWorker.__init__
+
+    def spy(self: Any, *args: Any, **kw: Any) -> None:
+        original(self, *args, **kw)
+        workers.append(self)
+
+    monkeypatch.setattr(worker_module.ChannelWorker, "__init__", spy)
+    h = await harness()
+    worker = workers[-1]
+    await h.command(PRIVATE, "/follow t1")
+    await h.put(("Reproduce", "in_progress"))
+    [draft] = await h.shows(PRIVATE, "Reproduce")
+    lane = worker._lanes[PRIVATE]
+    await api.wait_for(lambda: lane.task is None, 3)
+    await h.put(("Reproduce", "completed"))
+    [now] = await h.shows(PRIVATE, "1/1 complete")
+    assert now.message_id == draft.message_id
+    assert worker._lanes[PRIVATE] is lane and lane.seen
+    await api.wait_for(lambda: lane.task is None, 3)
+
+
 def test_log_once_keys_forget_the_oldest() -> None:
     from progresscast.failure_log import Once
 

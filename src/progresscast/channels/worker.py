@@ -70,6 +70,8 @@ class ChannelWorker:
         self.pauses = Pauses(redis, self.state.channel, clock)
         """Destinations that refused the bot for good (`channels.pause`)."""
         self._lanes: dict[Id, Lane] = {}
+        self._sweep: asyncio.TimerHandle | None = None
+        """Ends the lanes that rested (`Lane.expire`), while there are lanes."""
         self._follow_views: dict[DraftKey, View] = {}
         """The view each new follow was decided on, until the caller's `touch` takes it."""
         self._handed: dict[DraftKey, Callable[[], None]] = {}
@@ -113,6 +115,9 @@ class ChannelWorker:
     async def close(self) -> None:
         self.asks.close()
         await self.intake.close()
+        if self._sweep is not None:
+            self._sweep.cancel()
+            self._sweep = None
         lanes, self._lanes = list(self._lanes.values()), {}
         for lane in lanes:
             await lane.close()
@@ -140,7 +145,20 @@ class ChannelWorker:
         lane = self._lanes.get(destination)
         if lane is None or lane.closed:
             lane = self._lanes[destination] = Lane(self.ctx, self, destination)
+            if self._sweep is None:
+                self._sweep = asyncio.get_running_loop().call_later(self.options.lane_idle / 4, self._end_rested)
         return lane
+
+    def _end_rested(self) -> None:
+        """End the lanes that rested `lane_idle` (a lane ends that much to a quarter more
+        after its last work)."""
+        self._sweep = None
+        loop = asyncio.get_running_loop()
+        now = loop.time()
+        for lane in list(self._lanes.values()):
+            lane.expire(now)
+        if self._lanes:
+            self._sweep = loop.call_later(self.options.lane_idle / 4, self._end_rested)
 
     def _tick(self, key: DraftKey, delay: float) -> None:
         """Look at a draft again for its times alone (`Lane.tick`)."""

@@ -14,7 +14,7 @@ DEFAULT_AGENT = "main"
 MAX_SESSION_KEY_CHARS = 200
 
 
-@dataclass(frozen=True, order=True)
+@dataclass(frozen=True, order=True, slots=True)
 class Owner:
     agent_id: str
     session_key: str

@@ -63,12 +63,16 @@ class RenderSettingsCache:
     def __init__(self, platform: PlatformSettings) -> None:
         self.platform = platform
         self._built: dict[Id, tuple[ChatPrefs, bool, RenderSettings]] = {}
+        self._shared: dict[tuple[object, ...], RenderSettings] = {}
+        """One object per distinct value: most destinations have the same settings, and
+        each model (its dict and set of fields) is ≈ 1.5 KB — per chat at 10,000 chats."""
 
     def get(self, destination: Id, prefs: ChatPrefs, *, rich_available: bool = True) -> RenderSettings:
         built = self._built.get(destination)
         if built is not None and built[0] == prefs and built[1] == rich_available:
             return built[2]
         settings = render_settings(self.platform, destination, prefs, rich_available=rich_available)
+        settings = self._shared.setdefault(tuple(settings.__dict__.items()), settings)
         self._built[destination] = (prefs, rich_available, settings)
         return settings
 

@@ -18,7 +18,7 @@ from .outcome import MessageId
 Purpose = Literal["draft", "answer", "ping"]
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class Intent:
     """A first send whose outcome is not known yet (see the module doc)."""
 
@@ -51,7 +51,7 @@ class Intent:
     """A draft sent again at the bottom: once found, the draft it replaced is deleted."""
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class DraftState:
     message_id: MessageId | None = None
     digest: str | None = None

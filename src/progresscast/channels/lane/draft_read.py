@@ -65,7 +65,7 @@ class DraftRead:
     a first send's mark, above which a probe looks for it."""
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class ActivityInputs:
     """The activity a draft shows, and the minute a live run's times are shown at: the
     one change that is not urgent (`urgent_change`)."""
@@ -78,7 +78,7 @@ class ActivityInputs:
     """`View.now`: a live run's times move with it."""
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class DraftInputs:
     """What a decision about a draft depends on besides its stored state, compared by
     value: the same inputs and state decide the same."""
@@ -107,7 +107,7 @@ class DraftInputs:
         return replace(self, activity=other.activity) == other
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class SettledWith:
     """What a draft was last settled with: its stored state and its inputs."""
 

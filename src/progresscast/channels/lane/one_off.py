@@ -56,7 +56,7 @@ class OneOffSender:
                 await item.then(item.edit)
             return
         if item.edit is not None and outcome.kind is OutcomeKind.unsure:
-            lane.outbox.appendleft(item)  # an edit is the same whenever it lands: made again
+            lane.outbox.insert(0, item)  # an edit is the same whenever it lands: made again
             return
         if outcome.kind is OutcomeKind.unsure:
             sent = item.payload if item.payload is not None else client.said(item.thread_id, item.text or "")
@@ -66,11 +66,11 @@ class OneOffSender:
             return
         if outcome.kind is OutcomeKind.rate_limited:
             self.ctx.pacer.hold(destination, outcome.retry_after)
-            lane.outbox.appendleft(item)
+            lane.outbox.insert(0, item)
             return
         if outcome.kind is OutcomeKind.transient:
             self.ctx.pacer.hold(destination, self.effects.backoff(destination) / self.ctx.pacer.budgets.scale)
-            lane.outbox.appendleft(item)
+            lane.outbox.insert(0, item)
             return
         if outcome.kind is OutcomeKind.ok and outcome.message_id is not None:
             self.effects.ok(destination)

@@ -78,6 +78,8 @@ class DraftProcessor:
         self._since: dict[DraftKey, float] = {}
         """Since when (monotonic) a draft has waited for a change: fairness only."""
         self._conducts: dict[Id, Conduct] = {}
+        self._conduct_values: dict[Conduct, Conduct] = {}
+        """One object per distinct conduct, shared by the destinations that have it."""
         self._asked: set[DraftKey] = set()
         """Drafts whose last read had asks (told once more when they have none)."""
         self.ending: set[DraftKey] = set()
@@ -253,7 +255,7 @@ class DraftProcessor:
         if conduct is None:
             platform = self.ctx.channel.platform
             conduct = conduct_of(platform.streaming, notify_of(platform, destination), self.ctx.channel.budgets.scale)
-            self._conducts[destination] = conduct
+            conduct = self._conducts[destination] = self._conduct_values.setdefault(conduct, conduct)
         return conduct
 
     def _situation(self, read: DraftRead, known: frozenset[int] = frozenset()) -> Situation:

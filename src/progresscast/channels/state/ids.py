@@ -10,7 +10,7 @@ Id = int | str
 """A destination or thread id: Telegram's integers, Slack's channel ids and `ts`."""
 
 
-@dataclass(frozen=True, order=True)
+@dataclass(frozen=True, order=True, slots=True)
 class DraftKey:
     """One draft: a destination (chat, Slack channel), a thread in it (forum topic,
     Slack thread; 0 or "": none) and the owner it shows."""

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
+from functools import lru_cache
 from typing import Any, cast
 
 from ...config.base import Mode
@@ -21,8 +22,13 @@ class ChatPrefs:
 
 def prefs_of(raw: dict[str, str]) -> ChatPrefs:
     """The overrides as stored (the prefs hash; a mode no longer known: not set)."""
-    mode = raw.get("mode")
-    rich = raw.get("rich")
+    return _prefs(raw.get("mode"), raw.get("rich"))
+
+
+@lru_cache(maxsize=64)
+def _prefs(mode: str | None, rich: str | None) -> ChatPrefs:
+    # One object per stored value (a handful), not one per destination: the render
+    # settings' cache keeps every destination's prefs.
     return ChatPrefs(
         mode=Mode(mode) if mode is not None and mode in Mode.__members__ else None,
         rich=None if rich is None else rich == "1",
