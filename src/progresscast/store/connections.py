@@ -35,6 +35,7 @@ from ..config.errors import ConfigError
 from . import retention, sharding
 from .coalescing import CoalescingRedis
 from .embedded import ensure_embedded, home_dir, socket_path
+from .packing import packing
 
 if TYPE_CHECKING:  # a hook connects without building the settings models (see connect_quick)
     from ..config.settings import Settings
@@ -176,6 +177,7 @@ def _client(
         client: Any = _BoundedCluster.from_url(node_url, limit=limit, max_connections=limit, **common)
     else:
         pool = BlockingConnectionPool.from_url(url, max_connections=limit, timeout=POOL_WAIT, **common)
+        pool.connection_class = packing(pool.connection_class)  # the class the URL chose (TCP, TLS, unix)
         client = CoalescingRedis(connection_pool=pool)
     if shards is not None:
         sharding.configure(client, shards)
