@@ -45,7 +45,10 @@ async def read_until(stream: asyncio.StreamReader, pattern: str, seen: list[str]
                 return found
         raise AssertionError("".join(seen))
 
-    return await asyncio.wait_for(read(), timeout)
+    try:
+        return await asyncio.wait_for(read(), timeout)
+    except TimeoutError:
+        raise AssertionError(f"no {pattern!r} in {timeout:g} s; the console printed:\n{''.join(seen)}") from None
 
 
 async def emulator(*args: str, stdin: Any = asyncio.subprocess.PIPE) -> asyncio.subprocess.Process:

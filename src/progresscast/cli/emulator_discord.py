@@ -55,8 +55,9 @@ async def run_discord_emulator(args: argparse.Namespace, *, out: TextIO | None =
 async def _print_channel(discord: DiscordAPIEmulator, channel: str, out: TextIO) -> None:
     seen = 0
     while True:
-        await discord.wait_for(lambda at=seen: len(discord.calls) > at, timeout=3600)  # type: ignore[misc]
-        while seen < len(discord.calls):
+        # A call is recorded as it arrives: it is printed once answered, in arrival order.
+        await discord.wait_for(lambda at=seen: len(discord.calls) > at and discord.calls[at].answered, timeout=3600)  # type: ignore[misc]
+        while seen < len(discord.calls) and discord.calls[seen].answered:
             call = discord.calls[seen]
             seen += 1
             if call.channel != channel or call.route not in SHOWN or call.status >= 300:

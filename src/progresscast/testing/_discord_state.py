@@ -113,6 +113,9 @@ class DiscordCall(Answered):
     mentions: list[str] = field(default_factory=list)
     """Every mention the sent text makes, allowed or not."""
     headers: dict[str, str] = field(default_factory=dict)
+    answered: bool = False
+    """The emulator has answered it (or applied it and holds its answer): a call is
+    recorded as it arrives, before its body is read."""
 
 
 @dataclass

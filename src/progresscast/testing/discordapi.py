@@ -269,6 +269,11 @@ class DiscordAPIEmulator(LoopbackServer, InteractionSender):
             channel = request.path_params.get("channel")
             call = DiscordCall(route, channel, {})
             self.calls.append(call)
+
+            def answered() -> None:
+                call.answered = True
+                self._notify()
+
             hold, body = 0.0, None
             try:
                 raw = await request.body()
@@ -287,7 +292,7 @@ class DiscordAPIEmulator(LoopbackServer, InteractionSender):
                     call.injected = call.timed_out = True
                     hold = fault.delay or 0.0
                     if not fault.apply:
-                        self._notify()
+                        answered()
                         await self.hold(hold)
                         return Response(status_code=504)
                 if channel is not None:
@@ -297,13 +302,17 @@ class DiscordAPIEmulator(LoopbackServer, InteractionSender):
             except DiscordError as e:
                 call.status, call.code = e.status, e.code
                 call.headers.update(e.headers)
-                self._notify()
+                answered()
                 return JSONResponse(e.envelope(), status_code=e.status, headers=call.headers)
             except ValueError:
                 call.status, call.code = 400, 50109
-                self._notify()
+                answered()
                 return JSONResponse({"message": "The request body contains invalid JSON.", "code": 50109}, 400)
-            self._notify()
+            except BaseException:  # the client went away mid-request (or a bug): never answered
+                call.status = 499
+                answered()
+                raise
+            answered()
             if hold:
                 await self.hold(hold)
             if body is None:
