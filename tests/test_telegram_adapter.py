@@ -862,9 +862,8 @@ async def test_a_chat_removed_from_allowed_chats_gets_no_more_drafts(
     assert sum("not in allowedChats" in r.getMessage() for r in caplog.records) == 1
 
 
-async def test_idle_lanes_end_and_come_back(
-    api: BotAPIEmulator, harness, monkeypatch: pytest.MonkeyPatch
-) -> None:
+def workers_made(monkeypatch: pytest.MonkeyPatch) -> list[Any]:
+    """Every `ChannelWorker` made from now on, in order (the harness makes one per start)."""
     from progresscast.channels import worker as worker_module
 
     workers: list[Any] = []
@@ -875,6 +874,13 @@ async def test_idle_lanes_end_and_come_back(
         workers.append(self)
 
     monkeypatch.setattr(worker_module.ChannelWorker, "__init__", spy)
+    return workers
+
+
+async def test_idle_lanes_end_and_come_back(
+    api: BotAPIEmulator, harness, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    workers = workers_made(monkeypatch)
     h = await harness()
     h.options = AdapterOptions(consumer="test", read_timeout=1.0, settle=1.0, lane_idle=0.3)
     await h.stop()
@@ -893,16 +899,7 @@ async def test_an_idle_lane_holds_no_task(api: BotAPIEmulator, harness, monkeypa
     """10,000 followed chats wait at once: a lane's task runs while the lane has work and
     ends when it has none; the next touch starts another in the same lane (what it
     remembers of its drafts kept)."""
-    from progresscast.channels import worker as worker_module
-
-    workers: list[Any] = []
-    original = worker_module.ChannelWorker.__init__
-
-    def spy(self: Any, *args: Any, **kw: Any) -> None:
-        original(self, *args, **kw)
-        workers.append(self)
-
-    monkeypatch.setattr(worker_module.ChannelWorker, "__init__", spy)
+    workers = workers_made(monkeypatch)
     h = await harness()
     worker = workers[-1]
     await h.command(PRIVATE, "/follow t1")
