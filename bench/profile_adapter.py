@@ -9,6 +9,7 @@ Redis round trips are counted at the connection (one packed send: a command, a p
 or a transaction).
 
     .venv/bin/python -m bench.profile_adapter --chats 2000 --rounds 3 [--profile 30]
+    .venv/bin/python -m bench.profile_adapter --chats 300 --rounds 4 --rate 150  (figure 8's pace)
 """
 
 from __future__ import annotations
@@ -49,11 +50,11 @@ BOT_RATE = 1000.0
 # --- the child: the emulator and the writes ------------------------------------------------
 
 
-def _child(conn: Connection, url: str, chats: int) -> None:
-    asyncio.run(_serve_emulator(conn, url, chats))
+def _child(conn: Connection, url: str, chats: int, rate: float) -> None:
+    asyncio.run(_serve_emulator(conn, url, chats, rate))
 
 
-async def _serve_emulator(conn: Connection, url: str, chats: int) -> None:
+async def _serve_emulator(conn: Connection, url: str, chats: int, rate: float) -> None:
     pace = Pace(burst=BOT_RATE, per_second=BOT_RATE)
     async with BotAPIEmulator(bot_pace=pace) as api:
         redis = connect(url)
@@ -67,6 +68,8 @@ async def _serve_emulator(conn: Connection, url: str, chats: int) -> None:
             sem = asyncio.Semaphore(64)
 
             async def one(i: int, card: CardInput = card, sem: asyncio.Semaphore = sem) -> None:
+                if rate:  # spread over the round, as figure 8 writes: few lanes at a time
+                    await asyncio.sleep(i / rate)
                 async with sem:
                     await store.put(Owner("main", session(i)), card)
 
@@ -195,6 +198,8 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--chats", type=int, default=2000)
     parser.add_argument("--rounds", type=int, default=3)
+    parser.add_argument("--rate", type=float, default=0.0,
+                        help="writes a second within a round (figure 8: 150); default: all at once")
     parser.add_argument("--profile", type=float, default=0, help="print this many lines of a cProfile of phase 2")
     parser.add_argument("--redis", default=None, help="a Redis URL (its database is flushed); default: embedded")
     parser.add_argument(
@@ -208,7 +213,7 @@ def main() -> None:
     print(f"transport {args.transport}, loop {args.loop}, hiredis {'yes' if HIREDIS_AVAILABLE else 'no'}")
     with bench_redis(args.redis) as url:
         ours, theirs = multiprocessing.Pipe()
-        child = multiprocessing.get_context("spawn").Process(target=_child, args=(theirs, url, args.chats))
+        child = multiprocessing.get_context("spawn").Process(target=_child, args=(theirs, url, args.chats, args.rate))
         child.start()
         try:
             factory = uvloop.new_event_loop if args.loop == "uvloop" else None
