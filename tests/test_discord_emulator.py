@@ -5,6 +5,7 @@ its Components V2 checks, its buckets and headers, its signed interactions — a
 from __future__ import annotations
 
 import asyncio
+import io
 import json
 import re
 import socket
@@ -23,6 +24,8 @@ from progresscast.discord.interactions import DiscordInteractions
 from progresscast.discord.rest import DiscordHTTPError, DiscordREST, RateLimited
 from progresscast.gateway.server import serve_app
 from progresscast.testing import DiscordAPIEmulator
+from progresscast.testing._discord_state import DiscordCall
+from progresscast.testing.discord_console import DiscordConsole
 
 C = "200000000000000001"
 
@@ -268,3 +271,19 @@ async def test_render_channel_discord_prints_the_payload_and_what_a_person_reads
     assert payload["params"]["allowed_mentions"] == {"parse": []} and payload["fallback"]["params"]["content"]
     status, out, _ = await run_cli("render", str(card), "--channel", "discord", "--format", "text")
     assert status == 0 and "▶️ Ping @everyone" in out
+
+
+async def test_the_console_prints_each_call_once_answered_in_arrival_order(emulator) -> None:
+    """A call is recorded as it arrives, before its body is read: the console waits for
+    it to be answered, and prints nothing after it until then."""
+    discord, rest = emulator
+    out = io.StringIO()
+    console = DiscordConsole(discord, C, out)
+    arriving = DiscordCall("create_message", C, {})
+    discord.calls.append(arriving)  # arrived, its body not read yet
+    made = await call(rest, "POST", f"/channels/{C}/messages", v2("hello"))
+    console.catch_up()
+    assert out.getvalue() == ""  # the newer call waits for the older one
+    arriving.status, arriving.answered = 499, True  # its client went away: never applied
+    console.catch_up()
+    assert out.getvalue() == f"  ＋ the bot sends message {made['id']}:\n    │ hello\n"

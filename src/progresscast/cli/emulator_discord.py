@@ -17,12 +17,11 @@ import httpx
 from ..discord.presses import MODAL, UPDATE_MESSAGE
 from ..model.asks import parse_control
 from ..testing import DiscordAPIEmulator
+from ..testing.discord_console import DiscordConsole
 from ..testing.discord_markdown import read_markdown
 from .emulator_config import Emulated, listen_of, offer_config
 from .emulator_setup import listening
 from .typed_lines import serve_typing
-
-SHOWN = ("create_message", "edit_message", "delete_message")
 
 
 async def run_discord_emulator(args: argparse.Namespace, *, out: TextIO | None = None) -> None:
@@ -47,36 +46,7 @@ async def run_discord_emulator(args: argparse.Namespace, *, out: TextIO | None =
         say(f"Type /progresscast commands as a member of channel {channel} (sent to {args.interactions}); "
             "what the channel shows is printed as it happens. `press N` presses the N-th button of the newest "
             "message with buttons, `reply TEXT` types an answer to the newest ask. Ctrl-C stops.")
-        await serve_typing(
-            partial(_print_channel, discord, channel, out), partial(_typed, discord, channel, out), out
-        )
-
-
-async def _print_channel(discord: DiscordAPIEmulator, channel: str, out: TextIO) -> None:
-    seen = 0
-    while True:
-        # A call is recorded as it arrives: it is printed once answered, in arrival order.
-        await discord.wait_for(lambda at=seen: len(discord.calls) > at and discord.calls[at].answered, timeout=3600)  # type: ignore[misc]
-        while seen < len(discord.calls) and discord.calls[seen].answered:
-            call = discord.calls[seen]
-            seen += 1
-            if call.channel != channel or call.route not in SHOWN or call.status >= 300:
-                continue
-            if call.route == "delete_message":
-                print("  ✕ the bot deletes a message", file=out, flush=True)
-                continue
-            shown = discord.channel(channel).visible()
-            if not shown:
-                continue
-            verb = "sends" if call.route == "create_message" else "edits"
-            message = max(shown, key=lambda m: m.edited_at or 0) if call.route == "edit_message" else shown[-1]
-            print(f"  {'＋' if verb == 'sends' else '✎'} the bot {verb} message {message.id}:", file=out)
-            for line in (message.read().text or "(empty)").split("\n"):
-                print(f"    │ {line}", file=out)
-            if buttons := message.buttons():
-                keys = "  ".join(f"[{i}: {b.get('label', '')}]" for i, b in enumerate(buttons, 1))
-                print(f"    {keys}   (type: press {1 if len(buttons) == 1 else 'N'})", file=out)
-            out.flush()
+        await serve_typing(DiscordConsole(discord, channel, out).run, partial(_typed, discord, channel, out), out)
 
 
 async def _typed(discord: DiscordAPIEmulator, channel: str, out: TextIO, line: str) -> None:

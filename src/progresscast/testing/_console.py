@@ -1,7 +1,8 @@
 """A console of an emulator: what one chat or channel shows, printed as it happens —
 each change the app makes, in the order its calls arrived, with the text a person
-reads after it. `console.ChatConsole` (Telegram) and `slack_console.ChannelConsole`
-(Slack) say what a call changed; the order and the printing are kept here.
+reads after it. `console.ChatConsole` (Telegram), `slack_console.ChannelConsole`
+(Slack) and `discord_console.DiscordConsole` (Discord) say what a call changed; the
+order and the printing are kept here.
 """
 
 from __future__ import annotations
