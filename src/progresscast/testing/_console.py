@@ -8,27 +8,38 @@ order and the printing are kept here.
 from __future__ import annotations
 
 import textwrap
-from collections.abc import Sequence
-from typing import Generic, TextIO, TypeVar
-
-from ._loopback import LoopbackServer
+from collections.abc import Callable, Sequence
+from typing import Any, Generic, Protocol, TextIO, TypeVar
 
 C = TypeVar("C")
+C_co = TypeVar("C_co", covariant=True)
 
 
-class CallConsole(Generic[C]):
-    """Prints each change of the watched chat or channel, as its call is answered."""
+class Recording(Protocol[C_co]):
+    """An emulator as a console sees it: its calls, and a wait for the next change."""
 
-    def __init__(self, server: LoopbackServer, out: TextIO) -> None:
+    @property
+    def calls(self) -> Sequence[C_co]:
+        """Every call made to it, in the order they arrived."""
+        ...
+
+    async def wait_for(self, predicate: Callable[[], Any], timeout: float = 5.0) -> Any: ...
+
+
+S = TypeVar("S", bound=Recording[Any])
+W = TypeVar("W")
+
+
+class CallConsole(Generic[C, S, W]):
+    """Prints each change of the watched chat or channel (`watched`, its id on the
+    emulator `server`), as its call is answered."""
+
+    def __init__(self, server: S, watched: W, out: TextIO) -> None:
         self.server = server
+        self.watched = watched
         self.out = out
         self._seen = 0
         self.printed = 0
-
-    @property
-    def calls(self) -> Sequence[C]:
-        """Every call made to the emulator, in the order they arrived."""
-        raise NotImplementedError
 
     def change(self, call: C) -> tuple[str, str | None] | None:
         """What ``call`` did to the watched chat: a line saying so and the text the message
@@ -54,7 +65,7 @@ class CallConsole(Generic[C]):
 
     def catch_up(self) -> None:
         """Print every call answered since the last look, in order."""
-        calls = self.calls
+        calls: Sequence[C] = self.server.calls
         while self._seen < len(calls):
             call = calls[self._seen]
             if self.pending(call):
@@ -72,7 +83,7 @@ class CallConsole(Generic[C]):
                 continue
 
     def _unseen(self) -> bool:
-        calls = self.calls
+        calls: Sequence[C] = self.server.calls
         return self._seen < len(calls) and not self.pending(calls[self._seen])
 
 

@@ -5,9 +5,6 @@ parsed, rich checklists as ☑/☐). Used by `progresscast demo` and
 
 from __future__ import annotations
 
-from collections.abc import Sequence
-from typing import TextIO
-
 from ._console import CallConsole
 from ._state import Call
 from .botapi import BotAPIEmulator
@@ -18,20 +15,11 @@ DELETES = ("deleteMessage",)
 SHOWN = SENDS + EDITS + DELETES
 
 
-class ChatConsole(CallConsole[Call]):
+class ChatConsole(CallConsole[Call, BotAPIEmulator, int]):
     """Prints what one chat shows each time the bot changes it."""
 
-    def __init__(self, api: BotAPIEmulator, chat_id: int, out: TextIO) -> None:
-        super().__init__(api, out)
-        self.api = api
-        self.chat_id = chat_id
-
-    @property
-    def calls(self) -> Sequence[Call]:
-        return self.api.calls
-
     def _text_of(self, message_id: int) -> str:
-        chat = self.api.chat(self.chat_id)
+        chat = self.server.chat(self.watched)
         shown = chat.messages.get(message_id) or chat.deleted.get(message_id)
         if shown is None:
             return ""
@@ -48,7 +36,7 @@ class ChatConsole(CallConsole[Call]):
         reply. Returns what to echo and the press's callback query id (its answer:
         `answer_of`); None: an ordinary message, for the caller to send."""
         word, _, rest = line.strip().partition(" ")
-        chat = self.api.chat(self.chat_id)
+        chat = self.server.chat(self.watched)
         if word == "press":
             with_buttons = [m for m in chat.visible() if _buttons(m.reply_markup)]
             if not with_buttons:
@@ -57,23 +45,23 @@ class ChatConsole(CallConsole[Call]):
             buttons = _buttons(target.reply_markup)
             if not rest.strip().isdigit() or not 1 <= int(rest) <= len(buttons):
                 return f"(press 1 to {len(buttons)}: the buttons of message {target.message_id})", None
-            query = self.api.press(self.chat_id, target.message_id, int(rest) - 1, user_id=user_id)
+            query = self.server.press(self.watched, target.message_id, int(rest) - 1, user_id=user_id)
             return f"you press [{buttons[int(rest) - 1].get('text', '')}] on message {target.message_id}", query
         if word == "reply" and rest.strip():
             asks = [m for m in chat.visible() if "asks:" in m.text or _buttons(m.reply_markup)]
             if not asks:
                 return "(nothing to reply to)", None
-            self.api.send_user_message(self.chat_id, rest, user_id=user_id, reply_to=asks[-1].message_id)
+            self.server.send_user_message(self.watched, rest, user_id=user_id, reply_to=asks[-1].message_id)
             return f"you reply to message {asks[-1].message_id} → {rest}", None
         return None
 
     def answer_of(self, query_id: str) -> str | None:
         """The bot's answer to a press (the toast a person sees), once it came."""
-        found = self.api.callback(query_id)
+        found = self.server.callback(query_id)
         return found.text if found.answered else None
 
     def change(self, call: Call) -> tuple[str, str | None] | None:
-        if call.chat_id != self.chat_id or not call.ok or not call.applied:
+        if call.chat_id != self.watched or not call.ok or not call.applied:
             return None  # "message is not modified", refusals and other chats change nothing here
         if call.method in SENDS and isinstance(call.result, dict):
             message_id = int(call.result["message_id"])

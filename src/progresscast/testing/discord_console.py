@@ -5,9 +5,6 @@ and Components V2 read as Discord shows them, buttons as `[1: label]`). Used by
 
 from __future__ import annotations
 
-from collections.abc import Sequence
-from typing import TextIO
-
 from ._console import CallConsole
 from ._discord_state import DiscordCall
 from .discordapi import DiscordAPIEmulator
@@ -15,27 +12,18 @@ from .discordapi import DiscordAPIEmulator
 SHOWN = ("create_message", "edit_message", "delete_message")
 
 
-class DiscordConsole(CallConsole[DiscordCall]):
+class DiscordConsole(CallConsole[DiscordCall, DiscordAPIEmulator, str]):
     """Prints what one channel shows each time the bot changes it."""
-
-    def __init__(self, discord: DiscordAPIEmulator, channel_id: str, out: TextIO) -> None:
-        super().__init__(discord, out)
-        self.discord = discord
-        self.channel_id = channel_id
-
-    @property
-    def calls(self) -> Sequence[DiscordCall]:
-        return self.discord.calls
 
     def pending(self, call: DiscordCall) -> bool:
         return not call.answered
 
     def change(self, call: DiscordCall) -> tuple[str, str | None] | None:
-        if call.channel != self.channel_id or call.route not in SHOWN or call.status >= 300:
+        if call.channel != self.watched or call.route not in SHOWN or call.status >= 300:
             return None
         if call.route == "delete_message":
             return "  ✕ the bot deletes a message", None
-        shown = self.discord.channel(self.channel_id).visible()
+        shown = self.server.channel(self.watched).visible()
         if not shown:
             return None
         # What the channel shows once the call is answered: the newest message after a

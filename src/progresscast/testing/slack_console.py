@@ -6,9 +6,6 @@ what the person does besides writing: `press N`, `reply TEXT`. Used by
 
 from __future__ import annotations
 
-from collections.abc import Sequence
-from typing import TextIO
-
 from ._console import CallConsole
 from ._slack_requests import Interaction
 from ._slack_state import SlackCall
@@ -20,20 +17,11 @@ EDITS = ("chat.update", "chat.appendStream", "chat.stopStream")
 DELETES = ("chat.delete",)
 
 
-class ChannelConsole(CallConsole[SlackCall]):
+class ChannelConsole(CallConsole[SlackCall, SlackAPIEmulator, str]):
     """Prints what one channel shows each time the app changes it."""
 
-    def __init__(self, slack: SlackAPIEmulator, channel_id: str, out: TextIO) -> None:
-        super().__init__(slack, out)
-        self.slack = slack
-        self.channel_id = channel_id
-
-    @property
-    def calls(self) -> Sequence[SlackCall]:
-        return self.slack.calls
-
     def _text_of(self, ts: str) -> str:
-        channel = self.slack.channel(self.channel_id)
+        channel = self.server.channel(self.watched)
         shown = channel.messages.get(ts) or channel.deleted.get(ts)
         if shown is None:
             return ""
@@ -46,7 +34,7 @@ class ChannelConsole(CallConsole[SlackCall]):
         `reply TEXT` answers the newest question in its thread. Returns what to echo and
         the press (its answer: `Interaction.answer`); None: an ordinary message."""
         word, _, rest = line.strip().partition(" ")
-        shown = self.slack.channel(self.channel_id).visible()
+        shown = self.server.channel(self.watched).visible()
         if word == "press":
             with_buttons = [m for m in shown if buttons(m.blocks)]
             if not with_buttons:
@@ -56,18 +44,18 @@ class ChannelConsole(CallConsole[SlackCall]):
             if not rest.strip().isdigit() or not 1 <= int(rest) <= len(keys):
                 return f"(press 1 to {len(keys)}: the buttons of message {target.ts})", None
             text, action_id = keys[int(rest) - 1]
-            pressed = self.slack.press(self.channel_id, target.ts, action_id, user=user)
+            pressed = self.server.press(self.watched, target.ts, action_id, user=user)
             return f"you press [{text}] on message {target.ts}", pressed
         if word == "reply" and rest.strip():
             asks = [m for m in shown if "asks:" in m.visible_text or buttons(m.blocks)]
             if not asks:
                 return "(nothing to reply to)", None
-            self.slack.post_as_user(self.channel_id, rest, user=user, thread_ts=asks[-1].thread_ts or asks[-1].ts)
+            self.server.post_as_user(self.watched, rest, user=user, thread_ts=asks[-1].thread_ts or asks[-1].ts)
             return f"you reply in the thread of message {asks[-1].ts} → {rest}", None
         return None
 
     def change(self, call: SlackCall) -> tuple[str, str | None] | None:
-        if call.channel != self.channel_id or not call.ok or not call.applied or call.result is None:
+        if call.channel != self.watched or not call.ok or not call.applied or call.result is None:
             return None
         if call.method in POSTS:
             ts = str(call.result.get("ts", ""))
