@@ -17,11 +17,13 @@ from progresscast.channels.chat.access import AccessPolicy, AccessStore
 from progresscast.channels.chat.destinations import RenderSettingsCache, render_settings
 from progresscast.channels.draft.outcome import OutcomeKind as K
 from progresscast.channels.draft.state import DraftState
+from progresscast.channels.state.messages import KEEP_SENT_IDS
 from progresscast.channels.state.prefs import prefs_of
 from progresscast.config.base import Mode
 from progresscast.config.telegram import TelegramSettings
 from progresscast.model.owners import Owner
 from progresscast.store import keys
+from progresscast.store.retention import retention_ms
 from progresscast.telegram.client import classify
 from progresscast.telegram.follows import ChatPrefs, DraftKey, TelegramState
 from progresscast.telegram.pacing import Pace
@@ -188,14 +190,12 @@ async def test_prefs_drafts_and_marks(redis: Redis) -> None:
 
 @pytest.mark.backends
 async def test_a_sent_message_is_remembered_newest_first_and_kept_the_retention(redis: Redis) -> None:
-    from progresscast.channels.state.messages import KEEP_SENT_IDS
-    from progresscast.store.retention import retention_ms
-
     state = TelegramState(redis)
     ms = await retention_ms(redis)
     assert ms > 0  # the store's default retention
     for message_id in range(1, KEEP_SENT_IDS + 6):
         await state.messages.sent(42, message_id)
+    await redis.pexpire(keys.channel_last_message(keys.TG, 42), 5_000)
     await state.messages.saw(42, 3)  # an older id changes nothing, and still renews
     assert await state.messages.last(42) == KEEP_SENT_IDS + 5
     assert await state.messages.sent_after(42, KEEP_SENT_IDS) == frozenset({KEEP_SENT_IDS + k for k in range(1, 6)})
