@@ -10,6 +10,7 @@ or a transaction).
 
     .venv/bin/python -m bench.profile_adapter --chats 2000 --rounds 3 [--profile 30]
     .venv/bin/python -m bench.profile_adapter --chats 300 --rounds 4 --rate 150  (figure 8's pace)
+    .venv/bin/python -m bench.profile_adapter --chats 10000 --rounds 0 --latency 0.15  (figure 5, answers far away)
 """
 
 from __future__ import annotations
@@ -50,13 +51,13 @@ BOT_RATE = 1000.0
 # --- the child: the emulator and the writes ------------------------------------------------
 
 
-def _child(conn: Connection, url: str, chats: int, rate: float) -> None:
-    asyncio.run(_serve_emulator(conn, url, chats, rate))
+def _child(conn: Connection, url: str, chats: int, rate: float, latency: float) -> None:
+    asyncio.run(_serve_emulator(conn, url, chats, rate, latency))
 
 
-async def _serve_emulator(conn: Connection, url: str, chats: int, rate: float) -> None:
+async def _serve_emulator(conn: Connection, url: str, chats: int, rate: float, latency: float) -> None:
     pace = Pace(burst=BOT_RATE, per_second=BOT_RATE)
-    async with BotAPIEmulator(bot_pace=pace) as api:
+    async with BotAPIEmulator(bot_pace=pace, latency=latency) as api:
         redis = connect(url)
         store = CardStore(redis)
         conn.send((api.token, api.base_url))
@@ -122,11 +123,14 @@ async def adapter(url: str, chats: int, rounds: int, profile: float, conn: Conne
     trips = RoundTrips()
     collector.settle()  # as `serve` does once started
     redis = connect(url)
+    config = settings(token, base_url, chats)
+    options = AdapterOptions(consumer="p")
+    pool = options.pool_size(config.channels.telegram)  # as `serve` sizes it for the budget
     request: BaseRequest = (
-        HTTPXRequest(connection_pool_size=16) if transport == "httpx" else FencedRequest(connection_pool_size=16)
+        HTTPXRequest(connection_pool_size=pool) if transport == "httpx" else FencedRequest(connection_pool_size=pool)
     )
     async with telegram.Bot(token, base_url=base_url, request=request) as bot:
-        worker = telegram_worker(settings(token, base_url, chats), redis, bot, options=AdapterOptions(consumer="p"))
+        worker = telegram_worker(config, redis, bot, options=options)
         calls: Counter[str] = Counter()
         sent_at: list[float] = []
         client = worker.channel.client
@@ -175,12 +179,14 @@ async def adapter(url: str, chats: int, rounds: int, profile: float, conn: Conne
             await asyncio.sleep(1.1)  # every destination's pace (1 call a second)
         cpu1, trips1 = time.process_time(), trips.count
         edits = chats * rounds
-        print(
-            f"edits: {edits} in {busy:.1f} s of rounds ({edits / busy:.0f} calls/s): "
-            f"{(cpu1 - cpu0) / edits * 1e3:.2f} ms CPU each, {(trips1 - trips0) / edits:.2f} Redis round trips each"
-        )
-        per_edit = {k: round(v / edits, 2) for k, v in (trips.by_command - commands0).most_common()}
-        print(f"round trips per edit, by first command: {per_edit}")
+        if edits:  # (--rounds 0: the first drafts alone)
+            print(
+                f"edits: {edits} in {busy:.1f} s of rounds ({edits / busy:.0f} calls/s): "
+                f"{(cpu1 - cpu0) / edits * 1e3:.2f} ms CPU each, "
+                f"{(trips1 - trips0) / edits:.2f} Redis round trips each"
+            )
+            per_edit = {k: round(v / edits, 2) for k, v in (trips.by_command - commands0).most_common()}
+            print(f"round trips per edit, by first command: {per_edit}")
         await worker.close()
     await redis.aclose()
     if first is not None:
@@ -200,6 +206,8 @@ def main() -> None:
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--rate", type=float, default=0.0,
                         help="writes a second within a round (figure 8: 150); default: all at once")
+    parser.add_argument("--latency", type=float, default=0.0,
+                        help="seconds the emulator holds every answer (figure 5's distant Bot API: 0.15)")
     parser.add_argument("--profile", type=float, default=0, help="print this many lines of a cProfile of phase 2")
     parser.add_argument("--redis", default=None, help="a Redis URL (its database is flushed); default: embedded")
     parser.add_argument(
@@ -213,7 +221,7 @@ def main() -> None:
     print(f"transport {args.transport}, loop {args.loop}, hiredis {'yes' if HIREDIS_AVAILABLE else 'no'}")
     with bench_redis(args.redis) as url:
         ours, theirs = multiprocessing.Pipe()
-        child = multiprocessing.get_context("spawn").Process(target=_child, args=(theirs, url, args.chats, args.rate))
+        child = multiprocessing.get_context("spawn").Process(target=_child, args=(theirs, url, args.chats, args.rate, args.latency))
         child.start()
         try:
             factory = uvloop.new_event_loop if args.loop == "uvloop" else None
