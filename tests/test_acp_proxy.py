@@ -9,9 +9,6 @@ from __future__ import annotations
 import asyncio
 import json
 import os
-import signal
-import socket
-import subprocess
 import sys
 import time
 from collections.abc import AsyncIterator
@@ -20,13 +17,12 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-import redis as sync_redis
 from acp import PROTOCOL_VERSION, text_block
 from acp.client.connection import ClientSideConnection
 from acp.schema import AllowedOutcome, RequestPermissionResponse
 
 from acp_wire import LIMIT, Recorded
-from conftest import redis_server_binary
+from conftest import PrivateRedis, free_port
 from progresscast.model.asks import Actor, AskState
 from progresscast.model.card import Status
 from progresscast.model.owners import Owner
@@ -268,40 +264,8 @@ async def test_stop_in_chat_cancels_the_turn_and_the_run_ends_canceled(
     assert bytes(s.client_bytes["in"]) == s.agent_bytes("out")
 
 
-class KillableRedis:
-    def __init__(self, directory: Path) -> None:
-        with socket.socket() as probe:
-            probe.bind(("127.0.0.1", 0))
-            self.port = probe.getsockname()[1]
-        self.proc = subprocess.Popen(
-            [redis_server_binary(), "--port", str(self.port), "--bind", "127.0.0.1", "--dir", str(directory),
-             "--save", ""],
-            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
-        )
-        client = sync_redis.Redis(port=self.port, socket_connect_timeout=1)
-        deadline = time.monotonic() + 20
-        while True:
-            try:
-                if client.ping():
-                    break
-            except sync_redis.ConnectionError:
-                if time.monotonic() > deadline:
-                    raise
-            time.sleep(0.02)
-        client.close()
-
-    @property
-    def url(self) -> str:
-        return f"redis://127.0.0.1:{self.port}/0"
-
-    def kill(self) -> None:
-        if self.proc.poll() is None:
-            self.proc.send_signal(signal.SIGKILL)
-            self.proc.wait(10)
-
-
 async def test_a_store_killed_mid_session_changes_nothing_the_editor_sees(acp: Any, tmp_path: Path) -> None:
-    server = KillableRedis(tmp_path)
+    server = PrivateRedis(tmp_path)
     try:
         s: Session = await acp(server.url)
         session_id = await s.start()
@@ -321,10 +285,7 @@ async def test_a_store_killed_mid_session_changes_nothing_the_editor_sees(acp: A
 
 
 async def test_no_store_at_all_still_passes_the_session(acp: Any, tmp_path: Path) -> None:
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        port = probe.getsockname()[1]
-    s: Session = await acp(f"redis://127.0.0.1:{port}/0")  # nothing listens there
+    s: Session = await acp(f"redis://127.0.0.1:{free_port()}/0")  # nothing listens there
     session_id = await s.start()
     assert await s.prompt(session_id, "plan") == "end_turn"
     assert await s.close() == 0

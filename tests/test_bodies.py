@@ -15,7 +15,6 @@ import asyncio
 import json
 import os
 import re
-import socket
 import sys
 import time
 from collections.abc import AsyncIterator
@@ -26,6 +25,7 @@ from pathlib import Path
 import httpx
 import pytest
 
+from conftest import free_port
 from progresscast.testing import DiscordAPIEmulator, SlackAPIEmulator
 
 pytestmark = [
@@ -46,11 +46,6 @@ BEARER = {"Authorization": f"Bearer {TOKEN}"}
 JSON = {"Content-Type": "application/json"}
 FORM = {"Content-Type": "application/x-www-form-urlencoded"}
 
-
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
 
 
 def peak_memory(pid: int) -> int:

@@ -4,13 +4,9 @@ reads several keys in one script call — each caller still gets its own reply o
 from __future__ import annotations
 
 import asyncio
-import os
 import signal
-import socket
-import subprocess
 import time
-from collections.abc import Iterator
-from contextlib import contextmanager
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -20,7 +16,7 @@ from redis.backoff import NoBackoff
 from redis.exceptions import ResponseError
 from redis.exceptions import TimeoutError as RedisTimeoutError
 
-from conftest import redis_server_binary
+from conftest import PrivateRedis
 from progresscast.store.coalescing import CoalescingRedis
 from progresscast.store.connections import connect
 from progresscast.store.reads import READ_MANY, Reads
@@ -143,7 +139,9 @@ async def test_reads_in_one_script_answer_as_the_same_commands_in_a_transaction(
 
 async def test_a_batch_answers_as_redis_py_answers_each_command(redis_url: str) -> None:
     """Replies shaped by redis-py's own callbacks (a bool, a dict, pairs with scores, a
-    stream's entries, a script's), options included, and an error in place."""
+    stream's entries, a script's), options included, and an error in place; a batch
+    with a reply option redis-py honours itself (bytes never decoded, an answer for an
+    empty reply) as it answers."""
     client = named(redis_url, "shapes")
     plain = Redis.from_url(redis_url, decode_responses=True)
     try:
@@ -157,6 +155,7 @@ async def test_a_batch_answers_as_redis_py_answers_each_command(redis_url: str) 
                 c.set("k", "v"), c.get("k"), c.hgetall("h"), c.hmget("h", "a", "nope"),
                 c.zrange("z", 0, -1, withscores=True), c.xrange("s"), c.exists("h", "k", "nope"),
                 c.evalsha(script.sha, 1, "key", "arg"), c.get("h"), c.ttl("k"), c.sismember("nope", "m"),
+                c.dump("k"), c.mget([]),
             ]
 
         await script(keys=["key"], args=["arg"])  # loaded
@@ -164,62 +163,33 @@ async def test_a_batch_answers_as_redis_py_answers_each_command(redis_url: str) 
         got = await asyncio.gather(*asked(client), return_exceptions=True)
         assert [repr(r) for r in got] == [repr(r) for r in expected]
         assert got[4] == [("x", 1.5), ("y", 2.0)] and isinstance(got[8], ResponseError)
+        assert isinstance(got[11], bytes) and got[12] == []
     finally:
         await client.aclose()
         await plain.aclose()
 
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
-
-
-@contextmanager
-def own_server() -> Iterator[tuple[str, int]]:
-    """A Redis of this test's own (it is frozen: no other test may share it)."""
-    port = _free_port()
-    proc = subprocess.Popen(
-        [redis_server_binary(), "--port", str(port), "--bind", "127.0.0.1", "--save", "", "--appendonly", "no"],
-        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
-    )
-    try:
-        deadline = time.monotonic() + 10
-        while True:
-            try:
-                socket.create_connection(("127.0.0.1", port), timeout=0.2).close()
-                break
-            except OSError:
-                if time.monotonic() > deadline:
-                    raise
-                time.sleep(0.02)
-        yield f"redis://127.0.0.1:{port}/0", proc.pid
-    finally:
-        os.kill(proc.pid, signal.SIGCONT)
-        proc.terminate()
-        proc.wait(10)
-
-
-async def test_a_batch_whose_replies_stall_times_out_and_leaves_no_reply_behind() -> None:
+async def test_a_batch_whose_replies_stall_times_out_and_leaves_no_reply_behind(tmp_path: Path) -> None:
     """One timeout covers a batch's read: a server that stops answering fails the batch
     after the connection's timeout, and its late replies reach nobody."""
-    with own_server() as (url, pid):
-        pool = BlockingConnectionPool.from_url(
-            url, max_connections=1, socket_timeout=0.5, decode_responses=True, retry=Retry(NoBackoff(), 0)
-        )
-        client = CoalescingRedis(connection_pool=pool)
+    server = PrivateRedis(tmp_path)
+    pool = BlockingConnectionPool.from_url(
+        server.url, max_connections=1, socket_timeout=0.5, decode_responses=True, retry=Retry(NoBackoff(), 0)
+    )
+    client = CoalescingRedis(connection_pool=pool)
+    try:
+        await asyncio.gather(client.set("a", "1"), client.set("b", "2"))
+        server.proc.send_signal(signal.SIGSTOP)
+        started = time.monotonic()
         try:
-            await asyncio.gather(client.set("a", "1"), client.set("b", "2"))
-            os.kill(pid, signal.SIGSTOP)
-            started = time.monotonic()
-            try:
-                stalled = await asyncio.gather(client.get("a"), client.get("b"), return_exceptions=True)
-            finally:
-                os.kill(pid, signal.SIGCONT)
-            waited = time.monotonic() - started
-            assert all(isinstance(r, RedisTimeoutError) for r in stalled), stalled
-            assert 0.4 < waited < 3, waited
-            # The one connection was dropped: the next batch reads its own replies.
-            assert await asyncio.gather(client.get("b"), client.get("a"), client.get("none")) == ["2", "1", None]
+            stalled = await asyncio.gather(client.get("a"), client.get("b"), return_exceptions=True)
         finally:
-            await client.aclose()
+            server.proc.send_signal(signal.SIGCONT)
+        waited = time.monotonic() - started
+        assert all(isinstance(r, RedisTimeoutError) for r in stalled), stalled
+        assert 0.4 < waited < 3, waited
+        # The one connection was dropped: the next batch reads its own replies.
+        assert await asyncio.gather(client.get("b"), client.get("a"), client.get("none")) == ["2", "1", None]
+    finally:
+        await client.aclose()
+        server.kill()

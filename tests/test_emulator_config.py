@@ -7,7 +7,6 @@ from __future__ import annotations
 import asyncio
 import json
 import re
-import socket
 import subprocess
 import sys
 from collections.abc import AsyncIterator, Awaitable, Callable
@@ -16,6 +15,7 @@ from pathlib import Path
 
 import pytest
 
+from conftest import free_port
 from progresscast.store.embedded import stop_embedded
 from test_emulator_cli import read_until
 from test_serve import Serve, environment
@@ -87,11 +87,6 @@ async def trial(tmp_path: Path) -> AsyncIterator[Trial]:
             await proc.wait()
     stop_embedded(made.home)
 
-
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
 
 
 async def written(emulator: Emulator, trial: Trial) -> str:

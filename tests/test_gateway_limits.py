@@ -9,7 +9,6 @@ import asyncio
 import json
 import logging
 import os
-import socket
 import sys
 from pathlib import Path
 from typing import Any
@@ -19,6 +18,7 @@ import pytest
 from redis.asyncio import Redis
 
 from a2a_updates import snapshot, ts
+from conftest import free_port
 from progresscast.agents.a2a.mapping import EXTENSION_URI
 from progresscast.config.errors import ConfigError
 from progresscast.config.load import load_settings
@@ -101,11 +101,6 @@ async def test_live_streams_per_token_are_capped(redis: Redis) -> None:
 
 # -- short tokens at start -----------------------------------------------------------------
 
-
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
 
 
 def serve_config(tmp_path: Path, redis_url: str, listen: str, token: str) -> Path:

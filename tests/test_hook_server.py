@@ -21,13 +21,13 @@ from typing import Any
 import pytest
 
 import agent_fixtures as fx
-from conftest import HookServers, alive
+from conftest import HookServers, alive, free_port
 from progresscast.agents.hooks import client, wire
 from progresscast.model.owners import Owner
 from progresscast.model.view import RunState
 from progresscast.store.embedded import ensure_embedded, stop_embedded
 from test_hook_imports import CONSOLE_SCRIPT
-from test_hooks import free_port, plan_of, view_of
+from test_hooks import plan_of, view_of
 
 
 class Call:

@@ -21,6 +21,7 @@ from typing import Any
 import pytest
 
 import agent_fixtures as fx
+from conftest import free_port
 from progresscast.cli import main
 from progresscast.model.card import CardInput
 from progresscast.model.owners import Owner
@@ -330,11 +331,6 @@ def test_gemini_prints_only_the_json_even_for_bad_input(hook: Hook) -> None:
 
 # -- never failing the agent ------------------------------------------------------------------
 
-
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
 
 
 @pytest.mark.parametrize("harness", ["claude-code", "gemini"])

@@ -11,7 +11,6 @@ import asyncio
 import json
 import os
 import re
-import socket
 import sys
 import time
 from collections.abc import AsyncIterator
@@ -26,6 +25,7 @@ from mcp.client.stdio import StdioServerParameters, stdio_client
 from mcp.client.streamable_http import streamable_http_client
 from redis.asyncio import Redis
 
+from conftest import free_port
 from progresscast.model.owners import Owner
 from progresscast.model.view import RunState
 from progresscast.store.cards import CardStore
@@ -306,11 +306,6 @@ async def test_streamable_http_lists_and_calls_the_tools(redis_url: str, tmp_pat
 
 # -- through a gateway ---------------------------------------------------------------------
 
-
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
 
 
 @asynccontextmanager

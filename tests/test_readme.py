@@ -12,7 +12,6 @@ from __future__ import annotations
 import os
 import re
 import shutil
-import socket
 import subprocess
 import sys
 import threading
@@ -24,6 +23,7 @@ from pathlib import Path
 import httpx
 import pytest
 
+from conftest import free_port
 from progresscast.store.embedded import stop_embedded
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -104,11 +104,6 @@ class Background:
             self.proc.kill()
             self.proc.wait()
 
-
-def free_port() -> int:
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        return int(probe.getsockname()[1])
 
 
 @pytest.fixture
