@@ -10,13 +10,12 @@ import socket
 from collections.abc import Sequence
 from typing import Any
 
-import uvicorn
 from starlette.applications import Starlette
 from starlette.routing import BaseRoute
 
 from ..config.gateway import GatewaySettings
 from ..config.settings import Settings
-from ..http.server import address, bind, limited_config
+from ..http.server import GuestServer, address, bind, limited_config
 from .app import create_app
 
 log = logging.getLogger("progresscast.gateway")
@@ -54,7 +53,7 @@ async def serve_app(app: Starlette, sock: socket.socket, *, started: asyncio.Eve
         # every way of serving it (and the tests) does the same.
         proxy_headers=False,
     )
-    server = uvicorn.Server(config)
+    server = GuestServer(config)  # SIGTERM and Ctrl-C are serve's and demo's to handle
     task = asyncio.ensure_future(server.serve(sockets=[sock]))
     try:
         if started is not None:

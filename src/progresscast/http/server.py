@@ -1,13 +1,16 @@
 """A listening socket bounded in time and number, for every server of ours: its address,
 uvicorn's configuration with our limits (a head and a body deadline, an idle timeout,
-a cap on connections), and quiet ends for clients that leave mid-request."""
+a cap on connections), quiet ends for clients that leave mid-request, and uvicorn as a
+guest of an event loop whose owner handles the process's signals."""
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import errno
 import logging
 import socket
+from collections.abc import Iterator
 from typing import Any, cast
 
 import uvicorn
@@ -209,6 +212,17 @@ def limited_config(app: ASGIApp, limits: GatewaySettings, **options: Any) -> uvi
     config.limits = limits
     return config
 
+
+
+class GuestServer(uvicorn.Server):
+    """uvicorn in an event loop whose owner handles the process's signals: `serve` and
+    `demo` (SIGTERM and Ctrl-C), a test's emulator (pytest). uvicorn's own capture takes
+    SIGTERM and SIGINT while it runs and raises them again once it has stopped: a second
+    SIGTERM to `serve` in the middle of the shutdown the first one began."""
+
+    @contextlib.contextmanager
+    def capture_signals(self) -> Iterator[None]:
+        yield
 
 
 def address(sock: socket.socket) -> str:

@@ -13,18 +13,13 @@ import asyncio
 import contextlib
 import inspect
 import socket
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from typing import Any, Self
 
 import uvicorn
 from starlette.types import ASGIApp
 
-
-class _QuietServer(uvicorn.Server):
-    @contextlib.contextmanager
-    def capture_signals(self) -> Iterator[None]:
-        # The emulator lives inside the test's event loop: Ctrl-C belongs to pytest.
-        yield
+from ..http.server import GuestServer
 
 
 class LoopbackServer:
@@ -36,7 +31,7 @@ class LoopbackServer:
     def __init__(self, app: ASGIApp) -> None:
         self.app = app
         self._port = 0
-        self._server: _QuietServer | None = None
+        self._server: GuestServer | None = None
         self._task: asyncio.Task[None] | None = None
         self._changed = asyncio.Event()
         self.closing = asyncio.Event()
@@ -55,7 +50,7 @@ class LoopbackServer:
             self.app, lifespan="off", log_config=None, log_level="warning", access_log=False,
             timeout_graceful_shutdown=1,
         )
-        self._server = _QuietServer(config)
+        self._server = GuestServer(config)
         self._task = asyncio.create_task(self._server.serve(sockets=[sock]))
         while not self._server.started:
             if self._task.done():
