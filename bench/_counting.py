@@ -67,6 +67,11 @@ class RedisCounter:
         diff = self.read() - before
         return RedisCounts(diff.reads - 1, diff.commands - 1)
 
+    def cpu(self) -> float:
+        """Redis's own CPU seconds so far, every thread of it (`INFO cpu`)."""
+        info = self.client.info("cpu")
+        return float(info["used_cpu_user"]) + float(info["used_cpu_sys"])
+
     def commands(self) -> dict[str, int]:
         """Calls per command so far (`INFO commandstats`), e.g. {"evalsha": 812}."""
         stats = self.client.info("commandstats")

@@ -104,6 +104,9 @@ class FleetResult:
     """Draft calls a second the emulator saw over the same time (the budget: 30)."""
     cpu_shown: float = float("nan")
     """CPU seconds `serve` used until every chat showed its first draft."""
+    others_cpu_shown: float = float("nan")
+    """CPU seconds the rest of the machine's work used over the same time: this process
+    (the emulator answering, the checks for what is shown) and Redis."""
     idle_cpu: float = float("nan")
     """Share of one core `serve` used while nothing changed."""
     in_flight: float = float("nan")
@@ -197,6 +200,8 @@ async def run_fleet(
     flush(url)
     await prewrite(url, chats, steps)
     bot_pace = Pace(burst=bot_rate, per_second=bot_rate)
+    redis_cpu = RedisCounter(url)
+    others0 = time.process_time() + redis_cpu.cpu()
     async with BotAPIEmulator(bot_pace=bot_pace, latency=latency) as api:
         serve = Serve(url, serve_toml + config_toml(api, chats, extra_toml), env=serve_env)
         async with serve:
@@ -219,6 +224,8 @@ async def run_fleet(
                 res.first_drafts_per_s = (chats - 1) / (max(firsts) - min(firsts))
             res.rss_mb = proc.memory_info().rss / 2**20
             res.cpu_shown = cpu_seconds(proc)
+            res.others_cpu_shown = time.process_time() + redis_cpu.cpu() - others0
+            redis_cpu.close()
             if idle_seconds:
                 await asyncio.sleep(min(2.0, idle_seconds))  # let the last answers settle
                 c0 = cpu_seconds(proc)

@@ -9,8 +9,10 @@ the emulator's bot limit with it) so that showing 10,000 drafts takes seconds, n
 
 from __future__ import annotations
 
+import os
+
 from ._common import Context, Result
-from .fleet import run_fleet
+from .fleet import FleetResult, run_fleet
 from .freshness_bench import budget_row, report
 
 FULL_CHATS, QUICK_CHATS = 10_000, 2_000
@@ -35,7 +37,7 @@ async def run(ctx: Context) -> None:
     ctx.add(Result("5", f"{prefix}first getUpdates after start", res.first_poll, "s"))
     ctx.add(Result("5", f"{prefix}every first draft shown after start", res.all_shown, "s", chats / BOT_RATE,
                    res.all_shown / (chats / BOT_RATE)))
-    ctx.add(Result("5", f"{prefix}serve CPU per first draft (start-up included)", res.cpu_shown / chats * 1e3, "ms"))
+    machine_rows(ctx, prefix, res, SUSTAINED)
     # Every chat waits for its first draft at once: the budget, not the demand, bounds this rate.
     ctx.add(Result("5", f"{prefix}first drafts a second, first to last (calls/s sustained)", res.first_drafts_per_s,
                    "calls/s", BOT_RATE, res.first_drafts_per_s / BOT_RATE, f"≥ {SUSTAINED:,.0f}",
@@ -65,8 +67,23 @@ async def run(ctx: Context) -> None:
     ctx.add(Result("5", f"{prefix}answers after {FAR * 1000:g} ms: first drafts a second, first to last",
                    far.first_drafts_per_s, "calls/s", BOT_RATE, far.first_drafts_per_s / BOT_RATE,
                    f"≥ {SUSTAINED_FAR:,.0f}", far.first_drafts_per_s >= SUSTAINED_FAR))
-    ctx.add(Result("5", f"{prefix}answers after {FAR * 1000:g} ms: serve CPU per first draft (start-up included)",
-                   far.cpu_shown / chats * 1e3, "ms"))
+    machine_rows(ctx, f"{prefix}answers after {FAR * 1000:g} ms: ", far, SUSTAINED_FAR)
     bad = far.status.get(429, 0) + far.status.get(400, 0)
     ctx.add(Result("5", f"{prefix}answers after {FAR * 1000:g} ms: 429 + 400 answers", bad, "calls", None, None, "0",
                    bad == 0))
+
+
+def machine_rows(ctx: Context, prefix: str, res: FleetResult, target: float) -> None:
+    """CPU per first draft against what `target` first drafts a second leave: `serve` runs
+    on one core (one event loop), and it shares the machine's cores with the emulator
+    and Redis."""
+    chats = res.chats
+    serve_ms = res.cpu_shown / chats * 1e3
+    others_ms = res.others_cpu_shown / chats * 1e3
+    cores = os.cpu_count() or 1
+    one_core, machine = 1e3 / target, cores * 1e3 / target
+    ctx.add(Result("5", f"{prefix}serve CPU per first draft (start-up included)", serve_ms, "ms", one_core,
+                   serve_ms / one_core))
+    ctx.add(Result("5", f"{prefix}the emulator's and Redis's CPU per first draft", others_ms, "ms"))
+    ctx.add(Result("5", f"{prefix}the machine's CPU per first draft (the three)", serve_ms + others_ms, "ms", machine,
+                   (serve_ms + others_ms) / machine))
