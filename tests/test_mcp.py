@@ -11,6 +11,7 @@ import asyncio
 import json
 import os
 import re
+import signal
 import sys
 import time
 from collections.abc import AsyncIterator
@@ -300,8 +301,13 @@ async def test_streamable_http_lists_and_calls_the_tools(redis_url: str, tmp_pat
                     assert bad.is_error and text_of(bad).startswith("plan[0].step: must not be empty")
                     result = await mcp.call_tool("update_plan", {"steps": [{"label": "Only", "state": "done"}]})
                     assert text_of(result) == "Plan updated"
+        held = await store.view(Owner("main", "over-http"))
+        assert held.run is RunState.active
     card = await store.get(Owner("main", "over-http"))
     assert card is not None and [s.to_json() for s in card.plan or []] == [{"step": "Only", "status": "completed"}]
+    # Stopped by SIGTERM (`http_server` ends it so): the run it held ended with it.
+    ended = await store.view(Owner("main", "over-http"))
+    assert ended.run_id == held.run_id and ended.run is RunState.completed
 
 
 # -- through a gateway ---------------------------------------------------------------------
@@ -440,6 +446,47 @@ async def test_a_connected_agent_is_never_paused_and_its_run_ends_when_it_goes(
     # The client went: its run ended.
     ended = await wait_until(lambda: _ended(store, owner))
     assert ended.run_id == held and ended.run is RunState.completed
+
+
+@pytest.mark.parametrize(("sig", "status"), [(signal.SIGTERM, 0), (signal.SIGINT, 130)])
+async def test_a_stopped_server_ends_its_run_and_exits_at_once(
+    redis_url: str, tmp_path: Path, store: CardStore, sig: signal.Signals, status: int
+) -> None:
+    """A client quitting may signal its server rather than close its stdin: the run ends
+    all the same, and the server does not wait for stdin. (The messages are written by
+    hand here: the SDK's client owns its server's process and signals nobody.)"""
+    owner = Owner("main", "t-signalled")
+    proc = await asyncio.create_subprocess_exec(
+        sys.executable, "-m", "progresscast.cli", "mcp", "--session", owner.session_key,
+        env=server_env(redis_url, tmp_path),
+        stdin=asyncio.subprocess.PIPE, stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE,
+    )
+    stdin, stdout, stderr = proc.stdin, proc.stdout, proc.stderr
+    assert stdin is not None and stdout is not None and stderr is not None
+
+    async def send(message: dict[str, Any]) -> dict[str, Any] | None:
+        stdin.write(json.dumps({"jsonrpc": "2.0", **message}).encode() + b"\n")
+        await stdin.drain()
+        return json.loads(await asyncio.wait_for(stdout.readline(), 60)) if "id" in message else None
+
+    try:
+        await send({"id": 1, "method": "initialize", "params": {
+            "protocolVersion": "2025-11-25", "capabilities": {}, "clientInfo": {"name": "test", "version": "1"}}})
+        await send({"method": "notifications/initialized"})
+        answer = await send({"id": 2, "method": "tools/call", "params": {"name": "progress_card",
+                                                                         "arguments": {"plan": PLAN}}})
+        assert answer is not None and not answer["result"]["isError"], answer
+        held = await store.view(owner)
+        assert held.run is RunState.active
+        proc.send_signal(sig)  # stdin stays open
+        assert await asyncio.wait_for(proc.wait(), 20) == status
+    finally:
+        if proc.returncode is None:
+            proc.kill()
+            await proc.wait()
+    assert b"Traceback" not in await stderr.read()
+    ended = await store.view(owner)
+    assert ended.run_id == held.run_id and ended.run is RunState.completed
 
 
 async def _ended(store: CardStore, owner: Owner) -> Any:

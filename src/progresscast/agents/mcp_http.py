@@ -113,10 +113,8 @@ def refusal(exc: ApiError) -> Response:
 
 
 async def serve_http(server: Server[Any], settings: Settings, owner: Owner, listen: tuple[str, int]) -> None:
-    """Serve `server` on `listen` until the process is stopped (check_tokens first)."""
-    import uvicorn
-
-    from ..http.server import address, bind, limited_config
+    """Serve `server` on `listen` until cancelled (check_tokens first)."""
+    from ..http.server import address, bind, limited_config, serve_until_cancelled
 
     host, port = listen
     sock = bind(_host_port(host, port))
@@ -128,7 +126,7 @@ async def serve_http(server: Server[Any], settings: Settings, owner: Owner, list
     )
     print(f"progresscast mcp: streamable HTTP on {address(sock)}/mcp", file=sys.stderr, flush=True)
     config = limited_config(app, settings.gateway, lifespan="on")
-    await uvicorn.Server(config).serve(sockets=[sock])
+    await serve_until_cancelled(config, sock)  # the caller stops it: Ctrl-C, SIGTERM
 
 
 __all__ = ["MAX_BODY", "BearerGate", "check_tokens", "security_settings", "serve_http"]

@@ -10,7 +10,10 @@ tool answers a failed result naming the field and the rule, and stores nothing.
 
 from __future__ import annotations
 
+import asyncio
 import json
+import os
+import threading
 from collections.abc import AsyncIterator
 from typing import Any
 
@@ -67,17 +70,51 @@ def guard_text(raw: str) -> str:
     return json.dumps(_replaced(data), ensure_ascii=False)
 
 
-class GuardedLines:
-    """The stdio server's stdin, each line guarded."""
+class StdinLines:
+    """The stdio server's stdin: its lines (UTF-8, undecodable bytes replaced), each
+    guarded. A daemon thread reads the descriptor itself, so a stop (SIGTERM, Ctrl-C)
+    ends the wait for the next line at once and the process exits: a read that only
+    the client closing stdin would end holds no one up (anyio's file wrapper reads in a
+    worker thread the interpreter waits for at exit, and a daemon thread inside
+    `sys.stdin`'s buffer would hold its lock as the interpreter shuts down)."""
 
-    def __init__(self, lines: Any) -> None:
-        self.lines = lines
+    def __init__(self, fd: int) -> None:
+        self.fd = fd
 
     def __aiter__(self) -> AsyncIterator[str]:
-        return self._guarded()
+        return self._lines()
 
-    async def _guarded(self) -> AsyncIterator[str]:
-        async for line in self.lines:
+    async def _lines(self) -> AsyncIterator[str]:
+        loop = asyncio.get_running_loop()
+        # A few lines ahead at most: the reader waits for room, as a pipe's writer does.
+        queue: asyncio.Queue[str | None] = asyncio.Queue(maxsize=4)
+
+        def hand(line: str | None) -> None:
+            try:
+                asyncio.run_coroutine_threadsafe(queue.put(line), loop).result()
+            except RuntimeError:  # the loop is closed: the server is gone
+                raise SystemExit from None
+
+        def read() -> None:
+            pending = bytearray()
+            try:
+                while chunk := os.read(self.fd, 1 << 16):
+                    searched = len(pending)  # a long line is scanned once, not per chunk
+                    pending += chunk
+                    start = 0
+                    while (end := pending.find(b"\n", searched)) >= 0:
+                        hand(pending[start : end + 1].decode("utf-8", "replace"))
+                        start = searched = end + 1
+                    del pending[:start]
+                if pending:
+                    hand(pending.decode("utf-8", "replace"))
+            except OSError:
+                pass  # stdin is closed or unreadable: the end of the client's messages
+            finally:
+                hand(None)
+
+        threading.Thread(target=read, name="mcp stdin", daemon=True).start()
+        while (line := await queue.get()) is not None:
             yield guard_text(line)
 
 
@@ -117,4 +154,4 @@ def _replay(messages: list[Message], then: Receive) -> Receive:
     return receive
 
 
-__all__ = ["REFUSED_META_KEY", "GuardedBodies", "GuardedLines", "guard_text"]
+__all__ = ["REFUSED_META_KEY", "GuardedBodies", "StdinLines", "guard_text"]

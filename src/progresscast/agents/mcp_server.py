@@ -12,7 +12,8 @@ and the rule, with nothing stored, so the model can read it and retry.
 from __future__ import annotations
 
 import argparse
-import io
+import asyncio
+import logging
 import os
 import re
 import sys
@@ -38,11 +39,14 @@ from ..model.card import (
     reject_lone_surrogates,
 )
 from ..model.owners import Owner, resolve_owner
+from ..stopping import stop_on_sigterm
 from .harness_plan import CODEX_PLAN, MAX_HARNESS_STEPS, MAX_LABEL_CHARS, PROGRESS_V1, PlanShapeError, map_plan
 from .held_run import HeldRun
 from .mcp_ask import ASK_PERSON_TOOL, ask_person, with_stop
-from .mcp_input import REFUSED_META_KEY, GuardedLines
+from .mcp_input import REFUSED_META_KEY, StdinLines
 from .sinks import CardSink, Gateway, GatewaySink, SinkError, StoreSink
+
+log = logging.getLogger("progresscast.agents.mcp")
 
 TOOL_NAMES = ("progress_card", "update_plan", "ask_person")
 
@@ -348,24 +352,29 @@ async def _serve(args: argparse.Namespace, settings: Settings, tools: AgentTools
         file=sys.stderr,
         flush=True,
     )
-    if args.http is None:
-        import anyio
-        from mcp.server.stdio import stdio_server
-
-        # The SDK's own reading of stdin (UTF-8, undecodable bytes replaced), each line
-        # guarded before it parses it.
-        lines = anyio.wrap_file(io.TextIOWrapper(sys.stdin.buffer, encoding="utf-8", errors="replace"))
-        # The SDK only iterates its stdin's lines, which is all GuardedLines offers.
-        stdin = cast("anyio.AsyncFile[str]", GuardedLines(lines))
-        try:
-            async with stdio_server(stdin=stdin) as (read_stream, write_stream):
-                await server.run(read_stream, write_stream, server.create_initialization_options())
-        finally:
-            await tools.run.release()  # the client went
-        return
-    from .mcp_http import serve_http
-
+    # The run this server holds ends when the client goes (stdio), when the server is
+    # stopped (Ctrl-C, SIGTERM: a client quitting may send that rather than close stdin),
+    # or, over HTTP, only then. A SIGTERM is an ordinary end: exit status 0.
+    stopping = stop_on_sigterm(log)
     try:
-        await serve_http(server, settings, owner, _listen(args.http))
+        if args.http is None:
+            await _serve_stdio(server)
+        else:
+            from .mcp_http import serve_http
+
+            await serve_http(server, settings, owner, _listen(args.http))
+    except asyncio.CancelledError:
+        if not stopping.is_set():
+            raise  # Ctrl-C: asyncio.run turns this into KeyboardInterrupt
     finally:
-        await tools.run.release()  # over HTTP, the run is held until the server stops
+        await tools.run.release()
+
+
+async def _serve_stdio(server: Server[Any]) -> None:
+    import anyio
+    from mcp.server.stdio import stdio_server
+
+    # The SDK only iterates its stdin's lines, which is all StdinLines offers.
+    stdin = cast("anyio.AsyncFile[str]", StdinLines(sys.stdin.fileno()))
+    async with stdio_server(stdin=stdin) as (read_stream, write_stream):
+        await server.run(read_stream, write_stream, server.create_initialization_options())

@@ -4,7 +4,6 @@ http/server.py)."""
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import logging
 import socket
 from collections.abc import Sequence
@@ -15,7 +14,7 @@ from starlette.routing import BaseRoute
 
 from ..config.gateway import GatewaySettings
 from ..config.settings import Settings
-from ..http.server import GuestServer, address, bind, limited_config
+from ..http.server import address, bind, limited_config, serve_until_cancelled
 from .app import create_app
 
 log = logging.getLogger("progresscast.gateway")
@@ -53,21 +52,7 @@ async def serve_app(app: Starlette, sock: socket.socket, *, started: asyncio.Eve
         # every way of serving it (and the tests) does the same.
         proxy_headers=False,
     )
-    server = GuestServer(config)  # SIGTERM and Ctrl-C are serve's and demo's to handle
-    task = asyncio.ensure_future(server.serve(sockets=[sock]))
-    try:
-        if started is not None:
-            while not server.started and not task.done():
-                await asyncio.sleep(0.01)
-            started.set()
-        await asyncio.shield(task)
-    except asyncio.CancelledError:
-        # Cancelled from outside: end open event streams, then shut uvicorn down cleanly.
-        if gateway is not None:
-            await gateway.hub.close()
-        server.should_exit = True
-        with contextlib.suppress(asyncio.CancelledError):
-            await task
-        raise
-    finally:
-        sock.close()
+    # SIGTERM and Ctrl-C are serve's and demo's to handle: they cancel this.
+    await serve_until_cancelled(
+        config, sock, started=started, closing=gateway.hub.close if gateway is not None else None
+    )

@@ -10,7 +10,7 @@ import contextlib
 import errno
 import logging
 import socket
-from collections.abc import Iterator
+from collections.abc import Awaitable, Callable, Iterator
 from typing import Any, cast
 
 import uvicorn
@@ -223,6 +223,35 @@ class GuestServer(uvicorn.Server):
     @contextlib.contextmanager
     def capture_signals(self) -> Iterator[None]:
         yield
+
+
+async def serve_until_cancelled(
+    config: uvicorn.Config,
+    sock: socket.socket,
+    *,
+    started: asyncio.Event | None = None,
+    closing: Callable[[], Awaitable[None]] | None = None,
+) -> None:
+    """Serve under uvicorn (a `GuestServer`) on a bound socket until cancelled; `started`
+    is set once it accepts connections. Cancelled: `closing` ends what never ends by
+    itself (live event streams), then uvicorn shuts down cleanly, then the cancel goes on."""
+    server = GuestServer(config)
+    task = asyncio.ensure_future(server.serve(sockets=[sock]))
+    try:
+        if started is not None:
+            while not server.started and not task.done():
+                await asyncio.sleep(0.01)
+            started.set()
+        await asyncio.shield(task)
+    except asyncio.CancelledError:
+        if closing is not None:
+            await closing()
+        server.should_exit = True
+        with contextlib.suppress(asyncio.CancelledError):
+            await task
+        raise
+    finally:
+        sock.close()
 
 
 def address(sock: socket.socket) -> str:
