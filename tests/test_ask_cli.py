@@ -124,12 +124,13 @@ async def test_stop_pressed_on_the_run_while_waiting_exits_4_and_withdraws(ask, 
     assert after is not None and after.state is AskState.withdrawn
 
 
-async def test_ctrl_c_withdraws_the_ask(ask, store: CardStore) -> None:
+@pytest.mark.parametrize(("sig", "status"), [(signal.SIGINT, 130), (signal.SIGTERM, 143)])
+async def test_ctrl_c_or_sigterm_withdraws_the_ask(ask, store: CardStore, sig: signal.Signals, status: int) -> None:
     running = await ask("--session", "shop", "--approval", "Deploy?")
     made = await asked(store)
-    running.proc.send_signal(signal.SIGINT)
+    running.proc.send_signal(sig)  # SIGTERM: a script's `timeout`, an agent giving up on the command
     done = await running.done()
-    assert done.status == 130 and done.stdout == "", done.stderr
+    assert done.status == status and done.stdout == "", done.stderr  # 128 + the signal, as a shell says
     after, _ = await store.asks.get(OWNER, made.ask_id)
     assert after is not None and after.state is AskState.withdrawn
 

@@ -114,6 +114,27 @@ async def test_withdrawn_asks_cannot_be_answered(store: CardStore) -> None:
     assert (await store.asks.answer(OWNER, "no-such-ask", ANA, options=["Allow"])).outcome == "missing"
 
 
+async def test_an_open_cancelled_at_any_point_leaves_no_ask_offered(store: CardStore) -> None:
+    """A command stopped while its ask is being opened (Ctrl-C, SIGTERM) may be cancelled
+    after Redis stored the ask and before its reply was read: the ask is withdrawn then
+    too, so no chat offers a question nobody waits for."""
+    cancelled = 0
+    for turns in range(40):  # the cancel lands a little later each time: after the send, too
+        opening = asyncio.ensure_future(store.asks.open(OWNER, approval()))
+        for _ in range(turns):
+            await asyncio.sleep(0)
+        opening.cancel()
+        try:
+            ask = await opening
+        except asyncio.CancelledError:
+            cancelled += 1
+        else:  # opened before the cancel landed: the caller has it and withdraws it
+            await store.asks.withdraw(OWNER, ask.ask_id)
+        left = [a for a in (await store.asks.all(OWNER))[0] if a.state is AskState.open]
+        assert left == [], f"cancelled after {turns} turns of the loop: {left}"
+    assert cancelled > 0
+
+
 async def test_stop_is_recorded_once_on_the_active_run(store: CardStore) -> None:
     assert (await store.asks.stop(OWNER, ANA))[0] == "norun"
     await store.start_run(OWNER, "r1", stoppable=True)

@@ -1,4 +1,6 @@
-"""Ending a long-running loop when its task is cancelled, even if the cancel was lost.
+"""How a process is stopped: SIGTERM as an ordinary end (`serve`, `demo`, `mcp`), or as
+Ctrl-C for a command that waits (`ask`, a hook waiting for an answer), and a long-running
+loop ending when its task is cancelled, even if the cancel was lost.
 
 A library call may swallow a CancelledError: Python 3.11's `asyncio.wait_for` returns
 the inner result when the cancel lands just as the inner call finishes, and redis-py
@@ -9,8 +11,11 @@ asked to stop, so a loop that checks it at each turn ends anyway.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 import signal
+import threading
+from collections.abc import Iterator
 
 
 def stop_on_sigterm(log: logging.Logger) -> asyncio.Event:
@@ -35,3 +40,34 @@ def still_wanted() -> None:
     task = asyncio.current_task()
     if task is not None and task.cancelling():
         raise asyncio.CancelledError
+
+
+class Terminated:
+    """Whether SIGTERM came (`sigterm_as_ctrl_c`): a caller exits 128 + 15 then, not 130."""
+
+    def __init__(self) -> None:
+        self.came = False
+
+
+@contextlib.contextmanager
+def sigterm_as_ctrl_c() -> Iterator[Terminated]:
+    """SIGTERM taken as Ctrl-C around `asyncio.run`: the main task is cancelled, so what
+    the command opened (an ask) is withdrawn in its `finally`, where SIGTERM's default
+    would end the process on the spot and leave it offered in chat until it expires. The
+    caller sees KeyboardInterrupt either way. Only in the main thread (where signals
+    arrive) of a process whose SIGTERM nobody claimed (the warm hook server does)."""
+    terminated = Terminated()
+    main = threading.current_thread() is threading.main_thread()
+    if not (main and signal.getsignal(signal.SIGTERM) is signal.SIG_DFL):
+        yield terminated
+        return
+
+    def as_ctrl_c(*_: object) -> None:
+        terminated.came = True
+        signal.raise_signal(signal.SIGINT)
+
+    signal.signal(signal.SIGTERM, as_ctrl_c)
+    try:
+        yield terminated
+    finally:
+        signal.signal(signal.SIGTERM, signal.SIG_DFL)

@@ -1,16 +1,19 @@
 """`progresscast ask`: put a question to the people following a session, and wait.
 
 Prints the chosen label(s), one per line, or the typed answer. Exit status: 0 answered,
-3 no answer in time (the ask expired), 4 withdrawn (here: Ctrl-C) or the run was stopped.
+3 no answer in time (the ask expired), 4 withdrawn or the run was stopped; stopped while
+it waits, it withdraws the ask and exits 130 (Ctrl-C) or 143 (SIGTERM).
 """
 
 from __future__ import annotations
 
 import argparse
 import asyncio
+import signal
 import sys
 from typing import TYPE_CHECKING
 
+from ..stopping import sigterm_as_ctrl_c
 from .card import owner_of, with_store
 
 if TYPE_CHECKING:
@@ -44,7 +47,13 @@ def ask_command(args: argparse.Namespace, settings: Settings) -> int:
     except CardError as exc:  # named as the command line names them
         flag = {"options": "--option", "prompt": "PROMPT", "detail": "--detail", "multi": "--multi"}
         raise CardError(flag.get(exc.field.split("[")[0], exc.field), exc.rule) from None
-    status, lines = asyncio.run(with_store(args, settings, lambda store: _ask_and_wait(store, owner, ask)))
+    with sigterm_as_ctrl_c() as terminated:  # a script's `timeout`, an agent giving up: the ask is withdrawn
+        try:
+            status, lines = asyncio.run(with_store(args, settings, lambda store: _ask_and_wait(store, owner, ask)))
+        except KeyboardInterrupt:
+            if terminated.came:
+                raise SystemExit(128 + signal.SIGTERM) from None
+            raise
     for line in lines:
         print(line)
     return int(status)

@@ -82,13 +82,19 @@ class AskStore:
         }
         if ask.detail is not None:
             body["detail"] = ask.detail
-        reply = cast(
-            "list[Any]",
-            await self.store.call(
-                self._open, owner,
-                [json.dumps(body, ensure_ascii=False), ask.timeoutSeconds * 1000, MAX_OPEN, KEEP_CLOSED_MS],
-            ),
-        )
+        try:
+            reply = cast(
+                "list[Any]",
+                await self.store.call(
+                    self._open, owner,
+                    [json.dumps(body, ensure_ascii=False), ask.timeoutSeconds * 1000, MAX_OPEN, KEEP_CLOSED_MS],
+                ),
+            )
+        except asyncio.CancelledError:
+            # Redis may have stored it before the caller stopped waiting (Ctrl-C, SIGTERM):
+            # withdrawn, no chat offers a question nobody waits for (unknown: nothing done).
+            await asyncio.shield(self.withdraw(owner, str(body["askId"])))
+            raise
         if reply[0] == "full":
             raise StoreError("sessionKey", f"has {MAX_OPEN} open asks already; answer or withdraw one first")
         stored = Ask.from_stored(str(reply[1]))

@@ -10,12 +10,10 @@ import argparse
 import asyncio
 import contextlib
 import json
-import signal
 import sys
-import threading
-from collections.abc import Iterator
 from typing import Any
 
+from ...stopping import sigterm_as_ctrl_c
 from .context import HookContext
 
 
@@ -68,7 +66,10 @@ def run_hook(args: argparse.Namespace) -> int:
     status = 0
     said: list[dict[str, Any]] = []  # the hook's one JSON answer to its agent, if any
     try:
-        with _sigterm_as_ctrl_c(args.harness != "codex"):
+        # An agent that gives up on a hook waiting for an answer (its own prompt was
+        # answered, its hook timeout passed) sends SIGTERM: the asks are withdrawn. A
+        # wrapped codex is the command's to stop.
+        with contextlib.nullcontext() if wrapped else sigterm_as_ctrl_c():
             status = asyncio.run(_run(ctx, wrapped, said))
     except KeyboardInterrupt:
         status = 130 if wrapped else 0
@@ -80,24 +81,6 @@ def run_hook(args: argparse.Namespace) -> int:
         elif args.harness == "gemini":
             print("{}", flush=True)
     return status
-
-
-@contextlib.contextmanager
-def _sigterm_as_ctrl_c(wanted: bool) -> Iterator[None]:
-    """An agent that gives up on a hook waiting for an answer from chat (its own prompt
-    was answered, or its hook timeout passed) ends it with SIGTERM: taken as Ctrl-C, the
-    wait is cancelled and its asks are withdrawn, where SIGTERM's default would leave them
-    offered in chat until they expire. Only a process whose SIGTERM nobody claimed (the
-    warm hook server claims it) and only in the main thread, where signals arrive."""
-    main = threading.current_thread() is threading.main_thread()
-    if not (wanted and main and signal.getsignal(signal.SIGTERM) is signal.SIG_DFL):
-        yield
-        return
-    signal.signal(signal.SIGTERM, lambda *_: signal.raise_signal(signal.SIGINT))
-    try:
-        yield
-    finally:
-        signal.signal(signal.SIGTERM, signal.SIG_DFL)
 
 
 def _why(exc: Exception) -> str:
