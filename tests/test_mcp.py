@@ -8,6 +8,7 @@ real Redis; cards are read back from the store. Gateway mode writes through a re
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import os
 import re
@@ -414,6 +415,26 @@ async def test_a_stored_plan_whose_explanation_fails_is_still_reported_updated(s
     assert not result.is_error
     assert text_of(result) == "Plan updated; the explanation was not shown: the card store is not answering"
     assert (await store.get(owner)) is not None
+
+
+async def test_a_run_started_as_the_server_is_stopped_is_ended_with_it(store: CardStore) -> None:
+    """A stop (SIGTERM, Ctrl-C) may cancel the write that starts the held run after Redis
+    started it and before its reply was read: the run is ended all the same."""
+    from progresscast.agents.held_run import HeldRun
+    from progresscast.agents.sinks import StoreSink
+
+    owner = Owner("main", "t-stopped-mid-start")
+    for turns in range(40):  # the cancel lands a little later each time: after the send, too
+        held = HeldRun(StoreSink(store, owner))
+        starting = asyncio.ensure_future(held.before_write())
+        for _ in range(turns):
+            await asyncio.sleep(0)
+        starting.cancel()
+        with contextlib.suppress(asyncio.CancelledError):
+            await starting
+        await held.release()  # what the server's `finally` does
+        view = await store.view(owner)
+        assert view.run is not RunState.active, f"cancelled after {turns} turns: {view.run_id} still active"
 
 
 # -- the run an MCP client holds ----------------------------------------------------------

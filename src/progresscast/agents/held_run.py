@@ -33,8 +33,14 @@ class HeldRun:
         if active or (active is None and self.run_id is not None):
             return
         run_id = f"mcp-{uuid.uuid4().hex[:16]}"
-        await self.sink.start_run(run_id)
+        # Held before it is started: a stop (SIGTERM, Ctrl-C) that cancels the start after
+        # Redis made it still ends it in `release` (ending a run that never began does nothing).
         self.run_id = run_id
+        try:
+            await self.sink.start_run(run_id)
+        except SinkError:
+            self.run_id = None
+            raise
 
     async def release(self) -> None:
         """The client went: end the run it held (never raises)."""
