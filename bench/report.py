@@ -51,8 +51,8 @@ to the last one shown — every chat is waiting for one, so only the budget (1,0
 every chat shows its draft: `serve`'s (one event loop, so one core: its reference is one
 core's time per draft at the target rate), the emulator's and Redis's (the benchmark's
 process, which also checks what is shown, and `INFO cpu`), and the three together
-against the machine's cores' time per draft at that rate. In the full set every chat is then written
-0.05 times a second through the gateway (500 writes/s): staleness against the raised
+against the machine's cores' time per draft at that rate. In the full set every chat is
+then written 0.05 times a second through the gateway (500 writes/s): staleness against the raised
 budget's limit N / 1,000 s, and draft calls a second against what the writes ask for
 (500: a chat's write needs one edit; target ≥ 0.9 × that).""",
     "6": f"""**Growth.** By steps: one render (figure 4's card cut to 10…50 steps), one write

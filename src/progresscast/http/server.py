@@ -213,7 +213,6 @@ def limited_config(app: ASGIApp, limits: GatewaySettings, **options: Any) -> uvi
     return config
 
 
-
 class GuestServer(uvicorn.Server):
     """uvicorn in an event loop whose owner handles the process's signals: `serve` and
     `demo` (SIGTERM and Ctrl-C), a test's emulator (pytest). uvicorn's own capture takes
