@@ -51,6 +51,15 @@ async def read_until(stream: asyncio.StreamReader, pattern: str, seen: list[str]
         raise AssertionError(f"no {pattern!r} in {timeout:g} s; the console printed:\n{''.join(seen)}") from None
 
 
+def pressed(typed: str, shown: str) -> str:
+    """The console's lines for a press (or a typed answer) of message `(\\d+)`: the press's
+    own update showing `shown`. The bot's edit of the message to the same content may be
+    printed first: its lane heard of the answer through the store and raced the press's
+    reply."""
+    edit = rf"  ✎ the bot edits message \1:\n    │ {shown}\n"
+    return rf"{typed}\n(?:{edit})?  ✎ the press updates message \1:\n    │ {shown}\n"
+
+
 async def emulator(*args: str, stdin: Any = asyncio.subprocess.PIPE) -> asyncio.subprocess.Process:
     """`progresscast emulator ARGS`, its output piped to the test."""
     proc = await asyncio.create_subprocess_exec(
@@ -235,15 +244,15 @@ async def test_emulator_discord_presses_a_button_and_types_an_answer(redis: Any,
         chosen = await asks.open(owner, AskInput.parse({"kind": "choice", "prompt": "Deploy?", "options": ["Now", "Later"]}))
         await read_until(proc.stdout, r"\[1: Now\]  \[2: Later\]", seen)
         await type_line(proc, "press 2")
-        await read_until(proc.stdout, r"you press \[Later\] on message (\d+)\n  ✎ the press updates message \1:\n"
-                         r"    │ ✅ Deploy\? — Tester answered: Later\n", seen)
+        await read_until(proc.stdout, pressed(r"you press \[Later\] on message (\d+)", r"✅ Deploy\? — Tester answered: Later"),
+                         seen)
         answered = await asks.wait(owner, chosen.ask_id, 10)
         assert answered is not None and answered.answer is not None and answered.answer.options == ("Later",)
         typed = await asks.open(owner, AskInput.parse({"kind": "text", "prompt": "Why?"}))
         await read_until(proc.stdout, r"\[1: Type an answer…\]", seen)
         await type_line(proc, "reply not now")
-        await read_until(proc.stdout, r"you answer message (\d+) → not now\n  ✎ the press updates message \1:\n"
-                         r"    │ ✅ Why\? — Tester answered: not now\n", seen)
+        await read_until(proc.stdout, pressed(r"you answer message (\d+) → not now", r"✅ Why\? — Tester answered: not now"),
+                         seen)
         answered = await asks.wait(owner, typed.ask_id, 10)
         assert answered is not None and answered.answer is not None and answered.answer.text == "not now"
     finally:
