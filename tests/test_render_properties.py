@@ -22,7 +22,7 @@ from progresscast.config.base import Mode, RenderSettings
 from progresscast.model.activity import Activity
 from progresscast.model.card import Card, CardInput, Status
 from progresscast.model.owners import Owner
-from progresscast.model.view import RunState, View
+from progresscast.model.view import TERMINAL, RunState, View
 from progresscast.render import render_final_answer_messages, render_telegram, render_text, render_web
 from progresscast.render.ir import plain
 from progresscast.render.markdown import markdown_lines
@@ -193,7 +193,22 @@ def extreme_view(mode_answer: bool, paused: bool, run: RunState = RunState.activ
     return View(owner=owner, card=card, activity=activity, run=run, paused=paused)
 
 
+def invisible_card_view(run: RunState) -> View:
+    """A card whose only content renders to nothing (raw HTML): a preview of a run that
+    ended still shows how it ended; of a live one, nothing."""
+    owner = Owner("main", "ticket-4821")
+    card = Card(
+        sessionKey=owner.session_key, agentId="main", displayKey=owner.display_key, revision=1, plan=None,
+        markdown="<script>alert(1)</script>", updatedAt="2026-06-01T00:00:00Z",
+    )
+    return View(owner=owner, card=card, activity=Activity(), run=run)
+
+
 EXTREMES = [
+    (invisible_card_view(run), RenderSettings(mode=mode, maxLines=1, maxLineChars=20))
+    for run in (RunState.completed, RunState.active)
+    for mode in (Mode.progress, Mode.partial, Mode.block)
+] + [
     (extreme_view(answer, paused, run), RenderSettings(mode=mode, maxLines=lines, maxLineChars=chars))
     for mode in (Mode.progress, Mode.partial, Mode.block)
     for lines, chars in ((1, 20), (2, 21), (3, 20), (8, 120), (50, 4096), (50, 20), (3, 4096))
@@ -225,14 +240,17 @@ PROPS = settings(
 
 def shows_something(view: View, mode: Mode) -> bool:
     """A mode shows a draft when it has something visible: a plan, a note or answer
-    whose Markdown renders to some text (raw HTML alone does not), activity lines."""
+    whose Markdown renders to some text (raw HTML alone does not), activity lines. A
+    preview of a run that ended is headed by how it ended, shown whenever the run had a
+    card or an answer, even one with nothing visible in it."""
     card, activity = view.card, view.activity
     if mode is Mode.off:
         return False
     has_card = card is not None and bool(card.plan or (card.markdown and markdown_lines(card.markdown)))
     if mode is Mode.progress:
         return has_card or bool(activity.headline or activity.tools)
-    return has_card or bool(activity.answer and markdown_lines(activity.answer, "answer"))
+    ended = view.run in TERMINAL and not view.after_end and (card is not None or bool(activity.answer))
+    return ended or has_card or bool(activity.answer and markdown_lines(activity.answer, "answer"))
 
 
 def active_visible(lines: list[str], view: View, icons: dict[str, str]) -> bool:
