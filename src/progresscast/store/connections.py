@@ -60,9 +60,14 @@ CLUSTER_SCHEMES = {"redis+cluster": "redis", "rediss+cluster": "rediss"}
 URL_SCHEMES = ("redis://", "rediss://", "unix://", "redis+cluster://", "rediss+cluster://")
 
 
-HOOK_TIMEOUT = 0.25
-"""Seconds a hook waits to connect to, or hear from, Redis: a hook must never hold its
-agent up, so a store that is down is given up on at once (and said so on stderr)."""
+HOOK_CONNECT_TIMEOUT = 0.25
+"""Seconds a hook waits to connect to Redis: a hook must never hold its agent up, so a
+store that is down is given up on at once (and said so on stderr)."""
+HOOK_ANSWER_TIMEOUT = 2.0
+"""Seconds a hook waits for a connected Redis to answer: a store busy for a moment (a
+loaded machine, a slow fsync of the append-only file) is waited for, since a hook that
+gave up would lose its write — the card wrong until the agent's next event, or for good
+at the end of a run. A store silent for longer is given up on."""
 
 
 class Role(StrEnum):
@@ -156,7 +161,7 @@ def connect(url: str, settings: Settings | None = None, *, role: Role = Role.com
 def connect_quick(url: str, shards: int | None = None) -> Any:
     """A client for short-lived callers (the agent hooks): short timeouts, no retries.
     `shards` is the configured `store.shards` (a hook does not load every setting)."""
-    return _client(url, HOOK_TIMEOUT, HOOK_TIMEOUT, 4, Retry(NoBackoff(), 0), shards)
+    return _client(url, HOOK_ANSWER_TIMEOUT, HOOK_CONNECT_TIMEOUT, 4, Retry(NoBackoff(), 0), shards)
 
 
 def _client(

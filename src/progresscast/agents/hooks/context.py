@@ -1,8 +1,9 @@
 """What every agent hook shares: the store, the owner, and never failing the agent.
 
-A hook runs inside the agent's loop, so it must be quick and must not fail: Redis is
-given `HOOK_TIMEOUT` to answer, and any trouble is one line on stderr — the caller
-exits 0 whatever happened. The first call may start the embedded Redis; later calls
+A hook runs inside the agent's loop, so it must be quick and must not fail: a store
+that is down is given up on at once and one that is silent after a short wait
+(`HOOK_CONNECT_TIMEOUT`, `HOOK_ANSWER_TIMEOUT`), and any trouble is one line on stderr —
+the caller exits 0 whatever happened. The first call may start the embedded Redis; later calls
 find it running.
 
 Quick means importing little: a hook is a new process on every agent event, and most
