@@ -32,6 +32,7 @@ from progresscast.model.owners import Owner
 from progresscast.model.view import RunState
 from progresscast.store.cards import CardStore
 from progresscast.store.sharding import layout_of
+from test_hook_imports import CONSOLE_SCRIPT
 
 PLAN = [
     {"step": "Reproduce", "status": "completed"},
@@ -236,7 +237,7 @@ async def test_the_session_may_come_from_the_environment(redis_url: str, tmp_pat
     assert (await store.get(Owner("main", "from-env"))) is not None
 
 
-async def test_bad_options_exit_2_with_one_line(redis_url: str, tmp_path: Path) -> None:
+async def test_bad_options_exit_2_with_one_line_before_the_sdk_is_imported(redis_url: str, tmp_path: Path) -> None:
     env = server_env(redis_url, tmp_path)
     cases = [
         (["--session", "a b"], "--session: must not contain spaces"),
@@ -246,19 +247,22 @@ async def test_bad_options_exit_2_with_one_line(redis_url: str, tmp_path: Path) 
         (["--session", "x", "--gateway", "http://127.0.0.1:9"], "--token: required with --gateway"),
     ]
 
-    async def run(args: list[str]) -> tuple[int | None, bytes]:
+    async def run(i: int, args: list[str]) -> tuple[int | None, bytes, list[str]]:
+        imported = tmp_path / f"imported-{i}.json"
         proc = await asyncio.create_subprocess_exec(
-            sys.executable, "-m", "progresscast.cli", "mcp", *args, env=env,
+            sys.executable, "-c", CONSOLE_SCRIPT, "mcp", *args, env={**env, "IMPORTED_TO": str(imported)},
             stdin=asyncio.subprocess.DEVNULL, stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE,
         )
         _out, err = await asyncio.wait_for(proc.communicate(), 60)
-        return proc.returncode, err
+        return proc.returncode, err, json.loads(imported.read_text())
 
-    done = await asyncio.gather(*(run(args) for args, _ in cases))  # side by side
-    for (args, message), (status, err) in zip(cases, done, strict=True):
+    done = await asyncio.gather(*(run(i, args) for i, (args, _) in enumerate(cases)))  # side by side
+    for (args, message), (status, err, modules) in zip(cases, done, strict=True):
         assert status == 2, (args, err)
         lines = err.decode().strip().splitlines()
         assert len(lines) == 1 and message in lines[0], (args, lines)
+        # The SDK takes about a second to import: a mistyped option is answered without it.
+        assert not {"mcp", "mcp_types", "progresscast.agents.mcp_server"} & set(modules), args
 
 
 # -- streamable HTTP ------------------------------------------------------------------------

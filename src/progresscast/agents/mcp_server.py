@@ -14,12 +14,9 @@ from __future__ import annotations
 import argparse
 import asyncio
 import logging
-import os
-import re
 import sys
 import time
 from collections.abc import Iterable
-from pathlib import Path
 from typing import Any, cast
 
 import httpx
@@ -38,17 +35,16 @@ from ..model.card import (
     WriteResult,
     reject_lone_surrogates,
 )
-from ..model.owners import Owner, resolve_owner
+from ..model.owners import Owner
 from ..stopping import stop_on_sigterm
 from .harness_plan import CODEX_PLAN, MAX_HARNESS_STEPS, MAX_LABEL_CHARS, PROGRESS_V1, PlanShapeError, map_plan
 from .held_run import HeldRun
 from .mcp_ask import ASK_PERSON_TOOL, ask_person, with_stop
 from .mcp_input import REFUSED_META_KEY, StdinLines
+from .mcp_options import TOOL_NAMES, McpOptions, McpUsageError, owner_of
 from .sinks import CardSink, Gateway, GatewaySink, SinkError, StoreSink
 
 log = logging.getLogger("progresscast.agents.mcp")
-
-TOOL_NAMES = ("progress_card", "update_plan", "ask_person")
 
 _WHEN = (
     "Use it only for substantial work with at least two meaningful sequential steps — never for "
@@ -260,59 +256,21 @@ def _version() -> str:
 # -- the command ----------------------------------------------------------------
 
 
-class McpUsageError(Exception):
-    """A bad option: one line on stderr, exit status 2."""
-
-
-def session_from_directory(directory: Path) -> str:
-    """The directory's name as a session key: whitespace and braces become '-'."""
-    name = re.sub(r"[\s{}]+", "-", "".join(ch for ch in directory.name if ch.isprintable())).strip("-")
-    return name[:200] or "session"
-
-
-def offered_tools(value: str | None) -> tuple[str, ...]:
-    if value is None:
-        return TOOL_NAMES
-    names = tuple(dict.fromkeys(n.strip() for n in value.split(",") if n.strip()))
-    for name in names:
-        if name not in TOOL_NAMES:
-            raise McpUsageError(f"--tools: '{name}' is not one of {', '.join(TOOL_NAMES)}")
-    if not names:
-        raise McpUsageError(f"--tools: name at least one of {', '.join(TOOL_NAMES)}")
-    return names
-
-
-def _owner(session: str, agent: str | None, known: frozenset[str], default: str) -> Owner:
-    try:
-        return resolve_owner(session, agent, known_agents=known, default_agent=default)
-    except CardError as exc:
-        field = {"sessionKey": "--session", "agentId": "--agent"}.get(exc.field, exc.field)
-        raise McpUsageError(f"{field}: {exc.rule}") from None
-
-
-async def run_mcp(args: argparse.Namespace, settings: Settings, redis_url: str | None) -> None:
+async def run_mcp(args: argparse.Namespace, settings: Settings, options: McpOptions, redis_url: str | None) -> None:
     """Serve until the client goes away (stdio) or the process is stopped (HTTP)."""
-    offered = offered_tools(args.tools)
-    session = args.session or os.environ.get("PROGRESSCAST_SESSION") or session_from_directory(Path.cwd())
-    if args.http is not None:
-        _listen(args.http)
     async with httpx.AsyncClient(timeout=10) as client:
-        if args.gateway:
-            token = args.token or os.environ.get("PROGRESSCAST_TOKEN")
-            if not token:
-                raise McpUsageError("--token: required with --gateway (or set PROGRESSCAST_TOKEN)")
-            gateway = Gateway(client, args.gateway, token)
-            sink: CardSink = GatewaySink(gateway, await _gateway_owner(gateway, session, args.agent))
-            await _serve(args, settings, AgentTools(sink, offered))
+        if options.token is not None:
+            gateway = Gateway(client, args.gateway, options.token)
+            sink: CardSink = GatewaySink(gateway, await _gateway_owner(gateway, options.session, args.agent))
+            await _serve(settings, options, AgentTools(sink, options.tools))
             return
         from ..store.cards import CardStore
         from ..store.connections import connect
 
-        owner = _owner(session, args.agent, settings.agents.known_set, settings.agents.default)
-        assert redis_url is not None
+        assert options.owner is not None and redis_url is not None
         redis = connect(redis_url)
         try:
-            await _serve(args, settings, AgentTools(StoreSink(CardStore(redis), owner), offered))
+            await _serve(settings, options, AgentTools(StoreSink(CardStore(redis), options.owner), options.tools))
         finally:
             await redis.aclose()
 
@@ -329,23 +287,16 @@ async def _gateway_owner(gateway: Gateway, session: str, agent: str | None) -> O
         raise McpUsageError("--token: this token lacks the scope operator.write, so it cannot write cards")
     agents = hello.get("agents", {})
     default = agents.get("default", "main")
-    return _owner(session, agent, frozenset(agents.get("known", [default])), default)
+    return owner_of(session, agent, frozenset(agents.get("known", [default])), default)
 
 
-def _listen(value: str) -> tuple[str, int]:
-    host, sep, port = value.rpartition(":")
-    if not sep or not port.isdigit() or int(port) > 65535:
-        raise McpUsageError(f"--http: '{value}' must be HOST:PORT")
-    return host.strip("[]") or "127.0.0.1", int(port)
-
-
-async def _serve(args: argparse.Namespace, settings: Settings, tools: AgentTools) -> None:
+async def _serve(settings: Settings, options: McpOptions, tools: AgentTools) -> None:
     owner = tools.sink.owner
     server = build_server(tools)
-    if args.http is not None:
+    if options.listen is not None:
         from .mcp_http import check_tokens
 
-        check_tokens(settings, owner, _listen(args.http))  # before anything is printed
+        check_tokens(settings, owner, options.listen)  # before anything is printed
     print(
         f"progresscast mcp: writing the card of session '{owner.session_key}' (agent '{owner.agent_id}',"
         f" {owner.display_key}); /follow {owner.session_key} {owner.agent_id} to watch it",
@@ -357,12 +308,12 @@ async def _serve(args: argparse.Namespace, settings: Settings, tools: AgentTools
     # or, over HTTP, only then. A SIGTERM is an ordinary end: exit status 0.
     stopping = stop_on_sigterm(log)
     try:
-        if args.http is None:
+        if options.listen is None:
             await _serve_stdio(server)
         else:
             from .mcp_http import serve_http
 
-            await serve_http(server, settings, owner, _listen(args.http))
+            await serve_http(server, settings, owner, options.listen)
     except asyncio.CancelledError:
         if not stopping.is_set():
             raise  # Ctrl-C: asyncio.run turns this into KeyboardInterrupt

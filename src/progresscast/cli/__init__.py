@@ -137,11 +137,14 @@ def main(argv: list[str] | None = None) -> None:
 
             run_serve(settings, redis_url(args.redis, settings))
         elif args.command == "mcp":
-            from ..agents.mcp_server import McpUsageError, run_mcp
+            from ..agents.mcp_options import McpUsageError, mcp_options
             from ..store.connections import redis_url
 
             try:
-                asyncio.run(run_mcp(args, settings, None if args.gateway else redis_url(args.redis, settings)))
+                options = mcp_options(args, settings)  # before the SDK's import: a second
+                from ..agents.mcp_server import run_mcp
+
+                asyncio.run(run_mcp(args, settings, options, None if args.gateway else redis_url(args.redis, settings)))
             except McpUsageError as exc:
                 raise UsageError(str(exc)) from None
         elif args.command == "demo":
