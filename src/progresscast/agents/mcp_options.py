@@ -25,10 +25,14 @@ class McpOptions:
     tools: tuple[str, ...]
     """The tools offered to the model."""
     session: str
+    agent: str | None
+    """`--agent` as given (through a gateway, resolved with the gateway's agents)."""
     listen: tuple[str, int] | None
     """Where `--http` serves (None: stdio)."""
+    gateway: str | None
+    """The gateway the cards are written through (`--gateway`; None: the store itself)."""
     token: str | None
-    """The gateway's token (`--gateway`; None: the store path)."""
+    """The gateway's token (None without a gateway)."""
     owner: Owner | None
     """Whose card the server writes on the store path. Through a gateway it is resolved
     with the gateway's agents once the server starts (None here)."""
@@ -42,9 +46,9 @@ def mcp_options(args: argparse.Namespace, settings: Settings) -> McpOptions:
         token = args.token or os.environ.get("PROGRESSCAST_TOKEN")
         if not token:
             raise McpUsageError("--token: required with --gateway (or set PROGRESSCAST_TOKEN)")
-        return McpOptions(tools, session, listen, token, None)
+        return McpOptions(tools, session, args.agent, listen, args.gateway, token, None)
     owner = owner_of(session, args.agent, settings.agents.known_set, settings.agents.default)
-    return McpOptions(tools, session, listen, None, owner)
+    return McpOptions(tools, session, args.agent, listen, None, None, owner)
 
 
 def session_from_directory(directory: Path) -> str:

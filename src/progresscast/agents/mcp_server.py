@@ -11,7 +11,6 @@ and the rule, with nothing stored, so the model can read it and retry.
 
 from __future__ import annotations
 
-import argparse
 import asyncio
 import logging
 import sys
@@ -256,12 +255,12 @@ def _version() -> str:
 # -- the command ----------------------------------------------------------------
 
 
-async def run_mcp(args: argparse.Namespace, settings: Settings, options: McpOptions, redis_url: str | None) -> None:
+async def run_mcp(settings: Settings, options: McpOptions, redis_url: str | None) -> None:
     """Serve until the client goes away (stdio) or the process is stopped (HTTP)."""
     async with httpx.AsyncClient(timeout=10) as client:
-        if options.token is not None:
-            gateway = Gateway(client, args.gateway, options.token)
-            sink: CardSink = GatewaySink(gateway, await _gateway_owner(gateway, options.session, args.agent))
+        if options.gateway is not None and options.token is not None:
+            gateway = Gateway(client, options.gateway, options.token)
+            sink: CardSink = GatewaySink(gateway, await _gateway_owner(gateway, options.session, options.agent))
             await _serve(settings, options, AgentTools(sink, options.tools))
             return
         from ..store.cards import CardStore

@@ -144,7 +144,7 @@ def main(argv: list[str] | None = None) -> None:
                 options = mcp_options(args, settings)  # before the SDK's import: a second
                 from ..agents.mcp_server import run_mcp
 
-                asyncio.run(run_mcp(args, settings, options, None if args.gateway else redis_url(args.redis, settings)))
+                asyncio.run(run_mcp(settings, options, None if args.gateway else redis_url(args.redis, settings)))
             except McpUsageError as exc:
                 raise UsageError(str(exc)) from None
         elif args.command == "demo":
