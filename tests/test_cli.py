@@ -293,6 +293,38 @@ def test_environment_and_usage_mistakes_are_one_line_exit_2(tmp_path: Path, args
     assert len(lines) == 1 and lines[0].startswith(f"progresscast: {message.format(file=afile)}"), result.stderr
 
 
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        # A suggestion comes from the command's own options, never another command's.
+        (["card", "get", "--session", "x", "--format", "text"], "unknown option --format (see 'progresscast card get --help')"),
+        (["card", "get", "--session", "x", "--foo"], "unknown option --foo (see 'progresscast card get --help')"),
+        (["card", "history", "--session", "x", "--formt", "text"],
+         "unknown option --formt — did you mean --format? (see 'progresscast card history --help')"),
+        # A misspelt option before the command is named, not the command it left out.
+        (["--verison"], "unknown option --verison — did you mean --version? (see 'progresscast --help')"),
+        (["--redis", "redis://h", "--verison", "card", "get", "--session", "x"],
+         "unknown option --verison — did you mean --version?"),
+        (["crad"], "COMMAND: invalid choice: 'crad' — did you mean 'card'? (choose from 'card', "),
+        (["card", "gte"], "ACTION: invalid choice: 'gte' — did you mean 'get'? (choose from 'put', "),
+        (["serve", "--sesion", "x"], "unknown option --sesion (see 'progresscast serve --help')"),
+        # Said by the command it was given to.
+        (["card", "put", "--session", "x", "plan.json"],
+         "unrecognized arguments: plan.json (see 'progresscast card put --help')"),
+    ],
+)
+def test_a_usage_mistake_names_what_this_command_has(
+    args: list[str], message: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from progresscast.arguments import parse
+    from progresscast.cli.parser import full_parser
+
+    with pytest.raises(SystemExit) as exited:
+        parse(full_parser(), args, [])
+    err = capsys.readouterr().err
+    assert exited.value.code == 2 and err.count("\n") == 1 and err.startswith(f"progresscast: {message}"), err
+
+
 def test_version_and_every_option_described_with_an_example(cli: CLI) -> None:
     import argparse
 

@@ -6,8 +6,9 @@ Imports only the standard library: a hook call parses its command line with it.
 from __future__ import annotations
 
 import argparse
+import re
 import sys
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from typing import Any, NoReturn
 
 GLOBAL_OPTIONS = ("--redis", "--config")
@@ -50,10 +51,6 @@ def whole(most: int, what: str = "") -> Any:
     return parse
 
 
-OPTIONS: set[str] = set()
-"""Every option string of every command, for "did you mean" on a misspelt one."""
-
-
 class Parser(argparse.ArgumentParser):
     """argparse, but a usage mistake is one line on stderr like every other bad input."""
 
@@ -62,19 +59,12 @@ class Parser(argparse.ArgumentParser):
         super().__init__(*args, **kwargs)
         self.register("action", "parsers", _Commands)
 
-    def add_argument(self, *args: Any, **kwargs: Any) -> argparse.Action:
-        action = super().add_argument(*args, **kwargs)
-        OPTIONS.update(action.option_strings)
-        return action
-
     def required_argument(self, *args: Any, **kwargs: Any) -> argparse.Action:
         """An option the command cannot go without: listed under "required" and shown
         without brackets in the usage line."""
         group = next((g for g in self._action_groups if g.title == "required"), None)
         group = group or self.add_argument_group("required")
-        action = group.add_argument(*args, required=True, **kwargs)
-        OPTIONS.update(action.option_strings)
-        return action
+        return group.add_argument(*args, required=True, **kwargs)
 
     def parse_known_args(self, args: Any = None, namespace: Any = None) -> Any:
         # A misspelt option is named before a required one is missed: `--sesion t-1`
@@ -83,11 +73,12 @@ class Parser(argparse.ArgumentParser):
         self._deferred = required
         for action in required:
             action.required = False
+        self._given = list(sys.argv[1:] if args is None else args)
         try:
             parsed, extras = super().parse_known_args(args, namespace)
         finally:
             self._required(True)
-        if any(extra.startswith("-") for extra in extras):
+        if extras:  # said by the command they were given to, with its own options to suggest
             self.error(f"unrecognized arguments: {' '.join(extras)}")
         for action in required:
             if getattr(parsed, action.dest, None) is None:
@@ -119,16 +110,40 @@ class Parser(argparse.ArgumentParser):
     def error(self, message: str) -> NoReturn:
         # "argument --limit: must be …" reads "--limit: must be …", as every other mistake.
         message = message.removeprefix("argument ")
+        unknown = None
         if message.startswith("unrecognized arguments: "):
-            first = message.removeprefix("unrecognized arguments: ").split()[0]
-            if first.startswith("-"):
-                import difflib
-
-                name = first.split("=", 1)[0]
-                close = difflib.get_close_matches(name, sorted(OPTIONS), n=1, cutoff=0.6)
-                hint = f" — did you mean {close[0]}?" if close else ""
-                fail(f"unknown option {name}{hint} (see '{self.prog} --help')")
+            unknown = message.removeprefix("unrecognized arguments: ").split()[0]
+        elif message.startswith("the following arguments are required: "):
+            # `progresscast --verison`: the misspelt option, not the command it left out.
+            unknown = next((a for a in getattr(self, "_given", ()) if self._unknown_option(a)), None)
+        if unknown is not None and unknown.startswith("-"):
+            name = unknown.split("=", 1)[0]
+            fail(f"unknown option {name}{_hint(name, self._option_string_actions)} (see '{self.prog} --help')")
+        choice = _INVALID_CHOICE.match(message)
+        if choice is not None:
+            choices = _QUOTED.findall(choice["choices"])
+            message = f"{choice['what']}: invalid choice: {choice['given']}{_hint(choice['given'], choices)}"
+            message += f" (choose from {choice['choices']})"
         fail(f"{message} (see '{self.prog} --help')")
+
+    def _unknown_option(self, arg: str) -> bool:
+        return arg.startswith("-") and arg != "--" and arg.split("=", 1)[0] not in self._option_string_actions
+
+
+_INVALID_CHOICE = re.compile(
+    r"(?P<what>\S+): invalid choice: (?P<given>'[^']*') \(choose from (?P<choices>.*)\)$", re.S
+)
+_QUOTED = re.compile(r"'([^']*)'")
+
+
+def _hint(given: str, known: Iterable[str]) -> str:
+    """" — did you mean X?" for the closest of `known` (this command's own), else ""."""
+    import difflib
+
+    close = difflib.get_close_matches(given.strip("'"), sorted(known), n=1, cutoff=0.6)
+    if not close:
+        return ""
+    return f" — did you mean {close[0]}?" if given.startswith("-") else f" — did you mean '{close[0]}'?"
 
 
 class _Commands(argparse._SubParsersAction):  # type: ignore[type-arg]
