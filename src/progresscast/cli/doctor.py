@@ -310,7 +310,8 @@ def _gateway(doctor: Doctor, settings: Settings) -> None:
     local = _loopback(gateway.listen)
     if not gateway.tokens:
         doctor.say("warn", "gateway.tokens", "none: the gateway answers nothing that needs a token (no RPC, no "
-                   "pages) — add one, e.g. PROGRESSCAST_TOKEN=$(openssl rand -hex 16)")
+                   "pages) — add a [[gateway.tokens]] table to the config, e.g. token = \"env:PROGRESSCAST_TOKEN\" "
+                   "with PROGRESSCAST_TOKEN=$(openssl rand -hex 16) (config/progresscast.toml has one)")
     for i, token in enumerate(gateway.tokens):
         setting = f"gateway.tokens[{i}].token"
         if not token.token:

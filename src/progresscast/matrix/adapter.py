@@ -62,6 +62,10 @@ class MatrixAdapter:
         assert matrix.homeserver and matrix.userId and matrix.accessToken
         self.options = options or MatrixOptions()
         self.user_id = matrix.userId
+        # matrix-nio logs each event of every room it syncs at INFO: a line per message.
+        nio_log = logging.getLogger("nio")
+        if nio_log.level == logging.NOTSET:
+            nio_log.setLevel(logging.WARNING)
         config = AsyncClientConfig(
             max_limit_exceeded=0, max_timeouts=0, request_timeout=self.options.request_timeout,
             encryption_enabled=False, store_sync_tokens=False,

@@ -345,8 +345,8 @@ class AccessPolicy:
             log.warning("%s = \"open\": any %s chat may follow any session", where, self.platform)
         elif self.settings.access is None and self.mode is Access.pairing:
             log.info(
-                "%s is not set and there is no allow list: unknown chats get a pairing code, and see nothing until "
-                "`progresscast pairing approve %s CODE` (set %s = \"open\" for the old behaviour)",
+                "%s is not set: a chat the config does not grant sessions gets a pairing code, and sees nothing "
+                "until `progresscast pairing approve %s CODE` (set %s = \"open\" for the old behaviour)",
                 where, self.platform, where,
             )
         else:
