@@ -473,6 +473,36 @@ async def test_a_connected_agent_is_never_paused_and_its_run_ends_when_it_goes(
     assert ended.run_id == held and ended.run is RunState.completed
 
 
+async def test_requests_piped_in_before_stdin_closes_are_all_answered_and_kept(
+    redis_url: str, tmp_path: Path, store: CardStore
+) -> None:
+    """A script that writes its requests and closes stdin (no client waiting on each
+    answer): every request is answered and its write kept, then the run ends."""
+    owner = Owner("main", "t-piped")
+    plan = {"steps": [{"label": "Reproduce", "state": "done"}, {"label": "Fix", "state": "active"}]}
+    messages = [
+        {"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {
+            "protocolVersion": "2025-06-18", "capabilities": {}, "clientInfo": {"name": "script", "version": "1"}}},
+        {"jsonrpc": "2.0", "method": "notifications/initialized"},
+        {"jsonrpc": "2.0", "id": 2, "method": "tools/call", "params": {"name": "progress_card", "arguments": {
+            "plan": PLAN, "markdown": "first"}}},
+        {"jsonrpc": "2.0", "id": 3, "method": "tools/call", "params": {"name": "update_plan", "arguments": plan}},
+    ]
+    proc = await asyncio.create_subprocess_exec(
+        sys.executable, "-m", "progresscast.cli", "mcp", "--session", "t-piped", env=server_env(redis_url, tmp_path),
+        stdin=asyncio.subprocess.PIPE, stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.DEVNULL,
+    )
+    out, _ = await asyncio.wait_for(proc.communicate("".join(json.dumps(m) + "\n" for m in messages).encode()), 60)
+    assert proc.returncode == 0
+    answers = {a["id"]: a for a in map(json.loads, out.decode().splitlines())}
+    assert sorted(answers) == [1, 2, 3] and all("result" in a for a in answers.values()), answers
+    assert not answers[3]["result"]["isError"], answers[3]
+    view = await store.view(owner)
+    assert view.card is not None and view.card.markdown == "first"
+    assert [(s.step, s.status.value) for s in view.card.plan or []] == [("Reproduce", "completed"), ("Fix", "in_progress")]
+    assert view.run is RunState.completed  # the client went once it was answered
+
+
 @pytest.mark.parametrize(("sig", "status"), [(signal.SIGTERM, 0), (signal.SIGINT, 130)])
 async def test_a_stopped_server_ends_its_run_and_exits_at_once(
     redis_url: str, tmp_path: Path, store: CardStore, sig: signal.Signals, status: int

@@ -17,6 +17,8 @@ import threading
 from collections.abc import AsyncIterator
 from typing import Any
 
+import anyio
+import mcp_types as types
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from ..model.card import CardError, has_lone_surrogate, reject_lone_surrogates, replace_lone_surrogates
@@ -116,6 +118,98 @@ class StdinLines:
         threading.Thread(target=read, name="mcp stdin", daemon=True).start()
         while (line := await queue.get()) is not None:
             yield guard_text(line)
+
+
+class Owed:
+    """The stdio server's streams, holding the end of stdin back until every request
+    read has been answered. The SDK answers a request still running when its read side
+    ends with "Connection closed" and drops its work: a script that pipes its requests
+    and closes stdin lost its last write. A stop (SIGTERM, Ctrl-C) still ends at once."""
+
+    def __init__(self) -> None:
+        self._ids: set[Any] = set()
+        self._answered = asyncio.Event()
+
+    def streams(self, read: Any, write: Any) -> tuple[Any, Any]:
+        """The transport's (read, write) streams, as the server is to use them."""
+        return _Reading(read, self), _Writing(write, self)
+
+    def read(self, item: Any) -> None:
+        message = getattr(item, "message", None)
+        if isinstance(message, types.JSONRPCRequest):
+            self._ids.add(message.id)
+            self._answered.clear()
+
+    def sent(self, item: Any) -> None:
+        message = getattr(item, "message", None)
+        if isinstance(message, types.JSONRPCResponse | types.JSONRPCError):
+            self._ids.discard(message.id)
+            if not self._ids:
+                self._answered.set()
+
+    async def settled(self) -> None:
+        if self._ids:
+            await self._answered.wait()
+
+
+class _Reading:
+    def __init__(self, inner: Any, owed: Owed) -> None:
+        self._inner = inner
+        self._owed = owed
+
+    def __getattr__(self, name: str) -> Any:  # `last_context`, which the SDK may look for
+        return getattr(self._inner, name)
+
+    async def receive(self) -> Any:
+        try:
+            item = await self._inner.receive()
+        except anyio.EndOfStream:
+            await self._owed.settled()
+            raise
+        self._owed.read(item)
+        return item
+
+    def __aiter__(self) -> _Reading:
+        return self
+
+    async def __anext__(self) -> Any:
+        try:
+            return await self.receive()
+        except anyio.EndOfStream:
+            raise StopAsyncIteration from None
+
+    async def aclose(self) -> None:
+        await self._inner.aclose()
+
+    async def __aenter__(self) -> _Reading:
+        await self._inner.__aenter__()
+        return self
+
+    async def __aexit__(self, *exc: Any) -> bool | None:
+        return await self._inner.__aexit__(*exc)  # type: ignore[no-any-return]
+
+
+class _Writing:
+    def __init__(self, inner: Any, owed: Owed) -> None:
+        self._inner = inner
+        self._owed = owed
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._inner, name)
+
+    async def send(self, item: Any, /) -> None:
+        await self._inner.send(item)
+        self._owed.sent(item)
+
+    async def aclose(self) -> None:
+        await self._inner.aclose()
+
+    async def __aenter__(self) -> _Writing:
+        await self._inner.__aenter__()
+        return self
+
+    async def __aexit__(self, *exc: Any) -> bool | None:
+        return await self._inner.__aexit__(*exc)  # type: ignore[no-any-return]
 
 
 class GuardedBodies:

@@ -39,7 +39,7 @@ from ..stopping import stop_on_sigterm
 from .harness_plan import CODEX_PLAN, MAX_HARNESS_STEPS, MAX_LABEL_CHARS, PROGRESS_V1, PlanShapeError, map_plan
 from .held_run import HeldRun
 from .mcp_ask import ASK_PERSON_TOOL, ask_person, with_stop
-from .mcp_input import REFUSED_META_KEY, StdinLines
+from .mcp_input import REFUSED_META_KEY, Owed, StdinLines
 from .mcp_options import TOOL_NAMES, McpOptions, McpUsageError, owner_of
 from .sinks import CardSink, Gateway, GatewaySink, SinkError, StoreSink
 
@@ -326,5 +326,6 @@ async def _serve_stdio(server: Server[Any]) -> None:
 
     # The SDK only iterates its stdin's lines, which is all StdinLines offers.
     stdin = cast("anyio.AsyncFile[str]", StdinLines(sys.stdin.fileno()))
-    async with stdio_server(stdin=stdin) as (read_stream, write_stream):
+    async with stdio_server(stdin=stdin) as streams:
+        read_stream, write_stream = Owed().streams(*streams)  # the end of stdin waits for the answers owed
         await server.run(read_stream, write_stream, server.create_initialization_options())
