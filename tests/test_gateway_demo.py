@@ -6,6 +6,7 @@ import argparse
 import asyncio
 import contextlib
 import io
+import json
 import os
 import re
 import select
@@ -22,12 +23,13 @@ from redis.asyncio import Redis
 
 from progresscast.config.gateway import GatewaySettings
 from progresscast.config.settings import Settings
-from progresscast.demo import SESSION, example_session, run_demo
+from progresscast.demo import CHAT, SESSION, _press, example_session, run_demo
 from progresscast.model.owners import Owner
 from progresscast.store.cards import CardStore
 from progresscast.store.embedded import stop_embedded
 from progresscast.telegram.bot import run_adapter
 from progresscast.testing import DEFAULT_TOKEN, BotAPIEmulator
+from progresscast.testing.console import ChatConsole
 
 
 def demo_args(redis_url: str, *, serve: bool = False) -> argparse.Namespace:
@@ -36,6 +38,45 @@ def demo_args(redis_url: str, *, serve: bool = False) -> argparse.Namespace:
 
 def settings() -> Settings:
     return Settings(gateway=GatewaySettings(listen="127.0.0.1:0"))
+
+
+async def test_the_demos_press_is_printed_after_the_message_it_presses() -> None:
+    """The chat's person presses as soon as the ask shows in the chat, while the console
+    prints the calls in the order they came: one still arriving (here a request whose
+    body is held back) holds back the lines of those after it. The press waits for the
+    console, so it is printed after the line of the message it presses."""
+    out = io.StringIO()
+    async with BotAPIEmulator() as api, httpx.AsyncClient() as client:
+        console = ChatConsole(api, CHAT, out)
+        printing = asyncio.create_task(console.run())
+        path = f"{api.base_url}{api.token}/sendMessage".removeprefix(api.url)
+        body = json.dumps({"chat_id": CHAT, "text": "Working"}).encode()
+        host, port = api.url.removeprefix("http://").split(":")
+        reader, writer = await asyncio.open_connection(host, int(port))
+        writer.write(f"POST {path} HTTP/1.1\r\nHost: {host}\r\nContent-Type: application/json\r\n"
+                     f"Content-Length: {len(body)}\r\n\r\n".encode())
+        await writer.drain()
+        await api.wait_for(lambda: api.calls, 10)  # listed, its body still to come
+        keyboard = {"inline_keyboard": [[{"text": "Allow", "callback_data": "allow"}]]}
+        sent = await client.post(f"{api.base_url}{api.token}/sendMessage", json={
+            "chat_id": CHAT, "text": "Deploy?", "reply_markup": keyboard})
+        assert sent.status_code == 200
+        pressing = asyncio.create_task(_press(api, console, "Allow", out))
+        with contextlib.suppress(TimeoutError):
+            await api.wait_for(lambda: api.bot().callbacks, 0.5)
+        assert not api.bot().callbacks, "pressed while the console could not print the message yet"
+        writer.write(body)
+        await writer.drain()
+        query = await api.wait_for(lambda: next(iter(api.bot().callbacks.values()), None), 10)
+        await client.post(f"{api.base_url}{api.token}/answerCallbackQuery", json={
+            "callback_query_id": query.id, "text": "Answered: Allow"})
+        await asyncio.wait_for(pressing, 10)
+        assert b" 200 " in await reader.readline()
+        writer.close()
+        printing.cancel()
+    text = out.getvalue()
+    pressed = re.search(r"you press \[Allow\] on message (\d+)", text)
+    assert pressed and f"＋ the bot sends message {pressed[1]}:\n    │ Deploy?" in text[: pressed.start()], text
 
 
 async def test_demo_plays_the_example_to_a_real_adapter_and_prints_what_the_chat_shows(
@@ -62,6 +103,8 @@ async def test_demo_plays_the_example_to_a_real_adapter_and_prints_what_the_chat
     # An approval answered from the chat: the ask's buttons, the press, the agent handed the answer.
     assert "asks: Run the index migration on production?" in text and "[1: Allow]  [2: Deny]" in text, text
     assert "you press [Allow]" in text and "bot → Answered: Allow" in text, text
+    pressed = re.search(r"you press \[Allow\] on message (\d+)", text)
+    assert pressed and f"＋ the bot sends message {pressed[1]}:" in text[: pressed.start()], text  # in that order
     assert "agent: progressCard.waitAnswer → answered: Allow (by Dana, from the chat)" in text, text
     assert "✅ Run the index migration on production? — Dana answered: Allow" in text, text
     assert "run.end → completed" in text and "progressCard.put → Progress card cleared" in text

@@ -193,9 +193,10 @@ async def _shown(api: BotAPIEmulator, text: str) -> None:
         pass
 
 
-async def _press(api: BotAPIEmulator, label: str, out: TextIO) -> None:
+async def _press(api: BotAPIEmulator, console: ChatConsole, label: str, out: TextIO) -> None:
     """The chat's person presses `label` on the ask as soon as it shows (as a person
-    would, from the phone), and sees the bot's answer to the press."""
+    would, from the phone), and sees the bot's answer to the press. The press is
+    printed after the message it presses."""
     def ask() -> int | None:
         for message in reversed(api.chat(CHAT).visible()):
             buttons = [b.get("text") for row in (message.reply_markup or {}).get("inline_keyboard", []) for b in row]
@@ -204,6 +205,7 @@ async def _press(api: BotAPIEmulator, label: str, out: TextIO) -> None:
         return None
 
     message_id = await api.wait_for(ask, PING_SECONDS)
+    await api.wait_for(console.shown_all, PING_SECONDS)  # the send that made it, answered and printed
     query = api.press(CHAT, message_id, label, first_name="Dana")
     print(f"  you press [{label}] on message {message_id}", file=out, flush=True)
     await api.wait_for(lambda: api.callback(query).answered, PING_SECONDS)
@@ -295,7 +297,7 @@ async def _play_demo(
                 # A new run id each time: the chat's draft state remembers runs it finished.
                 await play(
                     Rpc(client), owner, delay=delay, out=out, run_id=f"{RUN_ID}-{secrets.token_hex(4)}",
-                    pinged=lambda: _shown(api, NEEDS_YOU), press=lambda label: _press(api, label, out),
+                    pinged=lambda: _shown(api, NEEDS_YOU), press=lambda label: _press(api, console, label, out),
                 )
             answer = next(e["activity"]["answer"] for e in example_session() if "answer" in e.get("activity", {}))
             try:

@@ -73,6 +73,12 @@ class CallConsole(Generic[C, S, W]):
             self.show(call)
             self._seen += 1
 
+    def shown_all(self) -> bool:
+        """Print what was answered since the last look; whether every call made so far
+        is printed (one still being answered is not)."""
+        self.catch_up()
+        return self._seen >= len(self.server.calls)
+
     async def run(self) -> None:
         """Print calls as they are answered, until cancelled."""
         while True:
