@@ -463,6 +463,11 @@ def cluster() -> Iterator[Cluster]:
 
 
 def pytest_configure(config: pytest.Config) -> None:
+    # A suite started in the background by a script (`make test &`) has SIGINT ignored,
+    # and every process a test starts inherits that: the tests of Ctrl-C would see it
+    # ignored (as it is meant to be for a background job). They run as in a terminal.
+    if signal.getsignal(signal.SIGINT) is signal.SIG_IGN:
+        signal.signal(signal.SIGINT, signal.default_int_handler)
     if "PYTEST_XDIST_WORKER" in os.environ:
         config.pluginmanager.register(RunsAlone(), "progresscast-runs-alone")
     config.addinivalue_line(
