@@ -152,14 +152,29 @@ class Owed:
             await self._answered.wait()
 
 
-class _Reading:
+class _Stream:
+    """One of the transport's streams, passed through (`last_context` included, which
+    the SDK may look for)."""
+
     def __init__(self, inner: Any, owed: Owed) -> None:
         self._inner = inner
         self._owed = owed
 
-    def __getattr__(self, name: str) -> Any:  # `last_context`, which the SDK may look for
+    def __getattr__(self, name: str) -> Any:
         return getattr(self._inner, name)
 
+    async def aclose(self) -> None:
+        await self._inner.aclose()
+
+    async def __aenter__(self) -> Any:
+        await self._inner.__aenter__()
+        return self
+
+    async def __aexit__(self, *exc: Any) -> bool | None:
+        return await self._inner.__aexit__(*exc)  # type: ignore[no-any-return]
+
+
+class _Reading(_Stream):
     async def receive(self) -> Any:
         try:
             item = await self._inner.receive()
@@ -178,38 +193,11 @@ class _Reading:
         except anyio.EndOfStream:
             raise StopAsyncIteration from None
 
-    async def aclose(self) -> None:
-        await self._inner.aclose()
 
-    async def __aenter__(self) -> _Reading:
-        await self._inner.__aenter__()
-        return self
-
-    async def __aexit__(self, *exc: Any) -> bool | None:
-        return await self._inner.__aexit__(*exc)  # type: ignore[no-any-return]
-
-
-class _Writing:
-    def __init__(self, inner: Any, owed: Owed) -> None:
-        self._inner = inner
-        self._owed = owed
-
-    def __getattr__(self, name: str) -> Any:
-        return getattr(self._inner, name)
-
+class _Writing(_Stream):
     async def send(self, item: Any, /) -> None:
         await self._inner.send(item)
         self._owed.sent(item)
-
-    async def aclose(self) -> None:
-        await self._inner.aclose()
-
-    async def __aenter__(self) -> _Writing:
-        await self._inner.__aenter__()
-        return self
-
-    async def __aexit__(self, *exc: Any) -> bool | None:
-        return await self._inner.__aexit__(*exc)  # type: ignore[no-any-return]
 
 
 class GuardedBodies:
