@@ -48,10 +48,12 @@ async def ask(tmp_path: Path, redis_url: str) -> AsyncIterator[object]:
     env["PROGRESSCAST_HOME"] = str(tmp_path / "home")  # the embedded Redis the fixture started
     started: list[asyncio.subprocess.Process] = []
 
-    async def start(*args: str) -> Asking:
+    async def start(*args: str, background: bool = False) -> Asking:
+        """`background`: started as a script's background job is, with Ctrl-C ignored."""
         proc = await asyncio.create_subprocess_exec(
             sys.executable, "-m", "progresscast.cli", "ask", *args, env=env,
             stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE,
+            preexec_fn=(lambda: signal.signal(signal.SIGINT, signal.SIG_IGN)) if background else None,
         )
         started.append(proc)
         return Asking(proc)
@@ -124,9 +126,15 @@ async def test_stop_pressed_on_the_run_while_waiting_exits_4_and_withdraws(ask, 
     assert after is not None and after.state is AskState.withdrawn
 
 
-@pytest.mark.parametrize(("sig", "status"), [(signal.SIGINT, 130), (signal.SIGTERM, 143)])
-async def test_ctrl_c_or_sigterm_withdraws_the_ask(ask, store: CardStore, sig: signal.Signals, status: int) -> None:
-    running = await ask("--session", "shop", "--approval", "Deploy?")
+@pytest.mark.parametrize(
+    ("sig", "status", "background"),
+    [(signal.SIGINT, 130, False), (signal.SIGTERM, 143, False), (signal.SIGTERM, 143, True)],
+)
+async def test_ctrl_c_or_sigterm_withdraws_the_ask(
+    ask, store: CardStore, sig: signal.Signals, status: int, background: bool
+) -> None:
+    # In the background (Ctrl-C ignored, as for a script's `ask … &`) SIGTERM still stops it.
+    running = await ask("--session", "shop", "--approval", "Deploy?", background=background)
     made = await asked(store)
     running.proc.send_signal(sig)  # SIGTERM: a script's `timeout`, an agent giving up on the command
     done = await running.done()

@@ -16,6 +16,7 @@ import logging
 import signal
 import threading
 from collections.abc import Iterator
+from typing import Any
 
 
 def stop_on_sigterm(log: logging.Logger) -> asyncio.Event:
@@ -62,9 +63,13 @@ def sigterm_as_ctrl_c() -> Iterator[Terminated]:
         yield terminated
         return
 
-    def as_ctrl_c(*_: object) -> None:
+    def as_ctrl_c(_: int, frame: Any) -> None:
         terminated.came = True
-        signal.raise_signal(signal.SIGINT)
+        on_ctrl_c = signal.getsignal(signal.SIGINT)
+        if callable(on_ctrl_c):  # asyncio.Runner's (it cancels the main task), or Python's own
+            on_ctrl_c(signal.SIGINT, frame)
+        else:  # Ctrl-C ignored (a job a script started in the background): SIGTERM still stops it
+            raise KeyboardInterrupt
 
     signal.signal(signal.SIGTERM, as_ctrl_c)
     try:
