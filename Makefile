@@ -44,7 +44,8 @@ lint: $(STAMP)
 	$(BIN)/mypy
 
 # Four test processes (pytest-xdist) on 2 cores: most tests wait on pacing, sockets
-# and child processes, so the others fill one's waits. `realtime` tests run alone.
+# and child processes, so the others fill one's waits. `realtime` and `alone` tests run
+# beside each other only.
 # Bytecode is written even where the environment says not to (PYTHONDONTWRITEBYTECODE):
 # the test processes and every command they start then skip compiling and rewriting.
 test: lint

@@ -92,36 +92,41 @@ def runs_alone(item: pytest.Item) -> bool:
 
 
 class RunsAlone:
-    """Under pytest-xdist, a test marked `alone` (or `realtime`) runs while no other test
-    does: it measures timing that the other test processes' CPU on 2 cores spoils (a
-    call stamped late at the emulator). Every other test holds a shared lock while it
-    runs, such a test the exclusive lock; a turnstile keeps the tests that start
-    meanwhile from starving it. Such tests next to each other keep both locks from one
-    to the next: each taking them anew waited for the others' running tests to end
-    first (`order_for_worksteal` collects them together). (A plugin of its own: a
-    conftest holds one implementation of a hook.)"""
+    """Under pytest-xdist, a test marked `alone` (or `realtime`) runs while no other kind
+    of test does: it measures timing that the other test processes' CPU on 2 cores spoils
+    (a call stamped late at the emulator). Such tests may run beside each other: each
+    uses a tenth of a core or so, mostly waiting on pacing, so together they leave the
+    cores free; run one after another they left the machine idle for most of a minute.
 
-    def __init__(self) -> None:
-        self.files: tuple[Any, Any] | None = None
+    Each test process has a gate and a turnstile (lock files). A test that runs alone
+    closes its own process's gate (an exclusive lock); every other test holds all the
+    gates open (shared locks) while it runs, so it waits for every such test to end, and
+    they for it. A test that runs alone holds its own turnstile too, which every other
+    test passes before it takes the gates: tests that start meanwhile cannot starve it.
+    Such tests next to each other keep their locks from one to the next: each taking
+    them anew waited for the others' running tests to end first (`order_for_worksteal`
+    puts them at the head of the processes' shares). (A plugin of its own: a conftest
+    holds one implementation of a hook.)"""
+
+    def __init__(self, worker: int, workers: int) -> None:
+        self.worker, self.workers = worker, workers
+        self.turnstiles: list[Any] = []
+        self.gates: list[Any] = []
         self.held = False
-        """Both locks are still held exclusively since the previous test (one run alone)."""
+        """This process's turnstile and gate are still held since the previous test (one run alone)."""
 
     @pytest.hookimpl(wrapper=True, tryfirst=True)
     def pytest_runtest_protocol(self, item: pytest.Item, nextitem: pytest.Item | None) -> Any:
         alone = runs_alone(item)
-        if self.files is None:
+        if not self.gates:
             shared = Path(item.config.option.basetemp).parent  # each worker's base is popen-gwN in the run's
-            self.files = (open(shared / "turnstile.lock", "a"), open(shared / "running.lock", "a"))  # noqa: SIM115
-        turnstile, running = self.files
+            for n in range(self.workers):
+                self.turnstiles.append(open(shared / f"turnstile-{n}.lock", "a"))  # noqa: SIM115
+                self.gates.append(open(shared / f"gate-{n}.lock", "a"))  # noqa: SIM115
         if self.held and not alone:  # the test it was kept for went to another process
             self._release()
         if not self.held:
-            fcntl.flock(turnstile, fcntl.LOCK_EX)
-            try:
-                fcntl.flock(running, fcntl.LOCK_EX if alone else fcntl.LOCK_SH)
-            finally:
-                if not alone:
-                    fcntl.flock(turnstile, fcntl.LOCK_UN)
+            self._enter(alone)
         self.held = False
         try:
             return (yield)
@@ -129,26 +134,48 @@ class RunsAlone:
             if alone and nextitem is not None and runs_alone(nextitem):
                 self.held = True
             else:
-                fcntl.flock(running, fcntl.LOCK_UN)
-                if alone:
-                    fcntl.flock(turnstile, fcntl.LOCK_UN)
+                self._leave(alone)
+
+    def _enter(self, alone: bool) -> None:
+        if alone:
+            fcntl.flock(self.turnstiles[self.worker], fcntl.LOCK_EX)
+            fcntl.flock(self.gates[self.worker], fcntl.LOCK_EX)
+            return
+        # Every turnstile first, then every gate: while it holds the turnstiles no gate
+        # is closed (a test that runs alone holds its turnstile while it does), so no
+        # gate is waited for with a turnstile held.
+        for turnstile in self.turnstiles:
+            fcntl.flock(turnstile, fcntl.LOCK_EX)
+        for gate in self.gates:
+            fcntl.flock(gate, fcntl.LOCK_SH)
+        for turnstile in self.turnstiles:
+            fcntl.flock(turnstile, fcntl.LOCK_UN)
+
+    def _leave(self, alone: bool) -> None:
+        if alone:
+            self._release()
+        else:
+            for gate in self.gates:
+                fcntl.flock(gate, fcntl.LOCK_UN)
 
     def _release(self) -> None:
-        assert self.files is not None
-        turnstile, running = self.files
-        fcntl.flock(running, fcntl.LOCK_UN)
-        fcntl.flock(turnstile, fcntl.LOCK_UN)
+        fcntl.flock(self.gates[self.worker], fcntl.LOCK_UN)
+        fcntl.flock(self.turnstiles[self.worker], fcntl.LOCK_UN)
         self.held = False
 
     def pytest_sessionfinish(self) -> None:
-        if self.files is not None:
-            if self.held:
-                self._release()
-            for file in self.files:
-                file.close()
+        if self.held:
+            self._release()
+        for file in self.turnstiles + self.gates:
+            file.close()
 
 
 LONG_TESTS: dict[str, float] = {
+    "test_telegram_faults.py::test_thirty_chats_end_right_with_30_percent_of_calls_failing": 16,
+    "test_lease_serve.py::test_three_serves_one_bot_the_holder_killed_mid_run": 11,
+    "test_lease_serve.py::test_a_paused_holder_makes_no_call_once_its_lease_passed": 8,
+    "test_telegram_adapter.py::test_group_topic_is_paced_at_20_per_minute": 6,
+    "test_telegram_adapter.py::test_follow_then_30_writes_in_a_second": 3,
     "test_wheel.py::test_the_wheel_installs_in_a_fresh_venv_and_plays_the_demo": 27,
     "test_render_pure.py::test_output_does_not_depend_on_what_was_rendered_before": 16,
     "test_emulator_matrix.py::test_press_answers_the_newest_ask_from_the_console": 15,
@@ -187,7 +214,8 @@ LONG_TESTS: dict[str, float] = {
     "test_telegram_faults.py::test_a_redis_restart_from_its_aof_mid_run_loses_no_draft": 6,
 }
 """Tests that take long, by node id without parameters, with about how many seconds
-each took in a full run: `order_for_worksteal` starts them early. One missing here
+each took in a full run: `order_for_worksteal` starts them early, and spreads the tests
+that run alone over the test processes by them. One missing here
 only starts where it is collected."""
 
 
@@ -196,37 +224,44 @@ def order_for_worksteal(items: list[pytest.Item], workers: int) -> list[pytest.I
     `workers` processes one contiguous share of it, run from its head, and lets an idle
     process take the tail of the longest queue left. A long test collected near the end
     of a share starts late and is the run's tail; so the long tests head the shares,
-    longest first, each to the share that has the least so far. The tests that run
-    alone come first of all, together in the first share (one wait for the others'
-    tests to end, not one each); each other share begins with one test that starts no
-    homeserver or cluster, so that a wait is short, then its long tests."""
+    longest first, each to the share that has the least so far. Before them, the tests
+    that run alone, spread over the shares the same way: they run side by side at the
+    start (one wait for the others' tests to end, not one each). A share that has none
+    begins with one test that starts no homeserver or cluster, so that its wait is short."""
+
+    def seconds(item: pytest.Item) -> float:
+        return LONG_TESTS.get(_base_id(item), 5.0)
+
+    heads: list[list[pytest.Item]] = [[] for _ in range(workers)]
+    load = [0.0] * workers
+
+    def spread(placing: list[pytest.Item]) -> None:
+        for item in sorted(placing, key=lambda item: -seconds(item)):
+            share = min(range(workers), key=lambda i: (load[i], len(heads[i])))
+            heads[share].append(item)
+            load[share] += seconds(item)
+
     alone = [item for item in items if runs_alone(item)]
-    long = sorted(
-        (item for item in items if not runs_alone(item) and _base_id(item) in LONG_TESTS),
-        key=lambda item: -LONG_TESTS[_base_id(item)],
-    )
+    long = [item for item in items if not runs_alone(item) and _base_id(item) in LONG_TESTS]
+    spread(alone)
+    starters_needed = sum(1 for head in heads if not head)
+    spread(long)
     placed = {id(item) for item in alone + long}
     rest = [item for item in items if id(item) not in placed]
+    starters = [item for item in rest if not _starts_a_server(item)][:starters_needed]
+    for item in starters:
+        rest.remove(item)
     sizes, left = [], len(items)
     for i in range(workers):
         sizes.append(left // (workers - i))
         left -= sizes[-1]
-    heads: list[list[pytest.Item]] = [[] for _ in range(workers)]
-    load = [0.0] * workers
-    load[0] = sum(LONG_TESTS.get(_base_id(item), 5.0) for item in alone)
-    for item in long:
-        share = min(range(workers), key=lambda i: (load[i], len(heads[i])))
-        heads[share].append(item)
-        load[share] += LONG_TESTS[_base_id(item)]
-    starters = [item for item in rest if not _starts_a_server(item)][: workers - 1]
-    for item in starters:
-        rest.remove(item)
     ordered: list[pytest.Item] = []
     for share in range(workers):
-        first = alone if share == 0 else starters[share - 1 : share]
-        chunk = first + heads[share]
-        take = max(0, sizes[share] - len(chunk))
-        ordered += chunk + rest[:take]
+        head = heads[share]
+        if head and not runs_alone(head[0]) and starters:
+            head.insert(0, starters.pop(0))
+        take = max(0, sizes[share] - len(head))
+        ordered += head + rest[:take]
         del rest[:take]
     return ordered + rest
 
@@ -469,7 +504,10 @@ def pytest_configure(config: pytest.Config) -> None:
     if signal.getsignal(signal.SIGINT) is signal.SIG_IGN:
         signal.signal(signal.SIGINT, signal.default_int_handler)
     if "PYTEST_XDIST_WORKER" in os.environ:
-        config.pluginmanager.register(RunsAlone(), "progresscast-runs-alone")
+        workers = int(os.environ["PYTEST_XDIST_WORKER_COUNT"])
+        worker = int(os.environ["PYTEST_XDIST_WORKER"].removeprefix("gw")) % workers  # a replaced one is gwN+
+        runs_alone_plugin = RunsAlone(worker, workers)
+        config.pluginmanager.register(runs_alone_plugin, "progresscast-runs-alone")
     config.addinivalue_line(
         "markers", "alone: under pytest-xdist it runs while no other test does (timing that others' CPU spoils)"
     )
