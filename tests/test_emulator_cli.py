@@ -6,6 +6,7 @@ from __future__ import annotations
 import asyncio
 import os
 import re
+import signal
 import socket
 import sys
 from pathlib import Path
@@ -153,6 +154,51 @@ async def test_stdin_from_a_file_is_typed_and_the_emulator_keeps_serving(tmp_pat
         proc.kill()
         await proc.wait()
     assert b"Traceback" not in await proc.stderr.read()
+
+
+@pytest.mark.parametrize("kind", ["pipe", "file"])
+async def test_a_typed_line_too_long_is_not_sent_and_the_console_goes_on(tmp_path: Path, kind: str) -> None:
+    # 100,000 bytes in one line (a paste gone wrong), then a command.
+    text = b"a" * 100_000 + b"\n/follow ticket-4821\n"
+    typed = tmp_path / "typed.txt"
+    typed.write_bytes(text)
+    if kind == "pipe":
+        proc = await emulator("telegram", "--chat", "4821")
+    else:
+        with typed.open("rb") as stdin:
+            proc = await emulator("telegram", "--chat", "4821", stdin=stdin)
+    assert proc.stdout is not None and proc.stderr is not None
+    seen: list[str] = []
+    try:
+        await read_until(proc.stdout, r"Type as the user of chat 4821", seen)
+        if kind == "pipe":
+            assert proc.stdin is not None
+            proc.stdin.write(text)
+            await proc.stdin.drain()
+        await read_until(proc.stdout, r"\(a line of more than 16,384 bytes was not sent\)", seen)
+        await read_until(proc.stdout, r"you → /follow ticket-4821", seen)
+        assert proc.returncode is None
+        assert "aaaa" not in "".join(seen)
+    finally:
+        proc.kill()
+        await proc.wait()
+    assert b"Traceback" not in await proc.stderr.read()
+
+
+@pytest.mark.parametrize("platform", ["telegram", "slack", "discord"])
+async def test_sigterm_ends_an_emulator_as_an_ordinary_end(platform: str) -> None:
+    # As `serve`: a service manager's stop is no failure (the Matrix one's Synapse goes with it).
+    proc = await emulator(platform)
+    assert proc.stdout is not None
+    seen: list[str] = []
+    try:
+        await read_until(proc.stdout, r"Ctrl-C stops", seen)
+        proc.send_signal(signal.SIGTERM)
+        assert await asyncio.wait_for(proc.wait(), 10) == 0
+    finally:
+        if proc.returncode is None:
+            proc.kill()
+            await proc.wait()
 
 
 async def test_emulator_slack_prints_its_settings_takes_slash_commands_and_shows_the_channel(

@@ -70,6 +70,7 @@ async def test_matrix_config_serves_the_person_s_room(trial: Trial) -> None:  # 
             emulator.proc.send_signal(signal.SIGTERM)
             await asyncio.wait_for(emulator.proc.wait(), 30)
     assert not data.exists()  # Synapse's temporary folder went with it
+    assert emulator.proc.returncode == 0  # a stop by SIGTERM is an ordinary end, as `serve`'s
 
 
 async def test_press_answers_the_newest_ask_from_the_console(trial: Trial) -> None:  # noqa: F811

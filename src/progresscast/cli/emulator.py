@@ -6,6 +6,8 @@ person of one chat or channel; what that chat or channel shows is printed as it 
 from __future__ import annotations
 
 import argparse
+import asyncio
+import logging
 import sys
 from collections.abc import Awaitable, Callable
 from functools import partial
@@ -13,6 +15,7 @@ from typing import TextIO
 
 import httpx
 
+from ..stopping import stop_on_sigterm
 from ..testing import BotAPIEmulator, SlackAPIEmulator
 from ..testing.console import ChatConsole
 from ..testing.slack_console import ChannelConsole
@@ -21,12 +24,26 @@ from .emulator_config import Emulated, listen_of, offer_config
 from .emulator_setup import listening
 from .typed_lines import serve_typing
 
+log = logging.getLogger("progresscast.emulator")
+
 SLASH = "/progresscast"
 GROUP_USER = 424242
 """Who types in a group chat (in a private chat, its own id)."""
 
 
 async def run_emulator(args: argparse.Namespace, *, out: TextIO | None = None) -> None:
+    # SIGTERM (a service manager, a closing terminal's kill) ends it as Ctrl-C does, so
+    # what it started goes with it (the Matrix one's Synapse and its data), and exits 0
+    # as `serve` does.
+    stopping = stop_on_sigterm(log)
+    try:
+        await _run(args, out)
+    except asyncio.CancelledError:
+        if not stopping.is_set():
+            raise  # Ctrl-C: asyncio.run turns this into KeyboardInterrupt
+
+
+async def _run(args: argparse.Namespace, out: TextIO | None) -> None:
     if args.emulator == "discord":
         from .emulator_discord import run_discord_emulator
 

@@ -10,7 +10,6 @@ import argparse
 import asyncio
 import importlib.util
 import json
-import signal
 import socket
 import sys
 import time
@@ -47,15 +46,6 @@ async def run_matrix_emulator(args: argparse.Namespace, *, out: TextIO | None = 
         raise UsageError("emulator matrix needs matrix-synapse: install the test extra: pip install -e '.[test]'")
     _check_port(args.port)
     server = Synapse(port=args.port)
-    # Stopped by a signal (kill, a closing terminal) as by Ctrl-C: Synapse stops and its data goes.
-    loop, task, terminated = asyncio.get_running_loop(), asyncio.current_task(), asyncio.Event()
-
-    def terminate() -> None:
-        terminated.set()
-        if task is not None:
-            task.cancel()
-
-    loop.add_signal_handler(signal.SIGTERM, terminate)
     try:
         try:
             await asyncio.to_thread(server.start)
@@ -69,12 +59,7 @@ async def run_matrix_emulator(args: argparse.Namespace, *, out: TextIO | None = 
         person = await asyncio.to_thread(server.register, "person", admin=True, exempt=True)
         room = await asyncio.to_thread(server.create_room, person, invite=[bot.user_id])
         await _console(args, out, server, bot, person, room)
-    except asyncio.CancelledError:
-        if terminated.is_set():
-            raise SystemExit(128 + signal.SIGTERM) from None
-        raise
-    finally:
-        loop.remove_signal_handler(signal.SIGTERM)
+    finally:  # Ctrl-C or SIGTERM (run_emulator): Synapse stops and its data goes
         await asyncio.to_thread(server.stop)
 
 

@@ -7,10 +7,17 @@ import asyncio
 import os
 import stat
 import sys
-from collections.abc import Awaitable, Callable, Coroutine
+from collections.abc import AsyncIterator, Awaitable, Callable, Coroutine
 from typing import Any, TextIO
 
 Typed = Callable[[str], Awaitable[None]]
+
+
+MAX_LINE_BYTES = 16_384
+"""The longest line the console sends (4,096 characters of up to four bytes: a Telegram
+message's own limit); a longer one, a paste gone wrong, is said and dropped whole."""
+
+CHUNK = 65_536
 
 
 async def serve_typing(printer: Callable[[], Coroutine[Any, Any, None]], typed: Typed, out: TextIO) -> None:
@@ -18,27 +25,79 @@ async def serve_typing(printer: Callable[[], Coroutine[Any, Any, None]], typed: 
     serving once stdin closes, until Ctrl-C."""
     shown = asyncio.create_task(printer())
     try:
-        await read_lines(typed)
+        await read_lines(typed, out)
         print("(input closed: still serving until Ctrl-C)", file=out, flush=True)
         await asyncio.Event().wait()
     finally:
         shown.cancel()
 
 
-async def read_lines(typed: Typed) -> None:
-    """Hand every line typed on stdin to `typed`, until stdin closes."""
+async def read_lines(typed: Typed, out: TextIO) -> None:
+    """Hand every line typed on stdin to `typed`, until stdin closes; what is read is
+    bounded by MAX_LINE_BYTES, whatever stdin holds."""
+    lines = Lines(out)
+    async for chunk in _chunks():
+        for line in lines.feed(chunk):
+            await _typed(typed, line)
+    for line in lines.end():
+        await _typed(typed, line)
+
+
+class Lines:
+    """Bytes in, whole lines out; a line longer than MAX_LINE_BYTES is said on `out` and
+    dropped, up to its end."""
+
+    def __init__(self, out: TextIO) -> None:
+        self.out = out
+        self.held = b""
+        self.dropping = False
+        """Within a line already found too long: what comes up to its end is dropped too."""
+
+    def feed(self, chunk: bytes) -> list[str]:
+        *whole, self.held = (self.held + chunk).split(b"\n")
+        lines = [line for line in (self._kept(raw) for raw in whole) if line is not None]
+        if len(self.held) > MAX_LINE_BYTES:
+            self._refuse()
+            self.held = b""
+        return lines
+
+    def end(self) -> list[str]:
+        last = self._kept(self.held) if self.held else None
+        self.held = b""
+        return [] if last is None else [last]
+
+    def _kept(self, raw: bytes) -> str | None:
+        if self.dropping:  # the rest of a line already refused
+            self.dropping = False
+            return None
+        if len(raw) > MAX_LINE_BYTES:
+            self._refuse()
+            self.dropping = False
+            return None
+        return raw.decode(errors="replace")
+
+    def _refuse(self) -> None:
+        if not self.dropping:
+            print(f"(a line of more than {MAX_LINE_BYTES:,} bytes was not sent)", file=self.out, flush=True)
+        self.dropping = True
+
+
+async def _chunks() -> AsyncIterator[bytes]:
+    """stdin's bytes as they come, whatever stdin is (a terminal, a pipe, a file, /dev/null)."""
     loop = asyncio.get_running_loop()
-    mode = os.fstat(sys.stdin.fileno()).st_mode
+    fd = sys.stdin.fileno()
+    mode = os.fstat(fd).st_mode
     if not (stat.S_ISFIFO(mode) or stat.S_ISSOCK(mode) or sys.stdin.isatty()):
         # A regular file or /dev/null cannot be watched by the event loop (epoll refuses
-        # them); it never blocks, so it is read as it is.
-        for line in sys.stdin:
-            await _typed(typed, line)
+        # them); it never blocks, so it is read as it is, letting the loop run between reads.
+        while chunk := os.read(fd, CHUNK):
+            yield chunk
+            await asyncio.sleep(0)
         return
-    reader = asyncio.StreamReader()
+    reader = asyncio.StreamReader(limit=CHUNK)
     await loop.connect_read_pipe(lambda: asyncio.StreamReaderProtocol(reader), sys.stdin)
-    while line := await reader.readline():
-        await _typed(typed, line.decode(errors="replace"))
+    while chunk := await reader.read(CHUNK):
+        yield chunk
 
 
 async def _typed(typed: Typed, line: str) -> None:
