@@ -1,6 +1,7 @@
-"""How a process is stopped: SIGTERM as an ordinary end (`serve`, `demo`, `mcp`), or as
-Ctrl-C for a command that waits (`ask`, a hook waiting for an answer), and a long-running
-loop ending when its task is cancelled, even if the cancel was lost.
+"""How a process is stopped: SIGTERM as an ordinary end (`serve`, `demo`, `mcp`, the
+emulators), or as Ctrl-C for a command that waits (`ask`, a hook waiting for an
+answer), and a long-running loop ending when its task is cancelled, even if the cancel
+was lost.
 
 A library call may swallow a CancelledError: Python 3.11's `asyncio.wait_for` returns
 the inner result when the cancel lands just as the inner call finishes, and redis-py
