@@ -4,6 +4,7 @@ python-telegram-bot, with a person typing on stdin as a chat user."""
 from __future__ import annotations
 
 import asyncio
+import io
 import os
 import re
 import signal
@@ -16,6 +17,7 @@ import pytest
 import telegram
 
 from progresscast.channels.worker import WorkerOptions
+from progresscast.cli.typed_lines import MAX_LINE_BYTES, Lines
 from progresscast.config.settings import Settings
 from progresscast.discord.adapter import DiscordAdapter, DiscordOptions
 from progresscast.discord.register import register
@@ -183,6 +185,25 @@ async def test_a_typed_line_too_long_is_not_sent_and_the_console_goes_on(tmp_pat
         proc.kill()
         await proc.wait()
     assert b"Traceback" not in await proc.stderr.read()
+
+
+def test_typed_lines_come_whole_across_reads_and_a_long_one_is_dropped_to_its_end() -> None:
+    out = io.StringIO()
+    lines = Lines(out)
+    tick = "✓".encode()  # three bytes, read apart
+    assert lines.feed(b"/follow " + tick[:1]) == []
+    assert lines.feed(tick[1:] + b"\nre") == ["/follow ✓"]
+    assert lines.end() == ["re"]
+    # Too long while it is still coming: said once, and dropped up to its end.
+    assert lines.feed(b"x" * 10_000) == []
+    assert lines.feed(b"x" * 10_000) == []
+    assert lines.feed(b"x" * 10_000) == []
+    assert lines.feed(b"xx\nok\n") == ["ok"]
+    # Too long within one read.
+    assert lines.feed(b"y" * (MAX_LINE_BYTES + 1) + b"\nnext") == []
+    assert lines.end() == ["next"]
+    assert lines.feed(b"z" * MAX_LINE_BYTES + b"\n") == ["z" * MAX_LINE_BYTES]  # the limit itself is sent
+    assert out.getvalue() == "(a line of more than 16,384 bytes was not sent)\n" * 2
 
 
 @pytest.mark.parametrize("platform", ["telegram", "slack", "discord"])
