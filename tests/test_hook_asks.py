@@ -258,6 +258,19 @@ async def test_stop_then_before_tool_stops_gemini(hook: Start, store: CardStore)
     }
 
 
+@pytest.mark.parametrize("event", [
+    fx.claude("PermissionRequest"),
+    fx.claude("PermissionRequest", tool_name="", tool_input={"command": "ls"}),
+    fx.claude("PermissionRequest", tool_name="Bash", tool_input="rm -rf build"),
+], ids=["no tool", "empty tool name", "input not an object"])
+async def test_a_permission_request_without_a_tool_call_is_not_asked(
+    hook: Start, store: CardStore, event: dict[str, Any]
+) -> None:
+    status, out, err = await (await hook("claude-code", event, "--wait", "2")).done()
+    assert (status, out) == (0, "") and "the terminal decides" in err and err.count("\n") == 1, err
+    assert (await store.asks.all(OWNER))[0] == ()
+
+
 async def test_a_wait_that_is_not_a_number_of_seconds_is_said_and_exits_0(hook: Start, store: CardStore) -> None:
     status, out, err = await (await hook("claude-code", BASH, "--wait", "0")).done()
     assert (status, out) == (0, "") and "--wait: must be a whole number of seconds" in err
@@ -335,6 +348,45 @@ async def test_a_codex_that_ignores_the_interrupt_is_terminated(redis_url: str, 
     assert proc.returncode == 128 + 15 and b"terminating it" in err
     view = await store.view(CODEX)
     assert view.run.value == "canceled"
+
+
+# A launcher (a shell script, npx) whose agent is a child of its own: Ctrl-C in a
+# terminal reaches both, and so does a Stop. The child holds the output open.
+LAUNCHER = """\
+printf '%s\\n' '{"type": "thread.started", "thread_id": "thread-stop"}' '{"type": "turn.started"}'
+printf '%s\\n' '{"type": "item.started", "item": {"id": "i1", "type": "command_execution", "command": "make"}}'
+"$1" -c 'import os, sys, time; open(sys.argv[1], "w").write(str(os.getpid())); time.sleep(120)' "$2"
+"""
+
+
+async def test_stop_reaches_the_wrapped_command_s_children(redis_url: str, tmp_path: Any, store: CardStore) -> None:
+    from progresscast.agents.hooks.codex import STOP_GRACE
+
+    script = tmp_path / "launcher.sh"
+    script.write_text(LAUNCHER)
+    child = tmp_path / "child.pid"
+    proc = await asyncio.create_subprocess_exec(
+        sys.executable, "-m", "progresscast.cli", "hook", "codex", "--redis", redis_url, "--",
+        "sh", str(script), sys.executable, str(child),
+        stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE,
+    )
+    try:
+        await until_running(store, CODEX)
+        deadline = time.monotonic() + 20
+        while not child.exists() or not child.read_text():
+            assert time.monotonic() < deadline, "the launcher's child did not start"
+            await asyncio.sleep(0.02)
+        pid = int(child.read_text())
+        await store.asks.stop(CODEX, ANA)
+        _, err = await asyncio.wait_for(proc.communicate(), STOP_GRACE + 10)
+    finally:
+        if proc.returncode is None:
+            proc.kill()
+            await proc.wait()
+    assert proc.returncode in (130, 128 + 15), err
+    with pytest.raises(ProcessLookupError):
+        os.kill(pid, 0)
+    assert (await store.view(CODEX)).run.value == "canceled"
 
 
 # -- Codex's own PermissionRequest hook (hooks.json) -------------------------------------

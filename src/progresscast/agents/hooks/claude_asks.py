@@ -99,11 +99,14 @@ async def _permission(ctx: HookContext, owner: Owner, event: dict[str, Any]) -> 
 def tool_approval(ctx: HookContext, event: dict[str, Any], source: str) -> AskInput | None:
     """A tool call (`tool_name`, `tool_input`) as an approval ask naming the tool and what
     it does; None (said on stderr) when it cannot be asked."""
-    tool = str(event.get("tool_name") or "a tool")
-    tool_input = event.get("tool_input")
+    tool, tool_input = event.get("tool_name"), event.get("tool_input")
+    if not (isinstance(tool, str) and tool.strip() and isinstance(tool_input, dict)):
+        # Nothing to show a person that says what would run: no chat is pinged for it.
+        ctx.warn("the permission request names no tool call (tool_name, tool_input); the terminal decides")
+        return None
     said = summary(tool_input)
     detail = [_fence(said)] if len(said) > 120 or "\n" in said else []
-    if isinstance(tool_input, dict) and isinstance(tool_input.get("description"), str):
+    if isinstance(tool_input.get("description"), str):
         detail.insert(0, tool_input["description"])
     body: dict[str, Any] = {
         "kind": "approval", "prompt": _cut(f"{tool}: {said}", MAX_PROMPT_CHARS), "source": source,

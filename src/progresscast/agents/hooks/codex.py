@@ -22,14 +22,18 @@ Stdin holding one event of Codex's own hooks (`hooks.json`, a JSON object with
 (`answer_hook`).
 
 Wrapping the command, the hook can stop it: its runs start stoppable (chats offer Stop),
-and a Stop pressed on the current run interrupts the command as Ctrl-C would (SIGINT),
-then ends it (SIGTERM) if it is still running `STOP_GRACE` seconds later. Its run ends
-canceled.
+and a Stop pressed on the current run interrupts the command as Ctrl-C would (SIGINT,
+to the command and every process it started: a launcher's agent is its child), then
+ends them (SIGTERM) if the command is still running `STOP_GRACE` seconds later. Its run
+ends canceled. Once the command has ended, what its leftovers still write is read for
+`OUTPUT_AFTER_EXIT` seconds at most: a process it left behind holding the output open
+does not keep the hook waiting.
 """
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import signal
 import sys
@@ -49,6 +53,8 @@ STOP_POLL = 1.0
 """Seconds between looks at the run's Stop while the wrapped command runs."""
 STOP_GRACE = 10.0
 """Seconds the command has to end after SIGINT before it is sent SIGTERM."""
+OUTPUT_AFTER_EXIT = 2.0
+"""Seconds the output is still read once the command has ended."""
 
 
 class CodexSession:
@@ -132,6 +138,14 @@ def codex_usage(raw: Any) -> Usage | None:
     return None if usage.empty else usage
 
 
+async def _relay(output: asyncio.StreamReader, queue: asyncio.Queue[Any]) -> None:
+    """The command's output passed on as it comes, and queued for the session."""
+    while line := await output.readline():
+        sys.stdout.buffer.write(line)
+        sys.stdout.buffer.flush()
+        queue.put_nowait(line)
+
+
 async def _stdin_lines() -> AsyncIterator[bytes]:
     while line := await asyncio.to_thread(sys.stdin.buffer.readline):
         yield line
@@ -181,13 +195,36 @@ async def _watch_stop(ctx: HookContext, session: CodexSession, process: asyncio.
             continue
         session.stopped = True
         ctx.warn(f"{stopped_by(mark)}; interrupting {process.pid}")
-        process.send_signal(signal.SIGINT)
+        started = _signal_tree(process.pid, signal.SIGINT)
         try:
             await asyncio.wait_for(asyncio.shield(process.wait()), STOP_GRACE)
         except TimeoutError:
             ctx.warn(f"still running {STOP_GRACE:g} s after the interrupt; terminating it")
-            process.terminate()
+            _signal_tree(process.pid, signal.SIGTERM, started)
         return
+
+
+def _signal_tree(pid: int, sig: int, known: list[Any] | None = None) -> list[Any]:
+    """Send `sig` to the process and every process it started (as Ctrl-C reaches a
+    terminal's whole job); `known`: processes found at an earlier signal, still signalled
+    if they outlived their parent (psutil tells a reused pid from the same process)."""
+    import psutil
+
+    found: list[Any] = list(known or ())
+    try:
+        root = psutil.Process(pid)
+        found = [root, *root.children(recursive=True), *found]
+    except psutil.Error:
+        pass
+    seen: set[int] = set()
+    for proc in found:
+        if proc.pid in seen:
+            continue
+        seen.add(proc.pid)
+        with contextlib.suppress(psutil.Error):
+            if proc.is_running():
+                proc.send_signal(sig)
+    return found
 
 
 def _hook_event(line: bytes) -> dict[str, Any] | None:
@@ -241,14 +278,14 @@ async def run(ctx: HookContext, command: list[str], said: list[dict[str, Any]]) 
                 return 127
             assert process.stdout is not None
             watch = asyncio.create_task(_watch_stop(ctx, session, process))
+            relay = asyncio.create_task(_relay(process.stdout, queue))
             try:
-                while line := await process.stdout.readline():
-                    sys.stdout.buffer.write(line)
-                    sys.stdout.buffer.flush()
-                    queue.put_nowait(line)
                 status = await process.wait()
+                with contextlib.suppress(TimeoutError):
+                    await asyncio.wait_for(asyncio.shield(relay), OUTPUT_AFTER_EXIT)
             finally:
                 watch.cancel()
+                relay.cancel()
             status = 128 - status if status < 0 else status  # killed by signal N: 128 + N, as a shell says
         else:
             if first:
