@@ -126,6 +126,15 @@ async def test_stop_pressed_on_the_run_while_waiting_exits_4_and_withdraws(ask, 
     assert after is not None and after.state is AskState.withdrawn
 
 
+async def test_an_ask_on_a_run_already_stopped_exits_4_and_asks_nobody(ask, store: CardStore) -> None:
+    await store.start_run(OWNER, "r1", stoppable=True)
+    assert (await store.asks.stop(OWNER, ANA))[0] == "ok"
+    done = await (await ask("--session", "shop", "--approval", "Still deploy?")).done()
+    assert (done.status, done.stdout) == (4, ""), done.stderr
+    assert "stopped from chat" in done.stderr
+    assert (await store.asks.all(OWNER))[0] == ()  # no chat was pinged with it
+
+
 @pytest.mark.parametrize(
     ("sig", "status", "background"),
     [(signal.SIGINT, 130, False), (signal.SIGTERM, 143, False), (signal.SIGTERM, 143, True)],

@@ -65,6 +65,8 @@ async def _ask_and_wait(store: CardStore, owner: Owner, body: object) -> tuple[i
     assert isinstance(body, AskInput)
     view = await store.view(owner)
     run_id = view.run_id if view.run.value == "active" else None
+    if run_id is not None and await store.asks.stop_mark(owner, run_id) is not None:
+        return _stopped()  # before any chat is pinged with a question nobody will wait for
     ask = await store.asks.open(owner, body)
     print(f"progresscast: asked {owner.display_key} ({ask.ask_id}); waiting for an answer", file=sys.stderr)
     try:
@@ -76,11 +78,15 @@ async def _ask_and_wait(store: CardStore, owner: Owner, body: object) -> tuple[i
                 return _outcome(done)
             if run_id is not None and await store.asks.stop_mark(owner, run_id) is not None:
                 await store.asks.withdraw(owner, ask.ask_id)
-                print("progresscast: the run was stopped from chat", file=sys.stderr)
-                return WITHDRAWN, []
+                return _stopped()
     except asyncio.CancelledError:
         await asyncio.shield(store.asks.withdraw(owner, ask.ask_id))
         raise
+
+
+def _stopped() -> tuple[int, list[str]]:
+    print("progresscast: the run was stopped from chat", file=sys.stderr)
+    return WITHDRAWN, []
 
 
 def _outcome(ask: Ask) -> tuple[int, list[str]]:
