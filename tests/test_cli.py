@@ -102,7 +102,8 @@ def stored(url: str, card: dict[str, object] | None = None) -> dict[bytes, bytes
         (["card", "put", "--session", "t-1"], "{not json", "not valid JSON"),
         (["card", "put", "--session", "t-1"], '{"plan": [{"step": "x", "status": "done"}]}', "plan[0].status"),
         (["card", "put", "--session", "t-1"], '{"plan": [{"step": 1, "status": "pending"}]}', "plan[0].step: must be a string"),
-        (["card", "put", "--session", "t-1", "--agent", "ghost"], "{}", "agentId: 'ghost' is not a configured agent"),
+        (["card", "put", "--session", "t-1", "--agent", "ghost"], "{}", "--agent: 'ghost' is not a configured agent"),
+        (["card", "put", "--session", "t 1"], "{}", "--session: must not contain spaces"),
         (["card", "get", "--session", "agent:main:t-1", "--agent", "research"], "", "conflicts"),
         (["card", "put", "--session", "t-1", "--expected-revision", "9"], '{"markdown": "x"}', "expectedRevision"),
     ],
@@ -265,7 +266,7 @@ def test_card_get_escapes_c1_controls_a_terminal_would_act_on(cli: CLI) -> None:
 
 def test_an_empty_agent_is_refused(cli: CLI) -> None:
     result = cli("card", "put", "--session", "t-1", "--agent", "", stdin=json.dumps(PLAN))
-    assert result.returncode == 2 and result.stderr.startswith("progresscast: agentId: must not be empty"), result.stderr
+    assert result.returncode == 2 and result.stderr.startswith("progresscast: --agent: must not be empty"), result.stderr
 
 
 @pytest.mark.parametrize(
