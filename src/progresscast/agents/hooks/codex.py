@@ -279,13 +279,18 @@ async def run(ctx: HookContext, command: list[str], said: list[dict[str, Any]]) 
             assert process.stdout is not None
             watch = asyncio.create_task(_watch_stop(ctx, session, process))
             relay = asyncio.create_task(_relay(process.stdout, queue))
+            ended = asyncio.create_task(process.wait())
             try:
-                status = await process.wait()
+                await asyncio.wait((relay, ended), return_when=asyncio.FIRST_COMPLETED)
+                if relay.done():
+                    relay.result()  # passing the output on failed (our stdout closed): as before, the hook's error
+                status = await ended
                 with contextlib.suppress(TimeoutError):
                     await asyncio.wait_for(asyncio.shield(relay), OUTPUT_AFTER_EXIT)
             finally:
                 watch.cancel()
                 relay.cancel()
+                ended.cancel()
             status = 128 - status if status < 0 else status  # killed by signal N: 128 + N, as a shell says
         else:
             if first:
