@@ -11,7 +11,7 @@ from pathlib import Path
 
 from ..config.settings import Settings
 from ..model.card import CardError
-from ..model.owners import Owner, resolve_owner
+from ..model.owners import Owner, resolve_option_owner
 
 TOOL_NAMES = ("progress_card", "update_plan", "ask_person")
 
@@ -71,10 +71,9 @@ def offered_tools(value: str | None) -> tuple[str, ...]:
 
 def owner_of(session: str, agent: str | None, known: frozenset[str], default: str) -> Owner:
     try:
-        return resolve_owner(session, agent, known_agents=known, default_agent=default)
+        return resolve_option_owner(session, agent, known_agents=known, default_agent=default)
     except CardError as exc:
-        field = {"sessionKey": "--session", "agentId": "--agent"}.get(exc.field, exc.field)
-        raise McpUsageError(f"{field}: {exc.rule}") from None
+        raise McpUsageError(str(exc)) from None
 
 
 def listen_of(value: str) -> tuple[str, int]:

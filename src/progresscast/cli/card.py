@@ -36,23 +36,12 @@ def settings_of(args: argparse.Namespace) -> Settings:
         fail(str(exc))
 
 
-OWNER_OPTIONS = {"sessionKey": "--session", "agentId": "--agent"}
-"""The owner's fields as the command line names them, in its errors."""
-
-
 def owner_of(args: argparse.Namespace, settings: Settings) -> Owner:
-    from ..model.card import CardError
-    from ..model.owners import resolve_owner
+    from ..model.owners import resolve_option_owner
 
-    try:
-        return resolve_owner(
-            args.session,
-            args.agent,
-            known_agents=settings.agents.known_set,
-            default_agent=settings.agents.default,
-        )
-    except CardError as exc:
-        raise CardError(OWNER_OPTIONS.get(exc.field, exc.field), exc.rule) from None
+    return resolve_option_owner(
+        args.session, args.agent, known_agents=settings.agents.known_set, default_agent=settings.agents.default
+    )
 
 
 def read_stdin() -> str:

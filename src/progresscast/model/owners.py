@@ -92,3 +92,17 @@ def session_matches(pattern: str, owner: Owner) -> bool:
     if pattern.startswith("agent:"):
         return fnmatchcase(owner.display_key, pattern)
     return fnmatchcase(owner.session_key, pattern)
+
+
+OPTION_OF = {"sessionKey": "--session", "agentId": "--agent"}
+"""The owner's fields as the command line names them."""
+
+
+def resolve_option_owner(
+    session_key: object, agent_id: object = None, *, known_agents: frozenset[str] | set[str], default_agent: str
+) -> Owner:
+    """`resolve_owner` for `--session` and `--agent`: a CardError names the option."""
+    try:
+        return resolve_owner(session_key, agent_id, known_agents=known_agents, default_agent=default_agent)
+    except CardError as exc:
+        raise CardError(OPTION_OF.get(exc.field, exc.field), exc.rule) from None
