@@ -123,7 +123,7 @@ async def test_stop_pressed_on_the_run_while_waiting_exits_4_and_withdraws(ask, 
     assert (done.status, done.stdout) == (4, ""), done.stderr
     assert "stopped from chat" in done.stderr
     after, _ = await store.asks.get(OWNER, made.ask_id)
-    assert after is not None and after.state is AskState.withdrawn
+    assert after is not None and after.state is AskState.withdrawn, done.stderr
 
 
 async def test_an_ask_on_a_run_already_stopped_exits_4_and_asks_nobody(ask, store: CardStore) -> None:
@@ -149,7 +149,7 @@ async def test_ctrl_c_or_sigterm_withdraws_the_ask(
     done = await running.done()
     assert done.status == status and done.stdout == "", done.stderr  # 128 + the signal, as a shell says
     after, _ = await store.asks.get(OWNER, made.ask_id)
-    assert after is not None and after.state is AskState.withdrawn
+    assert after is not None and after.state is AskState.withdrawn, done.stderr
 
 
 @pytest.mark.parametrize(

@@ -1,4 +1,6 @@
-"""Loops that run until cancelled end even when a library call lost the cancel.
+"""How work is stopped. A command that waits (`run_stoppable`) cleans up wherever Ctrl-C
+or SIGTERM lands, and loops that run until cancelled end even when a library call lost
+the cancel.
 
 Python 3.11's `asyncio.wait_for` — which redis-py wraps around every socket call —
 returns the inner result when a cancel lands just as the inner call finishes: the
@@ -10,6 +12,9 @@ each loop must still end once its task is cancelled.
 from __future__ import annotations
 
 import asyncio
+import signal
+import subprocess
+import sys
 from collections.abc import AsyncIterator, Coroutine
 from pathlib import Path
 from typing import Any
@@ -106,3 +111,63 @@ async def test_a_lost_cancel_while_sweeping_does_not_wait_out_the_next_sweep(red
     await layout_of(redis)
     task = await cancelled_in_a_command(redis, keep_sweeping(redis))
     await ends_cancelled(task)
+
+
+# The signal lands while the coroutine runs Python code inside its `try`, the moment a
+# signal handler that raises would skip the `except` (in the background, where Ctrl-C is
+# ignored and SIGTERM used to be raised as KeyboardInterrupt on the spot).
+COMMAND = """
+import asyncio, os, signal, sys
+from progresscast.stopping import Terminated, run_stoppable
+
+async def main():
+    try:
+        os.kill(os.getpid(), signal.{sig})
+        for _ in range(100_000):
+            pass
+        await asyncio.sleep(30)
+    except asyncio.CancelledError:
+        await asyncio.sleep(0.01)  # a clean-up that waits on the store, as a withdrawal does
+        print("cleaned up", flush=True)
+        raise
+
+try:
+    run_stoppable(main())
+except Terminated:
+    print("Terminated", flush=True)
+except KeyboardInterrupt:
+    print("KeyboardInterrupt", flush=True)
+"""
+
+
+@pytest.mark.parametrize(
+    ("sig", "background", "raised"),
+    [("SIGTERM", False, "Terminated"), ("SIGTERM", True, "Terminated"), ("SIGINT", False, "KeyboardInterrupt")],
+)
+def test_a_signal_landing_anywhere_still_lets_the_command_clean_up(sig: str, background: bool, raised: str) -> None:
+    done = subprocess.run(
+        [sys.executable, "-c", COMMAND.format(sig=sig)],
+        capture_output=True,
+        text=True,
+        timeout=30,
+        preexec_fn=(lambda: signal.signal(signal.SIGINT, signal.SIG_IGN)) if background else None,
+    )
+    assert (done.returncode, done.stdout) == (0, f"cleaned up\n{raised}\n"), done.stderr
+
+
+def test_a_sigterm_claimed_by_the_process_is_left_to_it() -> None:
+    # The warm hook server claims SIGTERM to stop at once; a hook it runs leaves it so.
+    command = """
+import asyncio, signal
+from progresscast.stopping import run_stoppable
+signal.signal(signal.SIGTERM, lambda *_: print("the process's own", flush=True))
+
+async def main():
+    signal.raise_signal(signal.SIGTERM)
+    return "ran to its end"
+
+print(run_stoppable(main()), flush=True)
+print(signal.getsignal(signal.SIGTERM) is not signal.SIG_DFL, flush=True)
+"""
+    done = subprocess.run([sys.executable, "-c", command], capture_output=True, text=True, timeout=30)
+    assert (done.returncode, done.stdout) == (0, "the process's own\nran to its end\nTrue\n"), done.stderr

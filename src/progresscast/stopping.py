@@ -12,12 +12,13 @@ asked to stop, so a loop that checks it at each turn ends anyway.
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import logging
 import signal
 import threading
-from collections.abc import Iterator
-from typing import Any
+from collections.abc import Coroutine
+from typing import Any, TypeVar
+
+T = TypeVar("T")
 
 
 def stop_on_sigterm(log: logging.Logger) -> asyncio.Event:
@@ -44,36 +45,45 @@ def still_wanted() -> None:
         raise asyncio.CancelledError
 
 
-class Terminated:
-    """Whether SIGTERM came (`sigterm_as_ctrl_c`): a caller exits 128 + 15 then, not 130."""
-
-    def __init__(self) -> None:
-        self.came = False
+class Terminated(KeyboardInterrupt):
+    """SIGTERM ended a command that waits (`run_stoppable`): its caller exits 128 + 15,
+    where Ctrl-C's KeyboardInterrupt exits 130."""
 
 
-@contextlib.contextmanager
-def sigterm_as_ctrl_c() -> Iterator[Terminated]:
-    """SIGTERM taken as Ctrl-C around `asyncio.run`: the main task is cancelled, so what
-    the command opened (an ask) is withdrawn in its `finally`, where SIGTERM's default
-    would end the process on the spot and leave it offered in chat until it expires. The
-    caller sees KeyboardInterrupt either way. Only in the main thread (where signals
-    arrive) of a process whose SIGTERM nobody claimed (the warm hook server does)."""
-    terminated = Terminated()
-    main = threading.current_thread() is threading.main_thread()
-    if not (main and signal.getsignal(signal.SIGTERM) is signal.SIG_DFL):
-        yield terminated
-        return
+def run_stoppable(main: Coroutine[Any, Any, T]) -> T:
+    """`asyncio.run` for a command that waits (`ask`, a hook waiting for an answer): Ctrl-C
+    and SIGTERM both cancel the main task, so what it opened (an ask) is withdrawn in its
+    `finally`, where SIGTERM's default would end the process on the spot and leave the
+    ask offered in chat until it expires. Raises KeyboardInterrupt for Ctrl-C, Terminated
+    for SIGTERM.
 
-    def as_ctrl_c(_: int, frame: Any) -> None:
-        terminated.came = True
-        on_ctrl_c = signal.getsignal(signal.SIGINT)
-        if callable(on_ctrl_c):  # asyncio.Runner's (it cancels the main task), or Python's own
-            on_ctrl_c(signal.SIGINT, frame)
-        else:  # Ctrl-C ignored (a job a script started in the background): SIGTERM still stops it
-            raise KeyboardInterrupt
+    SIGTERM is taken in the loop (`add_signal_handler`): a Python signal handler raising
+    runs between any two bytecodes, inside an `except` or a `finally` too, and skips the
+    clean-up it lands in. Only in the main thread (where signals arrive) of a process
+    whose SIGTERM nobody claimed (the warm hook server does)."""
+    main_thread = threading.current_thread() is threading.main_thread()
+    if not (main_thread and signal.getsignal(signal.SIGTERM) is signal.SIG_DFL):
+        return asyncio.run(main)
+    came: list[bool] = []
 
-    signal.signal(signal.SIGTERM, as_ctrl_c)
+    async def stoppable() -> T:
+        loop = asyncio.get_running_loop()
+        task = asyncio.current_task()
+        assert task is not None
+
+        def stop() -> None:
+            came.append(True)
+            task.cancel()
+
+        loop.add_signal_handler(signal.SIGTERM, stop)
+        try:
+            return await main
+        finally:
+            loop.remove_signal_handler(signal.SIGTERM)
+
     try:
-        yield terminated
-    finally:
-        signal.signal(signal.SIGTERM, signal.SIG_DFL)
+        return asyncio.run(stoppable())
+    except (asyncio.CancelledError, KeyboardInterrupt):
+        if came:
+            raise Terminated from None
+        raise

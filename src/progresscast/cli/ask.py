@@ -13,7 +13,7 @@ import signal
 import sys
 from typing import TYPE_CHECKING
 
-from ..stopping import sigterm_as_ctrl_c
+from ..stopping import Terminated, run_stoppable
 from .card import owner_of, with_store
 
 if TYPE_CHECKING:
@@ -47,13 +47,10 @@ def ask_command(args: argparse.Namespace, settings: Settings) -> int:
     except CardError as exc:  # named as the command line names them
         flag = {"options": "--option", "prompt": "PROMPT", "detail": "--detail", "multi": "--multi"}
         raise CardError(flag.get(exc.field.split("[")[0], exc.field), exc.rule) from None
-    with sigterm_as_ctrl_c() as terminated:  # a script's `timeout`, an agent giving up: the ask is withdrawn
-        try:
-            status, lines = asyncio.run(with_store(args, settings, lambda store: _ask_and_wait(store, owner, ask)))
-        except KeyboardInterrupt:
-            if terminated.came:
-                raise SystemExit(128 + signal.SIGTERM) from None
-            raise
+    try:  # SIGTERM (a script's `timeout`, an agent giving up): the ask is withdrawn, as on Ctrl-C
+        status, lines = run_stoppable(with_store(args, settings, lambda store: _ask_and_wait(store, owner, ask)))
+    except Terminated:
+        raise SystemExit(128 + signal.SIGTERM) from None
     for line in lines:
         print(line)
     return int(status)

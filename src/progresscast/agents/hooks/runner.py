@@ -8,12 +8,11 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import contextlib
 import json
 import sys
 from typing import Any
 
-from ...stopping import sigterm_as_ctrl_c
+from ...stopping import run_stoppable
 from .context import HookContext
 
 
@@ -69,8 +68,7 @@ def run_hook(args: argparse.Namespace) -> int:
         # An agent that gives up on a hook waiting for an answer (its own prompt was
         # answered, its hook timeout passed) sends SIGTERM: the asks are withdrawn. A
         # wrapped codex is the command's to stop.
-        with contextlib.nullcontext() if wrapped else sigterm_as_ctrl_c():
-            status = asyncio.run(_run(ctx, wrapped, said))
+        status = (asyncio.run if wrapped else run_stoppable)(_run(ctx, wrapped, said))
     except KeyboardInterrupt:
         status = 130 if wrapped else 0
     except Exception as exc:  # whatever went wrong, the agent carries on
