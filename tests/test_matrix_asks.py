@@ -130,7 +130,7 @@ async def test_an_ask_is_answered_by_a_reaction_and_by_replies(harness: Harness)
     await reply(h.person, room, event["event_id"], "2")
     ask = await ended(h, second)
     assert ask.answer is not None and ask.answer.options == ("Deny",)
-    await shows(h, room, "Deploy now?", "answered: Deny")
+    await shows(h, room, "Deploy now?", "🚫 Deploy now? — ")  # refused: not marked ✅
 
     # A text ask takes the reply's words.
     third = await open_ask(h, kind="text", prompt="Which branch?")

@@ -233,6 +233,20 @@ def test_ended_asks_say_how_they_ended_and_lose_their_controls() -> None:
     assert "<button" not in html and "pc-ask--open" not in html
 
 
+def test_an_approval_denied_is_marked_as_refused_and_one_allowed_as_done() -> None:
+    def answered(ask_id: str, *chosen: str, text: str | None = None, **kw: object) -> Ask:
+        return ask(ask_id, state=AskState.answered, closed_ms=NOW - 1000, answer=Answer(ANA, NOW - 1000, chosen, text), **kw)
+
+    shown: dict[str, str] = {}
+    for asks in (  # the card shows the newest three that ended
+        (answered("y1", "Allow"), answered("n1", "Deny"), answered("n2", text="use staging instead")),
+        (answered("y2", "Ship it", options=("Ship it", "Hold")), answered("c1", "B", kind=AskKind.choice, options=("A", "B"))),
+    ):
+        html = render_web(view(PLAN, asks=asks), RenderSettings(), can_answer=True, now_ms=NOW)
+        shown |= dict(re.findall(r'data-ask-id="(\w+)".*?pc-mark--(\w+)', html, re.S))
+    assert shown == {"y1": "completed", "n1": "failed", "n2": "failed", "y2": "completed", "c1": "completed"}
+
+
 def test_the_stop_button_for_a_live_stoppable_run_and_who_pressed_it() -> None:
     v = view(PLAN, run=RunState.active, stoppable=True)
     html = render_web(v, RenderSettings(), can_answer=True)

@@ -241,6 +241,14 @@ class Ask:
     seq: int = field(default=0, compare=False)
     """When it was opened, in µs on the store's clock: the order of asks opened within one ms."""
 
+    @property
+    def declined(self) -> bool:
+        """An approval answered without its first option (`Allow`, unless the agent named
+        its own): `Deny`, another option, or words typed instead."""
+        if self.kind is not AskKind.approval or self.state is not AskState.answered or self.answer is None:
+            return False
+        return not (self.options and self.options[0] in self.answer.options)
+
     def state_at(self, now_ms: int) -> AskState:
         """The state at `now_ms` on the store's clock: an open ask past its expiry is expired."""
         if self.state is AskState.open and now_ms >= self.expires_ms:

@@ -42,7 +42,7 @@ def headline(ask: Ask, owner: Owner, th: Theme) -> str:
         text = th.word("open", label=label, prompt=prompt)
     else:
         text = th.word(ask.state.value, prompt=prompt)
-    return f"{th.icons[ask.state.value]} {text}"
+    return f"{th.icons['declined' if ask.declined else ask.state.value]} {text}"
 
 
 def ask_lines(

@@ -127,7 +127,7 @@ def _web_ask(ask: Ask, state: AskState, th: Theme) -> WebAsk:
     return WebAsk(
         ask_id=ask.ask_id,
         state=state.value,
-        mark=_ASK_MARKS[state],
+        mark="failed" if ask.declined else _ASK_MARKS[state],  # an approval denied: a red cross, not a tick
         prompt=plain(ask.prompt),
         # Markup: sanitised by bleach, as the note is; shown only while the ask waits.
         detail_html=Markup(markdown_web_html(ask.detail)) if ask.detail and is_open else Markup(""),

@@ -79,7 +79,7 @@ async def approve(ctx: HookContext, owner: Owner, event: dict[str, Any], source:
         return Approval(False, stopped_by(waited.stop), stopped=True)
     answered = waited.answered[0]
     assert answered.answer is not None
-    if "Allow" in answered.answer.options:
+    if not answered.declined:
         return Approval(True)
     return Approval(False, f"Denied from {answered_by(answered)}")
 
