@@ -10,6 +10,7 @@ import re
 import signal
 import socket
 import sys
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -28,7 +29,7 @@ from progresscast.model.card import CardInput
 from progresscast.model.owners import Owner
 from progresscast.slack.adapter import SlackAdapter, SlackOptions
 from progresscast.store.cards import CardStore
-from progresscast.testing import DEFAULT_TOKEN
+from progresscast.testing import DEFAULT_TOKEN, press_words, pressed_button
 
 
 def app_socket() -> tuple[socket.socket, str]:
@@ -109,7 +110,7 @@ async def test_type_as_a_user_and_see_what_the_bot_shows() -> None:
 
 async def test_press_a_button_and_reply_from_the_console() -> None:
     """`press N` sends the N-th button's callback_query; the bot's answer is printed; `reply
-    TEXT` replies to the message with buttons."""
+    TEXT` replies to the message with buttons; `press N on MESSAGE` presses an older one's."""
     proc = await emulator("telegram", "--chat", "4821")
     assert proc.stdout is not None
     seen: list[str] = []
@@ -117,6 +118,9 @@ async def test_press_a_button_and_reply_from_the_console() -> None:
         base = (await read_until(proc.stdout, r'apiBaseUrl = "(http://127\.0\.0\.1:\d+/bot)"', seen)).group(1)
         await read_until(proc.stdout, r"Type as the user of chat 4821", seen)
         async with telegram.Bot(DEFAULT_TOKEN, base_url=base) as bot:
+            stop = telegram.InlineKeyboardMarkup([[telegram.InlineKeyboardButton("⏹ Stop", callback_data="pc:stop")]])
+            draft = await bot.send_message(4821, "shop · working", reply_markup=stop)
+            await read_until(proc.stdout, r"\[1: ⏹ Stop\]", seen)
             keyboard = telegram.InlineKeyboardMarkup([[
                 telegram.InlineKeyboardButton("Allow", callback_data="pc:a:x:0"),
                 telegram.InlineKeyboardButton("Deny", callback_data="pc:a:x:1"),
@@ -133,6 +137,15 @@ async def test_press_a_button_and_reply_from_the_console() -> None:
             await read_until(proc.stdout, rf"you reply to message {sent.message_id} → not now", seen)
             [update] = await bot.get_updates(offset=update.update_id + 1, timeout=5)
             assert update.message.reply_to_message.message_id == sent.message_id
+            # The draft's Stop, while the ask is the newest message with buttons.
+            await type_line(proc, f"press 1 on {draft.message_id}")
+            await read_until(proc.stdout, rf"you press \[⏹ Stop\] on message {draft.message_id}", seen)
+            [update] = await bot.get_updates(offset=update.update_id + 1, timeout=5)
+            assert update.callback_query.data == "pc:stop" and update.callback_query.message.message_id == draft.message_id
+            await bot.answer_callback_query(update.callback_query.id, text="Press Stop again")
+            await read_until(proc.stdout, r"bot → Press Stop again", seen)
+            await type_line(proc, "press 1 on 999")
+            await read_until(proc.stdout, rf"\(message 999 has no buttons to press; the newest that has is {sent.message_id}\)", seen)
     finally:
         proc.kill()
         await proc.wait()
@@ -185,6 +198,18 @@ async def test_a_typed_line_too_long_is_not_sent_and_the_console_goes_on(tmp_pat
         proc.kill()
         await proc.wait()
     assert b"Traceback" not in await proc.stderr.read()
+
+
+def test_press_picks_the_newest_message_with_buttons_or_the_one_named() -> None:
+    messages = [("7", 1), ("9", 2)]  # (id, buttons), oldest first
+    pick = partial(pressed_button, with_buttons=messages, id_of=lambda m: m[0], count=lambda m: m[1])
+    assert pick("2") == (("9", 2), 1)
+    assert pick("1 on 7") == (("7", 1), 0)
+    assert pick("2 on 7") == "(press 1 to 1: the buttons of message 7; press N on MESSAGE for another message)"
+    assert pick("1 on 8") == "(message 8 has no buttons to press; the newest that has is 9)"
+    assert pick("x") == "(press 1 to 2: the buttons of message 9; press N on MESSAGE for another message)"
+    assert pressed_button("1", [], str, len) == "(no message here has buttons)"
+    assert [press_words(w) for w in ("3", "3 on $ev:hs", "3 at 7", "on 7", "")] == [(3, None), (3, "$ev:hs"), None, None, None]
 
 
 def test_typed_lines_come_whole_across_reads_and_a_long_one_is_dropped_to_its_end() -> None:

@@ -74,8 +74,8 @@ async def test_matrix_config_serves_the_person_s_room(trial: Trial) -> None:  # 
 
 
 async def test_press_answers_the_newest_ask_from_the_console(trial: Trial) -> None:  # noqa: F811
-    """`press N` typed on the emulator reacts N to the bot's newest ask; the waiting
-    `progresscast ask` prints the chosen option."""
+    """`press N` typed on the emulator reacts N to the bot's newest ask (`press N on
+    MESSAGE`: to that one); the waiting `progresscast ask` prints the chosen option."""
     emulator = await _started(trial)
     try:
         text = await written(emulator, trial)
@@ -90,12 +90,25 @@ async def test_press_answers_the_newest_ask_from_the_console(trial: Trial) -> No
             stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE, env=trial.env(),
         )
         trial.procs.append(ask)
-        await emulator.shows(r"the bot sends message \S+:\n(    │ .*\n)*    │ .*Deploy\?")
+        deploy = (await emulator.shows(r"the bot sends message (\S+):\n(    │ .*\n)*    │ .*Deploy\?")).group(1)
         await emulator.shows(r"    │ .*Later")
-        await emulator.type("press 2")
-        await emulator.shows(r"you react 2 to message \S+")
+        # A newer ask: `press N on MESSAGE` still answers the older one.
+        region = await asyncio.create_subprocess_exec(
+            sys.executable, "-m", "progresscast.cli", "ask", "--config", str(trial.config), "--session", "shop",
+            "Region?", "--option", "EU", "--option", "US",
+            stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE, env=trial.env(),
+        )
+        trial.procs.append(region)
+        await emulator.shows(r"the bot sends message \S+:\n(    │ .*\n)*    │ .*Region\?")
+        await emulator.shows(r"    │ .*US")
+        await emulator.type(f"press 2 on {deploy}")
+        await emulator.shows(rf"you react 2 to message {re.escape(deploy)}")
         out, err = await asyncio.wait_for(ask.communicate(), 30)
         assert (ask.returncode, out.decode()) == (0, "Later\n"), err.decode()
+        await emulator.type("press 1")
+        await emulator.shows(r"you react 1 to message \S+")
+        out, err = await asyncio.wait_for(region.communicate(), 30)
+        assert (region.returncode, out.decode()) == (0, "EU\n"), err.decode()
         # `reply TEXT` replies to the newest ask: a typed answer.
         ask = await asyncio.create_subprocess_exec(
             sys.executable, "-m", "progresscast.cli", "ask", "--config", str(trial.config), "--session", "shop",

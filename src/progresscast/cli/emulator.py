@@ -80,7 +80,8 @@ async def _run_telegram(args: argparse.Namespace, out: TextIO) -> None:
             )
         print(
             f"Type as the user of chat {chat}, e.g. /follow ticket-4821 (Enter sends it); what the chat "
-            "shows is printed as it happens. `press N` presses a message's N-th button, `reply TEXT` answers "
+            "shows is printed as it happens. `press N` presses the N-th button of the newest message with buttons "
+            "(`press N on MESSAGE`: of that message), `reply TEXT` answers "
             "its question. Ctrl-C stops.",
             file=out, flush=True,
         )
@@ -125,7 +126,8 @@ async def _run_slack(args: argparse.Namespace, out: TextIO) -> None:
         )
         print(
             f"Type as a person in channel {channel}: {SLASH} follow ticket-4821 is a slash command (its "
-            "answer, seen only by you, is printed); `press N` presses a message's N-th button, `reply TEXT` "
+            "answer, seen only by you, is printed); `press N` presses the N-th button of the newest message with "
+            "buttons (`press N on MESSAGE`: of that message), `reply TEXT` "
             "answers its question in its thread; any other line is a message in the channel. What the "
             "channel shows is printed as it happens. Ctrl-C stops.",
             file=out, flush=True,

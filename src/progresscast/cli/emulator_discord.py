@@ -16,7 +16,7 @@ import httpx
 
 from ..discord.presses import MODAL, UPDATE_MESSAGE
 from ..model.asks import parse_control
-from ..testing import DiscordAPIEmulator
+from ..testing import DiscordAPIEmulator, press_words, pressed_button
 from ..testing.discord_console import DiscordConsole
 from ..testing.discord_markdown import read_markdown
 from .emulator_config import Emulated, listen_of, offer_config
@@ -45,7 +45,8 @@ async def run_discord_emulator(args: argparse.Namespace, *, out: TextIO | None =
                 f"{discord.guild_id}` with that config.")
         say(f"Type /progresscast commands as a member of channel {channel} (sent to {args.interactions}); "
             "what the channel shows is printed as it happens. `press N` presses the N-th button of the newest "
-            "message with buttons, `reply TEXT` types an answer to the newest ask. Ctrl-C stops.")
+            "message with buttons (`press N on MESSAGE`: of that message), `reply TEXT` types an answer to the "
+            "newest ask. Ctrl-C stops.")
         await serve_typing(DiscordConsole(discord, channel, out).run, partial(_typed, discord, channel, out), out)
 
 
@@ -56,8 +57,8 @@ async def _typed(discord: DiscordAPIEmulator, channel: str, out: TextIO, line: s
     word, _, rest = text.partition(" ")
     rest = rest.strip()
     try:
-        if word == "press" and rest.isdigit():
-            response = await _press(discord, channel, out, int(rest))
+        if word == "press" and press_words(rest) is not None:
+            response = await _press(discord, channel, out, rest)
         elif word == "reply" and rest:
             response = await _reply(discord, channel, out, rest)
         else:
@@ -73,18 +74,16 @@ async def _typed(discord: DiscordAPIEmulator, channel: str, out: TextIO, line: s
         _print_answer(response, out, discord, channel)
 
 
-async def _press(discord: DiscordAPIEmulator, channel: str, out: TextIO, n: int) -> httpx.Response | None:
-    """`press N`: the N-th button of the newest message that has buttons."""
-    with_buttons = [m for m in discord.channel(channel).visible() if m.buttons()]
-    if not with_buttons:
-        print("  (no message with buttons to press)", file=out, flush=True)
+async def _press(discord: DiscordAPIEmulator, channel: str, out: TextIO, rest: str) -> httpx.Response | None:
+    """`press N [on MESSAGE]`: the N-th button of the newest message that has buttons (or of that message)."""
+    picked = pressed_button(
+        rest, [m for m in discord.channel(channel).visible() if m.buttons()], lambda m: m.id, lambda m: len(m.buttons())
+    )
+    if isinstance(picked, str):
+        print(f"  {picked}", file=out, flush=True)
         return None
-    target = with_buttons[-1]
-    buttons = target.buttons()
-    if not 1 <= n <= len(buttons):
-        print(f"  (press 1 to {len(buttons)}: the buttons of message {target.id})", file=out, flush=True)
-        return None
-    button = buttons[n - 1]
+    target, i = picked
+    button = target.buttons()[i]
     print(f"  you press [{button.get('label', '')}] on message {target.id}", file=out, flush=True)
     return await discord.press(channel, target.id, str(button["custom_id"]))
 

@@ -21,6 +21,7 @@ import httpx
 from ..arguments import UsageError
 from ..config.errors import ConfigError
 from ..render.matrix_payload import notice_html
+from ..testing import press_words
 from ..testing.synapse import CLIENT, Account, Synapse
 from .emulator_config import Emulated, offer_config
 from .typed_lines import serve_typing
@@ -79,8 +80,8 @@ async def _console(
     }, "rooms", room)  # fmt: skip
     offer_config(out, emulated, args.write_config, args.redis)
     say("Type as the person in the room, e.g. !pc follow ticket-4821 (Enter sends it); what the room shows "
-        "is printed as it happens. `press N` reacts N to the bot's newest message (an ask's option), "
-        "`reply TEXT` replies to it. Ctrl-C stops Synapse and removes its data.")
+        "is printed as it happens. `press N` reacts N to the bot's newest message (an ask's option; "
+        "`press N on MESSAGE`: to that one), `reply TEXT` replies to it. Ctrl-C stops Synapse and removes its data.")
     async with httpx.AsyncClient(
         base_url=server.url, headers={"Authorization": f"Bearer {person.access_token}"}, timeout=60
     ) as http:
@@ -169,11 +170,10 @@ class _Client:
         if word in ("press", "reply") and self.newest is None:
             self.say("  (the bot has sent no message to answer yet)")
             return
-        if word == "press" and rest.strip().isdigit():
-            content: dict[str, Any] = {
-                "m.relates_to": {"rel_type": "m.annotation", "event_id": self.newest, "key": rest.strip()}
-            }
-            kind, echo = "m.reaction", f"you react {rest.strip()} to message {self.newest}"
+        if word == "press" and (pressed := press_words(rest)) is not None:
+            n, target = pressed[0], pressed[1] or self.newest
+            content: dict[str, Any] = {"m.relates_to": {"rel_type": "m.annotation", "event_id": target, "key": str(n)}}
+            kind, echo = "m.reaction", f"you react {n} to message {target}"
         elif word == "reply" and rest.strip():
             content = {
                 "msgtype": "m.text", "body": rest.strip(), "m.relates_to": {"m.in_reply_to": {"event_id": self.newest}}

@@ -9,8 +9,10 @@
   per-route buckets and the global limit with their headers), which signs interactions with
   an Ed25519 key of its own.
 - :func:`read_markdown` — Discord's Markdown as a reader sees it (its mentions and links).
+- :func:`press_words` / :func:`pressed_button` — an emulator console's `press N [on MESSAGE]`.
 """
 
+from ._console import press_words, pressed_button
 from ._discord_state import DiscordCall, DiscordChannel, DiscordMessage
 from ._faults import FaultMix, RandomFaults
 from ._html_lexer import TelegramHTMLError
@@ -62,6 +64,8 @@ __all__ = [
     "check_blocks",
     "fix_text",
     "parse",
+    "press_words",
+    "pressed_button",
     "read_markdown",
     "read_mrkdwn",
     "utf16_len",

@@ -27,6 +27,38 @@ class Recording(Protocol[C_co]):
 
 
 S = TypeVar("S", bound=Recording[Any])
+M = TypeVar("M")
+
+
+def press_words(rest: str) -> tuple[int, str | None] | None:
+    """What follows `press` on a console: `N` (the newest message with buttons) or
+    `N on MESSAGE` (that message, by the id the console printed); None: neither."""
+    words = rest.split()
+    if len(words) == 1 and words[0].isdigit():
+        return int(words[0]), None
+    if len(words) == 3 and words[0].isdigit() and words[1] == "on":
+        return int(words[0]), words[2]
+    return None
+
+
+def pressed_button(
+    rest: str, with_buttons: Sequence[M], id_of: Callable[[M], object], count: Callable[[M], int]
+) -> tuple[M, int] | str:
+    """`press N [on MESSAGE]` among the messages that have buttons (oldest first): the
+    message and its button's index, or what to tell the person instead."""
+    if not with_buttons:
+        return "(no message here has buttons)"
+    asked = press_words(rest)
+    target = with_buttons[-1]
+    if asked is not None and asked[1] is not None:
+        found = [m for m in with_buttons if str(id_of(m)) == asked[1]]
+        if not found:
+            return f"(message {asked[1]} has no buttons to press; the newest that has is {id_of(target)})"
+        target = found[0]
+    n = count(target)
+    if asked is None or not 1 <= asked[0] <= n:
+        return f"(press 1 to {n}: the buttons of message {id_of(target)}; press N on MESSAGE for another message)"
+    return target, asked[0] - 1
 W = TypeVar("W")
 
 
@@ -93,4 +125,4 @@ class CallConsole(Generic[C, S, W]):
         return self._seen < len(calls) and not self.pending(calls[self._seen])
 
 
-__all__ = ["CallConsole"]
+__all__ = ["CallConsole", "press_words", "pressed_button"]

@@ -5,7 +5,7 @@ parsed, rich checklists as ☑/☐). Used by `progresscast demo` and
 
 from __future__ import annotations
 
-from ._console import CallConsole
+from ._console import CallConsole, pressed_button
 from ._state import Call
 from .botapi import BotAPIEmulator
 
@@ -31,22 +31,24 @@ class ChatConsole(CallConsole[Call, BotAPIEmulator, int]):
 
     def act(self, line: str, user_id: int) -> tuple[str, str | None] | None:
         """What the person typed, when it is a console action rather than a message:
-        `press N` presses the N-th button of the newest message that has buttons;
+        `press N` presses the N-th button of the newest message that has buttons
+        (`press N on MESSAGE`: of that message);
         `reply TEXT` answers the newest message with buttons or an open question, as a
         reply. Returns what to echo and the press's callback query id (its answer:
         `answer_of`); None: an ordinary message, for the caller to send."""
         word, _, rest = line.strip().partition(" ")
         chat = self.server.chat(self.watched)
         if word == "press":
-            with_buttons = [m for m in chat.visible() if _buttons(m.reply_markup)]
-            if not with_buttons:
-                return "(no message here has buttons)", None
-            target = with_buttons[-1]
-            buttons = _buttons(target.reply_markup)
-            if not rest.strip().isdigit() or not 1 <= int(rest) <= len(buttons):
-                return f"(press 1 to {len(buttons)}: the buttons of message {target.message_id})", None
-            query = self.server.press(self.watched, target.message_id, int(rest) - 1, user_id=user_id)
-            return f"you press [{buttons[int(rest) - 1].get('text', '')}] on message {target.message_id}", query
+            picked = pressed_button(
+                rest, [m for m in chat.visible() if _buttons(m.reply_markup)],
+                lambda m: m.message_id, lambda m: len(_buttons(m.reply_markup)),
+            )
+            if isinstance(picked, str):
+                return picked, None
+            target, i = picked
+            query = self.server.press(self.watched, target.message_id, i, user_id=user_id)
+            label = _buttons(target.reply_markup)[i].get("text", "")
+            return f"you press [{label}] on message {target.message_id}", query
         if word == "reply" and rest.strip():
             asks = [m for m in chat.visible() if "asks:" in m.text or _buttons(m.reply_markup)]
             if not asks:

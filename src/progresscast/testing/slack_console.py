@@ -6,7 +6,7 @@ what the person does besides writing: `press N`, `reply TEXT`. Used by
 
 from __future__ import annotations
 
-from ._console import CallConsole
+from ._console import CallConsole, pressed_button
 from ._slack_requests import Interaction
 from ._slack_state import SlackCall
 from .slack_blocks import buttons
@@ -30,20 +30,20 @@ class ChannelConsole(CallConsole[SlackCall, SlackAPIEmulator, str]):
 
     def act(self, line: str, user: str) -> tuple[str, Interaction | None] | None:
         """What the person typed, when it is a console action rather than a message:
-        `press N` presses the N-th button of the newest message that has buttons;
+        `press N` presses the N-th button of the newest message that has buttons
+        (`press N on MESSAGE`: of that message);
         `reply TEXT` answers the newest question in its thread. Returns what to echo and
         the press (its answer: `Interaction.answer`); None: an ordinary message."""
         word, _, rest = line.strip().partition(" ")
         shown = self.server.channel(self.watched).visible()
         if word == "press":
-            with_buttons = [m for m in shown if buttons(m.blocks)]
-            if not with_buttons:
-                return "(no message here has buttons)", None
-            target = with_buttons[-1]
-            keys = buttons(target.blocks)
-            if not rest.strip().isdigit() or not 1 <= int(rest) <= len(keys):
-                return f"(press 1 to {len(keys)}: the buttons of message {target.ts})", None
-            text, action_id = keys[int(rest) - 1]
+            picked = pressed_button(
+                rest, [m for m in shown if buttons(m.blocks)], lambda m: m.ts, lambda m: len(buttons(m.blocks))
+            )
+            if isinstance(picked, str):
+                return picked, None
+            target, i = picked
+            text, action_id = buttons(target.blocks)[i]
             pressed = self.server.press(self.watched, target.ts, action_id, user=user)
             return f"you press [{text}] on message {target.ts}", pressed
         if word == "reply" and rest.strip():
