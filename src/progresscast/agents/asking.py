@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 from ..model.asks import Ask, AskInput, AskState, StopMark
@@ -38,18 +38,26 @@ def answered_by(ask: Ask) -> str:
 @dataclass(frozen=True)
 class Waited:
     """How a wait ended: every ask answered (`answered`, in the order asked), Stop pressed
-    on the run (`stop`), or neither in time, or an ask ended unanswered (both empty)."""
+    on the run (`stop`), an ask ended unanswered (`ended`), or none of these in time."""
 
     answered: tuple[Ask, ...] = ()
     stop: StopMark | None = None
+    ended: Ask | None = None
+    """The ask that ended unanswered (expired, withdrawn), as it ended."""
 
 
 async def ask_and_wait(
-    store: CardStore, owner: Owner, asks: Sequence[AskInput], wait: float, *, watch_stop: bool = True
+    store: CardStore,
+    owner: Owner,
+    asks: Sequence[AskInput],
+    wait: float,
+    *,
+    watch_stop: bool = True,
+    opened_all: Callable[[Sequence[Ask]], None] | None = None,
 ) -> Waited:
-    """Open `asks` together and wait up to `wait` seconds for all of them. Whatever the
-    outcome (a cancellation too), the asks still open are withdrawn, so no chat offers a
-    question nobody waits for."""
+    """Open `asks` together and wait up to `wait` seconds for all of them (`opened_all`
+    is told once they are open). Whatever the outcome (a cancellation too), the asks
+    still open are withdrawn, so no chat offers a question nobody waits for."""
     deadline = time.monotonic() + wait
     run_id = None
     if watch_stop:
@@ -62,6 +70,8 @@ async def ask_and_wait(
     try:
         for body in asks:
             opened.append(await store.asks.open(owner, body))
+        if opened_all is not None:
+            opened_all(opened)
         while True:
             for ask in opened:
                 if ask.ask_id in done:
@@ -69,7 +79,7 @@ async def ask_and_wait(
                 left = deadline - time.monotonic()
                 found = await store.asks.wait(owner, ask.ask_id, max(0.0, min(POLL, left)))
                 if found is None or found.state in (AskState.expired, AskState.withdrawn):
-                    return Waited()
+                    return Waited(ended=found)
                 if found.state is AskState.answered:
                     done[ask.ask_id] = found
             if len(done) == len(opened):

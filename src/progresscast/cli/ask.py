@@ -8,7 +8,6 @@ it waits, it withdraws the ask and exits 130 (Ctrl-C) or 143 (SIGTERM).
 from __future__ import annotations
 
 import argparse
-import asyncio
 import signal
 import sys
 from typing import TYPE_CHECKING
@@ -17,14 +16,16 @@ from ..stopping import Terminated, run_stoppable
 from .card import owner_of, with_store
 
 if TYPE_CHECKING:
+    from collections.abc import Sequence
+
     from ..config.settings import Settings
-    from ..model.asks import Ask
+    from ..model.asks import Ask, AskInput
     from ..model.owners import Owner
     from ..store.cards import CardStore
 
 ANSWERED, NO_ANSWER, WITHDRAWN = 0, 3, 4
-POLL = 1.0
-"""Seconds between looks at the run's Stop while waiting (the answer is looked for more often)."""
+EXPIRY_SEEN_WITHIN = 5.0
+"""Seconds past the ask's expiry the wait lasts, to end on the expiry itself."""
 
 
 def ask_command(args: argparse.Namespace, settings: Settings) -> int:
@@ -56,34 +57,22 @@ def ask_command(args: argparse.Namespace, settings: Settings) -> int:
     return int(status)
 
 
-async def _ask_and_wait(store: CardStore, owner: Owner, body: object) -> tuple[int, list[str]]:
-    from ..model.asks import AskInput, AskState
+async def _ask_and_wait(store: CardStore, owner: Owner, body: AskInput) -> tuple[int, list[str]]:
+    from ..agents.asking import ask_and_wait
 
-    assert isinstance(body, AskInput)
-    view = await store.view(owner)
-    run_id = view.run_id if view.run.value == "active" else None
-    if run_id is not None and await store.asks.stop_mark(owner, run_id) is not None:
-        return _stopped()  # before any chat is pinged with a question nobody will wait for
-    ask = await store.asks.open(owner, body)
-    print(f"progresscast: asked {owner.display_key} ({ask.ask_id}); waiting for an answer", file=sys.stderr)
-    try:
-        while True:
-            done = await store.asks.wait(owner, ask.ask_id, POLL)
-            if done is None:
-                return NO_ANSWER, []
-            if done.state is not AskState.open:
-                return _outcome(done)
-            if run_id is not None and await store.asks.stop_mark(owner, run_id) is not None:
-                await store.asks.withdraw(owner, ask.ask_id)
-                return _stopped()
-    except asyncio.CancelledError:
-        await asyncio.shield(store.asks.withdraw(owner, ask.ask_id))
-        raise
+    def opened(asks: Sequence[Ask]) -> None:
+        print(f"progresscast: asked {owner.display_key} ({asks[0].ask_id}); waiting for an answer", file=sys.stderr)
 
-
-def _stopped() -> tuple[int, list[str]]:
-    print("progresscast: the run was stopped from chat", file=sys.stderr)
-    return WITHDRAWN, []
+    # The ask's own expiry ends the wait (exit 3); the margin only lets it be seen as such.
+    waited = await ask_and_wait(store, owner, [body], body.timeoutSeconds + EXPIRY_SEEN_WITHIN, opened_all=opened)
+    if waited.stop is not None:  # before the ask was opened, or while it waited: withdrawn
+        print("progresscast: the run was stopped from chat", file=sys.stderr)
+        return WITHDRAWN, []
+    ended = waited.answered[0] if waited.answered else waited.ended
+    if ended is None:
+        print("progresscast: no answer in time", file=sys.stderr)
+        return NO_ANSWER, []
+    return _outcome(ended)
 
 
 def _outcome(ask: Ask) -> tuple[int, list[str]]:
