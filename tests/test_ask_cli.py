@@ -114,6 +114,15 @@ async def test_no_answer_in_time_exits_3_and_prints_nothing(ask, store: CardStor
     assert after is not None and after.state is AskState.expired
 
 
+async def test_an_ask_withdrawn_elsewhere_exits_4_and_prints_nothing(ask, store: CardStore) -> None:
+    running = await ask("--session", "shop", "--approval", "Deploy?")
+    made = await asked(store)
+    await store.asks.withdraw(OWNER, made.ask_id)  # another process gave up on it
+    done = await running.done()
+    assert (done.status, done.stdout) == (4, ""), done.stderr
+    assert "the ask was withdrawn" in done.stderr
+
+
 async def test_stop_pressed_on_the_run_while_waiting_exits_4_and_withdraws(ask, store: CardStore) -> None:
     await store.start_run(OWNER, "r1", stoppable=True)
     running = await ask("--session", "shop", "--approval", "Deploy?")
