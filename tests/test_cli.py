@@ -233,7 +233,7 @@ def test_global_flags_before_the_subcommand_are_honoured(tmp_path: Path) -> None
 
 @pytest.mark.parametrize(
     "stdin, words",
-    [(b"\xff\xfe{}", "not UTF-8"), (b"[" * 60000, "nested too deeply")],
+    [(b"\xff\xfe{}", "not UTF-8"), (b"[" * 60000, "nested too deeply"), (b" " * (1 << 20) + b"{}", "stdin: more than 1,048,576 bytes")],
 )
 def test_undecodable_input_exits_2(tmp_path: Path, stdin: bytes, words: str) -> None:
     cli = CLI(tmp_path / "home")
@@ -243,6 +243,23 @@ def test_undecodable_input_exits_2(tmp_path: Path, stdin: bytes, words: str) -> 
     )
     assert result.returncode == 2 and words in result.stderr.decode()
     assert len(result.stderr.decode().strip().splitlines()) == 1
+    stop_embedded(tmp_path / "home")
+
+
+@pytest.mark.parametrize(
+    "argv, words",
+    [
+        (["render", "--channel", "telegram", "/dev/zero"], "/dev/zero: more than 1,048,576 bytes"),
+        (["a2a", "ingest", "/dev/zero"], "/dev/zero: more than 67,108,864 bytes"),
+        (["render", "--channel", "telegram", "/nonexistent/card.json"], "/nonexistent/card.json: No such file or directory"),
+    ],
+)
+def test_an_endless_or_missing_input_file_is_one_line_and_exit_2(tmp_path: Path, argv: list[str], words: str) -> None:
+    cli = CLI(tmp_path / "home")
+    result = subprocess.run(
+        [sys.executable, "-m", "progresscast.cli", *argv], capture_output=True, text=True, env=cli.env, timeout=60
+    )
+    assert (result.returncode, result.stderr.strip()) == (2, f"progresscast: {words}")
     stop_embedded(tmp_path / "home")
 
 

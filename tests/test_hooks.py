@@ -329,7 +329,10 @@ def test_a_gemini_cli_session(hook: Hook, redis_url: str) -> None:
 
 
 def test_gemini_prints_only_the_json_even_for_bad_input(hook: Hook) -> None:
-    for stdin, why in [(b"{not json", "not a JSON hook event"), (b"[1]", "must be a JSON object")]:
+    too_big = b" " * (16 << 20) + b"{}"  # an endless stdin ends at the bound, as this does
+    for stdin, why in [
+        (b"{not json", "not a JSON hook event"), (b"[1]", "must be a JSON object"), (too_big, "more than 16,777,216 bytes"),
+    ]:
         status, out, err = hook("gemini", stdin)
         assert (status, out) == (0, "{}\n") and why in err
 

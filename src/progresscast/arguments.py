@@ -19,6 +19,38 @@ class UsageError(Exception):
     """Bad input from the user: reported on one line, exit status 2."""
 
 
+MAX_INPUT_BYTES = 1 << 20
+"""What `card put` and `render` read of a file or stdin: far above the largest card."""
+
+
+def read_bounded(name: str, limit: int) -> bytes | None:
+    """File `name` (`-`: stdin) read to its end, or None when it holds more than `limit`
+    bytes (no more than one past it is read: `/dev/zero` or a paste gone wrong ends
+    here). OSError as opening or reading it raised it."""
+    if name == "-":
+        raw = sys.stdin.buffer.read(limit + 1)
+    else:
+        with open(name, "rb") as file:
+            raw = file.read(limit + 1)
+    return None if len(raw) > limit else raw
+
+
+def read_input(name: str, limit: int = MAX_INPUT_BYTES) -> str:
+    """The UTF-8 text of file `name` (`-`: stdin), at most `limit` bytes; UsageError
+    naming it otherwise."""
+    what = "stdin" if name == "-" else name
+    try:
+        raw = read_bounded(name, limit)
+    except OSError as exc:
+        raise UsageError(f"{what}: {exc.strerror}") from None
+    if raw is None:
+        raise UsageError(f"{what}: more than {limit:,} bytes")
+    try:
+        return raw.decode("utf-8")
+    except UnicodeDecodeError:
+        raise UsageError(f"{what}: not UTF-8 text") from None
+
+
 def fail(message: str) -> NoReturn:
     print(f"progresscast: {message}", file=sys.stderr)
     raise SystemExit(2)

@@ -9,7 +9,7 @@ import sys
 from collections.abc import Awaitable, Callable
 from typing import TYPE_CHECKING, Any
 
-from ..arguments import UsageError, fail
+from ..arguments import UsageError, fail, read_input
 
 if TYPE_CHECKING:
     from ..config.settings import Settings
@@ -42,13 +42,6 @@ def owner_of(args: argparse.Namespace, settings: Settings) -> Owner:
     return resolve_option_owner(
         args.session, args.agent, known_agents=settings.agents.known_set, default_agent=settings.agents.default
     )
-
-
-def read_stdin() -> str:
-    try:
-        return sys.stdin.buffer.read().decode("utf-8")
-    except UnicodeDecodeError:
-        raise UsageError("stdin: not UTF-8 text") from None
 
 
 def read_json(text: str, what: str) -> Any:
@@ -88,7 +81,7 @@ def card_command(args: argparse.Namespace, settings: Settings) -> None:
                 "e.g. card put --session KEY < examples/plan.json",
                 file=sys.stderr,
             )
-        card = CardInput.parse(read_json(read_stdin(), "stdin"))
+        card = CardInput.parse(read_json(read_input("-"), "stdin"))
         result = asyncio.run(
             with_store(args, settings, lambda s: s.put(owner, card, expected_revision=args.expected_revision))
         )

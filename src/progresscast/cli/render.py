@@ -4,11 +4,10 @@ from __future__ import annotations
 
 import argparse
 import sys
-from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from ..arguments import UsageError
-from .card import TERMINAL_CONTROLS, print_json, read_json, read_stdin
+from ..arguments import UsageError, read_input
+from .card import TERMINAL_CONTROLS, print_json, read_json
 
 if TYPE_CHECKING:
     from ..config.settings import Settings
@@ -25,16 +24,7 @@ def render_command(args: argparse.Namespace, settings: Settings) -> None:
     from ..model.validation import field_and_rule
     from ..render import payload_for
 
-    if args.card_file == "-":
-        text = read_stdin()
-    else:
-        try:
-            text = Path(args.card_file).read_text(encoding="utf-8")
-        except OSError as exc:
-            raise UsageError(f"{args.card_file}: {exc.strerror}") from None
-        except UnicodeDecodeError:
-            raise UsageError(f"{args.card_file}: not UTF-8 text") from None
-    data = read_json(text, args.card_file)
+    data = read_json(read_input(args.card_file), args.card_file)
     channels = settings.channels
     channel = {"slack": channels.slack, "discord": channels.discord, "matrix": channels.matrix}.get(
         args.channel, channels.telegram

@@ -8,9 +8,9 @@ from __future__ import annotations
 import argparse
 import asyncio
 import sys
-from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from ...arguments import read_input
 from ...config.settings import Settings
 from ...store.connections import connect, redis_url
 from .apply import Applied, Outcome, UpdateApplier
@@ -89,15 +89,12 @@ def run(args: argparse.Namespace, settings: Settings) -> None:
         raise SystemExit(1) from None
 
 
+MAX_INGESTED_BYTES = 64 << 20
+"""What `a2a ingest` reads of a file or stdin: a long task's whole log of updates."""
+
+
 def _read(name: str) -> str:
-    try:
-        raw = sys.stdin.buffer.read() if name == "-" else Path(name).read_bytes()
-    except OSError as exc:
-        raise CommandError(f"{name}: {exc.strerror}") from None
-    try:
-        return raw.decode("utf-8")
-    except UnicodeDecodeError:
-        raise CommandError(f"{name}: not UTF-8 text") from None
+    return read_input(name, MAX_INGESTED_BYTES)
 
 
 async def _with_applier(args: argparse.Namespace, settings: Settings, work: Any) -> Any:

@@ -97,7 +97,8 @@ def call_server(argv: list[str], harness: str) -> tuple[int | None, bool]:
         return None, True
     # Read before connecting, so the server never waits on a slow writer of stdin; a
     # call the server does not run gets it back to read as ever.
-    stdin = sys.stdin.buffer.read()
+    # One byte past the bound at most: the call run here then says the event is too big.
+    stdin = sys.stdin.buffer.read(wire.MAX_EVENT_BYTES + 1)
     asks_tools = b'"BeforeTool"' in stdin and any(w.startswith("--ask-tools") for w in argv)
     if asks_tools or any(word in stdin for word in BLOCKING):
         status, start = None, False

@@ -9,17 +9,21 @@ from __future__ import annotations
 import argparse
 import asyncio
 import json
-import sys
 from typing import Any
 
+from ...arguments import read_bounded
 from ...stopping import run_stoppable
 from .context import HookContext
+from .wire import MAX_EVENT_BYTES
 
 
 def _event(ctx: HookContext) -> dict[str, Any] | None:
+    raw = read_bounded("-", MAX_EVENT_BYTES)
+    if raw is None:
+        ctx.warn(f"stdin: a hook event of more than {MAX_EVENT_BYTES:,} bytes; ignored")
+        return None
     try:
-        text = sys.stdin.buffer.read().decode("utf-8")
-        event = json.loads(text)
+        event = json.loads(raw.decode("utf-8"))
     except (UnicodeDecodeError, ValueError, RecursionError) as exc:
         ctx.warn(f"stdin: not a JSON hook event ({exc.__class__.__name__}: {exc}); ignored")
         return None

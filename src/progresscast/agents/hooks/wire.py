@@ -39,6 +39,10 @@ PACKAGE = Path(__file__).resolve().parents[2]  # src/progresscast
 """The progresscast package this code runs from (the server watches its .py files)."""
 
 
+MAX_EVENT_BYTES = 16 << 20
+"""A hook event read from stdin: a tool's whole output fits; an endless stdin does not."""
+
+
 def enabled() -> bool:
     return os.environ.get(SERVER_ENV, "").strip().lower() not in ("off", "0", "false", "no")
 
