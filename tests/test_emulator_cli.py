@@ -289,6 +289,15 @@ async def test_emulator_slack_prints_its_settings_takes_slash_commands_and_shows
         await read_until(proc.stdout, r"\[1: Allow\]  \[2: Deny\]", seen)
         await type_line(proc, "press 1")
         await read_until(proc.stdout, r"app \(only you see it\) → Answered: Allow", seen)
+        # `reply TEXT` answers a question in its thread: named as a press names the
+        # person, and told to them alone.
+        await CardStore(redis).asks.open(Owner("main", "t1"), AskInput.parse({"kind": "text", "prompt": "Why?"}))
+        await read_until(proc.stdout, r"Why\?", seen)
+        await type_line(proc, "reply not now")
+        await read_until(proc.stdout, r"you reply in the thread of message [\d.]+ → not now", seen)
+        for shown in (r"app \(only you see it\) → Answered: not now", r"tester answered: not now"):  # either first
+            if not re.search(shown, "".join(seen)):
+                await read_until(proc.stdout, shown, seen)
     finally:
         for task in tasks:
             task.cancel()

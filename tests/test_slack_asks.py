@@ -133,13 +133,14 @@ async def test_a_typed_answer_is_a_reply_in_the_asks_thread(slack: SlackAPIEmula
     ask_id = await open_ask(h, kind="text", prompt="Which branch?")
     msg = await slack.wait_for(lambda: ask_message(slack, C, "Which branch?"), 5)
     assert not buttons(msg.blocks) and "Reply in this message's thread" in msg.visible_text
-    slack.post_as_user(C, "release-2.4 &amp; <b>", thread_ts=msg.ts, user="U0ANA")
-    await slack.wait_for(
-        lambda: any("Answered: release-2.4" in m.visible_text for m in slack.channel(C).visible(thread_ts=msg.ts)), 5
-    )
+    slack.post_as_user(C, "release-2.4 &amp; <b>", thread_ts=msg.ts, user="U0ANA", name="ana")
+    # Told to the person alone, as a press's answer is (the thread shows their reply already).
+    await slack.wait_for(lambda: any(t.startswith("Answered: release-2.4") for t in slack.ephemeral_to("U0ANA")), 5)
+    assert not [m for m in slack.channel(C).visible(thread_ts=msg.ts) if "Answered:" in m.visible_text]
     ask, _ = await h.store.asks.get(OWNER, ask_id)
     assert ask is not None and ask.answer is not None and ask.answer.text == "release-2.4 & <b>"
-    assert ask.answer.by.user == "U0ANA"
+    assert (ask.answer.by.user, ask.answer.by.name) == ("U0ANA", "ana")  # named as a press names them
+    await slack.wait_for(lambda: "ana answered: release-2.4" in slack.channel(C).messages[msg.ts].visible_text, 5)
     # A reply in any other thread is just chat.
     person = slack.post_as_user(C, "nice")
     slack.post_as_user(C, "indeed", thread_ts=person.ts)
@@ -233,7 +234,14 @@ async def test_in_a_follows_own_thread_a_reply_there_answers_its_one_open_questi
     ask_id = await open_ask(h, kind="text", prompt="Which branch?")
     msg = await slack.wait_for(lambda: ask_message(slack, C, "Which branch?"), 5)
     assert msg.thread_ts == anchor.ts and msg.reply_broadcast  # a reply in the follow's thread, shown in the channel
+    # Without the `users:read` scope Slack will not name the person: their id is shown,
+    # and where Slack will not whisper, the answer is told in the thread.
+    slack.fail_next("users.info", "missing_scope")
+    slack.fail_next("chat.postEphemeral", "channel_not_found")
     slack.post_as_user(C, "main", thread_ts=anchor.ts, user="U0ANA")
     await slack.wait_for(lambda: "U0ANA answered: main" in slack.channel(C).messages[msg.ts].visible_text, 5)
+    await slack.wait_for(
+        lambda: any("Answered: main" in m.visible_text for m in slack.channel(C).visible(thread_ts=anchor.ts)), 5
+    )
     ask, _ = await h.store.asks.get(OWNER, ask_id)
     assert ask is not None and ask.answer is not None and ask.answer.text == "main"

@@ -32,6 +32,8 @@ that was sent, is the post (`found`); none is `absent`, and it is safe to post a
 from __future__ import annotations
 
 import asyncio
+import logging
+import time
 from typing import Any
 
 import aiohttp
@@ -100,6 +102,14 @@ def _thread(thread_id: Id) -> str | None:
     return None if text in ("", "0") else text
 
 
+log = logging.getLogger(__name__)
+
+NAMES_KEPT = 10_000
+"""People's handles remembered (`handle_of`): a bound, not a policy."""
+NAME_FRESH_SECONDS = 3600.0
+"""How long a remembered handle is used before Slack is asked again (a rename shows then)."""
+
+
 class SlackClient:
     """`channels.Client` for one Slack app in one workspace."""
 
@@ -108,6 +118,41 @@ class SlackClient:
         self.bot_user_id = bot_user_id
         self.bot_id = bot_id
         """The app's bot id (`B…`): its own messages carry it."""
+        self._handles: dict[str, tuple[str, float]] = {}
+
+    async def handle_of(self, user: str) -> str | None:
+        """A person's handle (`users.info`'s `name`), as a press's payload names them: a
+        message event names only the id. None when Slack does not say (no `users:read`
+        scope, an unknown user, Slack unreachable): the caller shows the id."""
+        now = time.monotonic()
+        kept = self._handles.get(user)
+        if kept is not None and now - kept[1] < NAME_FRESH_SECONDS:
+            return kept[0]
+        try:
+            reply = await self.web.users_info(user=user)
+        except Exception as exc:  # SlackApiError (missing_scope, user_not_found), a network error
+            log.info("users.info for %s: %s", user, exc)
+            return None
+        found = reply.get("user")
+        name = found.get("name") if isinstance(found, dict) else None
+        if not isinstance(name, str) or not name.strip():
+            return None
+        if len(self._handles) >= NAMES_KEPT:
+            self._handles.clear()
+        self._handles[user] = (name, now)
+        return name
+
+    async def whisper(self, chat_id: Id, thread_id: Id, user: str, text: str) -> Outcome:
+        """A plain-text message only `user` sees (`chat.postEphemeral`), in the thread."""
+        params: dict[str, Any] = {"channel": str(chat_id), "user": user, "text": escape(text)}
+        thread = _thread(thread_id)
+        if thread:
+            params["thread_ts"] = thread
+        try:
+            await self.web.chat_postEphemeral(**params)
+        except Exception as exc:
+            return classify(exc)
+        return Outcome(OutcomeKind.ok)
 
     async def send(
         self, chat_id: Id, thread_id: Id, payload: Payload, *, reply_to: MessageId | None = None, silent: bool = False

@@ -15,7 +15,9 @@ lets the workspace decide who can use an app where), so a channel's `answerers` 
 add people. A typed answer comes as an Events API `message` event
 (`message.channels`, `message.groups`, `message.im` subscriptions; scopes
 `channels:history`, `groups:history`, `im:history`) whose `thread_ts` is the ask
-message's `ts`; it is acknowledged by a reply in that thread.
+message's `ts`; its author is named by `users.info` (scope `users:read`; else by their
+id), and told what it did by a message only they see (`chat.postEphemeral`; a reply in
+the thread where Slack refuses that).
 """
 
 from __future__ import annotations
@@ -37,6 +39,7 @@ from ..http.body import raw_form
 from ..model.asks import STOP_CONTROL, AskState
 from ..model.card import CardError, escape_lone_surrogates, reject_lone_surrogates
 from .channel import NO_THREAD, PLATFORM
+from .client import SlackClient
 
 log = logging.getLogger("progresscast.slack")
 
@@ -210,19 +213,28 @@ class SlackPresses:
         log.info("agent session stopped in channel %s by %s: %s", press.destination, press.user, text)
 
     async def _typed(self, channel: str, thread: str, user: str, text: str) -> None:
+        client = self.worker.channel.client
+        slack = client if isinstance(client, SlackClient) else None
         try:
             asked = await self._ask_message(channel, thread)
             if asked is None:
                 return
+            # Named as a press names them (its payload carries the handle; an event only the id).
+            name = (await slack.handle_of(user) if slack is not None else None) or user
             answer = await self.worker.presses.typed(Press(
-                platform=PLATFORM, destination=channel, thread=thread, user=user, name=user,
+                platform=PLATFORM, destination=channel, thread=thread, user=user, name=name,
                 message_id=asked, text=text, group=is_group(channel),
             ))
         except Exception:
             log.exception("a reply in channel %s failed", channel)
             return
-        if answer is not None:
-            self.worker.say(channel, thread, answer)
+        if answer is None:
+            return
+        # Seen by the person alone, as a press's answer is; in the thread for all only
+        # when Slack will not whisper it.
+        if slack is not None and (await slack.whisper(channel, thread, user, answer)).delivered:
+            return
+        self.worker.say(channel, thread, answer)
 
     async def _ask_message(self, channel: str, thread: str) -> str | None:
         """The ask message a reply in `thread` answers: the thread's own first message

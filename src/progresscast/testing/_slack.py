@@ -39,8 +39,15 @@ class FakeSlack:
         self.channels: dict[str, SlackChannel] = {}
         for cid in channels:
             self.add_channel(cid)
+        self.users: dict[str, str] = {}
+        """People by user id: their handle (`users.info`'s `name`), as presses and
+        messages of the tests name them."""
+        self.ephemeral: list[SlackMessage] = []
+        """Messages only one person sees (`chat.postEphemeral`), in order: never in a channel."""
         self.methods: dict[str, Method] = {
             "auth.test": self._auth_test,
+            "users.info": self._user_info,
+            "chat.postEphemeral": self._post_ephemeral,
             "chat.postMessage": self._post_message,
             "chat.update": self._update,
             "chat.delete": self._delete,
@@ -113,6 +120,27 @@ class FakeSlack:
             "bot_id": BOT_ID,
             "is_enterprise_install": False,
         }
+
+    def _user_info(self, params: dict[str, Any]) -> dict[str, Any]:
+        user = str(params.get("user") or "")
+        name = self.users.get(user)
+        if name is None:
+            raise SlackError("user_not_found")
+        profile = {"display_name": name, "real_name": name.title()}
+        return {"ok": True, "user": {"id": user, "team_id": self.team_id, "name": name, "real_name": name.title(),
+                                     "is_bot": False, "profile": profile}}
+
+    def _post_ephemeral(self, params: dict[str, Any]) -> dict[str, Any]:
+        channel = self._channel_of(params)
+        text, blocks = self._content(params, update=False)
+        user = str(params.get("user") or "")
+        if user not in self.users:
+            raise SlackError("user_not_in_channel")
+        msg = SlackMessage(new_ts(), channel.id, BOT_USER_ID, text=text or "", blocks=blocks or [],
+                           thread_ts=params.get("thread_ts") or None, bot_id=BOT_ID, editable=False,
+                           recipient_user_id=user)
+        self.ephemeral.append(msg)
+        return {"ok": True, "message_ts": msg.ts}
 
     def _post_message(self, params: dict[str, Any]) -> dict[str, Any]:
         channel = self._channel_of(params)

@@ -202,6 +202,7 @@ class SlackRequestSender:
         if found is None and not forged:
             raise KeyError(f"message {ts} has no button {button!r}; it has {[t for t, _ in shown]}")
         text, action_id = found or (button, button)
+        self.workspace.users[user] = name
         pressed = Interaction(f"I{len(self.interactions) + 1}", channel_id, ts, action_id, user)
         self.interactions[pressed.id] = pressed
         container: dict[str, Any] = {"type": "message", "message_ts": ts, "channel_id": channel_id,

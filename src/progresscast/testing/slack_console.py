@@ -9,12 +9,13 @@ from __future__ import annotations
 from ._console import CallConsole, pressed_button
 from ._slack_requests import Interaction
 from ._slack_state import SlackCall
-from .slack_blocks import buttons
+from .slack_blocks import buttons, read_mrkdwn
 from .slackapi import SlackAPIEmulator
 
 POSTS = ("chat.postMessage", "chat.startStream")
 EDITS = ("chat.update", "chat.appendStream", "chat.stopStream")
 DELETES = ("chat.delete",)
+WHISPERS = "chat.postEphemeral"
 
 
 class ChannelConsole(CallConsole[SlackCall, SlackAPIEmulator, str]):
@@ -55,6 +56,9 @@ class ChannelConsole(CallConsole[SlackCall, SlackAPIEmulator, str]):
         return None
 
     def change(self, call: SlackCall) -> tuple[str, str | None] | None:
+        if call.method == WHISPERS and call.channel == self.watched and call.ok and call.result is not None:
+            # Shown to one person only (the console's, who typed an answer): not the channel's.
+            return f"  app (only you see it) → {read_mrkdwn(str(call.params.get('text', ''))).text}", None
         if call.channel != self.watched or not call.ok or not call.applied or call.result is None:
             return None
         if call.method in POSTS:
@@ -71,7 +75,8 @@ class ChannelConsole(CallConsole[SlackCall, SlackAPIEmulator, str]):
 
     def pending(self, call: SlackCall) -> bool:
         """A call still being answered (a call is listed when it arrives)."""
-        return call.ok and call.result is None and call.method in POSTS + EDITS + DELETES and not call.injected
+        shown = (*POSTS, *EDITS, *DELETES, WHISPERS)
+        return call.ok and call.result is None and call.method in shown and not call.injected
 
 
 __all__ = ["ChannelConsole"]

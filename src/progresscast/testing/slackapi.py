@@ -79,6 +79,8 @@ METHOD_TIERS = {
     "chat.appendStream": 4,
     "chat.stopStream": 2,
     "auth.test": 4,
+    "users.info": 4,
+    "chat.postEphemeral": 4,
     "agents.sessions.setStatus": 3,
 }
 
@@ -198,10 +200,22 @@ class SlackAPIEmulator(LoopbackServer, SlackRequestSender):
 
     # --- what people do --------------------------------------------------------------------
 
+    def add_user(self, user: str, name: str | None = None) -> None:
+        """A person of the workspace: `users.info` names them (`name`, else their id in lower case)."""
+        known = self.workspace.users.get(user)
+        self.workspace.users[user] = name or known or ("tester" if user == PERSON_ID else user.lower())
+
+    def ephemeral_to(self, user: str = PERSON_ID) -> list[str]:
+        """The texts of the messages only `user` saw (`chat.postEphemeral`), oldest first."""
+        return [m.text for m in self.workspace.ephemeral if m.recipient_user_id == user]
+
     def post_as_user(
-        self, channel_id: str, text: str, *, user: str = PERSON_ID, thread_ts: str | None = None
+        self, channel_id: str, text: str, *, user: str = PERSON_ID, thread_ts: str | None = None,
+        name: str | None = None,
     ) -> SlackMessage:
-        """A person writes in a channel (or a thread); the app cannot edit or delete it."""
+        """A person writes in a channel (or a thread); the app cannot edit or delete it.
+        `name`: their handle, which `users.info` then gives (the default person's: `tester`)."""
+        self.add_user(user, name)
         channel = self.channel(channel_id)
         msg = SlackMessage(new_ts(), channel_id, user, text=text, thread_ts=thread_ts, editable=False)
         self.workspace.post(channel, msg)
