@@ -16,6 +16,7 @@ import pytest
 
 from progresscast.model.asks import Actor, Ask, AskKind, AskState
 from progresscast.model.owners import Owner
+from progresscast.store import keys
 from progresscast.store.cards import CardStore
 
 OWNER = Owner(agent_id="main", session_key="shop")
@@ -84,6 +85,17 @@ async def test_an_approval_answered_from_chat_prints_the_label(ask, store: CardS
     done = await running.done()
     assert (done.status, done.stdout) == (0, "Allow\n"), done.stderr
     assert "answered by Ana (telegram)" in done.stderr
+    assert "no chat follows agent:main:shop yet: the ask shows on its web card" in done.stderr  # nobody followed
+
+
+async def test_a_session_a_chat_follows_asks_without_a_note(ask, store: CardStore) -> None:
+    await store.redis.sadd(keys.channel_followers(keys.SLACK, OWNER), "C0TEST0001 0")  # as `/progresscast follow` keeps it
+    running = await ask("--session", "shop", "--approval", "Deploy?")
+    made = await asked(store)
+    await store.asks.answer(OWNER, made.ask_id, ANA, options=["Deny"])
+    done = await running.done()
+    assert (done.status, done.stdout) == (0, "Deny\n"), done.stderr
+    assert "no chat follows" not in done.stderr
 
 
 async def test_a_typed_answer_is_printed_as_typed(ask, store: CardStore) -> None:

@@ -60,6 +60,12 @@ def ask_command(args: argparse.Namespace, settings: Settings) -> int:
 async def _ask_and_wait(store: CardStore, owner: Owner, body: AskInput) -> tuple[int, list[str]]:
     from ..agents.asking import ask_and_wait
 
+    if not await store.asks.followed(owner):  # else it would wait its whole timeout unseen in chat
+        print(
+            f"progresscast: no chat follows {owner.display_key} yet: the ask shows on its web card, "
+            "and in a chat once one follows the session", file=sys.stderr,
+        )
+
     def opened(asks: Sequence[Ask]) -> None:
         print(f"progresscast: asked {owner.display_key} ({asks[0].ask_id}); waiting for an answer", file=sys.stderr)
 

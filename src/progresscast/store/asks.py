@@ -30,7 +30,7 @@ from ..model.asks import (
     new_ask_id,
 )
 from ..model.owners import Owner
-from . import scripts
+from . import keys, scripts
 from .errors import StoreError
 from .keys import Layout
 
@@ -209,6 +209,11 @@ class AskStore:
     async def _armed_changed(self, owner: Owner) -> None:
         # Published as a Stop event (the run's Stop changed how it shows): every chat looks again.
         await self.store.call(self._stop, owner, [""])
+
+    async def followed(self, owner: Owner) -> bool:
+        """Whether a chat follows the owner, so its asks reach one (the web card shows them anyway)."""
+        found = await self.store.redis.exists(*(keys.channel_followers(c, owner) for c in keys.CHAT_CHANNELS))
+        return bool(found)
 
     async def stop_mark(self, owner: Owner, run_id: str | None = None) -> StopMark | None:
         """The Stop pressed on the owner's current run (or on `run_id` only, when given)."""

@@ -427,3 +427,6 @@ def mx_txn(user_id: str, room_id: str, content_digest: str) -> str:
 # (destinations are channel and thread ids; the thread part of a key is always "0").
 
 DISCORD = "discord"
+
+CHAT_CHANNELS = (TG, SLACK, DISCORD, MATRIX)
+"""The chat channels' names in keys: each keeps an owner's followers (`channel_followers`)."""
