@@ -120,13 +120,13 @@ async def test_press_a_button_and_reply_from_the_console() -> None:
         async with telegram.Bot(DEFAULT_TOKEN, base_url=base) as bot:
             stop = telegram.InlineKeyboardMarkup([[telegram.InlineKeyboardButton("⏹ Stop", callback_data="pc:stop")]])
             draft = await bot.send_message(4821, "shop · working", reply_markup=stop)
-            await read_until(proc.stdout, r"\[1: ⏹ Stop\]", seen)
+            await read_until(proc.stdout, rf"\[1: ⏹ Stop\]   \(type: press 1 on {draft.message_id}\)", seen)
             keyboard = telegram.InlineKeyboardMarkup([[
                 telegram.InlineKeyboardButton("Allow", callback_data="pc:a:x:0"),
                 telegram.InlineKeyboardButton("Deny", callback_data="pc:a:x:1"),
             ]])
-            sent = await bot.send_message(4821, "Run rm -rf build?", reply_markup=keyboard)
-            await read_until(proc.stdout, r"\[1: Allow\]  \[2: Deny\]", seen)
+            sent = await bot.send_message(4821, "❓ main · shop asks: Run rm -rf build?", reply_markup=keyboard)
+            await read_until(proc.stdout, rf"\[1: Allow\]  \[2: Deny\]   \(type: press N on {sent.message_id}\)", seen)
             await type_line(proc, "press 2")
             await read_until(proc.stdout, rf"you press \[Deny\] on message {sent.message_id}", seen)
             [update] = await bot.get_updates(timeout=5)
@@ -144,8 +144,15 @@ async def test_press_a_button_and_reply_from_the_console() -> None:
             assert update.callback_query.data == "pc:stop" and update.callback_query.message.message_id == draft.message_id
             await bot.answer_callback_query(update.callback_query.id, text="Press Stop again")
             await read_until(proc.stdout, r"bot → Press Stop again", seen)
+            # `reply` answers the open question, never the draft's Stop (now newer with buttons).
+            reposted = await bot.send_message(4821, "shop · working", reply_markup=stop)
+            await read_until(proc.stdout, rf"\(type: press 1 on {reposted.message_id}\)", seen)
+            await type_line(proc, "reply later")
+            await read_until(proc.stdout, rf"you reply to message {sent.message_id} → later", seen)
             await type_line(proc, "press 1 on 999")
-            await read_until(proc.stdout, rf"\(message 999 has no buttons to press; the newest that has is {sent.message_id}\)", seen)
+            await read_until(
+                proc.stdout, rf"\(message 999 has no buttons to press; the newest that has is {reposted.message_id}\)", seen
+            )
     finally:
         proc.kill()
         await proc.wait()
@@ -228,7 +235,7 @@ def test_typed_lines_come_whole_across_reads_and_a_long_one_is_dropped_to_its_en
     assert lines.feed(b"y" * (MAX_LINE_BYTES + 1) + b"\nnext") == []
     assert lines.end() == ["next"]
     assert lines.feed(b"z" * MAX_LINE_BYTES + b"\n") == ["z" * MAX_LINE_BYTES]  # the limit itself is sent
-    assert out.getvalue() == "(a line of more than 16,384 bytes was not sent)\n" * 2
+    assert out.getvalue() == "  (a line of more than 16,384 bytes was not sent)\n" * 2
 
 
 @pytest.mark.parametrize("platform", ["telegram", "slack", "discord"])

@@ -82,7 +82,7 @@ async def _run_telegram(args: argparse.Namespace, out: TextIO) -> None:
             f"Type as the user of chat {chat}, e.g. /follow ticket-4821 (Enter sends it); what the chat "
             "shows is printed as it happens. `press N` presses the N-th button of the newest message with buttons "
             "(`press N on MESSAGE`: of that message), `reply TEXT` answers "
-            "its question. Ctrl-C stops.",
+            "the newest open question. Ctrl-C stops.",
             file=out, flush=True,
         )
         if args.fault_rate:
@@ -128,7 +128,7 @@ async def _run_slack(args: argparse.Namespace, out: TextIO) -> None:
             f"Type as a person in channel {channel}: {SLASH} follow ticket-4821 is a slash command (its "
             "answer, seen only by you, is printed); `press N` presses the N-th button of the newest message with "
             "buttons (`press N on MESSAGE`: of that message), `reply TEXT` "
-            "answers its question in its thread; any other line is a message in the channel. What the "
+            "answers the newest open question in its thread; any other line is a message in the channel. What the "
             "channel shows is printed as it happens. Ctrl-C stops.",
             file=out, flush=True,
         )

@@ -80,8 +80,9 @@ async def _console(
     }, "rooms", room)  # fmt: skip
     offer_config(out, emulated, args.write_config, args.redis)
     say("Type as the person in the room, e.g. !pc follow ticket-4821 (Enter sends it); what the room shows "
-        "is printed as it happens. `press N` reacts N to the bot's newest message (an ask's option; "
-        "`press N on MESSAGE`: to that one), `reply TEXT` replies to it. Ctrl-C stops Synapse and removes its data.")
+        "is printed as it happens. `press N` reacts N to the bot's newest open question (its option N; "
+        "`press N on MESSAGE`: to that message), `reply TEXT` replies to that question. Ctrl-C stops Synapse "
+        "and removes its data.")
     async with httpx.AsyncClient(
         base_url=server.url, headers={"Authorization": f"Bearer {person.access_token}"}, timeout=60
     ) as http:
@@ -108,8 +109,9 @@ class _Client:
         self.room = room
         self.bot = bot
         self.out = out
-        self.newest: str | None = None
-        """The bot's newest message that is not a command's reply (a draft or an ask)."""
+        self.open_asks: dict[str, None] = {}
+        """The bot's questions still open (their first line says who `asks:`), oldest
+        first: what `press` and `reply` answer — never a draft, which takes no number."""
         self._txn = 0
 
     def say(self, text: str) -> None:
@@ -145,8 +147,10 @@ class _Client:
         elif kind == "m.room.message":
             relation = content.get("m.relates_to") or {}
             if relation.get("rel_type") == "m.replace":
-                self._lines(f"  ✎ the bot edits message {relation.get('event_id')}:",
-                            content.get("m.new_content", {}).get("body", ""))
+                edited, body = str(relation.get("event_id")), content.get("m.new_content", {}).get("body", "")
+                if "asks:" not in body:
+                    self.open_asks.pop(edited, None)  # answered, expired or withdrawn
+                self._lines(f"  ✎ the bot edits message {edited}:", body)
             elif "formatted_body" not in content or (
                 content.get("msgtype") == "m.notice"
                 and content["formatted_body"] == notice_html(content.get("body", ""))
@@ -155,8 +159,10 @@ class _Client:
                 # `m.text` (it notifies): it is what `press`/`reply` answer.
                 self._lines("  bot →", content.get("body", ""), inline=True)
             else:
-                self.newest = str(event.get("event_id"))
-                self._lines(f"  ＋ the bot sends message {self.newest}:", content.get("body", ""))
+                sent, body = str(event.get("event_id")), content.get("body", "")
+                if "asks:" in body:
+                    self.open_asks[sent] = None
+                self._lines(f"  ＋ the bot sends message {sent}:", body)
 
     def _lines(self, head: str, body: str, *, inline: bool = False) -> None:
         rows = str(body or "(empty)").split("\n")
@@ -167,18 +173,23 @@ class _Client:
 
     async def typed(self, text: str) -> None:
         word, _, rest = text.partition(" ")
-        if word in ("press", "reply") and self.newest is None:
-            self.say("  (the bot has sent no message to answer yet)")
+        newest = next(reversed(self.open_asks), None)
+        pressed = press_words(rest) if word == "press" else None
+        if (word == "reply" or (pressed is not None and pressed[1] is None)) and newest is None:
+            self.say("  (no open question to answer; press N on MESSAGE reacts to another message)")
             return
-        if word == "press" and (pressed := press_words(rest)) is not None:
-            n, target = pressed[0], pressed[1] or self.newest
+        if word == "reply" and not rest.strip():
+            self.say("  (reply TEXT: the answer to the newest open question)")
+            return
+        if pressed is not None:
+            n, target = pressed[0], pressed[1] or newest
             content: dict[str, Any] = {"m.relates_to": {"rel_type": "m.annotation", "event_id": target, "key": str(n)}}
             kind, echo = "m.reaction", f"you react {n} to message {target}"
         elif word == "reply" and rest.strip():
             content = {
-                "msgtype": "m.text", "body": rest.strip(), "m.relates_to": {"m.in_reply_to": {"event_id": self.newest}}
+                "msgtype": "m.text", "body": rest.strip(), "m.relates_to": {"m.in_reply_to": {"event_id": newest}}
             }
-            kind, echo = "m.room.message", f"you reply to message {self.newest}: {rest.strip()}"
+            kind, echo = "m.room.message", f"you reply to message {newest}: {rest.strip()}"
         else:
             content, kind, echo = {"msgtype": "m.text", "body": text}, "m.room.message", f"you → {text}"
         self._txn += 1

@@ -78,7 +78,7 @@ class Lines:
 
     def _refuse(self) -> None:
         if not self.dropping:
-            print(f"(a line of more than {MAX_LINE_BYTES:,} bytes was not sent)", file=self.out, flush=True)
+            print(f"  (a line of more than {MAX_LINE_BYTES:,} bytes was not sent)", file=self.out, flush=True)
         self.dropping = True
 
 

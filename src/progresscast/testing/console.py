@@ -27,15 +27,17 @@ class ChatConsole(CallConsole[Call, BotAPIEmulator, int]):
         if not buttons or message_id in chat.deleted:
             return shown.text
         keys = "  ".join(f"[{i}: {b.get('text', '')}]" for i, b in enumerate(buttons, 1))
-        return f"{shown.text}\n{keys}   (type: press {1 if len(buttons) == 1 else 'N'})"
+        # The id always: a plain `press N` takes the newest message with buttons, which a
+        # later message (an ask under the draft's Stop) may be by the time it is typed.
+        return f"{shown.text}\n{keys}   (type: press {1 if len(buttons) == 1 else 'N'} on {message_id})"
 
     def act(self, line: str, user_id: int) -> tuple[str, str | None] | None:
         """What the person typed, when it is a console action rather than a message:
         `press N` presses the N-th button of the newest message that has buttons
         (`press N on MESSAGE`: of that message);
-        `reply TEXT` answers the newest message with buttons or an open question, as a
-        reply. Returns what to echo and the press's callback query id (its answer:
-        `answer_of`); None: an ordinary message, for the caller to send."""
+        `reply TEXT` answers the newest open question, as a reply. Returns what to echo
+        and the press's callback query id (its answer: `answer_of`); None: an ordinary
+        message, for the caller to send."""
         word, _, rest = line.strip().partition(" ")
         chat = self.server.chat(self.watched)
         if word == "press":
@@ -49,10 +51,14 @@ class ChatConsole(CallConsole[Call, BotAPIEmulator, int]):
             query = self.server.press(self.watched, target.message_id, i, user_id=user_id)
             label = _buttons(target.reply_markup)[i].get("text", "")
             return f"you press [{label}] on message {target.message_id}", query
-        if word == "reply" and rest.strip():
-            asks = [m for m in chat.visible() if "asks:" in m.text or _buttons(m.reply_markup)]
+        if word == "reply":
+            # The newest question still open (its first line says who `asks:`), never a
+            # draft, whose Stop button it may be newer than.
+            asks = [m for m in chat.visible() if "asks:" in m.text]
+            if not rest.strip():
+                return "(reply TEXT: the answer to the newest open question)", None
             if not asks:
-                return "(nothing to reply to)", None
+                return "(no open question to reply to)", None
             self.server.send_user_message(self.watched, rest, user_id=user_id, reply_to=asks[-1].message_id)
             return f"you reply to message {asks[-1].message_id} → {rest}", None
         return None

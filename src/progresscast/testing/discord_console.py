@@ -33,7 +33,7 @@ class DiscordConsole(CallConsole[DiscordCall, DiscordAPIEmulator, str]):
         text = message.read().text or "(empty)"
         if buttons := message.buttons():
             keys = "  ".join(f"[{i}: {b.get('label', '')}]" for i, b in enumerate(buttons, 1))
-            text += f"\n{keys}   (type: press {1 if len(buttons) == 1 else 'N'})"
+            text += f"\n{keys}   (type: press {1 if len(buttons) == 1 else 'N'} on {message.id})"
         return f"  {verb} message {message.id}:", text
 
 

@@ -33,7 +33,7 @@ class ChannelConsole(CallConsole[SlackCall, SlackAPIEmulator, str]):
         """What the person typed, when it is a console action rather than a message:
         `press N` presses the N-th button of the newest message that has buttons
         (`press N on MESSAGE`: of that message);
-        `reply TEXT` answers the newest question in its thread. Returns what to echo and
+        `reply TEXT` answers the newest open question in its thread. Returns what to echo and
         the press (its answer: `Interaction.answer`); None: an ordinary message."""
         word, _, rest = line.strip().partition(" ")
         shown = self.server.channel(self.watched).visible()
@@ -47,10 +47,12 @@ class ChannelConsole(CallConsole[SlackCall, SlackAPIEmulator, str]):
             text, action_id = buttons(target.blocks)[i]
             pressed = self.server.press(self.watched, target.ts, action_id, user=user)
             return f"you press [{text}] on message {target.ts}", pressed
-        if word == "reply" and rest.strip():
-            asks = [m for m in shown if "asks:" in m.visible_text or buttons(m.blocks)]
+        if word == "reply":
+            asks = [m for m in shown if "asks:" in m.visible_text]  # open questions, never a draft's Stop
+            if not rest.strip():
+                return "(reply TEXT: the answer to the newest open question)", None
             if not asks:
-                return "(nothing to reply to)", None
+                return "(no open question to reply to)", None
             self.server.post_as_user(self.watched, rest, user=user, thread_ts=asks[-1].thread_ts or asks[-1].ts)
             return f"you reply in the thread of message {asks[-1].ts} → {rest}", None
         return None
