@@ -28,6 +28,7 @@ class Recording(Protocol[C_co]):
 
 S = TypeVar("S", bound=Recording[Any])
 M = TypeVar("M")
+W = TypeVar("W")
 
 
 def press_words(rest: str) -> tuple[int, str | None] | None:
@@ -59,7 +60,6 @@ def pressed_button(
     if asked is None or not 1 <= asked[0] <= n:
         return f"(press 1 to {n}: the buttons of message {id_of(target)}; press N on MESSAGE for another message)"
     return target, asked[0] - 1
-W = TypeVar("W")
 
 
 class CallConsole(Generic[C, S, W]):
