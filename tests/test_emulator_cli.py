@@ -29,7 +29,7 @@ from progresscast.model.card import CardInput
 from progresscast.model.owners import Owner
 from progresscast.slack.adapter import SlackAdapter, SlackOptions
 from progresscast.store.cards import CardStore
-from progresscast.testing import DEFAULT_TOKEN, press_words, pressed_button
+from progresscast.testing import DEFAULT_TOKEN, asks, press_words, pressed_button
 
 
 def app_socket() -> tuple[socket.socket, str]:
@@ -217,6 +217,9 @@ def test_press_picks_the_newest_message_with_buttons_or_the_one_named() -> None:
     assert pick("x") == "(press 1 to 2: the buttons of message 9; press N on MESSAGE for another message)"
     assert pressed_button("1", [], str, len) == "(no message here has buttons)"
     assert [press_words(w) for w in ("3", "3 on $ev:hs", "3 at 7", "on 7", "")] == [(3, None), (3, "$ev:hs"), None, None, None]
+    # `reply` answers an open question, never a draft quoting one under its header line.
+    assert asks("❓ main · shop asks: Deploy?\n1. Allow") and not asks("✅ Deploy? — Ana answered: Allow")
+    assert not asks("main · shop · 1/2 done\n❓ Waiting for you: who asks: why?")
 
 
 def test_typed_lines_come_whole_across_reads_and_a_long_one_is_dropped_to_its_end() -> None:

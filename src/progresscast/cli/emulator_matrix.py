@@ -21,7 +21,7 @@ import httpx
 from ..arguments import UsageError
 from ..config.errors import ConfigError
 from ..render.matrix_payload import notice_html
-from ..testing import press_words
+from ..testing import asks, press_words
 from ..testing.synapse import CLIENT, Account, Synapse
 from .emulator_config import Emulated, offer_config
 from .typed_lines import serve_typing
@@ -148,7 +148,7 @@ class _Client:
             relation = content.get("m.relates_to") or {}
             if relation.get("rel_type") == "m.replace":
                 edited, body = str(relation.get("event_id")), content.get("m.new_content", {}).get("body", "")
-                if "asks:" not in body:
+                if not asks(body):
                     self.open_asks.pop(edited, None)  # answered, expired or withdrawn
                 self._lines(f"  ✎ the bot edits message {edited}:", body)
             elif "formatted_body" not in content or (
@@ -160,7 +160,7 @@ class _Client:
                 self._lines("  bot →", content.get("body", ""), inline=True)
             else:
                 sent, body = str(event.get("event_id")), content.get("body", "")
-                if "asks:" in body:
+                if asks(body):
                     self.open_asks[sent] = None
                 self._lines(f"  ＋ the bot sends message {sent}:", body)
 

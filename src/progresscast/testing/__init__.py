@@ -9,10 +9,11 @@
   per-route buckets and the global limit with their headers), which signs interactions with
   an Ed25519 key of its own.
 - :func:`read_markdown` — Discord's Markdown as a reader sees it (its mentions and links).
-- :func:`press_words` / :func:`pressed_button` — an emulator console's `press N [on MESSAGE]`.
+- :func:`press_words` / :func:`pressed_button` / :func:`asks` — an emulator console's
+  `press N [on MESSAGE]`, and the open questions its `reply` answers.
 """
 
-from ._console import press_words, pressed_button
+from ._console import asks, press_words, pressed_button
 from ._discord_state import DiscordCall, DiscordChannel, DiscordMessage
 from ._faults import FaultMix, RandomFaults
 from ._html_lexer import TelegramHTMLError
@@ -60,6 +61,7 @@ __all__ = [
     "SlackChannel",
     "SlackMessage",
     "TelegramHTMLError",
+    "asks",
     "blocks_text",
     "check_blocks",
     "fix_text",

@@ -31,6 +31,12 @@ M = TypeVar("M")
 W = TypeVar("W")
 
 
+def asks(text: str) -> bool:
+    """Whether a message is a question still open, as a person reads it: its first line
+    says who `asks:` (an answered one says how it ended). What `reply` answers."""
+    return "asks:" in text.split("\n", 1)[0]
+
+
 def press_words(rest: str) -> tuple[int, str | None] | None:
     """What follows `press` on a console: `N` (the newest message with buttons) or
     `N on MESSAGE` (that message, by the id the console printed); None: neither."""
@@ -125,4 +131,4 @@ class CallConsole(Generic[C, S, W]):
         return self._seen < len(calls) and not self.pending(calls[self._seen])
 
 
-__all__ = ["CallConsole", "press_words", "pressed_button"]
+__all__ = ["CallConsole", "asks", "press_words", "pressed_button"]

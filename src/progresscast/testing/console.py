@@ -5,7 +5,7 @@ parsed, rich checklists as ☑/☐). Used by `progresscast demo` and
 
 from __future__ import annotations
 
-from ._console import CallConsole, pressed_button
+from ._console import CallConsole, asks, pressed_button
 from ._state import Call
 from .botapi import BotAPIEmulator
 
@@ -54,13 +54,13 @@ class ChatConsole(CallConsole[Call, BotAPIEmulator, int]):
         if word == "reply":
             # The newest question still open (its first line says who `asks:`), never a
             # draft, whose Stop button it may be newer than.
-            asks = [m for m in chat.visible() if "asks:" in m.text]
+            open_asks = [m for m in chat.visible() if asks(m.text)]
             if not rest.strip():
                 return "(reply TEXT: the answer to the newest open question)", None
-            if not asks:
+            if not open_asks:
                 return "(no open question to reply to)", None
-            self.server.send_user_message(self.watched, rest, user_id=user_id, reply_to=asks[-1].message_id)
-            return f"you reply to message {asks[-1].message_id} → {rest}", None
+            self.server.send_user_message(self.watched, rest, user_id=user_id, reply_to=open_asks[-1].message_id)
+            return f"you reply to message {open_asks[-1].message_id} → {rest}", None
         return None
 
     def answer_of(self, query_id: str) -> str | None:

@@ -6,7 +6,7 @@ what the person does besides writing: `press N`, `reply TEXT`. Used by
 
 from __future__ import annotations
 
-from ._console import CallConsole, pressed_button
+from ._console import CallConsole, asks, pressed_button
 from ._slack_requests import Interaction
 from ._slack_state import SlackCall
 from .slack_blocks import buttons, read_mrkdwn
@@ -48,13 +48,14 @@ class ChannelConsole(CallConsole[SlackCall, SlackAPIEmulator, str]):
             pressed = self.server.press(self.watched, target.ts, action_id, user=user)
             return f"you press [{text}] on message {target.ts}", pressed
         if word == "reply":
-            asks = [m for m in shown if "asks:" in m.visible_text]  # open questions, never a draft's Stop
+            open_asks = [m for m in shown if asks(m.visible_text)]  # never a draft's Stop
             if not rest.strip():
                 return "(reply TEXT: the answer to the newest open question)", None
-            if not asks:
+            if not open_asks:
                 return "(no open question to reply to)", None
-            self.server.post_as_user(self.watched, rest, user=user, thread_ts=asks[-1].thread_ts or asks[-1].ts)
-            return f"you reply in the thread of message {asks[-1].ts} → {rest}", None
+            question = open_asks[-1]
+            self.server.post_as_user(self.watched, rest, user=user, thread_ts=question.thread_ts or question.ts)
+            return f"you reply in the thread of message {question.ts} → {rest}", None
         return None
 
     def change(self, call: SlackCall) -> tuple[str, str | None] | None:
