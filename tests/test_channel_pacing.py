@@ -334,3 +334,30 @@ async def test_calls_that_arrive_unevenly_late_still_arrive_within_the_bot_budge
     arrived.sort()
     assert most_in_any_window(arrived, b.scale) <= 40
     assert arrived[-1] - arrived[0] < 400 / 40 * b.scale * 1.2  # and the budget is still used
+
+
+async def test_calls_counted_when_sent_hold_the_budget_however_long_they_took_to_be_sent() -> None:
+    # A draft's call leaves, then writes ahead to Redis (or reads again) before it is
+    # sent: a round trip of uneven length, here up to 2.5 windows of the budget (a store
+    # that stalls). Counted by when they are sent, no window holds more than the budget,
+    # and a call that fails before it is sent (`stayed`) frees its place.
+    random = Random(11)
+    b = Budgets(interval=lambda chat: 1.0, bot_rate=10.0, scale=0.1)
+    pacer = Pacer(b)
+    window = b.scale
+    sent_at: list[float] = []
+
+    async def call(chat: int) -> None:
+        await pacer.acquire(chat)
+        departure = await pacer.leaving(chat, sent=False)
+        await asyncio.sleep(random.choice((0.0, 0.0, 0.0, random.uniform(0.0, 2.5 * window))))
+        if chat % 7 == 3:
+            pacer.stayed(chat, departure)
+            return
+        pacer.sent(departure)
+        sent_at.append(time.monotonic())
+
+    await asyncio.gather(*(call(chat) for chat in range(120)))
+    assert len(sent_at) == 120 - len([c for c in range(120) if c % 7 == 3])
+    assert most_in_any_window(sent_at, window) <= 10
+    assert pacer._pending == 0

@@ -34,7 +34,6 @@ import time
 from collections import deque
 from collections.abc import Callable, Hashable
 from dataclasses import dataclass, field
-from typing import NamedTuple
 
 from .. import metrics
 from ..timescale import time_scale
@@ -83,11 +82,15 @@ class Budgets:
         return self.reread_after * self.scale
 
 
-class Departure(NamedTuple):
-    """When a call left (`Pacer.leaving`), and how long it waited to (seconds)."""
+@dataclass(slots=True)
+class Departure:
+    """When a call left (`Pacer.leaving`), and how long it waited to (seconds). A call
+    that does more before it is sent (`leaving(..., sent=False)`) is counted among the
+    bot's calls when it is (`Pacer.sent`), or given up (`Pacer.stayed`)."""
 
     at: float
     waited: float
+    pending: bool = False
 
 
 class Pacer:
@@ -99,7 +102,10 @@ class Pacer:
         self._leave_next = 0.0
         """When the bot's next call may leave (`leaving`)."""
         self._left: deque[float] = deque(maxlen=max(1, int(budgets.bot_rate)))
-        """When the bot's last `bot_rate` calls left."""
+        """When the bot's last `bot_rate` calls were sent (in order)."""
+        self._pending = 0
+        """Calls that left but are not sent yet (`leaving(..., sent=False)`): each is
+        counted as sent now by every call that leaves meanwhile."""
         self._leave_turn = asyncio.Lock()
         self._queue: list[tuple[int, float, int, asyncio.Future[None]]] = []
         self._order = itertools.count()
@@ -142,7 +148,7 @@ class Pacer:
         self._next[destination] = max(self._next_at(destination), self.clock() + seconds)
         return seconds
 
-    async def leaving(self, destination: Hashable) -> Departure:
+    async def leaving(self, destination: Hashable, *, sent: bool = True) -> Departure:
         """A call to `destination` is about to leave: when, and how long it waited to.
         Slots are spaced when they are granted, but the calls granted together by a
         catch-up would leave together, and the platform counts by arrival. So the bot's
@@ -150,30 +156,54 @@ class Pacer:
         the grants, and no sliding second holding more than `bot_rate` — and the
         destination's next slot is one spacing from the moment its call left. A draft
         that waited here longer than `reread_after` is read and rendered again
-        (`DraftProcessor`); `stayed` when it then makes no call."""
+        (`DraftProcessor`); `stayed` when it then makes no call.
+
+        `sent=False`: the caller does more before the call is sent (a write-ahead, a
+        read), which may take uneven time. The call is counted when it is sent (`sent`),
+        and until then as sent at every moment, so no sliding second of the calls as
+        they are sent holds more than `bot_rate`, however long that took."""
         began = self.clock()
+        window = self.budgets.scale * (1 + self.budgets.leave_margin)
         async with self._leave_turn:  # one call at a time, each judged when it really leaves
             while True:
                 now = self.clock()
                 at = max(self._leave_next, now - self.budgets.catch_up_seconds, self._held_all)
-                if len(self._left) == self._left.maxlen:
-                    # the call `bot_rate` calls back left a second (scaled) before this one:
-                    # no sliding second holds more than the budget, catch-up included
-                    at = max(at, self._left[0] + self.budgets.scale * (1 + self.budgets.leave_margin))
+                room = self._left.maxlen - self._pending  # type: ignore[operator]  # set in __init__
+                if room <= 0:  # the whole budget is between leaving and sent: wait for one
+                    at = max(at, now + self.budgets.bot_spacing)
+                elif len(self._left) >= room:
+                    # the call `bot_rate` calls back (those not sent yet counted as now)
+                    # was sent a second (scaled) before this one: no sliding second holds
+                    # more than the budget, catch-up included
+                    at = max(at, self._left[-room] + window)
                 if at <= now:
                     break
                 await asyncio.sleep(at - now)  # a stalled loop wakes late: judged again
-            self._left.append(now)
+            if sent:
+                self._left.append(now)
+            else:
+                self._pending += 1
             self._leave_next = at + self.budgets.bot_spacing
         self._next[destination] = max(self._next_at(destination), self.clock() + self.budgets.spacing(destination))
-        return Departure(now, now - began)
+        return Departure(now, now - began, pending=not sent)
+
+    def sent(self, departure: Departure) -> None:
+        """The call of a `leaving(..., sent=False)` is sent now: counted from now."""
+        if departure.pending:
+            departure.pending = False
+            self._pending -= 1
+            self._left.append(self.clock())
 
     def stayed(self, destination: Hashable, departure: Departure) -> None:
         """A call counted by `leaving` did not go after all (the draft, read again after
-        its wait to leave, needed none): its place among the bot's calls is freed, and
-        its grant given back (`give_back`)."""
-        with contextlib.suppress(ValueError):  # pushed out by later calls already
-            self._left.remove(departure.at)
+        its wait to leave, needed none; or it failed before it was sent): its place among
+        the bot's calls is freed, and its grant given back (`give_back`)."""
+        if departure.pending:
+            departure.pending = False
+            self._pending -= 1
+        else:
+            with contextlib.suppress(ValueError):  # pushed out by later calls already
+                self._left.remove(departure.at)
         floor = self.clock() - self.budgets.catch_up_seconds
         self._leave_next = max(floor, self._leave_next - self.budgets.bot_spacing)
         self.give_back(destination)

@@ -27,6 +27,7 @@ from ..draft.conduct import Conduct, conduct_of
 from ..draft.decide import Situation, decide, on_follow
 from ..draft.replies import apply, begin
 from ..draft.state import DraftState
+from ..pacing import Departure
 from ..state.ids import DraftKey, Id
 from .context import WorkerContext
 from .draft_read import DraftRead, RenderedOnce, Settled, SettledWith, inputs_of, urgent_change, urgent_event
@@ -168,19 +169,23 @@ class DraftProcessor:
         if not self.ctx.pauses.take_probe(destination):  # paused while this draft waited for its slot
             self.ctx.pacer.give_back(destination)
             return self.ctx.pauses.wait(destination)
-        departure = await self.ctx.pacer.leaving(destination)
-        if departure.waited > self.ctx.pacer.budgets.reread_seconds:
-            if request is not None:  # the command's request applies to the new decision
-                self.requests[key] = request
-            read = await self._read(key)
-            state, new, call = await self._decide(key, read)
-            if not isinstance(call, Send | Edit | Delete | Probe):
+        # Counted among the bot's calls when it is sent: a read again or a write-ahead
+        # may come first, and the platform counts calls as they arrive.
+        departure = await self.ctx.pacer.leaving(destination, sent=False)
+        try:
+            if departure.waited > self.ctx.pacer.budgets.reread_seconds:
+                if request is not None:  # the command's request applies to the new decision
+                    self.requests[key] = request
+                read = await self._read(key)
+                state, new, call = await self._decide(key, read)
+                if not isinstance(call, Send | Edit | Delete | Probe):
+                    self.ctx.pacer.stayed(destination, departure)
+                    return await self._settle(key, read, state, new, call, seen)
+            self._since.pop(key, None)
+            return await self._call(key, read, state, new, call, seen, departure)
+        finally:
+            if departure.pending:  # it failed (or was cancelled) before it was sent
                 self.ctx.pacer.stayed(destination, departure)
-                return await self._settle(key, read, state, new, call, seen)
-        if new != state:
-            await self.ctx.state.drafts.save(key, new)
-        self._since.pop(key, None)
-        return await self._call(key, read, new, call, seen)
 
     async def _settle(
         self, key: DraftKey, read: DraftRead, state: DraftState, new: DraftState, call: Call | None, seen: Settled
@@ -273,14 +278,30 @@ class DraftProcessor:
             ordered_ids=self.ctx.channel.state.ordered_ids,
         )
 
-    async def _call(self, key: DraftKey, read: DraftRead, state: DraftState, call: Call, seen: Settled) -> float | None:
+    async def _call(
+        self,
+        key: DraftKey,
+        read: DraftRead,
+        stored: DraftState,
+        state: DraftState,
+        call: Call,
+        seen: Settled,
+        departure: Departure,
+    ) -> float | None:
+        """Make `call`, which has left (`departure`), from `state` (the decision's
+        bookkeeping included), and store what its answer makes of it. Nothing is stored
+        between leaving and calling but a send's write-ahead, so a call waits for no
+        more round trips than it must: its bookkeeping is stored with its answer (a
+        crash before loses only that: the draft is decided again from `stored`)."""
         destination = key.chat_id
         client = self.ctx.channel.client
-        if isinstance(call, Send):  # every call has left (`Pacer.leaving`) in `_at_slot`
+        if isinstance(call, Send):
             # The mark was read with the view, moments before: a message posted since
             # only gives a probe more ids to look at.
-            state = begin(state, call, read.mark, self.ctx.clock())
+            state = stored = begin(state, call, read.mark, self.ctx.clock())
             await self.ctx.state.drafts.save(key, state)  # write-ahead: a crash now is an unsure send
+        self.ctx.pacer.sent(departure)  # counted from now: nothing else comes before the call
+        if isinstance(call, Send):
             # Drafts are sent silently; answers and pings notify (a ping replies to the draft).
             outcome = await client.send(
                 destination, key.thread_id, call.shown, reply_to=call.reply_to, silent=call.purpose == "draft"
@@ -294,7 +315,7 @@ class DraftProcessor:
         else:
             raise TypeError(f"unknown call {call!r}")
         new = apply(state, call, outcome, self.ctx.clock())
-        if new != state:
+        if new != stored:
             await self.ctx.state.drafts.save(key, new)
         delay = await self.effects.after(key, call, outcome)
         if delay == 0 and outcome.delivered and new.intent is None:
