@@ -77,6 +77,7 @@ class CardStore:
         self.redis = redis
         self.events_maxlen = events_maxlen
         self.metrics = metrics
+        self._cluster = isinstance(redis, RedisCluster)  # asked once: redis-py's classes make it slow
         self._card_script = redis.register_script(scripts.CARD)
         self._activity = redis.register_script(scripts.ACTIVITY)
         self._run = redis.register_script(scripts.RUN)
@@ -333,7 +334,7 @@ class CardStore:
         `hgetall` …), in one script call on a single Redis; on a Cluster, where a script
         keeps to one slot, the others in a pipeline first, then the view."""
         lay = await self.layout()
-        if isinstance(self.redis, RedisCluster):
+        if self._cluster:
             async with self.redis.pipeline(transaction=False) as pipe:
                 queue(pipe)
                 others = await pipe.execute()

@@ -82,22 +82,16 @@ def _sent(state: DraftState, call: Send, message_id: MessageId, now: float = 0.0
 
 def _landed(state: DraftState, sent: Intent, message_id: MessageId, now: float) -> DraftState:
     """A first send landed as `message_id` (answered, or found by a probe)."""
-    state = replace(state, intent=None)
     if sent.purpose == "answer":
-        return replace(state, answer_sent=sent.index + 1)
+        return replace(state, intent=None, answer_sent=sent.index + 1)
     if sent.purpose == "ping":
-        return _pinged(state, sent.needs)
-    if sent.repost:
-        state = _moved(state, now)
+        return _pinged(replace(state, intent=None), sent.needs)
+    # A repost landed: the draft it replaces is to be deleted, and the interval starts.
+    stale, reposted_at = (state.message_id, now) if sent.repost else (state.stale, state.reposted_at)
     return replace(
-        state, message_id=message_id, digest=sent.digest, kind=sent.kind, revision=sent.revision, fresh=False,
-        sent_at=sent.at,
+        state, intent=None, message_id=message_id, digest=sent.digest, kind=sent.kind, revision=sent.revision,
+        fresh=False, sent_at=sent.at, stale=stale, reposted_at=reposted_at,
     )
-
-
-def _moved(state: DraftState, now: float) -> DraftState:
-    """A repost landed: the draft it replaces is to be deleted, and the interval starts."""
-    return replace(state, stale=state.message_id, reposted_at=now)
 
 
 def _pinged(state: DraftState, keys: tuple[str, ...]) -> DraftState:

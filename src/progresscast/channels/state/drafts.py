@@ -80,7 +80,7 @@ class Drafts:
         """Store a draft's state (the empty state: delete it). Under a lease: only while
         it is held, and never over a state a newer holder stored (raises FenceClosed)."""
         self.scope.check_fence()
-        if replace(state, reposted_at=0.0) == DraftState():  # when a gone draft last moved: nothing to keep
+        if _empty(state):
             await self._delete(key)
             return
         ms = await retention_ms(self.redis)
@@ -125,6 +125,16 @@ class Drafts:
             await self.redis.delete(self._key(key))
         elif not await self._fenced_del(keys=[self._key(key)], args=[fence.number]):
             raise self._newer(key)
+
+
+_EMPTY = DraftState()
+
+
+def _empty(state: DraftState) -> bool:
+    """Nothing to keep: the empty state, but for when a gone draft last moved."""
+    if state.message_id is not None or state.intent is not None:
+        return False  # most saves, told without a copy
+    return replace(state, reposted_at=0.0) == _EMPTY
 
 
 __all__ = ["Drafts"]
