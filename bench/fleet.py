@@ -26,7 +26,7 @@ from progresscast.store.cards import CardStore
 from progresscast.store.connections import connect
 from progresscast.testing import BotAPIEmulator, Pace
 
-from ._common import TOKEN, Serve, flush, percentile, toml_str
+from ._common import TOKEN, Serve, flush, no_collector_pauses, percentile, toml_str
 from ._counting import PACED_METHODS, RedisCounter, RedisCounts, busiest_second, cpu_seconds
 from ._http import HTTPConnection
 
@@ -202,66 +202,67 @@ async def run_fleet(
     bot_pace = Pace(burst=bot_rate, per_second=bot_rate)
     redis_cpu = RedisCounter(url)
     others0 = time.process_time() + redis_cpu.cpu()
-    async with BotAPIEmulator(bot_pace=bot_pace, latency=latency) as api:
-        serve = Serve(url, serve_toml + config_toml(api, chats, extra_toml), env=serve_env)
-        async with serve:
-            proc = psutil.Process(serve.pid)
-            started = serve.started_at
-            ids = [FIRST_CHAT + i for i in range(chats)]
+    with no_collector_pauses():
+        async with BotAPIEmulator(bot_pace=bot_pace, latency=latency) as api:
+            serve = Serve(url, serve_toml + config_toml(api, chats, extra_toml), env=serve_env)
+            async with serve:
+                proc = psutil.Process(serve.pid)
+                started = serve.started_at
+                ids = [FIRST_CHAT + i for i in range(chats)]
 
-            def shown_count() -> int:
-                return sum(1 for c in ids if api.chat(c).visible())
+                def shown_count() -> int:
+                    return sum(1 for c in ids if api.chat(c).visible())
 
-            # Every first draft: the budget's time, or ≈ 20 ms of the adapter's work each.
-            await wait_until(lambda: shown_count() == chats, max(limit * 2, chats * 0.02) + 60, 0.25)
-            polls = [c.at for c in api.calls if c.method == "getUpdates"]
-            res.first_poll = (polls[0] - started) if polls else float("nan")
-            shown = Shown(api)
-            shown.update()
-            firsts = [shown.times[cid][0][0] if shown.times.get(cid) else float("nan") for cid in ids]
-            res.all_shown = max(firsts) - started if firsts else float("nan")
-            if chats > 1 and max(firsts) > min(firsts):
-                res.first_drafts_per_s = (chats - 1) / (max(firsts) - min(firsts))
-            res.rss_mb = proc.memory_info().rss / 2**20
-            res.cpu_shown = cpu_seconds(proc)
-            res.others_cpu_shown = time.process_time() + redis_cpu.cpu() - others0
-            redis_cpu.close()
-            if idle_seconds:
-                await asyncio.sleep(min(2.0, idle_seconds))  # let the last answers settle
-                c0 = cpu_seconds(proc)
-                t0 = time.monotonic()
-                await asyncio.sleep(idle_seconds)
-                res.idle_cpu = (cpu_seconds(proc) - c0) / (time.monotonic() - t0)
-            if seconds > 0:
-                counter = RedisCounter(url)
-                k0 = counter.commands()
-                r0, c0, t0 = counter.read(), cpu_seconds(proc), time.monotonic()
-                await _write_phase(res, api, shown, serve.port, ids, rate, seconds, steps, connections, url, direct,
-                                   settle)
-                c1, t1 = cpu_seconds(proc), time.monotonic()
-                res.redis = counter.since(r0)
-                res.command_calls = Counter(counter.commands()) - Counter(k0)
-                counter.close()
-                res.write_cpu_s = c1 - c0
-                res.write_cpu = res.write_cpu_s / (t1 - t0)
-                res.edits = sum(1 for c in api.calls if c.method in DRAFT_METHODS and c.ok and t0 <= c.at <= t1)
-                res.calls_per_s = res.edits / (t1 - t0)
-                w0, w1 = res.writing
-                writing = sum(1 for c in api.calls if c.method in DRAFT_METHODS and c.ok and w0 <= c.at <= w1)
-                res.edits_while_writing = writing / (w1 - w0) if w1 > w0 else float("nan")
-                held = sum(min(c.answered, w1) - max(c.at, w0) for c in api.calls
-                           if c.method in DRAFT_METHODS and c.answered is not None and c.at < w1 and c.answered > w0)
-                res.in_flight = held / (w1 - w0) if w1 > w0 else float("nan")
-            res.rss_end_mb = proc.memory_info().rss / 2**20
-        lines = serve.lines
-    res.log_lines = len(lines)
-    for line in lines:
-        if " WARNING " in line or " ERROR " in line or "Traceback" in line:
-            res.log_problems += 1
-            res.log_kinds[re.sub(r"\d+", "N", line.split(" ", 3)[-1])[:100]] += 1
-    _tally(res, api)
-    res.busiest = busiest_second(c.at for c in api.calls if c.method in PACED_METHODS)
-    return res
+                # Every first draft: the budget's time, or ≈ 20 ms of the adapter's work each.
+                await wait_until(lambda: shown_count() == chats, max(limit * 2, chats * 0.02) + 60, 0.25)
+                polls = [c.at for c in api.calls if c.method == "getUpdates"]
+                res.first_poll = (polls[0] - started) if polls else float("nan")
+                shown = Shown(api)
+                shown.update()
+                firsts = [shown.times[cid][0][0] if shown.times.get(cid) else float("nan") for cid in ids]
+                res.all_shown = max(firsts) - started if firsts else float("nan")
+                if chats > 1 and max(firsts) > min(firsts):
+                    res.first_drafts_per_s = (chats - 1) / (max(firsts) - min(firsts))
+                res.rss_mb = proc.memory_info().rss / 2**20
+                res.cpu_shown = cpu_seconds(proc)
+                res.others_cpu_shown = time.process_time() + redis_cpu.cpu() - others0
+                redis_cpu.close()
+                if idle_seconds:
+                    await asyncio.sleep(min(2.0, idle_seconds))  # let the last answers settle
+                    c0 = cpu_seconds(proc)
+                    t0 = time.monotonic()
+                    await asyncio.sleep(idle_seconds)
+                    res.idle_cpu = (cpu_seconds(proc) - c0) / (time.monotonic() - t0)
+                if seconds > 0:
+                    counter = RedisCounter(url)
+                    k0 = counter.commands()
+                    r0, c0, t0 = counter.read(), cpu_seconds(proc), time.monotonic()
+                    await _write_phase(res, api, shown, serve.port, ids, rate, seconds, steps, connections, url, direct,
+                                       settle)
+                    c1, t1 = cpu_seconds(proc), time.monotonic()
+                    res.redis = counter.since(r0)
+                    res.command_calls = Counter(counter.commands()) - Counter(k0)
+                    counter.close()
+                    res.write_cpu_s = c1 - c0
+                    res.write_cpu = res.write_cpu_s / (t1 - t0)
+                    res.edits = sum(1 for c in api.calls if c.method in DRAFT_METHODS and c.ok and t0 <= c.at <= t1)
+                    res.calls_per_s = res.edits / (t1 - t0)
+                    w0, w1 = res.writing
+                    writing = sum(1 for c in api.calls if c.method in DRAFT_METHODS and c.ok and w0 <= c.at <= w1)
+                    res.edits_while_writing = writing / (w1 - w0) if w1 > w0 else float("nan")
+                    held = sum(min(c.answered, w1) - max(c.at, w0) for c in api.calls
+                               if c.method in DRAFT_METHODS and c.answered is not None and c.at < w1 and c.answered > w0)
+                    res.in_flight = held / (w1 - w0) if w1 > w0 else float("nan")
+                res.rss_end_mb = proc.memory_info().rss / 2**20
+            lines = serve.lines
+        res.log_lines = len(lines)
+        for line in lines:
+            if " WARNING " in line or " ERROR " in line or "Traceback" in line:
+                res.log_problems += 1
+                res.log_kinds[re.sub(r"\d+", "N", line.split(" ", 3)[-1])[:100]] += 1
+        _tally(res, api)
+        res.busiest = busiest_second(c.at for c in api.calls if c.method in PACED_METHODS)
+        return res
 
 
 async def _write_phase(

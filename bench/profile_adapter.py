@@ -42,7 +42,7 @@ from progresscast.telegram.request import FencedRequest
 from progresscast.telegram.worker import telegram_worker
 from progresscast.testing import BotAPIEmulator, Pace
 
-from ._common import bench_redis
+from ._common import bench_redis, no_collector_pauses
 from .fleet import FIRST_CHAT, card_params, session
 
 BOT_RATE = 1000.0
@@ -52,7 +52,8 @@ BOT_RATE = 1000.0
 
 
 def _child(conn: Connection, url: str, chats: int, rate: float, latency: float) -> None:
-    asyncio.run(_serve_emulator(conn, url, chats, rate, latency))
+    with no_collector_pauses():
+        asyncio.run(_serve_emulator(conn, url, chats, rate, latency))
 
 
 async def _serve_emulator(conn: Connection, url: str, chats: int, rate: float, latency: float) -> None:
