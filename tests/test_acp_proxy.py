@@ -293,6 +293,27 @@ async def test_no_store_at_all_still_passes_the_session(acp: Any, tmp_path: Path
     assert bytes(s.client_bytes["out"]) == s.agent_bytes("in")
 
 
+@pytest.mark.parametrize("given", ["a file", "/dev/null"])
+async def test_the_editor_side_may_be_a_file_or_dev_null(given: str, tmp_path: Path) -> None:
+    """An editor's input from a regular file or /dev/null, which the event loop cannot
+    watch: passed through in full, then the end of input, with no traceback."""
+    notice = b'{"jsonrpc":"2.0","method":"hello","params":{}}\n'
+    source = tmp_path / "editor.jsonl"
+    source.write_bytes(notice * 3)
+    echo = "import sys; sys.stdout.buffer.write(sys.stdin.buffer.read())"
+    with open(source if given == "a file" else os.devnull, "rb") as stdin:
+        proc = await asyncio.create_subprocess_exec(
+            sys.executable, "-m", "progresscast", "--redis", f"redis://127.0.0.1:{free_port()}/0", "acp",
+            "--session", SESSION, "--", sys.executable, "-c", echo,
+            stdin=stdin, stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE,
+            env={**os.environ, "PYTHONPATH": str(HERE.parent / "src")},
+        )
+        out, err = await asyncio.wait_for(proc.communicate(), 20)
+    assert proc.returncode == 0, err
+    assert b"Traceback" not in err and b"Exception" not in err, err.decode()
+    assert out == (notice * 3 if given == "a file" else b"")
+
+
 async def _open_asks(store: CardStore) -> list[Any]:
     asks, now = await store.asks.all(OWNER)
     return [a for a in asks if a.state_at(now) is AskState.open]

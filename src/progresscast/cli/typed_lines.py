@@ -4,11 +4,10 @@
 from __future__ import annotations
 
 import asyncio
-import os
-import stat
-import sys
-from collections.abc import AsyncIterator, Awaitable, Callable, Coroutine
+from collections.abc import Awaitable, Callable, Coroutine
 from typing import Any, TextIO
+
+from ..stdin import stdin_chunks
 
 Typed = Callable[[str], Awaitable[None]]
 
@@ -17,7 +16,6 @@ MAX_LINE_BYTES = 16_384
 """The longest line the console sends (4,096 characters of up to four bytes: a Telegram
 message's own limit); a longer one, a paste gone wrong, is said and dropped whole."""
 
-CHUNK = 65_536
 
 
 async def serve_typing(printer: Callable[[], Coroutine[Any, Any, None]], typed: Typed, out: TextIO) -> None:
@@ -36,7 +34,7 @@ async def read_lines(typed: Typed, out: TextIO) -> None:
     """Hand every line typed on stdin to `typed`, until stdin closes; what is read is
     bounded by MAX_LINE_BYTES, whatever stdin holds."""
     lines = Lines(out)
-    async for chunk in _chunks():
+    async for chunk in stdin_chunks():
         for line in lines.feed(chunk):
             await _typed(typed, line)
     for line in lines.end():
@@ -80,24 +78,6 @@ class Lines:
         if not self.dropping:
             print(f"  (a line of more than {MAX_LINE_BYTES:,} bytes was not sent)", file=self.out, flush=True)
         self.dropping = True
-
-
-async def _chunks() -> AsyncIterator[bytes]:
-    """stdin's bytes as they come, whatever stdin is (a terminal, a pipe, a file, /dev/null)."""
-    loop = asyncio.get_running_loop()
-    fd = sys.stdin.fileno()
-    mode = os.fstat(fd).st_mode
-    if not (stat.S_ISFIFO(mode) or stat.S_ISSOCK(mode) or sys.stdin.isatty()):
-        # A regular file or /dev/null cannot be watched by the event loop (epoll refuses
-        # them); it never blocks, so it is read as it is, letting the loop run between reads.
-        while chunk := os.read(fd, CHUNK):
-            yield chunk
-            await asyncio.sleep(0)
-        return
-    reader = asyncio.StreamReader(limit=CHUNK)
-    await loop.connect_read_pipe(lambda: asyncio.StreamReaderProtocol(reader), sys.stdin)
-    while chunk := await reader.read(CHUNK):
-        yield chunk
 
 
 async def _typed(typed: Typed, line: str) -> None:

@@ -32,6 +32,7 @@ from ...model.asks import MAX_OPTION_CHARS, MAX_PROMPT_CHARS, AskInput, AskState
 from ...model.card import CardError, clean_text, cut
 from ...model.owners import Owner
 from ...model.view import RunState
+from ...stdin import stdin_chunks
 from ...stopping import still_wanted
 from ...store.cards import CardStore
 from .card import CardWriter, run_end, warn
@@ -64,10 +65,15 @@ def _line(message: dict[str, Any]) -> bytes:
     return json.dumps({"jsonrpc": "2.0", **message}, ensure_ascii=False).encode() + b"\n"
 
 
-async def _lines(reader: asyncio.StreamReader) -> AsyncIterator[bytes]:
+async def _chunks(reader: asyncio.StreamReader) -> AsyncIterator[bytes]:
+    while chunk := await reader.read(CHUNK):
+        yield chunk
+
+
+async def _lines(chunks: AsyncIterator[bytes]) -> AsyncIterator[bytes]:
     """Lines as read, newline kept (the last may lack one); no limit on a line's length."""
     pending = b""
-    while chunk := await reader.read(CHUNK):
+    async for chunk in chunks:
         pending += chunk
         *lines, pending = pending.split(b"\n")
         for line in lines:
@@ -115,21 +121,6 @@ class Output:
         await self._writer.drain()
 
 
-async def _stdin() -> asyncio.StreamReader:
-    loop = asyncio.get_running_loop()
-    reader = asyncio.StreamReader()
-    try:
-        await loop.connect_read_pipe(lambda: asyncio.StreamReaderProtocol(reader), os.fdopen(os.dup(0), "rb"))
-    except (ValueError, OSError):  # a regular file: read it in a thread
-        def feed() -> None:
-            while data := os.read(0, CHUNK):
-                loop.call_soon_threadsafe(reader.feed_data, data)
-            loop.call_soon_threadsafe(reader.feed_eof)
-
-        loop.run_in_executor(None, feed)
-    return reader
-
-
 class Proxy:
     def __init__(self, card: CardWriter, agent: asyncio.subprocess.Process, out: Output) -> None:
         self.card = card
@@ -150,8 +141,8 @@ class Proxy:
         if stdin is not None and not stdin.is_closing():
             stdin.write(data)
 
-    async def from_editor(self, reader: asyncio.StreamReader) -> None:
-        async for line in _lines(reader):
+    async def from_editor(self, chunks: AsyncIterator[bytes]) -> None:
+        async for line in _lines(chunks):
             if self._keep_from_editor(line):
                 self.to_agent(line)
                 if self.agent.stdin is not None:
@@ -189,7 +180,7 @@ class Proxy:
 
     async def from_agent(self) -> None:
         assert self.agent.stdout is not None
-        async for line in _lines(self.agent.stdout):
+        async for line in _lines(_chunks(self.agent.stdout)):
             try:
                 await self.out.write(line)
             except (BrokenPipeError, ConnectionError):
@@ -356,7 +347,7 @@ async def run_acp(owner: Owner, command: list[str], connect: Callable[[], Awaita
         loop.add_signal_handler(signum, forward, signum)
     writer = asyncio.create_task(card.run())
     stop = asyncio.create_task(proxy.watch_stop())
-    editor = asyncio.create_task(proxy.from_editor(await _stdin()))
+    editor = asyncio.create_task(proxy.from_editor(stdin_chunks()))
     try:
         await proxy.from_agent()
         returncode = await agent.wait()
