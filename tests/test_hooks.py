@@ -402,3 +402,7 @@ def test_hook_usage_mistakes_never_exit_2(hook: Hook) -> None:
     assert status == 0 and "unknown option --bogus" in err
     status, _, err = hook("claude-code", fx.CLAUDE_TODOWRITE_SESSION[0], "--session", "has space")
     assert status == 0 and "sessionKey: must not contain spaces" in err
+    # Gemini CLI reads a JSON object from every hook: a mistyped option still prints `{}`.
+    for mistake in (["--bogus"], ["--ask-tools", "("]):
+        status, out, err = hook("gemini", {}, *mistake)
+        assert (status, out) == (0, "{}\n") and err.count("\n") == 1, (mistake, out, err)

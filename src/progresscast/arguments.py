@@ -241,6 +241,13 @@ def program() -> tuple[Parser, Parser, Any]:
     return parser, common, commands
 
 
+def answer_nothing(harness: str) -> None:
+    """A hook that has nothing to tell its agent: Gemini CLI reads a JSON object from every
+    hook's stdout, so its hook prints `{}`; the others print nothing."""
+    if harness == "gemini":
+        print("{}", flush=True)
+
+
 def parse(parser: argparse.ArgumentParser, argv: list[str], wrapped: list[str]) -> argparse.Namespace:
     """Parse `argv`; `wrapped` is what followed `--` (only `hook` and `acp` take it)."""
     try:
@@ -248,6 +255,8 @@ def parse(parser: argparse.ArgumentParser, argv: list[str], wrapped: list[str]) 
     except SystemExit as exc:
         # A hook must never block its agent (exit 2 blocks Claude Code and Gemini CLI).
         if exc.code == 2 and "hook" in argv:
+            at = argv.index("hook") + 1
+            answer_nothing(argv[at] if at < len(argv) else "")
             raise SystemExit(0) from None
         raise
     if wrapped and args.command not in ("hook", "acp"):

@@ -11,7 +11,7 @@ import asyncio
 import json
 from typing import Any
 
-from ...arguments import read_bounded
+from ...arguments import answer_nothing, read_bounded
 from ...stopping import run_stoppable
 from .context import HookContext
 from .wire import MAX_EVENT_BYTES
@@ -80,8 +80,8 @@ def run_hook(args: argparse.Namespace) -> int:
     finally:
         if said:
             print(json.dumps(said[0], ensure_ascii=False), flush=True)
-        elif args.harness == "gemini":
-            print("{}", flush=True)
+        else:
+            answer_nothing(args.harness)
     return status
 
 
