@@ -106,6 +106,9 @@ def stored(url: str, card: dict[str, object] | None = None) -> dict[bytes, bytes
         (["card", "put", "--session", "t 1"], "{}", "--session: must not contain spaces"),
         (["card", "get", "--session", "agent:main:t-1", "--agent", "research"], "", "conflicts"),
         (["card", "put", "--session", "t-1", "--expected-revision", "9"], '{"markdown": "x"}', "expectedRevision"),
+        # the ACP proxy names its options as `card` does, and starts no agent
+        (["acp", "--session", "t 1", "--", "true"], "", "--session: must not contain spaces"),
+        (["acp", "--session", "t-1", "--agent", "ghost", "--", "true"], "", "--agent: 'ghost' is not a configured agent"),
     ],
 )
 def test_bad_input_exits_2_with_one_line_and_changes_nothing(

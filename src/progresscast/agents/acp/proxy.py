@@ -367,11 +367,11 @@ async def run_acp(owner: Owner, command: list[str], connect: Callable[[], Awaita
 def acp_command(args: argparse.Namespace, settings: Settings) -> int:
     """`progresscast acp`: a bad --session or --agent is refused before the agent starts;
     a store that is not there only leaves the session unseen."""
-    from ...model.owners import resolve_owner
+    from ...model.owners import resolve_option_owner
 
     if not args.wrapped:
         raise CardError("AGENT_COMMAND", "is required after -- (the agent to run, e.g. -- gemini --experimental-acp)")
-    owner = resolve_owner(
+    owner = resolve_option_owner(
         args.session, args.agent, known_agents=settings.agents.known_set, default_agent=settings.agents.default
     )
 
