@@ -24,7 +24,7 @@ from progresscast.discord.adapter import DiscordAdapter, DiscordOptions
 from progresscast.discord.register import register
 from progresscast.gateway.app import create_app
 from progresscast.gateway.server import serve_app
-from progresscast.model.asks import AskInput
+from progresscast.model.asks import AskInput, option_control
 from progresscast.model.card import CardInput
 from progresscast.model.owners import Owner
 from progresscast.slack.adapter import SlackAdapter, SlackOptions
@@ -149,6 +149,9 @@ async def test_press_a_button_and_reply_from_the_console() -> None:
             await read_until(proc.stdout, rf"\(type: press 1 on {reposted.message_id}\)", seen)
             await type_line(proc, "reply later")
             await read_until(proc.stdout, rf"you reply to message {sent.message_id} → later", seen)
+            # A plain `press N` too: the question's button, not the newer draft's Stop.
+            await type_line(proc, "press 1")
+            await read_until(proc.stdout, rf"you press \[Allow\] on message {sent.message_id}", seen)
             await type_line(proc, "press 1 on 999")
             await read_until(
                 proc.stdout, rf"\(message 999 has no buttons to press; the newest that has is {reposted.message_id}\)", seen
@@ -207,15 +210,21 @@ async def test_a_typed_line_too_long_is_not_sent_and_the_console_goes_on(tmp_pat
     assert b"Traceback" not in await proc.stderr.read()
 
 
-def test_press_picks_the_newest_message_with_buttons_or_the_one_named() -> None:
-    messages = [("7", 1), ("9", 2)]  # (id, buttons), oldest first
-    pick = partial(pressed_button, with_buttons=messages, id_of=lambda m: m[0], count=lambda m: m[1])
-    assert pick("2") == (("9", 2), 1)
-    assert pick("1 on 7") == (("7", 1), 0)
+def test_press_picks_the_newest_open_question_else_the_newest_message_with_buttons_or_the_one_named() -> None:
+    stop, draft = "pc:stop", "pc:x:1"  # a draft's Stop; a control that is not ours
+    ask = [option_control("a1", 0), option_control("a1", 1)]
+    messages = [("7", [draft]), ("9", [draft, stop])]  # (id, its buttons' controls), oldest first
+    pick = partial(pressed_button, with_buttons=messages, id_of=lambda m: m[0], controls=lambda m: m[1])
+    assert pick("2") == (("9", [draft, stop]), 1)
+    assert pick("1 on 7") == (("7", [draft]), 0)
     assert pick("2 on 7") == "(press 1 to 1: the buttons of message 7; press N on MESSAGE for another message)"
     assert pick("1 on 8") == "(message 8 has no buttons to press; the newest that has is 9)"
     assert pick("x") == "(press 1 to 2: the buttons of message 9; press N on MESSAGE for another message)"
-    assert pressed_button("1", [], str, len) == "(no message here has buttons)"
+    assert pressed_button("1", [], str, list) == "(no message here has buttons)"
+    # An open question, older than the draft whose Stop came after it: a plain press is its.
+    waiting = [("8", ask), ("9", [stop])]
+    assert pressed_button("1", waiting, lambda m: m[0], lambda m: m[1]) == (("8", ask), 0)
+    assert pressed_button("1 on 9", waiting, lambda m: m[0], lambda m: m[1]) == (("9", [stop]), 0)
     assert [press_words(w) for w in ("3", "3 on $ev:hs", "3 at 7", "on 7", "")] == [(3, None), (3, "$ev:hs"), None, None, None]
     # `reply` answers an open question, never a draft quoting one under its header line.
     assert asks("❓ main · shop asks: Deploy?\n1. Allow") and not asks("✅ Deploy? — Ana answered: Allow")

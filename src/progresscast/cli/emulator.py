@@ -80,8 +80,8 @@ async def _run_telegram(args: argparse.Namespace, out: TextIO) -> None:
             )
         print(
             f"Type as the user of chat {chat}, e.g. /follow ticket-4821 (Enter sends it); what the chat "
-            "shows is printed as it happens. `press N` presses the N-th button of the newest message with buttons "
-            "(`press N on MESSAGE`: of that message), `reply TEXT` answers "
+            "shows is printed as it happens. `press N` presses the N-th button of the newest open question, else "
+            "of the newest message with buttons (`press N on MESSAGE`: of that message), `reply TEXT` answers "
             "the newest open question. Ctrl-C stops.",
             file=out, flush=True,
         )

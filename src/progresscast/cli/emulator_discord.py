@@ -45,8 +45,8 @@ async def run_discord_emulator(args: argparse.Namespace, *, out: TextIO | None =
                 f"{discord.guild_id}` with that config.")
         say(f"Type /progresscast commands as a member of channel {channel} (sent to {args.interactions}); "
             "what the channel shows is printed as it happens. `press N` presses the N-th button of the newest "
-            "message with buttons (`press N on MESSAGE`: of that message), `reply TEXT` types an answer to the "
-            "newest ask. Ctrl-C stops.")
+            "open question, else of the newest message with buttons (`press N on MESSAGE`: of that message), "
+            "`reply TEXT` types an answer to the newest ask. Ctrl-C stops.")
         await serve_typing(DiscordConsole(discord, channel, out).run, partial(_typed, discord, channel, out), out)
 
 
@@ -75,9 +75,11 @@ async def _typed(discord: DiscordAPIEmulator, channel: str, out: TextIO, line: s
 
 
 async def _press(discord: DiscordAPIEmulator, channel: str, out: TextIO, rest: str) -> httpx.Response | None:
-    """`press N [on MESSAGE]`: the N-th button of the newest message that has buttons (or of that message)."""
+    """`press N [on MESSAGE]`: the N-th button of the newest open question, else of the
+    newest message that has buttons (or of that message)."""
     picked = pressed_button(
-        rest, [m for m in discord.channel(channel).visible() if m.buttons()], lambda m: m.id, lambda m: len(m.buttons())
+        rest, [m for m in discord.channel(channel).visible() if m.buttons()], lambda m: m.id,
+        lambda m: [str(b.get("custom_id", "")) for b in m.buttons()],
     )
     if isinstance(picked, str):
         print(f"  {picked}", file=out, flush=True)

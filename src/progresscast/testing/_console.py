@@ -11,6 +11,8 @@ import textwrap
 from collections.abc import Callable, Sequence
 from typing import Any, Generic, Protocol, TextIO, TypeVar
 
+from ..model.asks import parse_control
+
 C = TypeVar("C")
 C_co = TypeVar("C_co", covariant=True)
 
@@ -38,8 +40,9 @@ def asks(text: str) -> bool:
 
 
 def press_words(rest: str) -> tuple[int, str | None] | None:
-    """What follows `press` on a console: `N` (the newest message with buttons) or
-    `N on MESSAGE` (that message, by the id the console printed); None: neither."""
+    """What follows `press` on a console: `N` (the newest open question, else the newest
+    message with buttons) or `N on MESSAGE` (that message, by the id the console
+    printed); None: neither."""
     words = rest.split()
     if len(words) == 1 and words[0].isdigit():
         return int(words[0]), None
@@ -49,23 +52,32 @@ def press_words(rest: str) -> tuple[int, str | None] | None:
 
 
 def pressed_button(
-    rest: str, with_buttons: Sequence[M], id_of: Callable[[M], object], count: Callable[[M], int]
+    rest: str, with_buttons: Sequence[M], id_of: Callable[[M], object], controls: Callable[[M], Sequence[str]]
 ) -> tuple[M, int] | str:
-    """`press N [on MESSAGE]` among the messages that have buttons (oldest first): the
-    message and its button's index, or what to tell the person instead."""
+    """`press N [on MESSAGE]` among the messages that have buttons (oldest first), each
+    with its buttons' control ids: the message and its button's index, or what to tell
+    the person instead. A plain `press N` takes the newest open question (a message with
+    an ask's option), else the newest message with buttons: a draft's Stop, newer than
+    the question it waits on, is pressed only when named."""
     if not with_buttons:
         return "(no message here has buttons)"
     asked = press_words(rest)
-    target = with_buttons[-1]
+    questions = [m for m in with_buttons if any(_answers(c) for c in controls(m))]
+    target = (questions or with_buttons)[-1]
     if asked is not None and asked[1] is not None:
         found = [m for m in with_buttons if str(id_of(m)) == asked[1]]
         if not found:
-            return f"(message {asked[1]} has no buttons to press; the newest that has is {id_of(target)})"
+            return f"(message {asked[1]} has no buttons to press; the newest that has is {id_of(with_buttons[-1])})"
         target = found[0]
-    n = count(target)
+    n = len(controls(target))
     if asked is None or not 1 <= asked[0] <= n:
         return f"(press 1 to {n}: the buttons of message {id_of(target)}; press N on MESSAGE for another message)"
     return target, asked[0] - 1
+
+
+def _answers(control: str) -> bool:
+    parsed = parse_control(control)
+    return parsed is not None and parsed[0] in ("a", "t")
 
 
 class CallConsole(Generic[C, S, W]):

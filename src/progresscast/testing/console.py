@@ -27,14 +27,14 @@ class ChatConsole(CallConsole[Call, BotAPIEmulator, int]):
         if not buttons or message_id in chat.deleted:
             return shown.text
         keys = "  ".join(f"[{i}: {b.get('text', '')}]" for i, b in enumerate(buttons, 1))
-        # The id always: a plain `press N` takes the newest message with buttons, which a
-        # later message (an ask under the draft's Stop) may be by the time it is typed.
+        # The id always: a plain `press N` takes the newest open question (else the newest
+        # message with buttons), which may not be this message by the time it is typed.
         return f"{shown.text}\n{keys}   (type: press {1 if len(buttons) == 1 else 'N'} on {message_id})"
 
     def act(self, line: str, user_id: int) -> tuple[str, str | None] | None:
         """What the person typed, when it is a console action rather than a message:
-        `press N` presses the N-th button of the newest message that has buttons
-        (`press N on MESSAGE`: of that message);
+        `press N` presses the N-th button of the newest open question, else of the newest
+        message that has buttons (`press N on MESSAGE`: of that message);
         `reply TEXT` answers the newest open question, as a reply. Returns what to echo
         and the press's callback query id (its answer: `answer_of`); None: an ordinary
         message, for the caller to send."""
@@ -43,7 +43,7 @@ class ChatConsole(CallConsole[Call, BotAPIEmulator, int]):
         if word == "press":
             picked = pressed_button(
                 rest, [m for m in chat.visible() if _buttons(m.reply_markup)],
-                lambda m: m.message_id, lambda m: len(_buttons(m.reply_markup)),
+                lambda m: m.message_id, lambda m: [str(b.get("callback_data", "")) for b in _buttons(m.reply_markup)],
             )
             if isinstance(picked, str):
                 return picked, None

@@ -31,15 +31,16 @@ class ChannelConsole(CallConsole[SlackCall, SlackAPIEmulator, str]):
 
     def act(self, line: str, user: str) -> tuple[str, Interaction | None] | None:
         """What the person typed, when it is a console action rather than a message:
-        `press N` presses the N-th button of the newest message that has buttons
-        (`press N on MESSAGE`: of that message);
+        `press N` presses the N-th button of the newest open question, else of the newest
+        message that has buttons (`press N on MESSAGE`: of that message);
         `reply TEXT` answers the newest open question in its thread. Returns what to echo and
         the press (its answer: `Interaction.answer`); None: an ordinary message."""
         word, _, rest = line.strip().partition(" ")
         shown = self.server.channel(self.watched).visible()
         if word == "press":
             picked = pressed_button(
-                rest, [m for m in shown if buttons(m.blocks)], lambda m: m.ts, lambda m: len(buttons(m.blocks))
+                rest, [m for m in shown if buttons(m.blocks)], lambda m: m.ts,
+                lambda m: [action for _, action in buttons(m.blocks)],
             )
             if isinstance(picked, str):
                 return picked, None
