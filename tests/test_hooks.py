@@ -273,6 +273,16 @@ def test_a_codex_exec_json_transcript_on_stdin(hook: Hook, redis_url: str) -> No
     assert view.usage == Usage(input_tokens=24763, output_tokens=122)  # turn.completed's tokens, no cost
 
 
+def test_a_codex_line_past_the_bound_is_said_and_skipped_and_the_rest_applies(hook: Hook, redis_url: str) -> None:
+    lines = codex_lines(fx.CODEX_TRANSCRIPT).split(b"\n")
+    huge = b'{"type":"item.completed","item":{"type":"agent_message","text":"' + b"x" * (16 << 20) + b'"}}'
+    stream = b"\n".join([*lines[:2], huge, *lines[2:]])
+    status, out, err = hook("codex", stream)
+    assert (status, out) == (0, "") and err.count("a line of more than 16,777,216 bytes; ignored") == 1, err[:300]
+    view = view_of(redis_url, CODEX)
+    assert view.run is RunState.completed and view.activity.answer == "Patched the parser; the suite passes."
+
+
 def test_a_failed_codex_turn_ends_the_run_failed(hook: Hook, redis_url: str) -> None:
     events = [*fx.CODEX_TRANSCRIPT[:4], {"type": "turn.failed", "error": {"message": "stream disconnected"}}]
     assert hook("codex", codex_lines(events))[0] == 0

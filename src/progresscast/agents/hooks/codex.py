@@ -47,6 +47,7 @@ from ...model.timing import Usage
 from ...model.view import RunState
 from ..harness_plan import map_checklist
 from .context import HookContext
+from .wire import MAX_EVENT_BYTES
 
 _END = object()
 STOP_POLL = 1.0
@@ -146,8 +147,26 @@ async def _relay(output: asyncio.StreamReader, queue: asyncio.Queue[Any]) -> Non
         queue.put_nowait(line)
 
 
-async def _stdin_lines() -> AsyncIterator[bytes]:
-    while line := await asyncio.to_thread(sys.stdin.buffer.readline):
+def _read_line() -> bytes | None:
+    """stdin's next line (b"" at its end), or None for one of more than MAX_EVENT_BYTES,
+    read to its end and dropped: what is read of a line is bounded, as of any event."""
+    line = sys.stdin.buffer.readline(MAX_EVENT_BYTES + 1)
+    if len(line) <= MAX_EVENT_BYTES or line.endswith(b"\n"):
+        return line
+    while (rest := sys.stdin.buffer.readline(1 << 16)) and not rest.endswith(b"\n"):
+        pass
+    return None
+
+
+def _too_long(ctx: HookContext) -> None:
+    ctx.warn(f"stdin: a line of more than {MAX_EVENT_BYTES:,} bytes; ignored")
+
+
+async def _stdin_lines(ctx: HookContext) -> AsyncIterator[bytes]:
+    while (line := await asyncio.to_thread(_read_line)) != b"":
+        if line is None:
+            _too_long(ctx)
+            continue
         yield line
 
 
@@ -257,9 +276,16 @@ async def run(ctx: HookContext, command: list[str], said: list[dict[str, Any]]) 
     Stdin holding one event of Codex's own hooks is answered instead (into `said`)."""
     first = b""
     if not command:
-        first = await asyncio.to_thread(sys.stdin.buffer.readline)
+        read = await asyncio.to_thread(_read_line)
+        if read is None:
+            _too_long(ctx)
+        else:
+            first = read
         if first.strip() == b"{":  # an event written over several lines: never a JSON line
-            first += await asyncio.to_thread(sys.stdin.buffer.read)
+            first += await asyncio.to_thread(sys.stdin.buffer.read, MAX_EVENT_BYTES + 1 - len(first))
+            if len(first) > MAX_EVENT_BYTES:
+                ctx.warn(f"stdin: a hook event of more than {MAX_EVENT_BYTES:,} bytes; ignored")
+                return 0
         if (event := _hook_event(first)) is not None:
             if (answer := await answer_hook(ctx, event)) is not None:
                 said.append(answer)
@@ -295,7 +321,7 @@ async def run(ctx: HookContext, command: list[str], said: list[dict[str, Any]]) 
         else:
             if first:
                 queue.put_nowait(first)
-            async for line in _stdin_lines():
+            async for line in _stdin_lines(ctx):
                 queue.put_nowait(line)
     finally:
         queue.put_nowait(_END)
