@@ -105,7 +105,7 @@ def test_with_a_config_file_the_hook_reads_it(redis_url: str, tmp_path: Path) ->
     assert err == "" and "progresscast.config" in modules
     _, err = run_hook(tmp_path, stdin, "claude-code", "--redis", redis_url, "--agent", "main",
                       env={"PROGRESSCAST_CONFIG": str(config)})
-    assert "agentId: 'main' is not a configured agent" in err
+    assert "--agent: 'main' is not a configured agent" in err
 
 
 def test_the_hooks_defaults_are_the_configs_defaults() -> None:

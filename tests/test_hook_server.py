@@ -140,7 +140,7 @@ def test_each_call_brings_its_own_environment(hook_servers: HookServers, redis_u
         assert plan_of(view_of(other, Owner("main", "by-home"))) is not None
         # and nothing of one call's environment is left for the next: this one has no config
         assert hook(tmp_path, "claude-code", event, "--agent", "research", "--redis", redis_url).err.endswith(
-            b"agentId: 'research' is not a configured agent; nothing was recorded\n"
+            b"--agent: 'research' is not a configured agent; nothing was recorded\n"
         )
     finally:
         stop_embedded(other_home)

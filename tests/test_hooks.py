@@ -411,7 +411,14 @@ def test_hook_usage_mistakes_never_exit_2(hook: Hook) -> None:
     status, _, err = hook("claude-code", fx.CLAUDE_TODOWRITE_SESSION[0], "--bogus")
     assert status == 0 and "unknown option --bogus" in err
     status, _, err = hook("claude-code", fx.CLAUDE_TODOWRITE_SESSION[0], "--session", "has space")
-    assert status == 0 and "sessionKey: must not contain spaces" in err
+    assert status == 0 and "--session: must not contain spaces" in err
+    # What to mend, named: the event's session id (or --session), or its missing name.
+    status, _, err = hook("claude-code", {"hook_event_name": "UserPromptSubmit"})
+    assert status == 0 and "session_id: missing from the event (or pass --session KEY)" in err
+    status, _, err = hook("claude-code", {"hook_event_name": "UserPromptSubmit", "session_id": "has space"})
+    assert status == 0 and "session_id: must not contain spaces" in err
+    status, _, err = hook("claude-code", {"session_id": "abc"})
+    assert status == 0 and err.endswith("stdin: the hook event has no hook_event_name; ignored\n")
     # Gemini CLI reads a JSON object from every hook: a mistyped option still prints `{}`.
     for mistake in (["--bogus"], ["--ask-tools", "("]):
         status, out, err = hook("gemini", {}, *mistake)

@@ -186,7 +186,7 @@ async def _writer(ctx: HookContext, session: CodexSession, queue: asyncio.Queue[
         try:
             await session.apply(event)
         except CardError as exc:
-            if exc.field in ("sessionKey", "agentId"):
+            if exc.field in ("session_id", "--session", "--agent"):  # `HookContext.owner`: the whole run
                 down = True
                 ctx.warn(f"{exc}; nothing of this run is shown")
             else:

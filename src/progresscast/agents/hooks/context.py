@@ -24,8 +24,8 @@ from dataclasses import dataclass
 
 from redis.asyncio import Redis
 
-from ...model.card import Step
-from ...model.owners import DEFAULT_AGENT, Owner, resolve_owner
+from ...model.card import CardError, Step
+from ...model.owners import DEFAULT_AGENT, Owner, resolve_option_owner
 from ...model.timing import Usage
 from ...model.view import RunState, View
 from ...store.cards import CardStore
@@ -95,13 +95,21 @@ class HookContext:
             await self._redis.aclose()
 
     def owner(self, session_id: object) -> Owner:
-        """`--session` if given, else the agent's own session id; `--agent` or the default."""
-        return resolve_owner(
-            self.args.session or session_id,
-            self.args.agent,
-            known_agents=self.settings.known_agents,
-            default_agent=self.settings.default_agent,
-        )
+        """`--session` if given, else the agent's own session id; `--agent` or the default.
+        A CardError names what the user would mend: the option, or the event's `session_id`."""
+        if not self.args.session and session_id is None:
+            raise CardError("session_id", "missing from the event (or pass --session KEY)")
+        try:
+            return resolve_option_owner(
+                self.args.session or session_id,
+                self.args.agent,
+                known_agents=self.settings.known_agents,
+                default_agent=self.settings.default_agent,
+            )
+        except CardError as exc:
+            if exc.field == "--session" and not self.args.session:
+                raise CardError("session_id", exc.rule) from None
+            raise
 
     # -- what hooks do ------------------------------------------------------------------
 

@@ -30,6 +30,9 @@ def _event(ctx: HookContext) -> dict[str, Any] | None:
     if not isinstance(event, dict):
         ctx.warn("stdin: the hook event must be a JSON object; ignored")
         return None
+    if not isinstance(event.get("hook_event_name"), str):  # one it does not show is ignored in silence
+        ctx.warn("stdin: the hook event has no hook_event_name; ignored")
+        return None
     return event
 
 
