@@ -78,7 +78,7 @@ class CodexSession:
             self.owner = self.ctx.owner(None)
         if kind == "thread.started":
             if self.owner is None:
-                self.owner = self.ctx.owner(event.get("thread_id"))
+                self.owner = self.ctx.owner(event.get("thread_id"), "thread_id")
             return
         if self.owner is None:
             if not self._said_no_session:
@@ -186,7 +186,7 @@ async def _writer(ctx: HookContext, session: CodexSession, queue: asyncio.Queue[
         try:
             await session.apply(event)
         except CardError as exc:
-            if exc.field in ("session_id", "--session", "--agent"):  # `HookContext.owner`: the whole run
+            if exc.field in ("thread_id", "--session", "--agent"):  # `HookContext.owner`: the whole run
                 down = True
                 ctx.warn(f"{exc}; nothing of this run is shown")
             else:

@@ -94,11 +94,12 @@ class HookContext:
         if self._redis is not None:
             await self._redis.aclose()
 
-    def owner(self, session_id: object) -> Owner:
-        """`--session` if given, else the agent's own session id; `--agent` or the default.
-        A CardError names what the user would mend: the option, or the event's `session_id`."""
+    def owner(self, session_id: object, field: str = "session_id") -> Owner:
+        """`--session` if given, else the agent's own session id (the event's `field`);
+        `--agent` or the default. A CardError names what the user would mend: the option,
+        or the event's field."""
         if not self.args.session and session_id is None:
-            raise CardError("session_id", "missing from the event (or pass --session KEY)")
+            raise CardError(field, "missing from the event (or pass --session KEY)")
         try:
             return resolve_option_owner(
                 self.args.session or session_id,
@@ -108,7 +109,7 @@ class HookContext:
             )
         except CardError as exc:
             if exc.field == "--session" and not self.args.session:
-                raise CardError("session_id", exc.rule) from None
+                raise CardError(field, exc.rule) from None
             raise
 
     # -- what hooks do ------------------------------------------------------------------
