@@ -176,8 +176,8 @@ async def test_ctrl_c_or_sigterm_withdraws_the_ask(
 @pytest.mark.parametrize(
     "args, words",
     [
-        (["Which?", "--option", "x" * 41], "--option: [0] must be at most 40 characters"),
-        (["Which?", "--option", "A", "--option", "A"], "--option: [1] repeats 'A'"),
+        (["Which?", "--option", "x" * 41], "--option #1: must be at most 40 characters"),
+        (["Which?", "--option", "A", "--option", "A"], "--option #2: repeats 'A'"),
         (["Which?"], "--option: is required for a choice"),
         (["Which?", "--text", "--multi"], "--multi: is only for a choice"),
         (["   "], "PROMPT: must not be empty"),

@@ -602,7 +602,7 @@ async def test_ask_person_is_answered_from_the_chat(redis_url: str, tmp_path: Pa
         assert "No answer came within 1 s. Decide yourself, and say in your reply what you decided" in text_of(none)
 
         bad = await mcp.call_tool("ask_person", {"prompt": "Which?", "options": ["x" * 41]})
-        assert bad.is_error and text_of(bad).startswith("options: [0] must be at most 40 characters")
+        assert bad.is_error and text_of(bad).startswith("options[0]: must be at most 40 characters")
     assert len((await store.asks.all(owner))[0]) == 3
 
 

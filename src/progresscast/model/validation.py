@@ -4,6 +4,7 @@ the card, activity, the config file and the command line."""
 
 from __future__ import annotations
 
+import re
 from collections.abc import Sequence
 
 from pydantic import ValidationError
@@ -32,7 +33,14 @@ def field_and_rule(exc: ValidationError, default_field: str = "") -> tuple[str, 
         return field, "must be an object"
     if kind == "missing":
         return field, "is required"
-    return field, str(err.get("msg", "is invalid")).removeprefix("Value error, ")
+    rule = str(err.get("msg", "is invalid")).removeprefix("Value error, ")
+    item = _ITEM.match(rule)  # a list's validator names its item first: `[2] must not be empty`
+    if item is not None:
+        return f"{field}[{item[1]}]", item[2]
+    return field, rule
+
+
+_ITEM = re.compile(r"\[(\d+)\] (.+)", re.S)
 
 
 __all__ = ["field_and_rule", "field_path"]
