@@ -244,6 +244,7 @@ async def test_bad_options_exit_2_with_one_line_before_the_sdk_is_imported(redis
         (["--session", "x", "--agent", "nobody"], "--agent: 'nobody' is not a configured agent"),
         (["--session", "x", "--tools", "progress_card,launch"], "--tools: 'launch' is not one of progress_card, update_plan"),
         (["--session", "x", "--http", "nowhere"], "--http: 'nowhere' must be HOST:PORT"),
+        (["--session", "x", "--http", "127.0.0.1:99999"], "--http: port 99999 is out of range (0 to 65535)"),
         (["--session", "x", "--gateway", "http://127.0.0.1:9"], "--token: required with --gateway"),
     ]
 

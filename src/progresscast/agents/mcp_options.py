@@ -78,8 +78,10 @@ def owner_of(session: str, agent: str | None, known: frozenset[str], default: st
 
 def listen_of(value: str) -> tuple[str, int]:
     host, sep, port = value.rpartition(":")
-    if not sep or not port.isdigit() or int(port) > 65535:
+    if not sep or not port.isdigit():
         raise McpUsageError(f"--http: '{value}' must be HOST:PORT")
+    if not 0 <= int(port) <= 65535:
+        raise McpUsageError(f"--http: port {port} is out of range (0 to 65535)")
     return host.strip("[]") or "127.0.0.1", int(port)
 
 
