@@ -48,9 +48,10 @@ def ask_command(args: argparse.Namespace, settings: Settings) -> int:
     except CardError as exc:  # named as the command line names them
         flag = {"options": "--option", "prompt": "PROMPT", "detail": "--detail", "multi": "--multi"}
         field, _, item = exc.field.partition("[")
-        if field == "options" and item.rstrip("]").isdigit():  # `options[1]`: the second --option
-            raise CardError(f"--option #{int(item.rstrip(']')) + 1}", exc.rule) from None
-        raise CardError(flag.get(field, exc.field), exc.rule) from None
+        name = flag.get(field, exc.field)
+        if field == "options" and item[:-1].isdigit():  # `options[1]`: the second --option
+            name = f"--option #{int(item[:-1]) + 1}"
+        raise CardError(name, exc.rule) from None
     try:  # SIGTERM (a script's `timeout`, an agent giving up): the ask is withdrawn, as on Ctrl-C
         status, lines = run_stoppable(with_store(args, settings, lambda store: _ask_and_wait(store, owner, ask)))
     except Terminated:

@@ -213,14 +213,14 @@ class SlackPresses:
         log.info("agent session stopped in channel %s by %s: %s", press.destination, press.user, text)
 
     async def _typed(self, channel: str, thread: str, user: str, text: str) -> None:
-        client = self.worker.channel.client
-        slack = client if isinstance(client, SlackClient) else None
+        slack = self.worker.channel.client
+        assert isinstance(slack, SlackClient)  # the Slack worker's channel is Slack's
         try:
             asked = await self._ask_message(channel, thread)
             if asked is None:
                 return
             # Named as a press names them (its payload carries the handle; an event only the id).
-            name = (await slack.handle_of(user) if slack is not None else None) or user
+            name = await slack.handle_of(user) or user
             answer = await self.worker.presses.typed(Press(
                 platform=PLATFORM, destination=channel, thread=thread, user=user, name=name,
                 message_id=asked, text=text, group=is_group(channel),
@@ -232,7 +232,7 @@ class SlackPresses:
             return
         # Seen by the person alone, as a press's answer is; in the thread for all only
         # when Slack will not whisper it.
-        if slack is not None and (await slack.whisper(channel, thread, user, answer)).delivered:
+        if (await slack.whisper(channel, thread, user, answer)).delivered:
             return
         self.worker.say(channel, thread, answer)
 

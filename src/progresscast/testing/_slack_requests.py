@@ -28,6 +28,8 @@ from .slack_blocks import buttons
 
 DEFAULT_SIGNING_SECRET = "8f742231b10e8888abcd99yyyzzz85a5"
 PERSON_ID = "U0PERSON01"
+PERSON_NAME = "tester"
+"""The handle of the person the tests and the console act as (`PERSON_ID`)."""
 
 
 def sign(secret: str, timestamp: str, body: bytes) -> str:
@@ -167,7 +169,7 @@ class SlackRequestSender:
             "channel_id": channel_id,
             "channel_name": known.name if known is not None else "unknown",
             "user_id": user_id,
-            "user_name": "tester",
+            "user_name": PERSON_NAME,
             "command": command,
             "text": text,
             "api_app_id": "A0PROGRESS",
@@ -183,7 +185,7 @@ class SlackRequestSender:
             return await http.post(url, content=body, headers=headers)
 
     def press(
-        self, channel_id: str, ts: str, button: str, *, user: str = PERSON_ID, name: str = "tester",
+        self, channel_id: str, ts: str, button: str, *, user: str = PERSON_ID, name: str = PERSON_NAME,
         forged: bool = False,
     ) -> Interaction:
         """A person presses a button of a message: `button` is its text or its

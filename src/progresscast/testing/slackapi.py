@@ -54,7 +54,7 @@ from ._faults import take_fault
 from ._loopback import LoopbackServer, end_task
 from ._pacing import Pace, _Bucket
 from ._slack import BOT_USER_ID, TEAM_ID, WRITES, FakeSlack
-from ._slack_requests import DEFAULT_SIGNING_SECRET, PERSON_ID, Interaction, SlackRequestSender, sign
+from ._slack_requests import DEFAULT_SIGNING_SECRET, PERSON_ID, PERSON_NAME, Interaction, SlackRequestSender, sign
 from ._slack_state import SlackCall, SlackChannel, SlackError, SlackMessage, new_ts
 
 log = logging.getLogger(__name__)
@@ -203,7 +203,7 @@ class SlackAPIEmulator(LoopbackServer, SlackRequestSender):
     def add_user(self, user: str, name: str | None = None) -> None:
         """A person of the workspace: `users.info` names them (`name`, else their id in lower case)."""
         known = self.workspace.users.get(user)
-        self.workspace.users[user] = name or known or ("tester" if user == PERSON_ID else user.lower())
+        self.workspace.users[user] = name or known or (PERSON_NAME if user == PERSON_ID else user.lower())
 
     def ephemeral_to(self, user: str = PERSON_ID) -> list[str]:
         """The texts of the messages only `user` saw (`chat.postEphemeral`), oldest first."""
@@ -214,7 +214,7 @@ class SlackAPIEmulator(LoopbackServer, SlackRequestSender):
         name: str | None = None,
     ) -> SlackMessage:
         """A person writes in a channel (or a thread); the app cannot edit or delete it.
-        `name`: their handle, which `users.info` then gives (the default person's: `tester`)."""
+        `name`: their handle, which `users.info` then gives (the default person's: `PERSON_NAME`)."""
         self.add_user(user, name)
         channel = self.channel(channel_id)
         msg = SlackMessage(new_ts(), channel_id, user, text=text, thread_ts=thread_ts, editable=False)

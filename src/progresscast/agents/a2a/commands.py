@@ -76,7 +76,7 @@ def run(args: argparse.Namespace, settings: Settings) -> None:
     if agent is not None and agent not in settings.agents.known_set:
         raise CommandError(f"--agent: '{agent}' is not a configured agent")
     if args.a2a_command == "ingest":
-        text = _read(args.file)
+        text = read_input(args.file, MAX_INGESTED_BYTES)
         tally = asyncio.run(_with_applier(args, settings, lambda a: ingest_lines(text.splitlines(), a)))
         print(tally.summary())
         return
@@ -91,10 +91,6 @@ def run(args: argparse.Namespace, settings: Settings) -> None:
 
 MAX_INGESTED_BYTES = 64 << 20
 """What `a2a ingest` reads of a file or stdin: a long task's whole log of updates."""
-
-
-def _read(name: str) -> str:
-    return read_input(name, MAX_INGESTED_BYTES)
 
 
 async def _with_applier(args: argparse.Namespace, settings: Settings, work: Any) -> Any:
