@@ -192,9 +192,10 @@ async def adapter(url: str, chats: int, rounds: int, profile: float, conn: Conne
     await redis.aclose()
     if first is not None:
         print("--- phase 1, first drafts ---")
+        first.dump_stats("/tmp/phase1.prof")
         pstats.Stats(first).sort_stats("tottime").print_stats(int(profile))
         pstats.Stats(first).sort_stats("cumulative").print_stats(int(profile))
-    if profiler is not None:
+    if profiler is not None and rounds:  # (nothing was profiled without a round)
         print("--- phase 2, edits ---")
         stats = pstats.Stats(profiler)
         stats.sort_stats("tottime").print_stats(int(profile))
@@ -209,7 +210,7 @@ def main() -> None:
                         help="writes a second within a round (figure 8: 150); default: all at once")
     parser.add_argument("--latency", type=float, default=0.0,
                         help="seconds the emulator holds every answer (figure 5's distant Bot API: 0.15)")
-    parser.add_argument("--profile", type=float, default=0, help="print this many lines of a cProfile of phase 2")
+    parser.add_argument("--profile", type=float, default=0, help="print this many lines of a cProfile of each phase")
     parser.add_argument("--redis", default=None, help="a Redis URL (its database is flushed); default: embedded")
     parser.add_argument(
         "--transport",

@@ -204,6 +204,29 @@ async def test_a_sent_message_is_remembered_newest_first_and_kept_the_retention(
         assert ms - 60_000 < await redis.pttl(name) <= ms, name  # each write set its time to live
 
 
+@pytest.mark.backends
+async def test_a_draft_write_renews_the_keys_its_destination_has(redis: Redis) -> None:
+    """A draft's read tells which of its destination's keys are not made yet (its first
+    draft's write asks for none of them); those that are made are renewed by the write."""
+    key = DraftKey(42, 0, Owner("main", "t-1"))
+    before = TelegramState(redis)
+    await before.follows.add(key)
+    await before.prefs.set_mode(42, Mode.progress)
+    await before.messages.sent(42, 7)
+    names = [keys.channel_followers(keys.TG, key.owner), *before.scope.destination(42)]
+    for name in names:
+        assert await redis.pexpire(name, 60_000), name  # made, and nearly expired
+    state = TelegramState(redis)  # another process (a restart): it renewed nothing yet
+    async with redis.pipeline(transaction=False) as pipe:
+        state.queue_draft_following(key, pipe)
+        read = state.draft_following_of(key, await pipe.execute())
+    assert read.following and read.mark == 7
+    await state.drafts.save(key, DraftState(message_id=7))
+    ms = await retention_ms(redis)
+    for name in names:
+        assert ms - 60_000 < await redis.pttl(name) <= ms, name
+
+
 # --- start-up calls: retried while the Bot API is unreachable, refusals are not ------------
 
 

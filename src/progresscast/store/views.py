@@ -21,8 +21,10 @@ VIEW_REPLIES = 6
 """How many replies `queue_view` adds."""
 
 
+@lru_cache(maxsize=4096)
 def iso(ms: int) -> str:
     """Milliseconds on the store's clock as ISO 8601 (UTC, milliseconds, `Z`)."""
+    # Cached: a card is read many times per write (its follows' drafts, each twice).
     return datetime.fromtimestamp(ms / 1000, UTC).isoformat(timespec="milliseconds").replace("+00:00", "Z")
 
 
@@ -38,30 +40,39 @@ def queue_view(pipe: Any, lay: Layout, owner: Owner) -> None:
 
 def _step(raw: dict[str, Any]) -> Step:
     # A stored step of the wrong shape still fails here (KeyError, ValueError).
-    return _known_step(str(raw["step"]), Status(raw["status"]), raw.get("note"))
+    return _known_step(str(raw["step"]), str(raw["status"]), raw.get("note"))
 
 
 @lru_cache(maxsize=16_384)
-def _known_step(step: str, status: Status, note: str | None) -> Step:
+def _known_step(step: str, status: str, note: str | None) -> Step:
     # Validated when it was written: built without validating again, and once for the
     # many reads of a plan whose steps barely change (a read per edit; steps are frozen).
-    return Step.model_construct(step=step, status=status, note=note)
+    return Step.model_construct(step=step, status=Status(status), note=note)
+
+
+@lru_cache(maxsize=4096)
+def _plan(raw: str) -> tuple[Step, ...] | None:
+    # Parsed once per stored text: a card is read many times per write.
+    plan = json.loads(raw)
+    return tuple(_step(s) for s in plan) if plan is not None else None
 
 
 def card_of(owner: Owner, raw: dict[str, str]) -> Card:
     """The stored card's hash as a `Card`."""
+    steps: tuple[Step, ...] | None
     if "body" in raw:  # written by an earlier version: both parts in one JSON body
         body = json.loads(raw["body"])
         plan, markdown = body.get("plan"), body.get("markdown")
+        steps = tuple(_step(s) for s in plan) if plan is not None else None
     else:
-        plan = json.loads(raw["plan"]) if "plan" in raw else None
+        steps = _plan(raw["plan"]) if "plan" in raw else None
         markdown = raw.get("markdown")
     return Card.model_construct(
         sessionKey=owner.session_key,
         agentId=owner.agent_id,
         displayKey=owner.display_key,
         revision=int(raw["revision"]),
-        plan=[_step(s) for s in plan] if plan is not None else None,
+        plan=list(steps) if steps is not None else None,  # a list of its own: the cached steps are shared
         markdown=markdown,
         updatedAt=iso(int(raw["updatedAt"])),
     )

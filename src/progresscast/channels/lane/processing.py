@@ -220,7 +220,7 @@ class DraftProcessor:
         lanes share a bounded pool)."""
         view, replies = await self.store.view_with(key.owner, partial(self.ctx.state.queue_draft_following, key))
         view = view.at(self.ctx.clock())  # a live run's times, on its last whole minute
-        stored = self.ctx.state.draft_following_of(replies)
+        stored = self.ctx.state.draft_following_of(key, replies)
         renderers = await self.ctx.channel.renderers(key, stored.prefs)
         read = DraftRead(
             key=key, state=stored.state, following=stored.following, view=view, renderers=RenderedOnce(renderers),

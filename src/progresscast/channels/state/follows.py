@@ -4,12 +4,24 @@ followers (which destinations an event concerns) and the destination's follows (
 
 from __future__ import annotations
 
+import asyncio
 from typing import Any, cast
 
 from ...model.owners import Owner
 from ...store import keys
+from ...store.retention import retention_ms
 from .ids import DraftKey, Id
 from .scope import Scope
+
+# Add a member to a set that lives `ttl_ms` from now (0: for ever); 1 when it is new.
+_ADD_KEPT = """
+local set_key = KEYS[1]
+local member = ARGV[1]
+local ttl_ms = tonumber(ARGV[2])
+local added = redis.call('SADD', set_key, member)
+if ttl_ms > 0 then redis.call('PEXPIRE', set_key, ttl_ms) end
+return added
+"""
 
 
 class Follows:
@@ -17,35 +29,38 @@ class Follows:
         self.scope = scope
         self.redis = scope.redis
         self.channel = scope.channel
+        self._add_kept = self.redis.register_script(_ADD_KEPT)
 
     async def add(self, key: DraftKey) -> bool:
         """Subscribe; False when the destination/thread already followed this owner."""
         self.scope.check_fence()
-        added = await self._write(key, add=True)
-        names = [name for name, _ in self._sets(key)]
-        self.scope.grown(*names)  # a new member: renewed now
-        await self.scope.keep(*names)
-        return added
+        ms = await retention_ms(self.redis)
+        (follows, in_follows), (followers, in_followers) = self._sets(key)
+        # Each set gains its member and lives the retention from now, in one command (a
+        # set is made by its first member, with no time to live of its own); side by
+        # side, in one round trip.
+        added, _, _ = await asyncio.gather(
+            self._add_kept(keys=[follows], args=[in_follows, ms]),
+            self._add_kept(keys=[followers], args=[in_followers, ms]),
+            self.redis.sadd(keys.channel_destinations(self.channel), key.chat_id),
+        )
+        self.scope.kept(follows, followers)
+        return bool(added)
 
     async def remove(self, key: DraftKey) -> bool:
         self.scope.check_fence()
-        removed = await self._write(key, add=False)
+        removed = await self._remove(key)
         (follows, _), _ = self._sets(key)
         if not await self.redis.scard(follows):
             await self.redis.srem(keys.channel_destinations(self.channel), key.chat_id)
         return removed
 
-    async def _write(self, key: DraftKey, *, add: bool) -> bool:
-        """Add or remove a follow's members in one round trip (an added one makes its
-        destination known); True when the destination's follows changed."""
+    async def _remove(self, key: DraftKey) -> bool:
+        """Remove a follow's members in one round trip; True when the destination's
+        follows changed."""
         async with self.redis.pipeline(transaction=False) as pipe:
             for name, member in self._sets(key):
-                if add:
-                    pipe.sadd(name, member)
-                else:
-                    pipe.srem(name, member)
-            if add:
-                pipe.sadd(keys.channel_destinations(self.channel), key.chat_id)
+                pipe.srem(name, member)
             changed = (await pipe.execute())[0]
         return bool(changed)
 

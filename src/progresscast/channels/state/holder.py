@@ -50,7 +50,7 @@ class ChannelState:
         """The channel's message ids grow with time (`MessageIds.ordered_ids`)."""
         self.fence = fence
         """The bot's lease (None: no lease): what each part's writes check (`Scope.fence`)."""
-        scope = Scope(redis, channel, parse_id, fence)
+        self.scope = scope = Scope(redis, channel, parse_id, fence)
         self.follows = Follows(scope)
         self.prefs = Prefs(scope)
         self.drafts = Drafts(scope)
@@ -65,10 +65,17 @@ class ChannelState:
         self.prefs.queue_of(key.chat_id, pipe)
         self.messages.queue_heard(key.chat_id, key.thread_id, pipe)
         self.messages.queue_last(key.chat_id, pipe)
+        self.messages.queue_sent_exists(key.chat_id, pipe)
 
-    def draft_following_of(self, replies: list[Any]) -> DraftFollowing:
+    def draft_following_of(self, key: DraftKey, replies: list[Any]) -> DraftFollowing:
         """`DraftFollowing` made of the replies to `queue_draft_following`."""
-        raw, following, prefs, heard, last = replies
+        raw, following, prefs, heard, last, sent = replies
+        # The destination's keys this read found not made yet: the draft's next write
+        # does not renew them (a new destination's first draft, one round trip less).
+        _, prefs_key, last_key, sent_key = self.scope.destination(key.chat_id)
+        missing = [name for name, found in ((prefs_key, prefs), (last_key, last), (sent_key, sent)) if not found]
+        if missing:
+            self.scope.missing(*missing)
         return DraftFollowing(
             state=DraftState.from_json(raw),
             following=bool(following),

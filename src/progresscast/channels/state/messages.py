@@ -80,6 +80,10 @@ class MessageIds:
         """`last`, queued on a pipeline (its reply: the stored id or None)."""
         pipe.get(keys.channel_last_message(self.channel, chat_id))
 
+    def queue_sent_exists(self, chat_id: Id, pipe: Any) -> None:
+        """Whether the destination has sent ids kept, queued on a pipeline (its reply: 1 or 0)."""
+        pipe.exists(keys.channel_sent(self.channel, chat_id))
+
     async def sent(self, chat_id: Id, message_id: int) -> None:
         """A message we sent: a mark like any, and never the target of a probe."""
         # Independent writes, side by side: they leave in one round trip (`CoalescingRedis`).

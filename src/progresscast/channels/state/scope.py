@@ -63,10 +63,13 @@ class Scope:
         due = [n for n in names if now - max(self._kept.get(n, -1e18), self._absent.get(n, -1e18)) > ms / 10_000]
         return self._renew(ms, now, due) if due else None
 
-    async def _renew(self, ms: int, now: float, due: list[str]) -> None:
+    def _bounded(self) -> None:
         if len(self._kept) + len(self._absent) > KEPT_REMEMBERED:
             self._kept.clear()
             self._absent.clear()
+
+    async def _renew(self, ms: int, now: float, due: list[str]) -> None:
+        self._bounded()
         async with self.redis.pipeline(transaction=False) as pipe:
             for name in due:
                 pipe.pexpire(name, ms)
@@ -86,17 +89,18 @@ class Scope:
             self._kept[name] = now
             self._absent.pop(name, None)
 
+    def missing(self, *names: str) -> None:
+        """A read just found these keys not made yet: `keep` does not ask for them until
+        they are (`made`), or for a while, as when it found them missing itself."""
+        self._bounded()
+        now = time.monotonic()
+        for name in names:
+            self._absent[name] = now
+
     def made(self, *names: str) -> None:
         """These keys may have just been made: the next `keep` renews them."""
         for name in names:
             self._absent.pop(name, None)
-
-    def grown(self, *names: str) -> None:
-        """These keys just gained a member: the next `keep` renews them, however lately
-        they were renewed."""
-        for name in names:
-            self._kept.pop(name, None)
-        self.made(*names)
 
     def destination(self, chat_id: Id) -> tuple[str, ...]:
         """A destination's keys that live while it is used (`keep_destination`)."""
