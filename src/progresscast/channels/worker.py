@@ -21,6 +21,7 @@ import socket
 import time
 from collections.abc import Callable
 from dataclasses import replace
+from functools import partial
 
 from redis.asyncio import Redis
 
@@ -254,8 +255,13 @@ class ChannelWorker:
         before the caller's `touch(key, followed=True)` (an event read late, after the
         subscription is stored), and after a restart before its lane looks at all.
         `view`: the owner's view when the destination asked to follow, if that was
-        before now (a follow made once a message is posted); default: read now."""
-        if await self.state.follows.has(key):
+        before now (a follow made once a message is posted); default: read now, with
+        whether it follows already (one read)."""
+        if view is None:
+            view, (followed,) = await self.store.view_with(key.owner, partial(self.state.follows.queue_has, key))
+        else:
+            followed = await self.state.follows.has(key)
+        if followed:
             return False
         # Noted before the subscription is stored: from then on any look at the draft
         # applies it (applying it twice changes nothing).
@@ -267,13 +273,11 @@ class ChannelWorker:
         await self._remember_follow(key, view)
         return True
 
-    async def _remember_follow(self, key: DraftKey, view: View | None) -> None:
+    async def _remember_follow(self, key: DraftKey, view: View) -> None:
         """What a new follow means for its draft, stored at once (for a restart before its
         lane looks), and handed to the lane with the view it was decided on: what the
         follow means is decided by the owner's state now, not by what it is once the lane
         gets to look (a run may begin and end while the lane waits out a 429)."""
-        if view is None:
-            view = await self.store.view(key.owner)
         self._follow_views[key] = view  # for the caller's `touch(key, followed=True)`
         request = self.drafts.requests.get(key)
         if request is not None and request.followed and request.at_follow is None:
