@@ -81,6 +81,35 @@ async def test_calls_granted_apart_but_late_to_leave_are_spaced_again_as_they_le
         assert pacer.ready_in(chat) > 0.8
 
 
+async def test_calls_waiting_to_leave_on_a_busy_loop_leave_as_their_places_fall_due() -> None:
+    # 30 calls reach `leaving` at once at 1,000 calls a second, while every turn of the
+    # event loop takes 10 ms (a loaded `serve`): each call's place in the spacing falls
+    # due about 1 ms after the one before, so they leave a few turns apart in all —
+    # not one per turn (300 ms, a third of the budget), as a wait handed on in turn would.
+    b = Budgets(interval=lambda chat: 1.0, bot_rate=1000.0, catch_up=0.0, scale=1.0)
+    pacer = Pacer(b)
+    turns = 0
+
+    async def busy() -> None:
+        nonlocal turns
+        while True:
+            time.sleep(0.01)  # the rest of the loop's work this turn
+            turns += 1
+            await asyncio.sleep(0)
+
+    neighbour = asyncio.create_task(busy())
+    try:
+        await asyncio.sleep(0)
+        began = turns
+        await asyncio.gather(*(pacer.leaving(chat) for chat in range(30)))
+        assert turns - began < 15, f"{turns - began} turns of the loop for 30 calls"
+    finally:
+        neighbour.cancel()
+    # Spaced all the same: no window of a (scaled) second holds more than the budget.
+    left = sorted(pacer._left)
+    assert left[-1] - left[0] >= 29 * b.bot_spacing * 0.9
+
+
 async def test_a_call_that_waited_to_leave_says_so_and_one_that_stayed_frees_its_place() -> None:
     # A draft is read again when its call waited long to leave, and
     # a call that then does not go frees its place among the bot's calls at once.

@@ -10,6 +10,7 @@ has the permit's size, and would hide a permit that is not honoured).
 from __future__ import annotations
 
 import contextlib
+import time
 from collections.abc import AsyncIterator
 
 import pytest
@@ -169,3 +170,30 @@ async def test_at_start_up_the_first_drafts_fill_the_permit_not_the_catch_ups_qu
         finally:
             await worker.close()
     assert api.most_in_flight(sends()) == permit
+
+
+async def test_a_draft_that_waits_to_leave_goes_with_the_card_written_meanwhile(
+    api: BotAPIEmulator, redis: Redis
+) -> None:
+    """A draft decided at its slot whose call then waits to leave (the bot's sliding
+    second is full) is read again before it goes when a change came meanwhile: its one
+    message shows the newer card, not the older one and then an edit."""
+    chat = 7001
+    key = DraftKey(chat, 0, OWNER)
+    async with telegram.Bot(api.token, base_url=api.base_url, request=HTTPXRequest()) as bot:
+        worker = telegram_worker(settings(api), redis, bot, options=AdapterOptions(consumer="test"))
+        await worker.start()
+        try:
+            assert await worker.follow(key)
+            worker.touch(key, followed=True)
+            pacer = worker.pacer
+            pacer._left.extend([time.monotonic()] * pacer._left.maxlen)  # the bot's second is full
+            store = CardStore(redis)
+            await store.put(OWNER, CardInput.parse({"plan": [{"step": "Older", "status": "in_progress"}]}))
+            await api.wait_for(pacer._leave_turn.locked, 10)  # its call waits to leave
+            await store.put(OWNER, CardInput.parse({"plan": [{"step": "Newer", "status": "in_progress"}]}))
+            await api.wait_for(lambda: api.calls_for(chat, "sendMessage"), 10)
+        finally:
+            await worker.close()
+    [send] = api.calls_for(chat, "sendMessage")
+    assert "Newer" in str(send.params.get("text")), send.params

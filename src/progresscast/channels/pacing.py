@@ -17,9 +17,9 @@ queued destinations in a fair order: urgent changes (a step changed state, a run
 a message to delete) before the rest (a change of tool lines only), and within each,
 the destination that has waited longest for its change first. Content is rendered
 only once the slot is granted (the caller decides then), and again when the call then
-waited to leave (`reread_after`), so what goes out is never older than the newest card
-at that moment; a destination whose newest card is already shown never queues, so it
-costs nothing.
+waited to leave (`reread_after`) and its draft changed meanwhile, so what goes out is
+never older than the newest card the caller heard of; a destination whose newest card
+is already shown never queues, so it costs nothing.
 
 All intervals are multiplied by `timescale.time_scale()` when the budgets are made.
 """
@@ -60,8 +60,9 @@ class Budgets:
     not equally late each time, so calls spaced exactly by when they left could arrive
     more than `bot_rate` to a second as the platform counts them."""
     reread_after: float = 0.01
-    """A draft decided before its call waited longer than this to leave is read, decided
-    and rendered again (`DraftProcessor._at_slot`): shorter waits cost no second read."""
+    """A draft decided before its call waited longer than this to leave, and touched
+    meanwhile, is read, decided and rendered again (`DraftProcessor._at_slot`): shorter
+    waits cost no second read."""
     scale: float = field(default_factory=time_scale)
 
     def spacing(self, destination: Hashable) -> float:
@@ -155,19 +156,27 @@ class Pacer:
         calls are spaced again by when they leave — the same budget and `catch_up` as
         the grants, and no sliding second holding more than `bot_rate` — and the
         destination's next slot is one spacing from the moment its call left. A draft
-        that waited here longer than `reread_after` is read and rendered again
-        (`DraftProcessor`); `stayed` when it then makes no call.
+        that waited here longer than `reread_after` and changed meanwhile is read and
+        rendered again (`DraftProcessor`); `stayed` when it then makes no call.
 
         `sent=False`: the caller does more before the call is sent (a write-ahead, a
         read), which may take uneven time. The call is counted when it is sent (`sent`),
         and until then as sent at every moment, so no sliding second of the calls as
         they are sent holds more than `bot_rate`, however long that took."""
-        began = self.clock()
+        began = now = self.clock()
+        # Each call takes its place in the spacing as it comes, and waits for it on its
+        # own: a wait under the lock below would hand the lock on one call per turn of
+        # the event loop, which a busy loop makes slower than the budget's pace.
+        at = max(self._leave_next, now - self.budgets.catch_up_seconds)
+        self._leave_next = at + self.budgets.bot_spacing
+        if at > now:
+            await asyncio.sleep(at - now)
         window = self.budgets.scale * (1 + self.budgets.leave_margin)
-        async with self._leave_turn:  # one call at a time, each judged when it really leaves
+        async with self._leave_turn:  # the hard limits: one call at a time, judged when it really leaves
+            held = False
             while True:
                 now = self.clock()
-                at = max(self._leave_next, now - self.budgets.catch_up_seconds, self._held_all)
+                at = max(now, self._held_all)
                 room = self._left.maxlen - self._pending  # type: ignore[operator]  # set in __init__
                 if room <= 0:  # the whole budget is between leaving and sent: wait for one
                     at = max(at, now + self.budgets.bot_spacing)
@@ -178,12 +187,14 @@ class Pacer:
                     at = max(at, self._left[-room] + window)
                 if at <= now:
                     break
+                held = True
                 await asyncio.sleep(at - now)  # a stalled loop wakes late: judged again
             if sent:
                 self._left.append(now)
             else:
                 self._pending += 1
-            self._leave_next = at + self.budgets.bot_spacing
+            if held:  # by a rate limit or a full window: the spacing goes on from now
+                self._leave_next = max(self._leave_next, now + self.budgets.bot_spacing)
         self._next[destination] = max(self._next_at(destination), self.clock() + self.budgets.spacing(destination))
         return Departure(now, now - began, pending=not sent)
 

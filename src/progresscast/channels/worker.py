@@ -90,6 +90,7 @@ class ChannelWorker:
         there): what a platform shows beside its drafts follows it (Slack's agent sessions)."""
         self.drafts = DraftProcessor(
             self.ctx, self.store, self.effects, settled_of=self._settled_of, replies_waiting=self._replies_waiting,
+            touched=self._touched_again,
             read_hook=self._asks_read, ticker=self._tick, watch=self._watched,
         )
         self.one_offs = OneOffSender(self.ctx, self.effects)
@@ -176,6 +177,10 @@ class ChannelWorker:
     def _replies_waiting(self, destination: Id) -> bool:
         lane = self._lanes.get(destination)
         return lane is not None and bool(lane.outbox)
+
+    def _touched_again(self, key: DraftKey) -> bool:
+        lane = self._lanes.get(key.chat_id)
+        return lane is not None and key in lane.pending
 
     def _settled_of(self, destination: Id) -> Settled:
         lane = self._lanes.get(destination)

@@ -4,7 +4,7 @@ store — the next call the draft needs, if any.
 A draft whose inputs changed waits for a slot (`Pacer.acquire`: the destination's pace,
 then the bot-wide budget, served fairly) and for its call's turn to leave
 (`Pacer.leaving`), reading the newest view again, deciding and rendering at the slot
-(and again when it waited to leave), and makes the call (a slot free at once is taken
+(and again when it waited to leave and was touched meanwhile), and makes the call (a slot free at once is taken
 right after the first read). Rendering only then is what keeps only the newest content
 going out, however many writes came in or however long the bot-wide queue was. A draft the
 lane has not settled yet (a first look, a command's request, an unsure send) is also
@@ -57,6 +57,7 @@ class DraftProcessor:
         *,
         settled_of: Callable[[Id], Settled],
         replies_waiting: Callable[[Id], bool],
+        touched: Callable[[DraftKey], bool],
         read_hook: Callable[[DraftRead], Awaitable[None]] | None = None,
         ticker: Callable[[DraftKey, float], None] | None = None,
         watch: Callable[[DraftKey, View], None] | None = None,
@@ -68,11 +69,14 @@ class DraftProcessor:
         self._settled_of = settled_of
         """What the destination's lane remembers its drafts were settled with (`Lane.seen`)."""
         self._replies_waiting = replies_waiting
+        """Whether the destination's lane holds one-off messages to send (`Lane.outbox`)."""
+        self._touched = touched
+        """Whether a draft was touched again (a change event, a command) since its lane
+        began to look at it (`Lane.pending`)."""
         self._read_hook = read_hook
+        """Told every view read (the destination's ask messages follow it: `channels.asks`)."""
         self._ticker = ticker
         """Looks at a settled draft again at its run's next minute (`Lane.tick`)."""
-        """Told every view read (the destination's ask messages follow it: `channels.asks`)."""
-        """Whether the destination's lane holds one-off messages to send (`Lane.outbox`)."""
         self._watch = watch
         """Told every view a followed draft's read found (`ChannelWorker.watchers`)."""
         self.requests: dict[DraftKey, DraftRequest] = {}
@@ -151,8 +155,11 @@ class DraftProcessor:
         """The slot is granted and `read` (or a read now) is the newest view: decide,
         render, and once the call may leave (`Pacer.leaving`), call. A call that waited
         there longer than `Budgets.reread_after` (calls granted together by a catch-up
-        leave spaced) is read, decided and rendered again first: what goes out is never
-        older than that."""
+        leave spaced) is read, decided and rendered again first when its draft was
+        touched meanwhile (a change event, a command): what goes out is never older than
+        the newest change the lane heard of. One that was not goes as decided — read
+        again, it would show the same, and at the budget's pace every call waits that
+        long, so reading each twice would cost CPU the calls need."""
         destination = key.chat_id
         if self._replies_waiting(destination):
             # A command's reply came in while this draft waited (a change event touched
@@ -173,7 +180,7 @@ class DraftProcessor:
         # may come first, and the platform counts calls as they arrive.
         departure = await self.ctx.pacer.leaving(destination, sent=False)
         try:
-            if departure.waited > self.ctx.pacer.budgets.reread_seconds:
+            if departure.waited > self.ctx.pacer.budgets.reread_seconds and self._touched(key):
                 if request is not None:  # the command's request applies to the new decision
                     self.requests[key] = request
                 read = await self._read(key)
