@@ -9,6 +9,7 @@ from typing import Any
 
 from redis.asyncio import Redis
 
+from ...store import keys
 from ...store.lease import Fence
 from ..draft.state import DraftState
 from .bot import BotState
@@ -72,8 +73,12 @@ class ChannelState:
         raw, following, prefs, heard, last, sent = replies
         # The destination's keys this read found not made yet: the draft's next write
         # does not renew them (a new destination's first draft, one round trip less).
-        _, prefs_key, last_key, sent_key = self.scope.destination(key.chat_id)
-        missing = [name for name, found in ((prefs_key, prefs), (last_key, last), (sent_key, sent)) if not found]
+        c, chat = self.channel, key.chat_id
+        found = (
+            (keys.channel_prefs(c, chat), prefs), (keys.channel_last_message(c, chat), last),
+            (keys.channel_sent(c, chat), sent),
+        )
+        missing = [name for name, reply in found if not reply]
         if missing:
             self.scope.missing(*missing)
         return DraftFollowing(
