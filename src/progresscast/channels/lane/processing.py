@@ -48,6 +48,10 @@ class DraftRequest:
     """Show the draft again at the bottom (/card)."""
 
 
+def _has_card(view: View | None) -> bool:
+    return view is not None and view.card is not None
+
+
 class DraftProcessor:
     def __init__(
         self,
@@ -108,7 +112,8 @@ class DraftProcessor:
         request, an unsure send) decides before its slot too. A settled draft the change
         events touched (`activity_only` is not None) is not even read before its slot:
         what the events said changed is enough to queue it, and it is read once, at the
-        slot."""
+        slot. Nor is a new follow of an owner whose card the follow saw: it needs its
+        first draft, and queues for it as urgent."""
         destination = key.chat_id
         paused = self.ctx.pauses.wait(destination)
         if paused > 0:
@@ -119,6 +124,14 @@ class DraftProcessor:
             if self.ctx.calls.locked() or not self.ctx.pacer.take(destination):  # no slot free now
                 since = self._since.setdefault(key, time.monotonic())
                 await self.ctx.pacer.acquire(destination, urgent=urgent_event(known, activity_only), since=since)
+            async with self.ctx.calls:
+                return await self._at_slot(key, None, seen)
+        request = self.requests.get(key)
+        if known is None and request is not None and request.followed and _has_card(request.at_follow):
+            # 10,000 follows at start-up: each read once, at its slot, not twice.
+            if self.ctx.calls.locked() or not self.ctx.pacer.take(destination):
+                since = self._since.setdefault(key, time.monotonic())
+                await self.ctx.pacer.acquire(destination, urgent=True, since=since)
             async with self.ctx.calls:
                 return await self._at_slot(key, None, seen)
         read = await self._read(key)
