@@ -9,6 +9,7 @@ and look at every call it took.
 
 from __future__ import annotations
 
+import json
 from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
 
@@ -231,6 +232,9 @@ def test_state_round_trips_through_json() -> None:
     )
     assert DraftState.from_json(state.to_json()) == state
     assert DraftState.from_json(None) == DraftState()
+    # Only what differs from the defaults is written: a draft's state is a few fields.
+    assert json.loads(DraftState(message_id=3, revision=2).to_json()) == {"message_id": 3, "revision": 2}
+    assert DraftState.from_json(DraftState().to_json()) == DraftState()
 
 
 # --- progress mode ----------------------------------------------------------------------

@@ -4,6 +4,7 @@ settings of several bots."""
 from __future__ import annotations
 
 import asyncio
+import json
 from pathlib import Path
 from typing import Any
 
@@ -240,3 +241,13 @@ def test_a_new_holder_counts_every_chat_as_just_called() -> None:
     assert (pacer.ready_in(5), pacer.ready_in(-5)) == (1.0, 3.0)
     now[0] += 1.0
     assert (pacer.ready_in(5), pacer.ready_in(-5)) == (0.0, 2.0)
+
+
+async def test_a_state_at_its_defaults_is_stored_under_a_lease_as_json(redis: Any) -> None:
+    # Fields at their defaults are not written: the fence number is then the only one.
+    _, new = holders(redis)
+    key = DraftKey(42, 0, Owner("main", "t1"))
+    assert await new.drafts.start(key, DraftState())
+    assert new.fence is not None
+    assert json.loads(await redis.get(draft_key(key))) == {"fence": new.fence.number}
+    assert await new.drafts.of(key) == DraftState()

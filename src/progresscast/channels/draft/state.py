@@ -10,7 +10,7 @@ of the chat.
 from __future__ import annotations
 
 import json
-from dataclasses import dataclass
+from dataclasses import dataclass, fields
 from typing import Any, Literal
 
 from .outcome import MessageId
@@ -113,8 +113,10 @@ class DraftState:
         return self.done_run is not None and self.keep and not self.late
 
     def to_json(self) -> str:
-        # Field by field, not `asdict`: its deep copy was most of the cost of every draft write.
-        data = {name: getattr(self, name) for name in self.__dataclass_fields__}
+        # Field by field, not `asdict`: its deep copy was most of the cost of every draft
+        # write. Fields at their defaults are left out (`from_json` gives them back):
+        # a draft's state is a handful of fields, written and read on every call.
+        data = {name: value for name, default in _DEFAULTS if (value := getattr(self, name)) != default}
         if self.intent is not None:
             data["intent"] = {name: getattr(self.intent, name) for name in self.intent.__dataclass_fields__}
         return json.dumps(data, ensure_ascii=False, separators=(",", ":"))
@@ -134,5 +136,8 @@ class DraftState:
             intent["needs"] = tuple(intent.get("needs", ()))
         return cls(**known, intent=Intent(**intent) if intent else None)
 
+
+_DEFAULTS = tuple((f.name, f.default) for f in fields(DraftState) if f.name != "intent")
+"""Each field of a state but its intent, with its default (every field has one)."""
 
 __all__ = ["DraftState", "Intent", "Purpose"]

@@ -70,7 +70,8 @@ class Drafts:
         raw = state.to_json()
         if self.scope.fence is None:
             return raw
-        return f'{raw[:-1]},"fence":{self.scope.fence.number}}}'  # DraftState.from_json ignores it
+        fence = f'"fence":{self.scope.fence.number}}}'  # DraftState.from_json ignores it
+        return f"{{{fence}" if raw == "{}" else f"{raw[:-1]},{fence}"
 
     @staticmethod
     def _newer(key: DraftKey) -> FenceClosed:
