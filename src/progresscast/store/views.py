@@ -24,7 +24,7 @@ VIEW_REPLIES = 6
 @lru_cache(maxsize=4096)
 def iso(ms: int) -> str:
     """Milliseconds on the store's clock as ISO 8601 (UTC, milliseconds, `Z`)."""
-    # Cached: a card is read many times per write (its follows' drafts, each twice).
+    # Cached: a card is read many times per write (by each draft that follows it).
     return datetime.fromtimestamp(ms / 1000, UTC).isoformat(timespec="milliseconds").replace("+00:00", "Z")
 
 

@@ -4,11 +4,13 @@ store — the next call the draft needs, if any.
 A draft whose inputs changed waits for a slot (`Pacer.acquire`: the destination's pace,
 then the bot-wide budget, served fairly) and for its call's turn to leave
 (`Pacer.leaving`), reading the newest view again, deciding and rendering at the slot
-(and again when it waited to leave and was touched meanwhile), and makes the call (a slot free at once is taken
-right after the first read). Rendering only then is what keeps only the newest content
-going out, however many writes came in or however long the bot-wide queue was. A draft the
-lane has not settled yet (a first look, a command's request, an unsure send) is also
-decided before its slot, to know whether it needs one and how urgent it is.
+(and again when it waited to leave and was touched meanwhile), and makes the call (a
+slot free at once is taken right after the first read). Rendering only then is what
+keeps only the newest content going out, however many writes came in or however long
+the bot-wide queue was. A draft the lane has not settled yet (a first look, a command's
+request, an unsure send) is also decided before its slot, to know whether it needs one
+and how urgent it is — but for a new follow of an owner whose card the follow saw: it
+needs its first draft.
 """
 
 from __future__ import annotations
