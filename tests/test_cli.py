@@ -415,3 +415,28 @@ def test_card_put_at_a_terminal_says_it_waits_for_json(tmp_path: Path) -> None:
     assert proc.returncode == 0, err
     assert "waiting for the card's JSON on stdin" in err
     assert out == "Progress card updated (rev 1, 1/3 done)\n"
+
+
+def test_an_embedded_redis_too_busy_to_answer_is_stopped_all_the_same(tmp_path: Path) -> None:
+    """`stop_embedded` on a server that answers no PING in time (frozen here; busy, in
+    life): it is told by SIGTERM rather than left running."""
+    home = tmp_path / "home"
+    ensure_embedded(home)
+    pid = int((home / "redis.pid").read_text())
+    os.kill(pid, signal.SIGSTOP)
+    try:
+        assert stop_embedded(home)
+    finally:
+        os.kill(pid, signal.SIGCONT)  # it takes the SIGTERM now
+    deadline = time.monotonic() + 10
+    while not ended(pid):
+        assert time.monotonic() < deadline, "the embedded Redis still runs"
+        time.sleep(0.02)
+
+
+def ended(pid: int) -> bool:
+    try:
+        state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+    except FileNotFoundError:
+        return True
+    return state == "Z"  # exited, not yet reaped by its parent
