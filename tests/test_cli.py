@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import raw_client
+from conftest import alive, raw_client
 from progresscast.model.card import CardInput
 from progresscast.model.owners import Owner
 from progresscast.store.cards import CardStore
@@ -429,14 +429,6 @@ def test_an_embedded_redis_too_busy_to_answer_is_stopped_all_the_same(tmp_path: 
     finally:
         os.kill(pid, signal.SIGCONT)  # it takes the SIGTERM now
     deadline = time.monotonic() + 10
-    while not ended(pid):
+    while alive(pid):
         assert time.monotonic() < deadline, "the embedded Redis still runs"
         time.sleep(0.02)
-
-
-def ended(pid: int) -> bool:
-    try:
-        state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
-    except FileNotFoundError:
-        return True
-    return state == "Z"  # exited, not yet reaped by its parent

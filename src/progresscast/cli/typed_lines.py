@@ -17,7 +17,6 @@ MAX_LINE_BYTES = 16_384
 message's own limit); a longer one, a paste gone wrong, is said and dropped whole."""
 
 
-
 async def serve_typing(printer: Callable[[], Coroutine[Any, Any, None]], typed: Typed, out: TextIO) -> None:
     """Print what the chat shows while the lines typed on stdin go to `typed`; keep
     serving once stdin closes, until Ctrl-C."""

@@ -123,19 +123,11 @@ class DraftProcessor:
         seen = self._settled_of(destination)
         known = seen.get(key)
         if activity_only is not None and known is not None and known.state.intent is None and key not in self.requests:
-            if self.ctx.calls.locked() or not self.ctx.pacer.take(destination):  # no slot free now
-                since = self._since.setdefault(key, time.monotonic())
-                await self.ctx.pacer.acquire(destination, urgent=urgent_event(known, activity_only), since=since)
-            async with self.ctx.calls:
-                return await self._at_slot(key, None, seen)
+            return await self._unread_to_slot(key, seen, urgent=urgent_event(known, activity_only))
         request = self.requests.get(key)
         if known is None and request is not None and request.followed and _has_card(request.at_follow):
             # 10,000 follows at start-up: each read once, at its slot, not twice.
-            if self.ctx.calls.locked() or not self.ctx.pacer.take(destination):
-                since = self._since.setdefault(key, time.monotonic())
-                await self.ctx.pacer.acquire(destination, urgent=True, since=since)
-            async with self.ctx.calls:
-                return await self._at_slot(key, None, seen)
+            return await self._unread_to_slot(key, seen, urgent=True)
         read = await self._read(key)
         inputs = inputs_of(read)
         if key not in self.requests and read.state.intent is None and known is not None and known.state == read.state:
@@ -164,6 +156,14 @@ class DraftProcessor:
             since = self._since.setdefault(key, time.monotonic())
             await self.ctx.pacer.acquire(destination, urgent=self._urgent(new, call), since=since)
         async with self.ctx.calls:  # a connection for the call, then the newest view
+            return await self._at_slot(key, None, seen)
+
+    async def _unread_to_slot(self, key: DraftKey, seen: Settled, *, urgent: bool) -> float | None:
+        """Queue for the slot (one free now is taken at once) without reading, and read at it."""
+        if self.ctx.calls.locked() or not self.ctx.pacer.take(key.chat_id):
+            since = self._since.setdefault(key, time.monotonic())
+            await self.ctx.pacer.acquire(key.chat_id, urgent=urgent, since=since)
+        async with self.ctx.calls:
             return await self._at_slot(key, None, seen)
 
     async def _at_slot(self, key: DraftKey, read: DraftRead | None, seen: Settled) -> float | None:
