@@ -319,3 +319,36 @@ def test_a_call_that_waits_for_an_answer_from_chat_runs_in_its_own_process(
         call = asking.result(timeout=30)
     assert not call.served and call.status == 0, call.err
     assert json.loads(call.out)["hookSpecificOutput"]["decision"] == {"behavior": "allow"}
+
+
+def test_a_frame_over_the_bound_is_refused_before_it_is_read(
+    hook_servers: HookServers, redis_url: str, tmp_path: Path
+) -> None:
+    """A peer that announces a frame of a terabyte is not waited for, nor its bytes kept:
+    the server drops the connection at once and serves the next call."""
+    pid = warm(hook_servers, tmp_path, redis_url)
+    sock = next(hook_servers.dir.glob("hook-*.sock"))
+    with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as conn:
+        conn.settimeout(5)
+        conn.connect(str(sock))
+        assert wire.recv_json(conn, time.monotonic() + 5)["state"] == "ready"
+        started = time.monotonic()
+        conn.sendall((1 << 40).to_bytes(8, "big") + b"{")
+        try:
+            left = conn.recv(1)
+        except ConnectionResetError:  # closed with what was sent unread: a reset
+            left = b""
+        assert left == b""  # closed without waiting for the rest of the frame
+        assert time.monotonic() - started < 2
+    assert hook(tmp_path, "claude-code", fx.claude("Notification", message="next"), "--redis", redis_url).served
+    assert hook_servers.pid() == pid
+
+
+def test_wire_refuses_a_frame_over_its_bound_without_reading_it() -> None:
+    a, b = socket.socketpair()
+    with a, b:
+        b.sendall((wire.MAX_FRAME_BYTES + 1).to_bytes(8, "big") + b"x" * 10)
+        with pytest.raises(ValueError, match="frame of .* bytes: over the bound"):
+            wire.recv_frame(a, time.monotonic() + 1)
+        b.sendall((3).to_bytes(8, "big") + b"abc")
+        assert a.recv(10) == b"x" * 10  # nothing of the refused frame was read past its size

@@ -41,6 +41,9 @@ PACKAGE = Path(__file__).resolve().parents[2]  # src/progresscast
 
 MAX_EVENT_BYTES = 16 << 20
 """A hook event read from stdin: a tool's whole output fits; an endless stdin does not."""
+MAX_FRAME_BYTES = 2 * MAX_EVENT_BYTES
+"""A frame between a hook call and its server: a call's stdin (one byte past
+`MAX_EVENT_BYTES` at most), its environment and arguments, or what it printed."""
 
 
 def enabled() -> bool:
@@ -98,8 +101,10 @@ def send_json(conn: socket.socket, *parts: Any) -> None:
 
 def recv_frame(conn: socket.socket, deadline: float) -> bytes:
     """One frame, all of it by `deadline` (time.monotonic()); EOFError if the peer left,
-    TimeoutError if it is late."""
+    TimeoutError if it is late, ValueError for one over `MAX_FRAME_BYTES` (none of it read)."""
     size = int.from_bytes(_exactly(conn, 8, deadline), "big")
+    if size > MAX_FRAME_BYTES:
+        raise ValueError(f"a frame of {size:,} bytes: over the bound of {MAX_FRAME_BYTES:,}")
     return _exactly(conn, size, deadline)
 
 
