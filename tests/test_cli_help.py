@@ -65,3 +65,21 @@ def test_version_is_the_packages(tmp_path: Path) -> None:
 
     shown = run("--version", home=tmp_path)
     assert shown.returncode == 0 and shown.stdout == f"progresscast {version('progresscast')}\n"
+
+
+def test_every_usage_line_names_every_option_its_help_lists() -> None:
+    def walk(parser: argparse.ArgumentParser, name: str) -> list[str]:
+        usage = parser.format_usage()
+        missing = [
+            f"{name}: {action.option_strings[-1]}"
+            for action in parser._actions
+            if action.option_strings and action.help is not argparse.SUPPRESS
+            and not any(option in usage for option in action.option_strings)
+        ]
+        for action in parser._actions:
+            if isinstance(action, argparse._SubParsersAction):
+                for sub, subparser in action.choices.items():
+                    missing += walk(subparser, f"{name} {sub}")
+        return missing
+
+    assert walk(full_parser(), "progresscast") == []

@@ -28,7 +28,8 @@ def add_hook(commands: Any, common: argparse.ArgumentParser) -> None:
         help="an agent's hook: its event JSON on stdin (never fails the agent)",
         description="Run as an agent's hook (Claude Code, Codex, Gemini CLI): read one event's JSON on stdin and "
         "update the session's card; it never fails the agent.",
-        usage=f"progresscast hook {'|'.join(HARNESSES)} [--session KEY] [--agent ID] [--wait SECONDS] "
+        usage=f"progresscast hook [-h] [--redis URL] [--config FILE] {'|'.join(HARNESSES)} [--session KEY] "
+        "[--agent ID] [--wait SECONDS] "
         "[--ask-tools REGEX] "
         "[-- codex exec --json …]",
         parents=[common],
