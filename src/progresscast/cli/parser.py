@@ -270,7 +270,8 @@ def add_commands(commands: Any, common: argparse.ArgumentParser) -> None:
     acp = commands.add_parser(
         "acp", help="run an ACP agent for an editor, showing its plan in chat (Stop and approvals too)",
         parents=[common],
-        usage="progresscast acp [-h] [--redis URL] [--config FILE] --session KEY [--agent ID] -- AGENT_COMMAND [ARGS ...]",
+        usage="progresscast acp [-h] [--redis URL] [--config FILE] --session KEY [--agent ID] "
+        "-- AGENT_COMMAND [ARGS ...]",
         description="Put this in the editor's agent settings in place of the agent: it starts AGENT_COMMAND and "
         "passes every Agent Client Protocol message both ways unchanged, while the session's card shows the "
         "agent's plan, tool calls and answer; permission requests are asked in chat too, and Stop in chat "
