@@ -193,3 +193,90 @@ async def test_a_batch_whose_replies_stall_times_out_and_leaves_no_reply_behind(
     finally:
         await client.aclose()
         server.kill()
+
+
+SLOW_SCRIPT = """
+local began = redis.call('TIME')
+repeat
+  local now = redis.call('TIME')
+until (now[1] - began[1]) * 1000000 + (now[2] - began[2]) > 200000
+return ARGV[1]
+"""
+"""Answers after 0.2 s: a command the kept connection waits on meanwhile."""
+
+
+def kept(url: str, name: str, limit: int = 8) -> tuple[CoalescingRedis, list[int]]:
+    """A client that keeps a connection, and how many times it took one from its pool
+    (no retries: a command fails at its first error)."""
+    pool = BlockingConnectionPool.from_url(
+        url, max_connections=limit, client_name=name, decode_responses=True, retry=Retry(NoBackoff(), 0)
+    )
+    taken = [0]
+    take = pool.get_connection
+
+    async def counted(*args: Any, **kwargs: Any) -> Any:
+        taken[0] += 1
+        return await take(*args, **kwargs)
+
+    pool.get_connection = counted  # type: ignore[method-assign]
+    return CoalescingRedis(connection_pool=pool, keep_connection=True), taken
+
+
+async def test_batches_one_after_another_take_no_connection_from_the_pool(redis_url: str) -> None:
+    client, taken = kept(redis_url, "kept")
+    try:
+        for i in range(20):  # alone, each its own batch
+            assert await client.set(f"k{i}", i) is True
+        assert await asyncio.gather(*(client.get(f"k{i}") for i in range(20))) == [str(i) for i in range(20)]
+        assert await client.get("nope") is None
+        assert taken[0] == 1  # the first batch's, kept since
+        # A batch sent while the kept connection waits for a reply goes on another one.
+        slow = asyncio.create_task(client.eval(SLOW_SCRIPT, 0, "slow"))
+        while not client._kept_busy:
+            await asyncio.sleep(0)
+        assert await client.get("k3") == "3"
+        assert await slow == "slow"
+        assert taken[0] == 2
+        assert await connections_named(redis_url, "kept") == 2
+    finally:
+        await client.aclose()
+
+
+async def test_a_kept_connection_the_server_dropped_is_opened_again_before_it_is_used(redis_url: str) -> None:
+    """As the pool checks a connection it hands out (no retry needed)."""
+    client, taken = kept(redis_url, "dropped")
+    admin = Redis.from_url(redis_url, decode_responses=True)
+    try:
+        assert await client.set("k", "v") is True
+        [conn] = [c for c in await admin.client_list() if c.get("name") == "dropped"]
+        await admin.client_kill_filter(_id=conn["id"])
+        assert await client.get("k") == "v"  # opened again, not failed
+        assert await asyncio.gather(client.get("k"), client.get("nope")) == ["v", None]
+        assert taken[0] == 1
+    finally:
+        await client.aclose()
+        await admin.aclose()
+
+
+async def test_a_small_pool_keeps_nothing_back(redis_url: str) -> None:
+    """A commands pool under `KEEP_FROM` keeps no connection: with one, a command sent
+    while another waits for its reply takes the same connection once it is free."""
+    from progresscast.config.settings import Settings
+    from progresscast.store.connections import KEEP_FROM
+
+    small = Settings.model_validate({"store": {"maxConnections": KEEP_FROM - 1}})
+    default, below = connect(redis_url, Settings()), connect(redis_url, small)
+    assert default._keeps and not below._keeps
+    await default.aclose()
+    await below.aclose()
+    client = connect(redis_url, Settings.model_validate({"store": {"maxConnections": 1}}))
+    try:
+        slow = asyncio.create_task(client.eval(SLOW_SCRIPT, 0, "slow"))
+        while not client.connection_pool._in_use_connections:  # the slow one is on its way
+            await asyncio.sleep(0)
+        started = time.monotonic()
+        assert await client.get("nope") is None
+        assert time.monotonic() - started < 2  # not the pool's wait (5 s) for a kept connection
+        assert await slow == "slow"
+    finally:
+        await client.aclose()

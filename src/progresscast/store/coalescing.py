@@ -18,7 +18,16 @@ every reply's read) where packing, sending and reading cost ≈ 5: the replies o
 arrive together, so one timeout (the connection's `socket_timeout`) covers the whole
 read. The rest is redis-py's: its packing, its reads and their errors, its reply
 callbacks, its retry policy. A command with a reply option redis-py treats specially
-(never decoded, an answer for an empty reply) goes through its `Pipeline`, as before.
+(never decoded, an answer for an empty reply) goes through its `Pipeline` (alone: its
+`execute_command`), as before. A batch of one command is sent the same way.
+
+With `keep_connection`, the client keeps one connection of its pool for its batches:
+a batch takes it when it is free, else one from the pool as before. At a calm pace
+(a hundred chats, a write each now and then) most batches hold one command, and taking
+a connection from redis-py's pool and giving it back costs about as much CPU as the
+round trip itself (its locks, its timeout, its checks and metrics). Only for a pool of
+more than one connection that serves no blocking reads (`connections.Role.commands`):
+kept out of the pool, the connection is one fewer for the others.
 """
 
 from __future__ import annotations
@@ -63,11 +72,15 @@ class CoalescingRedis(Redis):
     """`redis.asyncio.Redis` whose commands, issued in one turn of the event loop, leave
     as one pipeline (explicit pipelines and transactions are unchanged)."""
 
-    def __init__(self, *args: Any, **kwargs: Any) -> None:
+    def __init__(self, *args: Any, keep_connection: bool = False, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
         self._waiting: list[tuple[tuple[Any, ...], dict[str, Any], asyncio.Future[Any]]] = []
         self._batches: set[asyncio.Task[None]] = set()
         """Batches on their way (referenced: a task only the loop knows may be collected)."""
+        self._keeps = keep_connection
+        self._kept: AbstractConnection | None = None
+        """The connection kept for batches (see the module), once one was taken."""
+        self._kept_busy = False
 
     async def execute_command(self, *args: Any, **options: Any) -> Any:
         if self.single_connection_client or _blocks(args):
@@ -98,7 +111,7 @@ class CoalescingRedis(Redis):
         task.add_done_callback(self._batches.discard)
 
     async def _send(self, batch: list[tuple[tuple[Any, ...], dict[str, Any], asyncio.Future[Any]]]) -> None:
-        if len(batch) == 1:  # alone: as redis-py sends it, with nothing to gain from a pipeline
+        if len(batch) == 1 and any(option in batch[0][1] for option in _SHAPED):  # as redis-py sends it
             args, options, reply = batch[0]
             try:
                 result = await super().execute_command(*args, **options)  # type: ignore[no-untyped-call]
@@ -141,15 +154,29 @@ class CoalescingRedis(Redis):
         if any(option in options for _, options, _ in batch for option in _SHAPED):
             return None
         pool = self.connection_pool
-        conn = await pool.get_connection()  # type: ignore[no-untyped-call]
+        conn: AbstractConnection
+        if not self._kept_busy and self._kept is not None:
+            conn, kept = self._kept, True
+        else:
+            conn = await pool.get_connection()  # type: ignore[no-untyped-call]
+            kept = self._keeps and self._kept is None
+            if kept:
+                self._kept = conn
+        if kept:
+            self._kept_busy = True  # before any await: the next batch takes another connection
         try:
+            if kept:  # the pool's own check at every checkout: closed by the server meanwhile, opened again
+                await pool.ensure_connection(conn)
             if getattr(conn, "_resp2_fallback", False):
                 return None
-            return await conn.retry.call_with_retry(  # type: ignore[no-any-return]
+            return await conn.retry.call_with_retry(
                 lambda: self._send_and_read(conn, batch), lambda _error: conn.disconnect()
             )
         finally:
-            await pool.release(conn)
+            if kept:
+                self._kept_busy = False
+            else:
+                await pool.release(conn)
 
     async def _send_and_read(
         self, conn: AbstractConnection, batch: list[tuple[tuple[Any, ...], dict[str, Any], asyncio.Future[Any]]]
