@@ -280,3 +280,25 @@ async def test_a_small_pool_keeps_nothing_back(redis_url: str) -> None:
         assert await slow == "slow"
     finally:
         await client.aclose()
+
+
+async def test_callers_that_find_a_script_missing_together_load_it_once(tmp_path: Path) -> None:
+    """A fresh server (or one whose scripts were flushed) answers the first batch of a
+    script's calls NOSCRIPT: its callers load the script once between them, then each
+    gets its own reply."""
+    server = PrivateRedis(tmp_path)
+    client = CoalescingRedis.from_url(server.url, decode_responses=True)
+    admin = Redis.from_url(server.url, decode_responses=True)
+    try:
+        script = client.register_script("return ARGV[1] .. KEYS[1]")
+        for _ in range(2):  # a fresh server, then one whose scripts were flushed
+            before = (await admin.info("commandstats")).get("cmdstat_script|load", {}).get("calls", 0)
+            replies = await asyncio.gather(*(script(keys=[f"k{i}"], args=["v"]) for i in range(100)))
+            assert replies == [f"vk{i}" for i in range(100)]
+            loads = (await admin.info("commandstats"))["cmdstat_script|load"]["calls"] - before
+            assert loads == 1
+            await admin.script_flush()
+    finally:
+        await client.aclose()
+        await admin.aclose()
+        server.kill()

@@ -78,6 +78,8 @@ class CoalescingRedis(Redis):
         self._batches: set[asyncio.Task[None]] = set()
         """Batches on their way (referenced: a task only the loop knows may be collected)."""
         self._keeps = keep_connection
+        self._loading: dict[bytes, asyncio.Future[Any]] = {}
+        """Scripts being loaded (`script_load`), by their text."""
         self._kept: AbstractConnection | None = None
         """The connection kept for batches (see the module), once one was taken."""
         self._kept_busy = False
@@ -86,6 +88,18 @@ class CoalescingRedis(Redis):
         if self.single_connection_client or _blocks(args):
             return await super().execute_command(*args, **options)  # type: ignore[no-untyped-call]
         return await self._join([(args, options)])[0]
+
+    async def script_load(self, script: Any) -> str:
+        """One `SCRIPT LOAD` for the callers that need the same script at once: on a
+        fresh server (or one whose scripts were flushed) a whole batch of a script's
+        calls is answered NOSCRIPT, and each caller loads it (redis-py's `Script`)."""
+        text = script.encode() if isinstance(script, str) else bytes(script)
+        loading = self._loading.get(text)
+        if loading is None:
+            loading = self._loading[text] = asyncio.ensure_future(self.execute_command("SCRIPT LOAD", script))
+            loading.add_done_callback(lambda _: self._loading.pop(text, None))
+            loading.add_done_callback(_looked_at)  # its error, if every caller was cancelled meanwhile
+        return await asyncio.shield(loading)  # one caller cancelled: the others still wait
 
     def pipeline(self, transaction: bool = True, shard_hint: str | None = None) -> Pipeline:
         if transaction:
