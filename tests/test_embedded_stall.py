@@ -173,7 +173,9 @@ def the_server(home: Path) -> int:
 async def test_a_frozen_embedded_redis_is_waited_for_not_replaced(start) -> None:  # noqa: F811
     serve = await running(start)
     census = Census(start.home)
-    writers = Writers(serve.base)
+    # 3 × 60 at most: within the history's 200 however long the CLI's write and the log
+    # line take after the stall (the writers go on meanwhile).
+    writers = Writers(serve.base, most=60)
     try:
         await writers.until(20)
         pid = the_server(start.home)
