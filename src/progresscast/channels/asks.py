@@ -225,12 +225,16 @@ class AskMessages:
 
     def _sent(self, key: DraftKey, ask_id: str) -> Callable[[MessageId | None], Awaitable[None]]:
         async def then(message_id: MessageId | None) -> None:
-            self._busy.discard((key.chat_id, ask_id))
-            if message_id is None:  # not delivered: looked at again with the next read
-                self._seen.pop((key.chat_id, key.owner), None)
-                return
-            record = Record(key.owner.display_key, message_id, key.thread_id, AskState.open.value)
-            await self.records.put(key.chat_id, ask_id, record)
+            try:
+                if message_id is None:  # not delivered: looked at again with the next read
+                    self._seen.pop((key.chat_id, key.owner), None)
+                    return
+                record = Record(key.owner.display_key, message_id, key.thread_id, AskState.open.value)
+                await self.records.put(key.chat_id, ask_id, record)
+            finally:
+                # Settled once its record is stored: a press that came as the message
+                # showed (`settled`) reads the record, not its absence.
+                self._busy.discard((key.chat_id, ask_id))
             # The ask may have ended while its message was on its way: the next look edits it.
             self._seen.pop((key.chat_id, key.owner), None)
             self.worker.touch(key)
@@ -241,12 +245,14 @@ class AskMessages:
         self, destination: Id, owner: Owner, ask: Ask, record: Record
     ) -> Callable[[MessageId | None], Awaitable[None]]:
         async def then(message_id: MessageId | None) -> None:
-            self._busy.discard((destination, ask.ask_id))
-            if message_id is None:
-                self._seen.pop((destination, owner), None)
-                return
-            shown = Record(record.owner, record.message_id, record.thread, ask.state.value)
-            await self.records.put(destination, ask.ask_id, shown)
+            try:
+                if message_id is None:
+                    self._seen.pop((destination, owner), None)
+                    return
+                shown = Record(record.owner, record.message_id, record.thread, ask.state.value)
+                await self.records.put(destination, ask.ask_id, shown)
+            finally:
+                self._busy.discard((destination, ask.ask_id))  # as `_sent`: once stored
 
         return then
 
