@@ -7,6 +7,7 @@ import argparse
 import os
 import subprocess
 import sys
+from collections.abc import Iterator
 from pathlib import Path
 
 from progresscast.cli.parser import full_parser
@@ -20,16 +21,18 @@ def run(*args: str, home: Path) -> subprocess.CompletedProcess[str]:
     )
 
 
-def test_every_help_has_a_description() -> None:
-    def walk(parser: argparse.ArgumentParser, name: str) -> list[str]:
-        missing = [] if parser.description and len(parser.description) > 10 else [name]
-        for action in parser._actions:
-            if isinstance(action, argparse._SubParsersAction):
-                for sub, subparser in action.choices.items():
-                    missing += walk(subparser, f"{name} {sub}")
-        return missing
+def parsers(parser: argparse.ArgumentParser, name: str = "progresscast") -> Iterator[tuple[str, argparse.ArgumentParser]]:
+    """Every command's parser with its name, the program's first."""
+    yield name, parser
+    for action in parser._actions:
+        if isinstance(action, argparse._SubParsersAction):
+            for sub, subparser in action.choices.items():
+                yield from parsers(subparser, f"{name} {sub}")
 
-    assert walk(full_parser(), "progresscast") == []
+
+def test_every_help_has_a_description() -> None:
+    missing = [name for name, parser in parsers(full_parser()) if not (parser.description and len(parser.description) > 10)]
+    assert missing == []
 
 
 def test_the_programs_help_names_every_adapter(tmp_path: Path) -> None:
@@ -68,18 +71,11 @@ def test_version_is_the_packages(tmp_path: Path) -> None:
 
 
 def test_every_usage_line_names_every_option_its_help_lists() -> None:
-    def walk(parser: argparse.ArgumentParser, name: str) -> list[str]:
-        usage = parser.format_usage()
-        missing = [
-            f"{name}: {action.option_strings[-1]}"
-            for action in parser._actions
-            if action.option_strings and action.help is not argparse.SUPPRESS
-            and not any(option in usage for option in action.option_strings)
-        ]
-        for action in parser._actions:
-            if isinstance(action, argparse._SubParsersAction):
-                for sub, subparser in action.choices.items():
-                    missing += walk(subparser, f"{name} {sub}")
-        return missing
-
-    assert walk(full_parser(), "progresscast") == []
+    missing = [
+        f"{name}: {action.option_strings[-1]}"
+        for name, parser in parsers(full_parser())
+        for action in parser._actions
+        if action.option_strings and action.help is not argparse.SUPPRESS
+        and not any(option in parser.format_usage() for option in action.option_strings)
+    ]
+    assert missing == []
