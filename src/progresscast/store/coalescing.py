@@ -25,9 +25,9 @@ With `keep_connection`, the client keeps one connection of its pool for its batc
 a batch takes it when it is free, else one from the pool as before. At a calm pace
 (a hundred chats, a write each now and then) most batches hold one command, and taking
 a connection from redis-py's pool and giving it back costs about as much CPU as the
-round trip itself (its locks, its timeout, its checks and metrics). Only for a pool of
-more than one connection that serves no blocking reads (`connections.Role.commands`):
-kept out of the pool, the connection is one fewer for the others.
+round trip itself (its locks, its timeout, its checks and metrics). Only the commands
+role's pool keeps one, from `connections.KEEP_FROM` connections on: kept out of the
+pool, it is one fewer for the others (a blocking read among them).
 """
 
 from __future__ import annotations
