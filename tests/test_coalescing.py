@@ -164,6 +164,10 @@ async def test_a_batch_answers_as_redis_py_answers_each_command(redis_url: str) 
         assert [repr(r) for r in got] == [repr(r) for r in expected]
         assert got[4] == [("x", 1.5), ("y", 2.0)] and isinstance(got[8], ResponseError)
         assert isinstance(got[11], bytes) and got[12] == []
+        # Alone, each its own batch: the same answers (a value, an error, the options).
+        alone = [await asyncio.gather(c, return_exceptions=True) for c in (
+            client.get("k"), client.get("h"), client.dump("k"), client.mget([]))]
+        assert [repr(r) for [r] in alone] == [repr(expected[i]) for i in (1, 8, 11, 12)]
     finally:
         await client.aclose()
         await plain.aclose()

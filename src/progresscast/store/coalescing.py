@@ -17,9 +17,9 @@ A batch is sent and read here rather than through redis-py's `Pipeline`, which s
 every reply's read) where packing, sending and reading cost ≈ 5: the replies of a batch
 arrive together, so one timeout (the connection's `socket_timeout`) covers the whole
 read. The rest is redis-py's: its packing, its reads and their errors, its reply
-callbacks, its retry policy. A command with a reply option redis-py treats specially
-(never decoded, an answer for an empty reply) goes through its `Pipeline` (alone: its
-`execute_command`), as before. A batch of one command is sent the same way.
+callbacks, its retry policy. A batch with a reply option redis-py treats specially
+(never decoded, an answer for an empty reply) goes through its `Pipeline`, as before. A
+batch of one command is sent the same way as any other.
 
 With `keep_connection`, the client keeps one connection of its pool for its batches:
 a batch takes it when it is free, else one from the pool as before. At a calm pace
@@ -125,18 +125,6 @@ class CoalescingRedis(Redis):
         task.add_done_callback(self._batches.discard)
 
     async def _send(self, batch: list[tuple[tuple[Any, ...], dict[str, Any], asyncio.Future[Any]]]) -> None:
-        if len(batch) == 1 and any(option in batch[0][1] for option in _SHAPED):  # as redis-py sends it
-            args, options, reply = batch[0]
-            try:
-                result = await super().execute_command(*args, **options)  # type: ignore[no-untyped-call]
-            except BaseException as exc:  # the caller's own error, as if it had sent the command
-                _fail(reply, exc)
-                if isinstance(exc, asyncio.CancelledError):
-                    raise
-            else:
-                if not reply.done():
-                    reply.set_result(result)
-            return
         try:
             results = await self._exchange(batch)
             if results is None:
