@@ -12,11 +12,13 @@ BENCH_STAMP := $(VENV)/.bench-installed
 $(STAMP): pyproject.toml
 	@echo "Installing progresscast and its test tools into $(VENV) (the first time: about 1-2 minutes) ..."
 	$(PYTHON) -m venv $(VENV)
-	$(BIN)/pip install --quiet --upgrade pip
-	$(BIN)/pip install --quiet --no-compile -e '.[test]'
-	@# Compiled on every core at once: pip compiles one module after another (a third of
-	@# the install). A module that does not compile (a package's test data) is left out, as pip does.
-	$(BIN)/python -m compileall -q -j 0 $(VENV)/lib >/dev/null || true
+	@# uv installs what pip would (the same versions) in half the time: it fetches and
+	@# unpacks in parallel and compiles the modules on every core. Where it cannot be had, pip.
+	@if $(BIN)/pip install --quiet uv; then \
+		$(BIN)/uv pip install --quiet --python $(BIN)/python --compile-bytecode -e '.[test]'; \
+	else \
+		$(BIN)/pip install --quiet -e '.[test]'; \
+	fi
 	touch $(STAMP)
 
 demo: $(STAMP)
@@ -63,7 +65,8 @@ test: $(STAMP)
 	[ $$tests -eq 0 ] && [ $$typed -eq 0 ]
 
 $(BENCH_STAMP): $(STAMP) pyproject.toml
-	$(BIN)/pip install --quiet -e '.[test,bench]'
+	@if [ -x $(BIN)/uv ]; then $(BIN)/uv pip install --quiet --python $(BIN)/python -e '.[test,bench]'; \
+	else $(BIN)/pip install --quiet -e '.[test,bench]'; fi
 	touch $(BENCH_STAMP)
 
 # Every benchmark (< 15 min); prints a table and rewrites BENCHMARKS.md.

@@ -197,6 +197,7 @@ async def adapter(url: str, chats: int, rounds: int, profile: float, conn: Conne
         pstats.Stats(first).sort_stats("cumulative").print_stats(int(profile))
     if profiler is not None and rounds:  # (nothing was profiled without a round)
         print("--- phase 2, edits ---")
+        profiler.dump_stats("/tmp/phase2.prof")
         stats = pstats.Stats(profiler)
         stats.sort_stats("tottime").print_stats(int(profile))
         stats.sort_stats("cumulative").print_stats(int(profile))
@@ -210,7 +211,8 @@ def main() -> None:
                         help="writes a second within a round (figure 8: 150); default: all at once")
     parser.add_argument("--latency", type=float, default=0.0,
                         help="seconds the emulator holds every answer (figure 5's distant Bot API: 0.15)")
-    parser.add_argument("--profile", type=float, default=0, help="print this many lines of a cProfile of each phase")
+    parser.add_argument("--profile", type=float, default=0,
+                        help="print this many lines of a cProfile of each phase (kept in /tmp/phase1.prof, /tmp/phase2.prof)")
     parser.add_argument("--redis", default=None, help="a Redis URL (its database is flushed); default: embedded")
     parser.add_argument(
         "--transport",
