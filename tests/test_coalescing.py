@@ -209,9 +209,9 @@ return ARGV[1]
 """Answers after 0.2 s: a command the kept connection waits on meanwhile."""
 
 
-def kept(url: str, name: str, limit: int = 8) -> tuple[CoalescingRedis, list[int]]:
-    """A client that keeps a connection, and how many times it took one from its pool
-    (no retries: a command fails at its first error)."""
+def kept(url: str, name: str, limit: int = 8, keep: int = 1) -> tuple[CoalescingRedis, list[int]]:
+    """A client that keeps `keep` connections, and how many times it took one from its
+    pool (no retries: a command fails at its first error)."""
     pool = BlockingConnectionPool.from_url(
         url, max_connections=limit, client_name=name, decode_responses=True, retry=Retry(NoBackoff(), 0)
     )
@@ -223,7 +223,7 @@ def kept(url: str, name: str, limit: int = 8) -> tuple[CoalescingRedis, list[int
         return await take(*args, **kwargs)
 
     pool.get_connection = counted  # type: ignore[method-assign]
-    return CoalescingRedis(connection_pool=pool, keep_connection=True), taken
+    return CoalescingRedis(connection_pool=pool, keep_connections=keep), taken
 
 
 async def test_batches_one_after_another_take_no_connection_from_the_pool(redis_url: str) -> None:
@@ -236,12 +236,36 @@ async def test_batches_one_after_another_take_no_connection_from_the_pool(redis_
         assert taken[0] == 1  # the first batch's, kept since
         # A batch sent while the kept connection waits for a reply goes on another one.
         slow = asyncio.create_task(client.eval(SLOW_SCRIPT, 0, "slow"))
-        while not client._kept_busy:
+        while client._idle:  # the slow one holds the kept connection
             await asyncio.sleep(0)
         assert await client.get("k3") == "3"
         assert await slow == "slow"
         assert taken[0] == 2
         assert await connections_named(redis_url, "kept") == 2
+    finally:
+        await client.aclose()
+
+
+async def test_batches_that_overlap_each_take_a_kept_connection(redis_url: str) -> None:
+    """A client keeping three: three batches on their way at once each hold a kept
+    connection and a fourth takes one from the pool (and gives it back); from then on,
+    three at once take none from the pool."""
+    client, taken = kept(redis_url, "three", keep=3)
+
+    async def overlapping(n: int) -> list[str]:
+        calls = []
+        for i in range(n):  # each its own batch, on its way before the next is made
+            calls.append(asyncio.create_task(client.eval(SLOW_SCRIPT, 0, str(i))))
+            while len(client._batches) <= i:
+                await asyncio.sleep(0)
+        return list(await asyncio.gather(*calls))
+
+    try:
+        assert await overlapping(4) == ["0", "1", "2", "3"]
+        assert taken[0] == 4
+        assert await overlapping(3) == ["0", "1", "2"]
+        assert taken[0] == 4
+        assert await connections_named(redis_url, "three") == 4
     finally:
         await client.aclose()
 
@@ -266,11 +290,11 @@ async def test_a_small_pool_keeps_nothing_back(redis_url: str) -> None:
     """A commands pool under `KEEP_FROM` keeps no connection: with one, a command sent
     while another waits for its reply takes the same connection once it is free."""
     from progresscast.config.settings import Settings
-    from progresscast.store.connections import KEEP_FROM
+    from progresscast.store.connections import KEEP_FROM, KEEP_MOST
 
     small = Settings.model_validate({"store": {"maxConnections": KEEP_FROM - 1}})
     default, below = connect(redis_url, Settings()), connect(redis_url, small)
-    assert default._keeps and not below._keeps
+    assert (default._keeps, below._keeps) == (min(KEEP_MOST, 64 // KEEP_FROM), 0)
     await default.aclose()
     await below.aclose()
     client = connect(redis_url, Settings.model_validate({"store": {"maxConnections": 1}}))

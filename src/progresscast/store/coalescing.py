@@ -21,13 +21,15 @@ callbacks, its retry policy. A batch with a reply option redis-py treats special
 (never decoded, an answer for an empty reply) goes through its `Pipeline`, as before. A
 batch of one command is sent the same way as any other.
 
-With `keep_connection`, the client keeps one connection of its pool for its batches:
-a batch takes it when it is free, else one from the pool as before. At a calm pace
-(a hundred chats, a write each now and then) most batches hold one command, and taking
-a connection from redis-py's pool and giving it back costs about as much CPU as the
-round trip itself (its locks, its timeout, its checks and metrics). Only the commands
-role's pool keeps one, from `connections.KEEP_FROM` connections on: kept out of the
-pool, it is one fewer for the others (a blocking read among them).
+With `keep_connections=N`, the client keeps up to N connections of its pool for its
+batches: a batch takes a kept one that is free, else one from the pool (kept too while
+fewer than N are). At a calm pace (a hundred chats, a write each now and then) most
+batches hold one command, and taking a connection from redis-py's pool and giving it
+back costs about as much CPU as the round trip itself (its locks, its timeout, its
+checks and metrics); a batch sent while another waits for its replies is common even
+then. Only the commands role's pool keeps any, one per `connections.KEEP_FROM`
+connections of it (at most `connections.KEEP_MOST`): kept out of the pool, they are
+fewer for the others (a blocking read among them).
 """
 
 from __future__ import annotations
@@ -72,17 +74,18 @@ class CoalescingRedis(Redis):
     """`redis.asyncio.Redis` whose commands, issued in one turn of the event loop, leave
     as one pipeline (explicit pipelines and transactions are unchanged)."""
 
-    def __init__(self, *args: Any, keep_connection: bool = False, **kwargs: Any) -> None:
+    def __init__(self, *args: Any, keep_connections: int = 0, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
         self._waiting: list[tuple[tuple[Any, ...], dict[str, Any], asyncio.Future[Any]]] = []
         self._batches: set[asyncio.Task[None]] = set()
         """Batches on their way (referenced: a task only the loop knows may be collected)."""
-        self._keeps = keep_connection
+        self._keeps = keep_connections
         self._loading: dict[bytes, asyncio.Future[Any]] = {}
         """Scripts being loaded (`script_load`), by their text."""
-        self._kept: AbstractConnection | None = None
-        """The connection kept for batches (see the module), once one was taken."""
-        self._kept_busy = False
+        self._held = 0
+        """Connections taken from the pool and kept for batches (see the module)."""
+        self._idle: list[AbstractConnection] = []
+        """The kept connections no batch is using now."""
 
     async def execute_command(self, *args: Any, **options: Any) -> Any:
         if self.single_connection_client or _blocks(args):
@@ -157,15 +160,18 @@ class CoalescingRedis(Redis):
             return None
         pool = self.connection_pool
         conn: AbstractConnection
-        if not self._kept_busy and self._kept is not None:
-            conn, kept = self._kept, True
+        if self._idle:  # taken before any await: the next batch takes another connection
+            conn, kept = self._idle.pop(), True
         else:
-            conn = await pool.get_connection()  # type: ignore[no-untyped-call]
-            kept = self._keeps and self._kept is None
+            kept = self._held < self._keeps
             if kept:
-                self._kept = conn
-        if kept:
-            self._kept_busy = True  # before any await: the next batch takes another connection
+                self._held += 1  # counted before the wait: batches waiting together keep no more than N
+            try:
+                conn = await pool.get_connection()  # type: ignore[no-untyped-call]
+            except BaseException:
+                if kept:
+                    self._held -= 1
+                raise
         try:
             if kept:  # the pool's own check at every checkout: closed by the server meanwhile, opened again
                 await pool.ensure_connection(conn)
@@ -176,7 +182,7 @@ class CoalescingRedis(Redis):
             )
         finally:
             if kept:
-                self._kept_busy = False
+                self._idle.append(conn)
             else:
                 await pool.release(conn)
 

@@ -10,8 +10,9 @@ Every timeout is chosen here, per role:
 - **commands** (card writes and reads, RPC, pages): one bounded *blocking* pool of
   `store.maxConnections` per process — a burst waits for a free connection instead
   of failing with "Too many connections" — with short connect and socket timeouts
-  and one quick retry, so an unreachable Redis answers an error within 2 s. A pool of
-  `KEEP_FROM` or more keeps one of them for the client's batches (`coalescing.py`).
+  and one quick retry, so an unreachable Redis answers an error within 2 s. A pool
+  keeps one of its connections per `KEEP_FROM` (at most `KEEP_MOST`) for the client's
+  batches (`coalescing.py`).
 - **readers** (the live hub's XREAD and consumer groups' XREADGROUP, which BLOCK for
   `READ_BLOCK_MS`): their own small pool, whose socket timeout is well above
   the block time, so a quiet spell is never mistaken for a dead server.
@@ -57,8 +58,11 @@ POOL_WAIT = 5.0
 READER_CONNECTIONS = 48
 """Blocking readers per process: one per shard for the live hub and for each group."""
 KEEP_FROM = 8
-"""The smallest commands pool that keeps a connection for batches: one fewer for the
-rest (a blocking read on this role among them) is then no shortage."""
+"""A commands pool keeps one connection for batches per this many of its connections
+(none under 8): one in eight fewer for the rest (a blocking read on this role among
+them) is no shortage."""
+KEEP_MOST = 4
+"""The most connections a commands pool keeps for batches."""
 
 CLUSTER_SCHEMES = {"redis+cluster": "redis", "rediss+cluster": "rediss"}
 URL_SCHEMES = ("redis://", "rediss://", "unix://", "redis+cluster://", "rediss+cluster://")
@@ -156,7 +160,7 @@ def connect(url: str, settings: Settings | None = None, *, role: Role = Role.com
     store = settings.store
     limit = store.maxConnections if role is Role.commands else READER_CONNECTIONS
     timeout = COMMAND_TIMEOUT if role is Role.commands else READER_TIMEOUT
-    keep = role is Role.commands and limit >= KEEP_FROM
+    keep = min(KEEP_MOST, limit // KEEP_FROM) if role is Role.commands else 0
     client = _client(url, timeout, CONNECT_TIMEOUT, limit, _retry(), store.shards, keep=keep)
     if "retention" in store.model_fields_set:  # set in the config: recorded in the store
         retention.configure(client, store.retention)
@@ -171,9 +175,9 @@ def connect_quick(url: str, shards: int | None = None) -> Any:
 
 def _client(
     url: str, socket_timeout: float, connect_timeout: float, limit: int, retry: Retry, shards: int | None,
-    *, keep: bool = False,
+    *, keep: int = 0,
 ) -> Any:
-    """`keep`: the client keeps a connection for its batches (a server, not a Cluster)."""
+    """`keep`: connections the client keeps for its batches (a server, not a Cluster)."""
     parts = urlsplit(url)
     common: dict[str, Any] = {
         "decode_responses": True,
@@ -190,7 +194,7 @@ def _client(
     else:
         pool = BlockingConnectionPool.from_url(url, max_connections=limit, timeout=POOL_WAIT, **common)
         pool.connection_class = packing(pool.connection_class)  # the class the URL chose (TCP, TLS, unix)
-        client = CoalescingRedis(connection_pool=pool, keep_connection=keep)
+        client = CoalescingRedis(connection_pool=pool, keep_connections=keep)
     if shards is not None:
         sharding.configure(client, shards)
     return client
