@@ -330,3 +330,24 @@ async def test_callers_that_find_a_script_missing_together_load_it_once(tmp_path
         await client.aclose()
         await admin.aclose()
         server.kill()
+
+
+async def test_a_clusters_callers_that_find_a_script_missing_load_it_once(cluster: Any) -> None:
+    """The same on a Redis Cluster (redis-py's `RedisCluster` has each caller load it)."""
+    cluster.flush()
+    for node in cluster.clients:
+        node.script_flush()
+    client = connect(cluster.url)
+
+    def loads() -> int:
+        return sum(node.info("commandstats").get("cmdstat_script|load", {}).get("calls", 0) for node in cluster.clients)
+
+    try:
+        script = client.register_script("return ARGV[1] .. KEYS[1]")
+        before = loads()
+        replies = await asyncio.gather(*(script(keys=[f"{{k}}{i}"], args=["v"]) for i in range(100)))
+        assert replies == [f"v{{k}}{i}" for i in range(100)]
+        assert loads() - before == len(cluster.clients)  # once, on every primary
+    finally:
+        await client.aclose()
+        cluster.flush()

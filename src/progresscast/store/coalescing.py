@@ -70,7 +70,28 @@ def _fail(reply: asyncio.Future[Any], exc: BaseException) -> None:
         reply.set_exception(exc)
 
 
-class CoalescingRedis(Redis):
+class LoadsOnce:
+    """Mixed into a Redis client (a server's or a Cluster's): one `SCRIPT LOAD` for the
+    callers that need the same script at once. A fresh server (or one whose scripts were
+    flushed) answers a whole batch of a script's calls NOSCRIPT, and redis-py's `Script`
+    has each caller load it."""
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self._loading: dict[bytes, asyncio.Future[Any]] = {}
+        """Scripts being loaded, by their text."""
+
+    async def script_load(self, script: Any) -> str:
+        text = script.encode() if isinstance(script, str) else bytes(script)
+        loading = self._loading.get(text)
+        if loading is None:
+            loading = self._loading[text] = asyncio.ensure_future(super().script_load(script))  # type: ignore[misc]
+            loading.add_done_callback(lambda _: self._loading.pop(text, None))
+            loading.add_done_callback(_looked_at)  # its error, if every caller was cancelled meanwhile
+        return str(await asyncio.shield(loading))  # one caller cancelled: the others still wait
+
+
+class CoalescingRedis(LoadsOnce, Redis):  # type: ignore[misc]  # redis-py's own bases disagree on command_info
     """`redis.asyncio.Redis` whose commands, issued in one turn of the event loop, leave
     as one pipeline (explicit pipelines and transactions are unchanged)."""
 
@@ -80,8 +101,6 @@ class CoalescingRedis(Redis):
         self._batches: set[asyncio.Task[None]] = set()
         """Batches on their way (referenced: a task only the loop knows may be collected)."""
         self._keeps = keep_connections
-        self._loading: dict[bytes, asyncio.Future[Any]] = {}
-        """Scripts being loaded (`script_load`), by their text."""
         self._held = 0
         """Connections taken from the pool and kept for batches (see the module)."""
         self._idle: list[AbstractConnection] = []
@@ -91,18 +110,6 @@ class CoalescingRedis(Redis):
         if self.single_connection_client or _blocks(args):
             return await super().execute_command(*args, **options)  # type: ignore[no-untyped-call]
         return await self._join([(args, options)])[0]
-
-    async def script_load(self, script: Any) -> str:
-        """One `SCRIPT LOAD` for the callers that need the same script at once: on a
-        fresh server (or one whose scripts were flushed) a whole batch of a script's
-        calls is answered NOSCRIPT, and each caller loads it (redis-py's `Script`)."""
-        text = script.encode() if isinstance(script, str) else bytes(script)
-        loading = self._loading.get(text)
-        if loading is None:
-            loading = self._loading[text] = asyncio.ensure_future(self.execute_command("SCRIPT LOAD", script))
-            loading.add_done_callback(lambda _: self._loading.pop(text, None))
-            loading.add_done_callback(_looked_at)  # its error, if every caller was cancelled meanwhile
-        return await asyncio.shield(loading)  # one caller cancelled: the others still wait
 
     def pipeline(self, transaction: bool = True, shard_hint: str | None = None) -> Pipeline:
         if transaction:

@@ -35,7 +35,7 @@ from redis.exceptions import ConnectionError as RedisConnectionError
 
 from ..config.errors import ConfigError
 from . import retention, sharding
-from .coalescing import CoalescingRedis
+from .coalescing import CoalescingRedis, LoadsOnce
 from .embedded import ensure_embedded, home_dir, socket_path
 from .packing import packing
 
@@ -124,9 +124,10 @@ def _retry() -> Retry:
     return Retry(ExponentialBackoff(cap=0.2, base=0.05), retries=1, supported_errors=(RedisConnectionError,))
 
 
-class _BoundedCluster(RedisCluster):
+class _BoundedCluster(LoadsOnce, RedisCluster):  # type: ignore[misc]  # redis-py's own bases disagree on command_info
     """A RedisCluster whose commands and pipelines together use at most `limit`
-    connections, waiting for a turn past that (its own node pools would raise)."""
+    connections, waiting for a turn past that (its own node pools would raise); the
+    callers that find a script missing together load it once."""
 
     def __init__(self, *args: Any, limit: int, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
