@@ -28,6 +28,7 @@ YOUNG = 10_000
 def settle() -> None:
     """Start-up is over: freeze what it made and collect young cycles less often. Called
     once per process, after its imports and configuration, before it serves."""
+    gc.unfreeze()  # what the command line froze (`cli.main`): walked once more, with the rest
     gc.collect()  # start-up's own garbage goes now, not frozen with the rest
     gc.freeze()
     _, middle, old = gc.get_threshold()

@@ -44,22 +44,26 @@ def _run_hook(argv: list[str], wrapped: list[str]) -> NoReturn:
         served, start = call_server(argv, harness)
         if served is not None:
             raise SystemExit(served)
-    # A hook process lives for one agent event and spends most of it importing; the
-    # cyclic garbage collector would only walk what the imports build, again and
-    # again (≈ 8 % of a call). On again after, for a caller running hooks in-process.
-    collecting = gc.isenabled()
-    gc.disable()
-    try:
-        status = hook_status(argv, wrapped)
-    finally:
-        if collecting:
-            gc.enable()
+    status = hook_status(argv, wrapped)  # the collector off, as `main` left it
     if start:
         start_server()  # for the next calls; this one's result is already out
     raise SystemExit(status)
 
 
 def main(argv: list[str] | None = None) -> None:
+    # A command spends most of its CPU importing; the cyclic garbage collector would
+    # walk what the imports build again and again (≈ 8 % of a short command). Off until
+    # the command runs; what start-up built is then frozen, as `collector.settle` does.
+    collecting = gc.isenabled()
+    gc.disable()
+    try:
+        _main(argv, collecting)
+    finally:
+        if collecting:
+            gc.enable()
+
+
+def _main(argv: list[str] | None, collecting: bool) -> None:
     argv = sys.argv[1:] if argv is None else list(argv)
     # `hook codex -- codex exec …`: what follows `--` is a command to run, not our options.
     wrapped: list[str] = []
@@ -93,6 +97,9 @@ def main(argv: list[str] | None = None) -> None:
     settings = settings_of(args)
     import asyncio
 
+    if collecting:
+        gc.freeze()
+        gc.enable()
     try:
         if args.command == "status":
             from .status import status_command
