@@ -63,7 +63,7 @@ async def with_store(args: argparse.Namespace, settings: Settings, work: Callabl
 
     redis = connect(redis_url(args.redis, settings), settings)
     try:
-        return await work(CardStore(redis))
+        return await work(CardStore(redis, metrics=False))  # a command's counters die with it, unread
     finally:
         await redis.aclose()
 

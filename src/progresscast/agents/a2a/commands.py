@@ -1,6 +1,8 @@
 """`progresscast a2a ingest|follow`: the command family's arguments and its runs.
 
 `cli/parser.py` only registers this family (`add_commands`) and dispatches to `run`.
+Every command's parser is built from this module, so what only a run needs (the
+store, the A2A mapping, the metrics) is imported by the run.
 """
 
 from __future__ import annotations
@@ -11,16 +13,14 @@ import sys
 from typing import TYPE_CHECKING, Any
 
 from ...arguments import read_input
-from ...config.settings import Settings
-from ...store.connections import connect, redis_url
-from .apply import Applied, Outcome, UpdateApplier
-from .ingest import ingest_lines
-from .mapping import AnswerChunk, StatusChange, Update
 
 if TYPE_CHECKING:  # the a2a-sdk client is imported only when following
     from a2a.types import a2a_pb2
 
+    from ...config.settings import Settings
+    from .apply import Applied, UpdateApplier
     from .follow import Follower
+    from .mapping import Update
 
 
 class CommandError(Exception):
@@ -76,6 +76,8 @@ def run(args: argparse.Namespace, settings: Settings) -> None:
     if agent is not None and agent not in settings.agents.known_set:
         raise CommandError(f"--agent: '{agent}' is not a configured agent")
     if args.a2a_command == "ingest":
+        from .ingest import ingest_lines
+
         text = read_input(args.file, MAX_INGESTED_BYTES)
         tally = asyncio.run(_with_applier(args, settings, lambda a: ingest_lines(text.splitlines(), a)))
         print(tally.summary())
@@ -94,6 +96,9 @@ MAX_INGESTED_BYTES = 64 << 20
 
 
 async def _with_applier(args: argparse.Namespace, settings: Settings, work: Any) -> Any:
+    from ...store.connections import connect, redis_url
+    from .apply import UpdateApplier
+
     redis = connect(redis_url(args.redis, settings))
     try:
         applier = UpdateApplier.configured(redis, args.agent, settings)
@@ -104,6 +109,9 @@ async def _with_applier(args: argparse.Namespace, settings: Settings, work: Any)
 
 def progress_line(update: Update, applied: Applied) -> str | None:
     """What `a2a follow` prints on stderr for an applied update (None: nothing)."""
+    from .apply import Outcome
+    from .mapping import AnswerChunk, StatusChange
+
     if applied.outcome is not Outcome.applied:
         return None
     where = applied.owner.display_key
