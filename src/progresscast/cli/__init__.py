@@ -52,8 +52,9 @@ def _run_hook(argv: list[str], wrapped: list[str]) -> NoReturn:
 
 def main(argv: list[str] | None = None) -> None:
     # A command spends most of its CPU importing; the cyclic garbage collector would
-    # walk what the imports build again and again (≈ 8 % of a short command). Off until
-    # the command runs; what start-up built is then frozen, as `collector.settle` does.
+    # walk what the imports build again and again (a fifth of a `card put`, ≈ 8 % of a
+    # hook call). Off until the command runs; what start-up built is then frozen, as
+    # `collector.settle` does (`serve` settles again: its start-up's garbage still goes).
     collecting = gc.isenabled()
     gc.disable()
     try:
