@@ -192,3 +192,29 @@ async def test_bad_input_exits_2_with_one_line_and_asks_nothing(
     assert done.status == 2 and done.stdout == ""
     assert len(done.stderr.strip().splitlines()) == 1 and words in done.stderr, done.stderr
     assert (await store.asks.all(OWNER))[0] == ()
+
+
+async def test_a_stop_while_the_ask_is_being_opened_still_withdraws_it(store: CardStore) -> None:
+    """Ctrl-C can come after Redis stored the ask and before its reply is read (the
+    ask shows in chat, the command does not know its id yet): withdrawn all the same."""
+    from progresscast.agents.asking import ask_and_wait
+    from progresscast.model.asks import AskInput
+
+    stored = asyncio.Event()
+    open_now = store.asks.open
+
+    async def reply_on_its_way(owner: Owner, body: AskInput) -> Ask:
+        made = await open_now(owner, body)
+        stored.set()
+        await asyncio.sleep(0.3)  # the reply still on its way when the stop comes
+        return made
+
+    store.asks.open = reply_on_its_way  # type: ignore[method-assign]
+    body = AskInput.parse({"kind": "approval", "prompt": "Deploy?", "source": "cli"})
+    waiting = asyncio.create_task(ask_and_wait(store, OWNER, [body], 60))
+    await stored.wait()
+    waiting.cancel()
+    with pytest.raises(asyncio.CancelledError):
+        await waiting
+    [made] = (await store.asks.all(OWNER))[0]
+    assert made.state is AskState.withdrawn

@@ -9,6 +9,7 @@ own format.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
@@ -69,7 +70,15 @@ async def ask_and_wait(
     done: dict[str, Ask] = {}
     try:
         for body in asks:
-            opened.append(await store.asks.open(owner, body))
+            opening = asyncio.ensure_future(store.asks.open(owner, body))
+            try:
+                opened.append(await asyncio.shield(opening))
+            except asyncio.CancelledError:
+                # Stopped while it was opened: Redis may have stored it, the reply on its
+                # way. Known once the reply comes, it is withdrawn below with the rest.
+                with contextlib.suppress(Exception):
+                    opened.append(await opening)
+                raise
         if opened_all is not None:
             opened_all(opened)
         while True:
