@@ -167,7 +167,8 @@ class CoalescingRedis(LoadsOnce, Redis):  # type: ignore[misc]  # redis-py's own
             return None
         pool = self.connection_pool
         conn: AbstractConnection
-        if self._idle:  # taken before any await: the next batch takes another connection
+        reused = bool(self._idle)
+        if reused:  # taken before any await: the next batch takes another connection
             conn, kept = self._idle.pop(), True
         else:
             kept = self._held < self._keeps
@@ -180,7 +181,7 @@ class CoalescingRedis(LoadsOnce, Redis):  # type: ignore[misc]  # redis-py's own
                     self._held -= 1
                 raise
         try:
-            if kept:  # the pool's own check at every checkout: closed by the server meanwhile, opened again
+            if reused:  # the check the pool makes at its checkouts: closed by the server meanwhile, opened again
                 await pool.ensure_connection(conn)
             if getattr(conn, "_resp2_fallback", False):
                 return None
