@@ -218,3 +218,40 @@ async def test_a_stop_while_the_ask_is_being_opened_still_withdraws_it(store: Ca
         await waiting
     [made] = (await store.asks.all(OWNER))[0]
     assert made.state is AskState.withdrawn
+
+
+async def test_ctrl_c_landing_inside_the_waits_own_step_still_withdraws_the_ask(store: CardStore) -> None:
+    """Ctrl-C's handler runs between two bytecodes of whatever runs, so inside the
+    waiting task's own step too: its cancel is then pending, the wait's check raises for
+    it at once, and the pending cancel lands on the next wait, the withdraw's. The
+    withdraw must still end before the command does: the loop's closing cancels every
+    task left (as `asyncio.run` does), a withdraw left running among them."""
+    from progresscast.agents.asking import ask_and_wait
+    from progresscast.model.asks import AskInput
+
+    waiting: asyncio.Task[object] | None = None
+    wait_now = store.asks.wait
+
+    def ctrl_c(signum: int, frame: object) -> None:  # what asyncio.run's handler does
+        assert waiting is not None
+        waiting.cancel()
+
+    async def signalled_in_its_step(owner: Owner, ask_id: str, timeout: float) -> Ask | None:
+        signal.raise_signal(signal.SIGINT)  # the handler runs here, inside this task's step
+        return await wait_now(owner, ask_id, timeout)
+
+    store.asks.wait = signalled_in_its_step  # type: ignore[method-assign]
+    before = signal.signal(signal.SIGINT, ctrl_c)
+    try:
+        body = AskInput.parse({"kind": "approval", "prompt": "Deploy?", "source": "cli"})
+        waiting = asyncio.create_task(ask_and_wait(store, OWNER, [body], 60))
+        with pytest.raises(asyncio.CancelledError):
+            await waiting
+    finally:
+        signal.signal(signal.SIGINT, before)
+    left = [t for t in asyncio.all_tasks() if t is not asyncio.current_task()]
+    for task in left:  # the loop closing, as `asyncio.run` ends
+        task.cancel()
+    await asyncio.gather(*left, return_exceptions=True)
+    [made] = (await store.asks.all(OWNER))[0]
+    assert made.state is AskState.withdrawn

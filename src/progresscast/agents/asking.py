@@ -9,10 +9,10 @@ own format.
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from typing import Any
 
 from ..model.asks import Ask, AskInput, AskState, StopMark
 from ..model.owners import Owner
@@ -70,15 +70,14 @@ async def ask_and_wait(
     done: dict[str, Ask] = {}
     try:
         for body in asks:
+            # Stopped while it is opened, Redis may have stored it, the reply on its way:
+            # known once the reply comes, it is withdrawn below with the rest.
             opening = asyncio.ensure_future(store.asks.open(owner, body))
             try:
-                opened.append(await asyncio.shield(opening))
-            except asyncio.CancelledError:
-                # Stopped while it was opened: Redis may have stored it, the reply on its
-                # way. Known once the reply comes, it is withdrawn below with the rest.
-                with contextlib.suppress(Exception):
-                    opened.append(await opening)
-                raise
+                await _to_the_end(opening)
+            finally:
+                if opening.done() and not opening.cancelled() and opening.exception() is None:
+                    opened.append(opening.result())
         if opened_all is not None:
             opened_all(opened)
         while True:
@@ -100,7 +99,26 @@ async def ask_and_wait(
     finally:
         left_open = [a for a in opened if a.ask_id not in done]
         if left_open:
-            await asyncio.shield(_withdraw(store, owner, left_open))
+            await _to_the_end(asyncio.ensure_future(_withdraw(store, owner, left_open)))
+
+
+async def _to_the_end(work: asyncio.Future[Any]) -> None:
+    """Wait for `work` until it ends, whatever stops come meanwhile, then raise the stop
+    (or `work`'s error). A stop may land here that came before: Ctrl-C's handler runs
+    inside this task's own step, and a check that raised for it (`AskStore.wait`) left
+    it pending for the next wait. Shielded alone, the work would be left to the loop's
+    closing, which cancels it: an open ask would stay offered in chat."""
+    stopped = False
+    while not work.done():
+        try:
+            await asyncio.shield(work)
+        except asyncio.CancelledError:
+            if work.cancelled():
+                raise
+            stopped = True
+    if stopped:
+        raise asyncio.CancelledError
+    work.result()
 
 
 async def _withdraw(store: CardStore, owner: Owner, asks: Sequence[Ask]) -> None:
