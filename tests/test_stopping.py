@@ -23,6 +23,7 @@ import pytest
 from redis.asyncio import Redis
 
 from progresscast.config.settings import Settings
+from progresscast.stopping import still_wanted
 from progresscast.store import keys
 from progresscast.store.embedded import ensure_embedded, stop_embedded
 from progresscast.store.lease import Lease
@@ -171,3 +172,42 @@ print(signal.getsignal(signal.SIGTERM) is not signal.SIG_DFL, flush=True)
 """
     done = subprocess.run([sys.executable, "-c", command], capture_output=True, text=True, timeout=30)
     assert (done.returncode, done.stdout) == (0, "the process's own\nran to its end\nTrue\n"), done.stderr
+
+
+async def test_a_stop_asked_inside_the_tasks_own_step_does_not_land_on_its_clean_up() -> None:
+    cleaned: list[bool] = []
+
+    async def work() -> None:
+        try:
+            me = asyncio.current_task()
+            assert me is not None
+            me.cancel()  # as Ctrl-C's handler does when it runs inside this step
+            await still_wanted()
+        finally:
+            await asyncio.sleep(0.01)  # the clean-up's first wait (an ask's withdraw, a lease's release)
+            cleaned.append(True)
+
+    task = asyncio.create_task(work())
+    with pytest.raises(asyncio.CancelledError):
+        await task
+    assert cleaned == [True]
+
+
+async def test_a_stop_a_library_swallowed_still_ends_the_loop() -> None:
+    turns: list[int] = []
+
+    async def work() -> None:
+        for turn in range(100):
+            turns.append(turn)
+            try:
+                await asyncio.sleep(10)
+            except asyncio.CancelledError:
+                pass  # swallowed, as a library call may (stopping.py)
+            await still_wanted()
+
+    task = asyncio.create_task(work())
+    await asyncio.sleep(0)
+    task.cancel()
+    with pytest.raises(asyncio.CancelledError):
+        await asyncio.wait_for(task, 5)
+    assert turns == [0]

@@ -77,7 +77,7 @@ class Retrying:
         cancelled — or, with `tries`, until that many failures in a row: the last is raised
         (and the count starts again)."""
         while True:
-            still_wanted()
+            await still_wanted()
             try:
                 result = await attempt()
             except asyncio.CancelledError:
@@ -86,7 +86,7 @@ class Retrying:
                 raise
             except retry_on as exc:
                 # A library may turn a cancel into an error of its own: asked to stop, stop.
-                still_wanted()
+                await still_wanted()
                 delay = self.backoff.delay(self.in_a_row)
                 self.in_a_row += 1
                 if tries is not None and self.in_a_row >= tries:

@@ -94,7 +94,7 @@ async def watch_parent(parent: int, every: float = PARENT_POLL) -> None:
     """End this process (SIGTERM to itself: the usual shutdown) once `parent` is gone:
     an orphan is adopted by another process, so its parent pid changes."""
     while True:
-        still_wanted()
+        await still_wanted()
         if os.getppid() != parent:
             log.warning("the serve process that started this one (pid %d) is gone; stopping", parent)
             os.kill(os.getpid(), signal.SIGTERM)

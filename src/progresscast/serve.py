@@ -265,7 +265,7 @@ async def keep_embedded(home: Path, every: float = EMBEDDED_CHECK_SECONDS) -> No
     on its own and lose what the first acknowledged."""
     waiting = False
     while True:
-        still_wanted()
+        await still_wanted()
         await asyncio.sleep(every)
         try:
             health = await asyncio.to_thread(embedded_health, home)

@@ -7,6 +7,11 @@ A library call may swallow a CancelledError: Python 3.11's `asyncio.wait_for` re
 the inner result when the cancel lands just as the inner call finishes, and redis-py
 wraps every socket write in one. The task's `cancelling()` count still says it was
 asked to stop, so a loop that checks it at each turn ends anyway.
+
+The other way round, a stop can come early: Ctrl-C's handler runs between any two
+bytecodes, so inside the very task it cancels, and the cancel then waits for that
+task's next wait. A check that raised for it at once would leave it pending for the
+clean-up's first wait (`still_wanted` delivers it first).
 """
 
 from __future__ import annotations
@@ -38,10 +43,14 @@ def stop_on_sigterm(log: logging.Logger) -> asyncio.Event:
     return stopping
 
 
-def still_wanted() -> None:
-    """Raise CancelledError if this task was asked to stop."""
+async def still_wanted() -> None:
+    """Raise CancelledError if this task was asked to stop. A stop asked for inside this
+    task's own step (Ctrl-C's handler runs between any two bytecodes) is still pending:
+    it is delivered here, at a wait of nothing, so that it does not land on the first
+    wait of the clean-up that follows (a `finally` withdrawing an ask, releasing a lease)."""
     task = asyncio.current_task()
     if task is not None and task.cancelling():
+        await asyncio.sleep(0)
         raise asyncio.CancelledError
 
 

@@ -60,7 +60,7 @@ async def supervise(
     loop = asyncio.get_running_loop()
     in_a_row = 0
     while True:
-        still_wanted()
+        await still_wanted()
         began = loop.time()
         try:
             await job()
@@ -71,7 +71,7 @@ async def supervise(
             if _fatal(exc, fatal):
                 raise
             # A library may turn a cancel into an error of its own: asked to stop, stop.
-            still_wanted()
+            await still_wanted()
             if loop.time() - began >= steady:
                 in_a_row = 0
             delay = backoff.delay(in_a_row)

@@ -169,7 +169,7 @@ class Intake:
         """Destinations whose follows expired leave the set read at start-up (retention.py)."""
         while True:
             ms = await retention_ms(self.redis)
-            still_wanted()  # before a long wait: a Redis call may have lost the cancel (stopping.py)
+            await still_wanted()  # before a long wait: a Redis call may have lost the cancel (stopping.py)
             await asyncio.sleep(sweep_every(ms) if ms > 0 else SWEEP_EVERY_MAX)
             if ms > 0:
                 await self.ctx.state.follows.prune_destinations()

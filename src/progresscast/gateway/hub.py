@@ -145,7 +145,7 @@ class EventHub:
             # Checked at every turn (the tail yields at least once per block time): a
             # cancel a library call swallowed must still end this reader, or it reads on
             # forever with nobody listening and even the event loop cannot close.
-            still_wanted()
+            await still_wanted()
             retry.succeeded()
             if event is None:
                 continue

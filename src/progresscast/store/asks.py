@@ -30,6 +30,7 @@ from ..model.asks import (
     new_ask_id,
 )
 from ..model.owners import Owner
+from ..stopping import still_wanted
 from . import keys, scripts
 from .errors import StoreError
 from .keys import Layout
@@ -152,11 +153,8 @@ class AskStore:
         (None: no such ask). Polls the ask's one field: cheap, and any process may answer."""
         deadline = time.monotonic() + max(0.0, timeout)
         pause = 0.05
-        me = asyncio.current_task()
         while True:
-            # A cancellation a Redis call swallowed (it can, mid-command) still ends the wait.
-            if me is not None and me.cancelling():
-                raise asyncio.CancelledError
+            await still_wanted()  # a cancellation a Redis call swallowed (it can, mid-command) still ends the wait
             ask, now = await self.get(owner, ask_id)
             if ask is None:
                 return None

@@ -153,7 +153,7 @@ class Lease:
         """Renew until the lease is lost (then return). A Redis that does not answer is
         retried; meanwhile the deadline passes and the fence closes by itself."""
         while True:
-            still_wanted()
+            await still_wanted()
             await asyncio.sleep(self.ttl * RENEW_EVERY)
             try:
                 if not await self.renew():

@@ -115,7 +115,7 @@ async def keep_sweeping(redis: Any) -> None:
         if removed:
             log.info("retention: %d owners untouched for store.retention left the index", removed)
         every = sweep_every(await retention_ms(redis))
-        still_wanted()  # before a wait of up to an hour: a Redis call may have lost the cancel (stopping.py)
+        await still_wanted()  # before a wait of up to an hour: a Redis call may have lost the cancel (stopping.py)
         await asyncio.sleep(every)
 
 

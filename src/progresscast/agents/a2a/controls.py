@@ -117,7 +117,7 @@ class Controls:
 
     async def _watch_stop(self, owner: Owner, task_id: str) -> None:
         while True:
-            still_wanted()  # redis-py may have swallowed the cancel of `close`
+            await still_wanted()  # redis-py may have swallowed the cancel of `close`
             try:
                 mark = await self.store.asks.stop_mark(owner, task_id)
             except Exception as exc:  # Redis gone a moment: look again

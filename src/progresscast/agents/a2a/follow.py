@@ -165,7 +165,7 @@ class Follower:
 
     async def handle(self, data: dict[str, Any], source: Source) -> TaskState | None:
         """Apply one event; the task state it carries (None for artifacts and messages)."""
-        still_wanted()
+        await still_wanted()
         try:
             update = parse_update(data)
         except UpdateError as exc:
@@ -320,7 +320,7 @@ class Follower:
     async def watch_with_push(self, task_id: str) -> TaskState:
         """Push notifications carry the updates; poll GetTask now and then as a safety net."""
         while True:
-            still_wanted()
+            await still_wanted()
             state = await self._poll_quietly(task_id)
             if state in TERMINAL:
                 return state
@@ -347,7 +347,7 @@ class Follower:
         mine: set[str] = set()
         try:
             while True:
-                still_wanted()
+                await still_wanted()
                 try:
                     await self._list_once(context_id, cursor, accept, mine)
                 except (A2AError, httpx.HTTPError, OSError) as exc:

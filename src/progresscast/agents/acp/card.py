@@ -230,7 +230,7 @@ class CardWriter:
         finally:
             self.connected.set()
         while True:
-            still_wanted()  # redis-py may have swallowed the cancel
+            await still_wanted()  # redis-py may have swallowed the cancel
             write = await self._queue.get()
             try:
                 await self.attempt("write", write)

@@ -277,7 +277,7 @@ class Proxy:
         await self.card.connected.wait()
         while True:
             await asyncio.sleep(STOP_POLL)
-            still_wanted()  # redis-py may have swallowed the cancel
+            await still_wanted()  # redis-py may have swallowed the cancel
             run_id, session = self.card.run_id, self.card.run_session
             if run_id is None or run_id in self.stopped:
                 continue
