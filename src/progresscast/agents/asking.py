@@ -105,8 +105,8 @@ async def ask_and_wait(
 async def _to_the_end(work: asyncio.Future[Any]) -> None:
     """Wait for `work` until it ends, whatever stops come meanwhile, then raise the stop
     (or `work`'s error). A stop may land here that came before: Ctrl-C's handler runs
-    inside this task's own step, and a check that raised for it (`AskStore.wait`) left
-    it pending for the next wait. Shielded alone, the work would be left to the loop's
+    inside this task's own step, and a check that raised for it without a wait leaves
+    it pending for the next one. Shielded alone, the work would be left to the loop's
     closing, which cancels it: an open ask would stay offered in chat."""
     stopped = False
     while not work.done():
@@ -117,6 +117,7 @@ async def _to_the_end(work: asyncio.Future[Any]) -> None:
                 raise
             stopped = True
     if stopped:
+        work.exception()  # looked at: the stop is what the caller hears
         raise asyncio.CancelledError
     work.result()
 
