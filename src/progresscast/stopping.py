@@ -54,6 +54,26 @@ async def still_wanted() -> None:
         raise asyncio.CancelledError
 
 
+async def to_the_end(work: asyncio.Future[Any]) -> None:
+    """Wait for `work` (a clean-up that must be done: an ask's withdraw) until it ends,
+    whatever stops come meanwhile, then raise the stop (or `work`'s error). A stop may
+    land here that came before: Ctrl-C's handler runs inside this task's own step, and
+    a check that raised for it without a wait leaves it pending for the next one.
+    Shielded alone, the work would be left to the loop's closing, which cancels it."""
+    stopped = False
+    while not work.done():
+        try:
+            await asyncio.shield(work)
+        except asyncio.CancelledError:
+            if work.cancelled():
+                raise
+            stopped = True
+    if stopped:
+        work.exception()  # looked at: the stop is what the caller hears
+        raise asyncio.CancelledError
+    work.result()
+
+
 class Terminated(KeyboardInterrupt):
     """SIGTERM ended a command that waits (`run_stoppable`): its caller exits 128 + 15,
     where Ctrl-C's KeyboardInterrupt exits 130."""

@@ -12,10 +12,10 @@ import asyncio
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import Any
 
 from ..model.asks import Ask, AskInput, AskState, StopMark
 from ..model.owners import Owner
+from ..stopping import to_the_end
 from ..store.cards import CardStore
 
 POLL = 0.5
@@ -74,7 +74,7 @@ async def ask_and_wait(
             # known once the reply comes, it is withdrawn below with the rest.
             opening = asyncio.ensure_future(store.asks.open(owner, body))
             try:
-                await _to_the_end(opening)
+                await to_the_end(opening)
             finally:
                 if opening.done() and not opening.cancelled() and opening.exception() is None:
                     opened.append(opening.result())
@@ -99,27 +99,7 @@ async def ask_and_wait(
     finally:
         left_open = [a for a in opened if a.ask_id not in done]
         if left_open:
-            await _to_the_end(asyncio.ensure_future(_withdraw(store, owner, left_open)))
-
-
-async def _to_the_end(work: asyncio.Future[Any]) -> None:
-    """Wait for `work` until it ends, whatever stops come meanwhile, then raise the stop
-    (or `work`'s error). A stop may land here that came before: Ctrl-C's handler runs
-    inside this task's own step, and a check that raised for it without a wait leaves
-    it pending for the next one. Shielded alone, the work would be left to the loop's
-    closing, which cancels it: an open ask would stay offered in chat."""
-    stopped = False
-    while not work.done():
-        try:
-            await asyncio.shield(work)
-        except asyncio.CancelledError:
-            if work.cancelled():
-                raise
-            stopped = True
-    if stopped:
-        work.exception()  # looked at: the stop is what the caller hears
-        raise asyncio.CancelledError
-    work.result()
+            await to_the_end(asyncio.ensure_future(_withdraw(store, owner, left_open)))
 
 
 async def _withdraw(store: CardStore, owner: Owner, asks: Sequence[Ask]) -> None:

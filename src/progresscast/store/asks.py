@@ -30,7 +30,7 @@ from ..model.asks import (
     new_ask_id,
 )
 from ..model.owners import Owner
-from ..stopping import still_wanted
+from ..stopping import still_wanted, to_the_end
 from . import keys, scripts
 from .errors import StoreError
 from .keys import Layout
@@ -94,7 +94,7 @@ class AskStore:
         except asyncio.CancelledError:
             # Redis may have stored it before the caller stopped waiting (Ctrl-C, SIGTERM):
             # withdrawn, no chat offers a question nobody waits for (unknown: nothing done).
-            await asyncio.shield(self.withdraw(owner, str(body["askId"])))
+            await to_the_end(asyncio.ensure_future(self.withdraw(owner, str(body["askId"]))))
             raise
         if reply[0] == "full":
             raise StoreError("sessionKey", f"has {MAX_OPEN} open asks already; answer or withdraw one first")
