@@ -8,10 +8,11 @@ from typing import Any
 
 import pytest
 
-from progresscast.model.asks import MAX_OPEN, Actor, AskInput, AskKind, AskState
+from progresscast.model.asks import MAX_GONE, MAX_OPEN, Actor, AskInput, AskKind, AskState
 from progresscast.model.card import CardError, CardInput, Status, Step
 from progresscast.model.owners import Owner
 from progresscast.store.cards import CardStore
+from progresscast.store.errors import StoreError
 
 pytestmark = pytest.mark.backends
 
@@ -133,6 +134,65 @@ async def test_an_open_cancelled_at_any_point_leaves_no_ask_offered(store: CardS
         left = [a for a in (await store.asks.all(OWNER))[0] if a.state is AskState.open]
         assert left == [], f"cancelled after {turns} turns of the loop: {left}"
     assert cancelled > 0
+
+
+async def test_a_withdraw_that_reaches_redis_before_its_open_leaves_nothing_offered(store: CardStore) -> None:
+    """A stopped open sends its withdraw at once; Redis may still run the open after it
+    (the open's command still on its way on another connection, or in a batch waiting
+    for one). The withdraw is remembered, and the open that comes later offers nothing."""
+    ask_id = "x" * 22
+    early = await store.asks.withdraw(OWNER, ask_id)
+    assert early.outcome == "missing"
+    with pytest.raises(StoreError, match="withdrawn"):
+        await store.asks.open(OWNER, approval(), ask_id=ask_id)
+    asks, _ = await store.asks.all(OWNER)
+    assert asks == () and (await store.view(OWNER)).open_asks == ()
+    assert (await store.asks.get(OWNER, ask_id))[0] is None
+    # Another id opens as ever; an id in use is refused.
+    other = await store.asks.open(OWNER, approval())
+    assert other.state is AskState.open
+    with pytest.raises(StoreError, match="another ask"):
+        await store.asks.open(OWNER, approval("Again?"), ask_id=other.ask_id)
+    assert (await store.asks.get(OWNER, other.ask_id))[0] == other
+
+
+async def test_withdraws_of_unknown_asks_are_remembered_briefly_and_boundedly(store: CardStore) -> None:
+    """Anyone may withdraw an id that does not exist: what is remembered of it is small,
+    bounded per owner, and forgotten after a minute."""
+    for n in range(3 * MAX_GONE):
+        await store.asks.withdraw(OWNER, f"gone{n:018d}")
+    raw = await store.redis.hgetall((await store.layout()).asks(OWNER))
+    assert len(raw) == MAX_GONE
+    # The newest are the ones kept: an open of one of them offers nothing.
+    with pytest.raises(StoreError, match="withdrawn"):
+        await store.asks.open(OWNER, approval(), ask_id=f"gone{3 * MAX_GONE - 1:018d}")
+    assert (await store.asks.open(OWNER, approval(), ask_id=f"gone{0:018d}")).state is AskState.open
+
+
+async def test_an_open_stopped_twice_leaves_no_ask_offered(store: CardStore) -> None:
+    """A second stop landing on the withdraw of an open cut short (a second Ctrl-C, a
+    cancelled MCP call's task cancelled again) still leaves no ask offered — also once
+    every command on its way has landed, in whatever order Redis ran them."""
+
+    async def offered() -> list[Any]:
+        return [a for a in (await store.asks.all(OWNER))[0] if a.state is AskState.open]
+
+    for turns in range(30):  # the stops land a little later each time
+        opening = asyncio.ensure_future(store.asks.open(OWNER, approval()))
+        for _ in range(turns):
+            await asyncio.sleep(0)
+        opening.cancel()
+        await asyncio.sleep(0)
+        opening.cancel()
+        try:
+            ask = await opening
+        except asyncio.CancelledError:
+            pass
+        else:
+            await store.asks.withdraw(OWNER, ask.ask_id)
+        assert await offered() == [], f"stopped after {turns} turns of the loop"
+    await asyncio.sleep(0.3)
+    assert await offered() == []
 
 
 async def test_stop_is_recorded_once_on_the_active_run(store: CardStore) -> None:

@@ -32,6 +32,12 @@ MAX_TIMEOUT = 24 * 3600
 APPROVAL_OPTIONS = ("Allow", "Deny")
 KEEP_CLOSED_MS = 24 * 3600 * 1000
 """How long an ask that ended is kept (a late press is told who answered it)."""
+GONE_KEEP_MS = 60 * 1000
+"""How long a withdraw that found no ask is remembered: its open may still be on its way
+to Redis (sent on another connection, or stopped after it was sent), and offers nothing
+when it lands."""
+MAX_GONE = 32
+"""Such withdraws remembered per owner at most (the newest): anyone may withdraw an id."""
 
 
 class AskKind(StrEnum):
@@ -407,6 +413,8 @@ def asks_of(raw: dict[str, str]) -> tuple[Ask, ...]:
 
 __all__ = [
     "APPROVAL_OPTIONS",
+    "GONE_KEEP_MS",
+    "MAX_GONE",
     "MAX_OPEN",
     "STOP_CONTROL",
     "Actor",

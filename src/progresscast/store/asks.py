@@ -75,10 +75,12 @@ class AskStore:
         self._stop = redis.register_script(scripts.RUN_STOP)
         self._read = redis.register_script(_READ)
 
-    async def open(self, owner: Owner, ask: AskInput) -> Ask:
-        """Put a new ask to the owner's followers; `CardError` when `MAX_OPEN` are open."""
+    async def open(self, owner: Owner, ask: AskInput, *, ask_id: str | None = None) -> Ask:
+        """Put a new ask to the owner's followers, under `ask_id` (default a new random
+        one); `StoreError` when `MAX_OPEN` are open, or when that id was withdrawn before
+        this open reached Redis (or is taken)."""
         body = {
-            "askId": new_ask_id(), "kind": ask.kind.value, "prompt": ask.prompt, "options": ask.options or [],
+            "askId": ask_id or new_ask_id(), "kind": ask.kind.value, "prompt": ask.prompt, "options": ask.options or [],
             "multi": ask.multi, "allowText": ask.allowText, "source": ask.source,
         }
         if ask.detail is not None:
@@ -98,6 +100,10 @@ class AskStore:
             raise
         if reply[0] == "full":
             raise StoreError("sessionKey", f"has {MAX_OPEN} open asks already; answer or withdraw one first")
+        if reply[0] == "withdrawn":  # its withdraw came first: see `GONE_KEEP_MS`
+            raise StoreError("askId", "was withdrawn before it was opened")
+        if reply[0] == "taken":
+            raise StoreError("askId", "is the id of another ask")
         stored = Ask.from_stored(str(reply[1]))
         assert stored is not None
         return stored

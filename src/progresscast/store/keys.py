@@ -118,7 +118,8 @@ class Layout:
 
     def asks(self, owner: Owner) -> str:
         """Hash askId → the ask as JSON (model/asks.py): its question, state and answer.
-        Open asks, and those that ended within a day (a late press is told who answered)."""
+        Open asks, and those that ended within a day (a late press is told who answered);
+        beside them `gone:<askId>`, a withdraw that found no ask (`GONE_KEEP_MS`)."""
         return self._key(owner, "asks")
 
     def stop_armed(self, owner: Owner) -> str:

@@ -34,6 +34,7 @@ from __future__ import annotations
 
 import functools
 
+from ..model.asks import GONE_KEEP_MS, MAX_GONE
 from ..model.owners import Owner
 from .keys import Layout
 
@@ -386,7 +387,7 @@ return {'applied'}
 """
 
 
-ASK_PRELUDE = PRELUDE + """
+ASK_PRELUDE = PRELUDE + f"local gone_keep_ms, max_gone = {GONE_KEEP_MS}, {MAX_GONE}\n" + """
 -- Asks (model/asks.py): one JSON object per ask in the owner's `asks` hash. Their
 -- changes are lines in the history (an entry with `event`, at the card's revision),
 -- and published as `ask.changed`, so every chat that follows the owner looks again.
@@ -398,13 +399,16 @@ local function history_event(ms, event)
 end
 
 -- Open asks past their expiry (the Redis clock) become `expired`; asks that ended more
--- than `keep_ms` ago are forgotten. Returns how many expired now.
+-- than `keep_ms` ago are forgotten, and withdraws that found no ask `gone_keep_ms` after
+-- they came. Returns how many expired now.
 local function settle_asks(ms, keep_ms)
   local n = 0
   local all = redis.call('HGETALL', asks_key)
   for i = 1, #all, 2 do
     local ask = cjson.decode(all[i + 1])
-    if ask.state == 'open' and tonumber(ask.expiresAt) <= ms then
+    if ask.gone then
+      if tonumber(ask.closedAt) + gone_keep_ms < ms then redis.call('HDEL', asks_key, all[i]) end
+    elseif ask.state == 'open' and tonumber(ask.expiresAt) <= ms then
       ask.state = 'expired'
       ask.closedAt = ms
       redis.call('HSET', asks_key, all[i], cjson.encode(ask))
@@ -416,6 +420,23 @@ local function settle_asks(ms, keep_ms)
   end
   return n
 end
+
+-- A withdraw that found no ask: the ask's open may still be on its way (sent on another
+-- connection, or stopped after it was sent). Remembered beside the asks (`gone:<id>`,
+-- the newest `max_gone`), so that open offers nothing when it lands.
+local function gone_field(ask_id) return 'gone:' .. ask_id end
+local function remember_gone(ask_id, seq, ms)
+  local all = redis.call('HGETALL', asks_key)
+  local gone = {}
+  for i = 1, #all, 2 do
+    local entry = cjson.decode(all[i + 1])
+    if entry.gone and all[i] ~= gone_field(ask_id) then gone[#gone + 1] = {all[i], tonumber(entry.seq)} end
+  end
+  table.sort(gone, function(a, b) return a[2] < b[2] end)
+  for i = 1, #gone - max_gone + 1 do redis.call('HDEL', asks_key, gone[i][1]) end
+  redis.call('HSET', asks_key, gone_field(ask_id), cjson.encode({gone = true, closedAt = ms, seq = seq}))
+  retain()
+end
 """
 
 ASK_OPEN = ASK_PRELUDE + """
@@ -424,12 +445,14 @@ local ask_json, timeout_ms, max_open, keep_ms = ARGV[6], tonumber(ARGV[7]), tonu
 
 local now_us, ms = clock()
 settle_asks(ms, keep_ms)
+local ask = cjson.decode(ask_json)
+if redis.call('HEXISTS', asks_key, gone_field(ask.askId)) == 1 then return {'withdrawn', ''} end
+if redis.call('HEXISTS', asks_key, ask.askId) == 1 then return {'taken', ''} end
 local open = 0
 for _, raw in ipairs(redis.call('HVALS', asks_key)) do
   if cjson.decode(raw).state == 'open' then open = open + 1 end
 end
 if open >= max_open then return {'full', open} end
-local ask = cjson.decode(ask_json)
 ask.createdAt = ms
 ask.seq = now_us  -- asks opened within one ms keep their order (one script at a time)
 ask.expiresAt = ms + timeout_ms
@@ -449,10 +472,11 @@ ASK_CLOSE = ASK_PRELUDE + """
 -- ended is returned as it is, so the late comer is told who answered it.
 local ask_id, state, answer_json, keep_ms = ARGV[6], ARGV[7], ARGV[8], tonumber(ARGV[9])
 
-local _, ms = clock()
+local now_us, ms = clock()
 local expired = settle_asks(ms, keep_ms)
 local raw = redis.call('HGET', asks_key, ask_id)
 if not raw then
+  if state == 'withdrawn' then remember_gone(ask_id, now_us, ms) end
   if expired > 0 then publish('ask.changed', '') end
   return {'missing', ''}
 end
