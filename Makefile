@@ -48,7 +48,7 @@ lint: $(STAMP)
 	$(BIN)/ruff check src tests bench
 	$(BIN)/mypy
 
-# Four test processes (pytest-xdist) on 2 cores: most tests wait on pacing, sockets
+# Six test processes (pytest-xdist) on 2 cores: most tests wait on pacing, sockets
 # and child processes, so the others fill one's waits. `realtime` and `alone` tests run
 # beside each other only.
 # Bytecode is written even where the environment says not to (PYTHONDONTWRITEBYTECODE):
@@ -59,7 +59,7 @@ lint: $(STAMP)
 test: $(STAMP)
 	$(BIN)/ruff check src tests bench
 	@$(BIN)/mypy >$(VENV)/mypy.log 2>&1 & typing=$$!; \
-	PYTHONDONTWRITEBYTECODE= $(BIN)/python -m pytest -n 4 --dist worksteal; tests=$$?; \
+	PYTHONDONTWRITEBYTECODE= $(BIN)/python -m pytest -n 6 --dist worksteal; tests=$$?; \
 	wait $$typing; typed=$$?; \
 	echo "mypy:"; cat $(VENV)/mypy.log; \
 	[ $$tests -eq 0 ] && [ $$typed -eq 0 ]
