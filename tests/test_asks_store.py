@@ -8,7 +8,7 @@ from typing import Any
 
 import pytest
 
-from progresscast.model.asks import MAX_GONE, MAX_OPEN, Actor, AskInput, AskKind, AskState
+from progresscast.model.asks import GONE_KEEP_MS, MAX_GONE, MAX_OPEN, Actor, AskInput, AskKind, AskState
 from progresscast.model.card import CardError, CardInput, Status, Step
 from progresscast.model.owners import Owner
 from progresscast.store.cards import CardStore
@@ -161,8 +161,11 @@ async def test_withdraws_of_unknown_asks_are_remembered_briefly_and_boundedly(st
     bounded per owner, and forgotten after a minute."""
     for n in range(3 * MAX_GONE):
         await store.asks.withdraw(OWNER, f"gone{n:018d}")
-    raw = await store.redis.hgetall((await store.layout()).asks(OWNER))
+    key = (await store.layout()).asks(OWNER)
+    raw = await store.redis.hgetall(key)
     assert len(raw) == MAX_GONE
+    # The session had nothing: the key made for them goes by itself.
+    assert 0 < await store.redis.pttl(key) <= GONE_KEEP_MS
     # The newest are the ones kept: an open of one of them offers nothing.
     with pytest.raises(StoreError, match="withdrawn"):
         await store.asks.open(OWNER, approval(), ask_id=f"gone{3 * MAX_GONE - 1:018d}")

@@ -423,9 +423,12 @@ end
 
 -- A withdraw that found no ask: the ask's open may still be on its way (sent on another
 -- connection, or stopped after it was sent). Remembered beside the asks (`gone:<id>`,
--- the newest `max_gone`), so that open offers nothing when it lands.
+-- the newest `max_gone`), so that open offers nothing when it lands. It changes nothing
+-- anyone sees: no event, and the owner's keys keep their time to live — a key it makes
+-- lives `gone_keep_ms` (an owner that has none: a withdraw names any session).
 local function gone_field(ask_id) return 'gone:' .. ask_id end
 local function remember_gone(ask_id, seq, ms)
+  local made = redis.call('EXISTS', asks_key) == 0
   local all = redis.call('HGETALL', asks_key)
   local gone = {}
   for i = 1, #all, 2 do
@@ -435,7 +438,7 @@ local function remember_gone(ask_id, seq, ms)
   table.sort(gone, function(a, b) return a[2] < b[2] end)
   for i = 1, #gone - max_gone + 1 do redis.call('HDEL', asks_key, gone[i][1]) end
   redis.call('HSET', asks_key, gone_field(ask_id), cjson.encode({gone = true, closedAt = ms, seq = seq}))
-  retain()
+  if made then redis.call('PEXPIRE', asks_key, gone_keep_ms) end
 end
 """
 
