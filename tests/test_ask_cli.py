@@ -11,6 +11,7 @@ import time
 from collections.abc import AsyncIterator
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -201,15 +202,16 @@ async def test_a_stop_while_the_ask_is_being_opened_still_withdraws_it(store: Ca
     from progresscast.model.asks import AskInput
 
     stored = asyncio.Event()
-    open_now = store.asks.open
+    call_now = store.call
 
-    async def reply_on_its_way(owner: Owner, body: AskInput) -> Ask:
-        made = await open_now(owner, body)
-        stored.set()
-        await asyncio.sleep(0.3)  # the reply still on its way when the stop comes
-        return made
+    async def reply_on_its_way(*args: Any, **kwargs: Any) -> object:
+        reply = await call_now(*args, **kwargs)
+        if not stored.is_set():  # the open's script: Redis ran it, its reply not read yet
+            stored.set()
+            await asyncio.sleep(0.3)
+        return reply
 
-    store.asks.open = reply_on_its_way  # type: ignore[method-assign]
+    store.call = reply_on_its_way  # type: ignore[method-assign]
     body = AskInput.parse({"kind": "approval", "prompt": "Deploy?", "source": "cli"})
     waiting = asyncio.create_task(ask_and_wait(store, OWNER, [body], 60))
     await stored.wait()
@@ -249,6 +251,41 @@ async def test_ctrl_c_landing_inside_the_waits_own_step_still_withdraws_the_ask(
             await waiting
     finally:
         signal.signal(signal.SIGINT, before)
+    left = [t for t in asyncio.all_tasks() if t is not asyncio.current_task()]
+    for task in left:  # the loop closing, as `asyncio.run` ends
+        task.cancel()
+    await asyncio.gather(*left, return_exceptions=True)
+    [made] = (await store.asks.all(OWNER))[0]
+    assert made.state is AskState.withdrawn
+
+
+async def test_a_second_stop_during_the_withdraw_still_lets_it_end(store: CardStore) -> None:
+    """A stop that comes while the asks are being withdrawn (a cancelled MCP call's task
+    cancelled again, SIGTERM after Ctrl-C) does not cut the withdraw short: it ends
+    before the wait does, so the loop's closing, which cancels every task left, finds
+    none that still has to withdraw."""
+    from progresscast.agents.asking import ask_and_wait
+    from progresscast.model.asks import AskInput
+
+    withdrawing = asyncio.Event()
+    call_now = store.call
+
+    async def slow_withdraw(script: Any, owner: Owner, args: Any, **kwargs: Any) -> object:
+        if script is store.asks._close:
+            withdrawing.set()
+            await asyncio.sleep(0.3)  # the second stop comes before the withdraw reaches Redis
+        return await call_now(script, owner, args, **kwargs)
+
+    store.call = slow_withdraw  # type: ignore[method-assign]
+    body = AskInput.parse({"kind": "approval", "prompt": "Deploy?", "source": "cli"})
+    waiting = asyncio.create_task(ask_and_wait(store, OWNER, [body], 60))
+    while not (await store.asks.all(OWNER))[0]:
+        await asyncio.sleep(0.01)
+    waiting.cancel()
+    await withdrawing.wait()
+    waiting.cancel()
+    with pytest.raises(asyncio.CancelledError):
+        await waiting
     left = [t for t in asyncio.all_tasks() if t is not asyncio.current_task()]
     for task in left:  # the loop closing, as `asyncio.run` ends
         task.cancel()

@@ -70,14 +70,8 @@ async def ask_and_wait(
     done: dict[str, Ask] = {}
     try:
         for body in asks:
-            # Stopped while it is opened, Redis may have stored it, the reply on its way:
-            # known once the reply comes, it is withdrawn below with the rest.
-            opening = asyncio.ensure_future(store.asks.open(owner, body))
-            try:
-                await to_the_end(opening)
-            finally:
-                if opening.done() and not opening.cancelled() and opening.exception() is None:
-                    opened.append(opening.result())
+            # Stopped while it is opened, the store withdraws it (`AskStore.open`).
+            opened.append(await store.asks.open(owner, body))
         if opened_all is not None:
             opened_all(opened)
         while True:
