@@ -251,12 +251,7 @@ async def test_ctrl_c_landing_inside_the_waits_own_step_still_withdraws_the_ask(
             await waiting
     finally:
         signal.signal(signal.SIGINT, before)
-    left = [t for t in asyncio.all_tasks() if t is not asyncio.current_task()]
-    for task in left:  # the loop closing, as `asyncio.run` ends
-        task.cancel()
-    await asyncio.gather(*left, return_exceptions=True)
-    [made] = (await store.asks.all(OWNER))[0]
-    assert made.state is AskState.withdrawn
+    await withdrawn_once_the_loop_closes(store)
 
 
 async def test_a_second_stop_during_the_withdraw_still_lets_it_end(store: CardStore) -> None:
@@ -286,8 +281,14 @@ async def test_a_second_stop_during_the_withdraw_still_lets_it_end(store: CardSt
     waiting.cancel()
     with pytest.raises(asyncio.CancelledError):
         await waiting
+    await withdrawn_once_the_loop_closes(store)
+
+
+async def withdrawn_once_the_loop_closes(store: CardStore) -> None:
+    """Every task left is cancelled, as `asyncio.run`'s closing does; the ask must have
+    been withdrawn all the same (a withdraw left running among them would not be)."""
     left = [t for t in asyncio.all_tasks() if t is not asyncio.current_task()]
-    for task in left:  # the loop closing, as `asyncio.run` ends
+    for task in left:
         task.cancel()
     await asyncio.gather(*left, return_exceptions=True)
     [made] = (await store.asks.all(OWNER))[0]
