@@ -188,6 +188,7 @@ async def adapter(url: str, chats: int, rounds: int, profile: float, conn: Conne
             )
             per_edit = {k: round(v / edits, 2) for k, v in (trips.by_command - commands0).most_common()}
             print(f"round trips per edit, by first command: {per_edit}")
+            print(f"edit calls made: {calls['edit']} (one per write: {edits})")
         await worker.close()
     await redis.aclose()
     if first is not None:

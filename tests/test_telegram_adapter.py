@@ -19,6 +19,8 @@ import pytest
 from redis.asyncio import Redis
 
 from conftest import all_keys
+from progresscast.channels.draft.state import DraftState
+from progresscast.channels.state.ids import DraftKey
 from progresscast.config.settings import Settings
 from progresscast.model.card import CardInput
 from progresscast.model.owners import Owner
@@ -28,6 +30,7 @@ from progresscast.store import keys
 from progresscast.store.cards import CardStore
 from progresscast.store.sharding import layout_of
 from progresscast.telegram.bot import run_adapter
+from progresscast.telegram.follows import TelegramState
 from progresscast.telegram.options import AdapterOptions
 from progresscast.telegram.pacing import Pace
 from progresscast.testing import BotAPIEmulator, ShownMessage
@@ -416,6 +419,76 @@ async def test_restart_edits_the_same_message(api: BotAPIEmulator, harness) -> N
     assert now.message_id == draft.message_id
     assert len(h.draft_sends(PRIVATE)) == 1
     assert errors(api, PRIVATE) == []
+
+
+async def stored_draft(redis: Redis) -> DraftState:
+    """What Redis itself holds of the private chat's draft (no process's memory)."""
+    return DraftState.from_json(await redis.get(keys.channel_draft(keys.TG, OWNER, PRIVATE, 0)))
+
+
+@pytest.mark.backends
+async def test_an_edits_bookkeeping_is_stored_behind_and_at_the_stop(api: BotAPIEmulator, harness, redis: Redis) -> None:
+    h = await harness()
+    await h.command(PRIVATE, "/follow t1")
+    await h.put(("Reproduce", "in_progress"))
+    await h.shows(PRIVATE, "Reproduce")
+    sent = await stored_draft(redis)
+    await h.put(("Reproduce", "completed"), ("Fix", "in_progress"))
+    await h.shows(PRIVATE, "Fix")
+    assert await stored_draft(redis) == sent  # the edit is held in the process for now
+    await h.stop()
+    stopped = await stored_draft(redis)
+    assert stopped.revision == sent.revision + 1 and stopped.digest != sent.digest  # stored at the stop
+    edits = len(api.calls_for(PRIVATE, "editMessageText"))
+    await h.start()
+    await h.put(("Reproduce", "completed"), ("Fix", "in_progress"), markdown="same steps, a note")
+    await h.shows(PRIVATE, "a note")
+    # The restart knew what the message showed: the one edit since is the new write's.
+    assert len(api.calls_for(PRIVATE, "editMessageText")) == edits + 1
+    assert errors(api, PRIVATE) == []
+
+
+async def test_an_edit_that_also_changes_the_drafts_bookkeeping_is_stored_at_once(
+    api: BotAPIEmulator, harness, redis: Redis
+) -> None:
+    h = await harness()
+    await h.command(PRIVATE, "/follow t1")
+    await h.put(("Reproduce", "in_progress"))
+    await h.shows(PRIVATE, "Reproduce")
+    await h.store.start_run(OWNER, "r1")
+    await h.put(("Reproduce", "completed"), ("Fix", "in_progress"))
+    await h.shows(PRIVATE, "Fix")
+    # The run this draft saw start is bookkeeping a restart needs (to end it): not held back.
+    assert (await stored_draft(redis)).seen_run == "r1"
+
+
+async def test_an_edit_a_crash_left_unstored_costs_one_edit_telegram_finds_unchanged(
+    api: BotAPIEmulator, harness, redis: Redis
+) -> None:
+    h = await harness()
+    await h.command(PRIVATE, "/follow t1")
+    await h.put(("Reproduce", "in_progress"))
+    await h.shows(PRIVATE, "Reproduce")
+    sent = await stored_draft(redis)
+    await h.put(("Reproduce", "completed"), ("Fix", "in_progress"))
+    [edited] = await h.shows(PRIVATE, "Fix")
+    await h.stop()
+    # What a crash before the edit was stored leaves: the state of the first send.
+    await TelegramState(redis).drafts.save(DraftKey(PRIVATE, 0, OWNER), sent)
+    edits = len(api.calls_for(PRIVATE, "editMessageText"))
+    await h.start()
+
+    def looked_again() -> list[Any]:
+        return api.calls_for(PRIVATE, "editMessageText")[edits:]
+
+    [again] = await api.wait_for(looked_again, 5)
+    assert again.description and "not modified" in again.description  # taken as shown: no loop
+    await quiet(3)
+    assert len(api.calls_for(PRIVATE, "editMessageText")) == edits + 1
+    [now] = h.drafts(PRIVATE)
+    assert now.message_id == edited.message_id and now.text == edited.text
+    await h.put(("Reproduce", "completed"), ("Fix", "completed"))
+    await h.shows(PRIVATE, "2/2 complete")
 
 
 async def test_killed_during_a_send_leaves_no_duplicate(api: BotAPIEmulator, harness) -> None:

@@ -123,6 +123,10 @@ class ChannelWorker:
         lanes, self._lanes = list(self._lanes.values()), {}
         for lane in lanes:
             await lane.close()
+        try:  # what edits left unstored (`Drafts.defer`), while the lease is still held
+            await self.state.drafts.close()
+        except Exception as exc:  # Redis down, or the lease gone: the next holder edits again
+            self.log.warning("drafts' bookkeeping not stored at the stop: %s: %s", type(exc).__name__, exc)
         await self.pacer.close()
 
     async def idle(self) -> None:

@@ -338,7 +338,12 @@ class DraftProcessor:
             raise TypeError(f"unknown call {call!r}")
         new = apply(state, call, outcome, self.ctx.clock())
         if new != stored:
-            await self.ctx.state.drafts.save(key, new)
+            if isinstance(call, Edit) and outcome.delivered and state == stored:
+                # Only what the message shows changed (the decision's bookkeeping did not):
+                # written behind (`Drafts.defer`).
+                await self.ctx.state.drafts.defer(key, stored, new)
+            else:
+                await self.ctx.state.drafts.save(key, new)
         delay = await self.effects.after(key, call, outcome)
         if delay == 0 and outcome.delivered and new.intent is None:
             # What comes next with the same view, decided without reading or rendering

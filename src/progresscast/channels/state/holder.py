@@ -82,7 +82,7 @@ class ChannelState:
         if missing:
             self.scope.missing(*missing)
         return DraftFollowing(
-            state=DraftState.from_json(raw),
+            state=self.drafts.current(key, raw),
             following=bool(following),
             prefs=prefs_of(prefs),
             below=self.messages.heard_mark(heard) if heard else None,
