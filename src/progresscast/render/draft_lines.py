@@ -151,7 +151,7 @@ def header(
     return list(_header_lines(label, count, theme.word("joiner"), cap, spare))
 
 
-@lru_cache(maxsize=1024)
+@lru_cache(maxsize=16_384)  # per label and count: 1,024 thrashed at 300 chats × 10 counts
 def _header_lines(label_text: str | None, count: str, joiner: str, cap: int, spare: bool) -> tuple[Line, ...]:
     label = Span(label_text, ("b",)) if label_text is not None else None
     if not count:

@@ -16,6 +16,7 @@ timeout is the read timeout; an upload's (files) is `read_timeout + write_timeou
 from __future__ import annotations
 
 import asyncio
+import functools
 import json
 from typing import Any
 
@@ -59,6 +60,12 @@ def _body(request_data: RequestData | None, files: UploadFileDict | None) -> tup
     for name, (filename, content, mimetype) in files.items():
         form.add_field(name, content, filename=filename, content_type=mimetype)
     return form, None
+
+
+@functools.lru_cache(maxsize=64)
+def _timeout(connect: float | None, read: float | None) -> aiohttp.ClientTimeout:
+    """One (immutable) timeout per pair of values, not one per call."""
+    return aiohttp.ClientTimeout(total=None, connect=None, sock_connect=connect, sock_read=read)
 
 
 class FencedRequest(BaseRequest):
@@ -141,9 +148,7 @@ class FencedRequest(BaseRequest):
         # wait for the reply. An upload may take a while to write: its write timeout is added.
         write = _seconds(write_timeout, self._media_write) if files else 0.0
         sock_read = None if read is None or write is None else read + write
-        timeout = aiohttp.ClientTimeout(
-            total=None, connect=None, sock_connect=_seconds(connect_timeout, self._connect), sock_read=sock_read
-        )
+        timeout = _timeout(_seconds(connect_timeout, self._connect), sock_read)
         body, headers = _body(request_data, files)
         proxy, proxy_auth = self._proxy_for(url)
         if self._slots.locked():  # a free slot is taken at once, with no timer to arm
