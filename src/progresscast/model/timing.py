@@ -37,9 +37,12 @@ def step_times_of(raw: Any, steps: int) -> tuple[StepTime | None, ...]:
         return ()
     out: list[StepTime | None] = []
     for pair in raw:
-        if not isinstance(pair, list) or len(pair) != 2 or not all(isinstance(v, int) for v in pair):
+        # Checked without a generator per pair: a card's times are read on every edit.
+        if not isinstance(pair, list) or len(pair) != 2:
             return ()
         since, done = pair
+        if not (isinstance(since, int) and isinstance(done, int)):
+            return ()
         out.append(StepTime(since / 1000 if since else None, done / 1000 if done else None) if since or done else None)
     return tuple(out)
 
