@@ -122,7 +122,7 @@ def write_report(
            else "."),
         "",
         "Reproduce: `make bench` (everything, < 15 min) or `make bench-quick` (< 2 min). "
-        "Benchmarks live in `bench/`; they are not tests. Each uses a fresh embedded Redis "
+        "Benchmarks live in `bench/`; they are not tests. Each figure uses a fresh embedded Redis "
         "unless `bench/run.py --redis URL` names a database (which it flushes).",
         "",
         "## Results",
