@@ -5,12 +5,13 @@ check just before a pause never undoes what a newer holder of the lease stored.
 An edit's bookkeeping is written behind (`defer`): what the message shows after an edit
 (its digest, kind and card revision) is kept in this process's memory and stored with
 the draft's next write, or `save_within` seconds after the first change not stored,
-or when the worker stops. Storing it after every edit was about a tenth of the CPU an
-edit costs. Every read of the draft here sees the newest state (`current`); a crash
-loses at most those seconds of it, and the next holder then makes one edit to content
-the message already shows ("not modified", taken as delivered). Everything else — a
-first send's write-ahead, a new message id, an answer's progress, a deletion — is
-stored before the lane goes on, as before.
+or when the worker stops. Storing it after every edit (a fenced script call and its
+round trip) was about a tenth of an edit's CPU (bench/LIMITS.md). Every read of the
+draft here sees the newest state (`current`); a crash loses at most those seconds of
+it, and the next holder then makes one edit to content the message already shows ("not
+modified", taken as delivered). Everything else — a first send's write-ahead, a new
+message id, an answer's progress, a deletion, a decision's own bookkeeping — is stored
+before the lane goes on, as before.
 """
 
 from __future__ import annotations
