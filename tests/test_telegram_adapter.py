@@ -426,13 +426,23 @@ async def stored_draft(redis: Redis) -> DraftState:
     return DraftState.from_json(await redis.get(keys.channel_draft(keys.TG, OWNER, PRIVATE, 0)))
 
 
+async def sent_draft(redis: Redis) -> DraftState:
+    """The stored state once the first send's answer is stored too (the chat may show the
+    message a moment before)."""
+    deadline = time.monotonic() + 5
+    while (state := await stored_draft(redis)).message_id is None or state.intent is not None:
+        assert time.monotonic() < deadline, f"the send's answer never stored: {state}"
+        await asyncio.sleep(0.01)
+    return state
+
+
 @pytest.mark.backends
 async def test_an_edits_bookkeeping_is_stored_behind_and_at_the_stop(api: BotAPIEmulator, harness, redis: Redis) -> None:
     h = await harness()
     await h.command(PRIVATE, "/follow t1")
     await h.put(("Reproduce", "in_progress"))
     await h.shows(PRIVATE, "Reproduce")
-    sent = await stored_draft(redis)
+    sent = await sent_draft(redis)
     await h.put(("Reproduce", "completed"), ("Fix", "in_progress"))
     await h.shows(PRIVATE, "Fix")
     assert await stored_draft(redis) == sent  # the edit is held in the process for now
@@ -458,8 +468,12 @@ async def test_an_edit_that_also_changes_the_drafts_bookkeeping_is_stored_at_onc
     await h.store.start_run(OWNER, "r1")
     await h.put(("Reproduce", "completed"), ("Fix", "in_progress"))
     await h.shows(PRIVATE, "Fix")
-    # The run this draft saw start is bookkeeping a restart needs (to end it): not held back.
-    assert (await stored_draft(redis)).seen_run == "r1"
+    # The run this draft saw start is bookkeeping a restart needs (to end it): stored
+    # with the edit's answer, not held back for the 10 s an edit alone may be.
+    deadline = time.monotonic() + 3
+    while (await stored_draft(redis)).seen_run != "r1":
+        assert time.monotonic() < deadline, "the run's start was held back"
+        await asyncio.sleep(0.01)
 
 
 async def test_an_edit_a_crash_left_unstored_costs_one_edit_telegram_finds_unchanged(
@@ -469,7 +483,7 @@ async def test_an_edit_a_crash_left_unstored_costs_one_edit_telegram_finds_uncha
     await h.command(PRIVATE, "/follow t1")
     await h.put(("Reproduce", "in_progress"))
     await h.shows(PRIVATE, "Reproduce")
-    sent = await stored_draft(redis)
+    sent = await sent_draft(redis)
     await h.put(("Reproduce", "completed"), ("Fix", "in_progress"))
     [edited] = await h.shows(PRIVATE, "Fix")
     await h.stop()
