@@ -13,6 +13,7 @@ import asyncio
 import itertools
 import re
 import time
+from collections.abc import Callable
 from typing import Any
 
 import pytest
@@ -426,23 +427,32 @@ async def stored_draft(redis: Redis) -> DraftState:
     return DraftState.from_json(await redis.get(keys.channel_draft(keys.TG, OWNER, PRIVATE, 0)))
 
 
-async def sent_draft(redis: Redis) -> DraftState:
-    """The stored state once the first send's answer is stored too (the chat may show the
-    message a moment before)."""
-    deadline = time.monotonic() + 5
-    while (state := await stored_draft(redis)).message_id is None or state.intent is not None:
-        assert time.monotonic() < deadline, f"the send's answer never stored: {state}"
+async def stored_once(redis: Redis, ok: Callable[[DraftState], bool], within: float, what: str) -> DraftState:
+    """The stored state once `ok` holds of it (the chat may show a call's effect a moment
+    before its answer is stored)."""
+    deadline = time.monotonic() + within
+    while not ok(state := await stored_draft(redis)):
+        assert time.monotonic() < deadline, f"{what}: {state}"
         await asyncio.sleep(0.01)
     return state
 
 
-@pytest.mark.backends
-async def test_an_edits_bookkeeping_is_stored_behind_and_at_the_stop(api: BotAPIEmulator, harness, redis: Redis) -> None:
+async def first_draft_stored(harness) -> tuple[Harness, DraftState]:
+    """An adapter whose private chat follows t1 and shows its first draft, and that
+    draft's stored state once the send's answer is stored too."""
     h = await harness()
     await h.command(PRIVATE, "/follow t1")
     await h.put(("Reproduce", "in_progress"))
     await h.shows(PRIVATE, "Reproduce")
-    sent = await sent_draft(redis)
+    sent = await stored_once(
+        h.redis, lambda s: s.message_id is not None and s.intent is None, 5, "the send's answer never stored"
+    )
+    return h, sent
+
+
+@pytest.mark.backends
+async def test_an_edits_bookkeeping_is_stored_behind_and_at_the_stop(api: BotAPIEmulator, harness, redis: Redis) -> None:
+    h, sent = await first_draft_stored(harness)
     await h.put(("Reproduce", "completed"), ("Fix", "in_progress"))
     await h.shows(PRIVATE, "Fix")
     assert await stored_draft(redis) == sent  # the edit is held in the process for now
@@ -461,29 +471,19 @@ async def test_an_edits_bookkeeping_is_stored_behind_and_at_the_stop(api: BotAPI
 async def test_an_edit_that_also_changes_the_drafts_bookkeeping_is_stored_at_once(
     api: BotAPIEmulator, harness, redis: Redis
 ) -> None:
-    h = await harness()
-    await h.command(PRIVATE, "/follow t1")
-    await h.put(("Reproduce", "in_progress"))
-    await h.shows(PRIVATE, "Reproduce")
+    h, _ = await first_draft_stored(harness)
     await h.store.start_run(OWNER, "r1")
     await h.put(("Reproduce", "completed"), ("Fix", "in_progress"))
     await h.shows(PRIVATE, "Fix")
     # The run this draft saw start is bookkeeping a restart needs (to end it): stored
     # with the edit's answer, not held back for the 10 s an edit alone may be.
-    deadline = time.monotonic() + 3
-    while (await stored_draft(redis)).seen_run != "r1":
-        assert time.monotonic() < deadline, "the run's start was held back"
-        await asyncio.sleep(0.01)
+    await stored_once(redis, lambda s: s.seen_run == "r1", 3, "the run's start was held back")
 
 
 async def test_an_edit_a_crash_left_unstored_costs_one_edit_telegram_finds_unchanged(
     api: BotAPIEmulator, harness, redis: Redis
 ) -> None:
-    h = await harness()
-    await h.command(PRIVATE, "/follow t1")
-    await h.put(("Reproduce", "in_progress"))
-    await h.shows(PRIVATE, "Reproduce")
-    sent = await sent_draft(redis)
+    h, sent = await first_draft_stored(harness)
     await h.put(("Reproduce", "completed"), ("Fix", "in_progress"))
     [edited] = await h.shows(PRIVATE, "Fix")
     await h.stop()
