@@ -30,6 +30,7 @@ from ..model.view import View
 from ..render.payload import Payload
 from ..store.cards import CardStore
 from ..store.events import EventGroup, GroupReading
+from ..store.lease import FenceClosed
 from ..timescale import time_scale
 from .asks import AskMessages, Presses
 from .channel import Channel
@@ -125,8 +126,10 @@ class ChannelWorker:
             await lane.close()
         try:  # what edits left unstored (`Drafts.defer`), while the lease is still held
             await self.state.drafts.close()
-        except Exception as exc:  # Redis down, or the lease gone: the next holder edits again
-            self.log.warning("drafts' bookkeeping not stored at the stop: %s: %s", type(exc).__name__, exc)
+        except FenceClosed:  # the lease passed on (already logged): its holder edits such drafts once more
+            self.log.info("the last edits' bookkeeping not stored: the lease passed on")
+        except Exception as exc:  # Redis down: the next holder edits such drafts once more
+            self.log.warning("the last edits' bookkeeping not stored at the stop: %s: %s", type(exc).__name__, exc)
         await self.pacer.close()
 
     async def idle(self) -> None:
