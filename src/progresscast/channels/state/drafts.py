@@ -151,15 +151,17 @@ class Drafts:
 
     async def _flush_older(self, age: float) -> None:
         """Store the held states at least `age` seconds old; then wait for the next."""
+        failed = False
         try:
             await self.flush(age)
-        except Exception as exc:  # Redis down: kept, and tried again
+        except Exception as exc:  # Redis down: kept, and tried again one period later
             log.warning("drafts' bookkeeping not stored yet: %s: %s", type(exc).__name__, exc)
+            failed = True
         finally:
             self._flush_task = None
         if self._unsaved:
             oldest = min(held.since for held in self._unsaved.values())
-            self._arm(max(0.05, oldest + self.save_within - time.monotonic()))
+            self._arm(self.save_within if failed else max(0.05, oldest + self.save_within - time.monotonic()))
 
     async def flush(self, age: float = 0.0) -> None:
         """Store the states held here for `age` seconds or more (0: all of them)."""
