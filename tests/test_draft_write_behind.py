@@ -13,6 +13,7 @@ from typing import Any
 import pytest
 
 from progresscast.channels.draft.state import DraftState
+from progresscast.channels.state.drafts import SAVE_WITHIN
 from progresscast.channels.state.ids import DraftKey
 from progresscast.model.owners import Owner
 from progresscast.store import keys
@@ -38,10 +39,9 @@ async def in_redis(redis: Any, key: DraftKey = KEY) -> DraftState:
     return DraftState.from_json(await redis.get(keys.channel_draft(keys.TG, key.owner, key.chat_id, key.thread_id)))
 
 
-async def shown_then_edited(redis: Any, fence: Fence | None = None, **options: Any) -> TelegramState:
+async def shown_then_edited(redis: Any, fence: Fence | None = None, *, save_within: float = SAVE_WITHIN) -> TelegramState:
     state = TelegramState(redis, fence=fence or held())
-    if options:
-        state.drafts.save_within = options["save_within"]
+    state.drafts.save_within = save_within
     await state.drafts.save(KEY, SHOWN)
     await state.drafts.defer(KEY, SHOWN, EDITED)
     return state
